@@ -1,0 +1,37 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench install java clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Spark needs a Java runtime (17 or newer); install Debian's when it is missing.
+java:
+	@bash scripts/ensure-java.sh
+
+demo: install java
+	$(BIN)/logsource demo $(DEMO_ARGS)
+
+test: install java
+	$(BIN)/python -m ruff check pyspark_logsource tests benchmarks
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/python -m ruff check pyspark_logsource tests benchmarks
+
+bench: install java
+	$(BIN)/python benchmarks/log_store.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

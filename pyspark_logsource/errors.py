@@ -1,0 +1,235 @@
+"""Typed errors shared by the broker and the clients.
+
+Every broker-side error carries a numeric ``code`` that travels in protocol
+responses; the client turns a code back into the same exception type with
+:func:`error_for_code`. Codes follow Kafka's numbering where Kafka has the
+concept, so that people who know Kafka recognise them.
+"""
+
+from __future__ import annotations
+
+
+class LogSourceError(Exception):
+    """Base class of every error raised by pyspark-logsource."""
+
+    code: int = -1
+    retriable: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__class__.__doc__ or self.__class__.__name__)
+        self.message = message
+
+
+class UnknownServerError(LogSourceError):
+    """The broker hit an unexpected error while handling the request."""
+
+    code = -1
+
+
+class OffsetOutOfRange(LogSourceError):
+    """The requested offset is outside the range the log holds."""
+
+    code = 1
+
+
+class CorruptRecord(LogSourceError):
+    """A record batch failed its size or CRC checks."""
+
+    code = 2
+
+
+class UnknownTopicOrPartition(LogSourceError):
+    """The topic or partition does not exist on this broker."""
+
+    code = 3
+    retriable = True
+
+
+class InvalidFetchSize(LogSourceError):
+    """The fetch size is not valid."""
+
+    code = 4
+
+
+class LeaderNotAvailable(LogSourceError):
+    """The partition has no leader right now."""
+
+    code = 5
+    retriable = True
+
+
+class NotLeaderOrFollower(LogSourceError):
+    """This broker is not the leader of the partition."""
+
+    code = 6
+    retriable = True
+
+
+class RequestTimedOut(LogSourceError):
+    """The request did not complete in time."""
+
+    code = 7
+    retriable = True
+
+
+class MessageTooLarge(LogSourceError):
+    """A record batch is larger than message.max.bytes."""
+
+    code = 10
+
+
+class NetworkError(LogSourceError):
+    """The connection to the broker failed or was closed."""
+
+    code = 13
+    retriable = True
+
+
+class CoordinatorNotAvailable(LogSourceError):
+    """The group coordinator is not available."""
+
+    code = 15
+    retriable = True
+
+
+class InvalidTopic(LogSourceError):
+    """The topic name is not valid."""
+
+    code = 17
+
+
+class RecordListTooLarge(LogSourceError):
+    """A produce request is larger than the broker accepts."""
+
+    code = 18
+
+
+class InvalidRequiredAcks(LogSourceError):
+    """The acks value is not supported."""
+
+    code = 21
+
+
+class InvalidTimestamp(LogSourceError):
+    """A timestamp is outside the accepted range."""
+
+    code = 32
+
+
+class UnsupportedVersion(LogSourceError):
+    """The api key or version is not supported by the broker."""
+
+    code = 35
+
+
+class TopicAlreadyExists(LogSourceError):
+    """A topic with this name already exists."""
+
+    code = 36
+
+
+class InvalidPartitions(LogSourceError):
+    """The number of partitions is not valid."""
+
+    code = 37
+
+
+class InvalidConfig(LogSourceError):
+    """A configuration value is not valid."""
+
+    code = 40
+
+
+class InvalidRequest(LogSourceError):
+    """The request is malformed."""
+
+    code = 42
+
+
+class OutOfOrderSequence(LogSourceError):
+    """A producer batch arrived with a sequence number that leaves a gap."""
+
+    code = 45
+
+
+class DuplicateSequence(LogSourceError):
+    """A producer batch was already appended (idempotent producer retry)."""
+
+    code = 46
+
+
+class InvalidProducerEpoch(LogSourceError):
+    """The producer epoch is older than the one the broker knows."""
+
+    code = 47
+
+
+class StorageError(LogSourceError):
+    """The broker could not read or write its log directory."""
+
+    code = 56
+
+
+class UnknownProducerId(LogSourceError):
+    """The broker has no state for this producer id."""
+
+    code = 59
+
+
+class UnsupportedCompressionType(LogSourceError):
+    """The compression codec is not supported."""
+
+    code = 76
+
+
+# Client-side errors: they never travel on the wire, so their codes are
+# outside Kafka's range.
+
+
+class ClientError(LogSourceError):
+    """Base class of errors raised only on the client side."""
+
+    code = 1000
+
+
+class BufferFull(ClientError):
+    """The producer's buffer.memory is exhausted and max.block.ms passed."""
+
+    code = 1001
+
+
+class ClientClosed(ClientError):
+    """The client was closed."""
+
+    code = 1002
+
+
+class ConfigError(ClientError):
+    """An option given to a client, the CLI or the data source is not valid."""
+
+    code = 1003
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+ERRORS_BY_CODE: dict[int, type[LogSourceError]] = {
+    c.code: c for c in _all_subclasses(LogSourceError) if not issubclass(c, ClientError)
+}
+NONE = 0
+
+
+def error_for_code(code: int, message: str = "") -> LogSourceError:
+    """Return the exception instance for a protocol error code."""
+    cls = ERRORS_BY_CODE.get(code, UnknownServerError)
+    return cls(message)
+
+
+def code_of(exc: BaseException) -> int:
+    """Return the protocol error code for an exception (unknown ones map to -1)."""
+    return exc.code if isinstance(exc, LogSourceError) and not isinstance(exc, ClientError) else -1
