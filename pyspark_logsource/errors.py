@@ -210,6 +210,27 @@ class ConfigError(ClientError):
     code = 1003
 
 
+# Exactly-once loads (pyspark_logsource/offsets, jobs/etl.py); codes 1100+.
+
+
+class CommitConflict(ClientError):
+    """Another load committed the same manifest sequence first (two writers on one output)."""
+
+    code = 1100
+
+
+class AuditMismatch(ClientError):
+    """Rows written per topic-partition differ from the committed offset ranges."""
+
+    code = 1101
+
+
+class CommittedDataMissing(ClientError):
+    """A file named by a committed manifest is in neither the staging nor the published tree."""
+
+    code = 1102
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = []
     for sub in cls.__subclasses__():
