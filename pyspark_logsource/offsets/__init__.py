@@ -1,0 +1,31 @@
+"""Where consumer positions live: with the output (the exactly-once pattern).
+
+``OffsetStore`` reads the manifests of an output directory, ``Committer`` runs
+the commit protocol (stage, put the manifest, publish, roll forward), and
+``FileSystem`` is the small Hadoop-style interface both are written against.
+"""
+
+from __future__ import annotations
+
+from .commit import Committer, RecoveryReport, StagedLoad, pause_point
+from .filesystem import FileStatus, FileSystem, LocalFileSystem, get_filesystem, register_filesystem
+from .store import CommittedFile, FileRange, LoadRange, Manifest, OffsetStore, format_table, offsets_dict
+
+__all__ = [
+    "CommittedFile",
+    "Committer",
+    "FileRange",
+    "FileStatus",
+    "FileSystem",
+    "LoadRange",
+    "LocalFileSystem",
+    "Manifest",
+    "OffsetStore",
+    "RecoveryReport",
+    "StagedLoad",
+    "format_table",
+    "get_filesystem",
+    "offsets_dict",
+    "pause_point",
+    "register_filesystem",
+]

@@ -1,0 +1,233 @@
+"""A small Hadoop-style filesystem interface for the offset store.
+
+The exactly-once commit protocol needs only what HDFS and object stores offer:
+create a new file (optionally put-if-absent), read it, list a directory, rename
+without overwriting, delete, test existence. :class:`FileSystem` names these
+operations; :class:`LocalFileSystem` implements them for local ``file:`` paths
+(and plain paths), with the atomicity the protocol relies on:
+
+- ``create(path, data, overwrite=False)`` is put-if-absent: the bytes are
+  written to a hidden temporary file, fsynced, then hard-linked to ``path``;
+  ``link`` fails if ``path`` exists, so a reader never sees a half-written file
+  and two writers never both win.
+- ``rename(src, dst)`` never overwrites ``dst`` (HDFS semantics).
+
+An HDFS or S3 client implements the same class (``get_filesystem`` picks one
+by URI scheme; :func:`register_filesystem` adds schemes).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import NamedTuple
+from urllib.parse import urlparse
+
+from ..errors import ConfigError
+
+
+class FileStatus(NamedTuple):
+    """One entry of a directory listing."""
+
+    path: str
+    name: str
+    is_dir: bool
+    size: int
+
+
+class FileSystem(ABC):
+    """The operations a Hadoop-style store offers; paths are strings of that store."""
+
+    @abstractmethod
+    def create(self, path: str, data: bytes, overwrite: bool = False) -> None:
+        """Write a whole new file atomically; raise FileExistsError if it exists and not overwrite."""
+
+    @abstractmethod
+    def read(self, path: str) -> bytes:
+        """Return the whole content of a file (FileNotFoundError if absent)."""
+
+    @abstractmethod
+    def list(self, path: str) -> list[FileStatus]:
+        """List a directory (empty list if it does not exist), sorted by name."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Move src to dst; raise FileExistsError if dst exists, FileNotFoundError if src is absent."""
+
+    @abstractmethod
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        """Delete a file or directory; return False if it did not exist."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """True if the path exists."""
+
+    @abstractmethod
+    def mkdirs(self, path: str) -> None:
+        """Create a directory and its parents (no error if it exists)."""
+
+    def join(self, *parts: str) -> str:
+        """Join path components with '/'."""
+        out = parts[0].rstrip("/")
+        for p in parts[1:]:
+            if p:
+                out = out + "/" + p.strip("/")
+        return out
+
+    def walk_files(self, path: str) -> list[FileStatus]:
+        """All files under path, recursively, sorted by path."""
+        out: list[FileStatus] = []
+        stack = [path]
+        while stack:
+            for st in self.list(stack.pop()):
+                if st.is_dir:
+                    stack.append(st.path)
+                else:
+                    out.append(st)
+        out.sort(key=lambda s: s.path)
+        return out
+
+
+def _local_path(path: str) -> str:
+    if path.startswith("file:"):
+        parsed = urlparse(path)
+        return parsed.path
+    return path
+
+
+class LocalFileSystem(FileSystem):
+    """The local filesystem; accepts ``file:///abs/path`` and plain paths."""
+
+    def __init__(self, fsync: bool = True) -> None:
+        # fsync makes a committed manifest survive a machine crash, not just a process kill.
+        self.fsync = fsync
+
+    def _sync_dir(self, d: str) -> None:
+        if not self.fsync:
+            return
+        try:
+            fd = os.open(d, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def create(self, path: str, data: bytes, overwrite: bool = False) -> None:
+        p = _local_path(path)
+        d = os.path.dirname(p) or "."
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, f".{os.path.basename(p)}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+        try:
+            if overwrite:
+                os.replace(tmp, p)
+            else:
+                try:
+                    os.link(tmp, p)
+                except FileExistsError:
+                    raise FileExistsError(errno.EEXIST, "file exists", path) from None
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        self._sync_dir(d)
+
+    def read(self, path: str) -> bytes:
+        with open(_local_path(path), "rb") as f:
+            return f.read()
+
+    def list(self, path: str) -> list[FileStatus]:
+        p = _local_path(path)
+        try:
+            entries = list(os.scandir(p))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for e in entries:
+            is_dir = e.is_dir(follow_symlinks=False)
+            size = 0 if is_dir else e.stat(follow_symlinks=False).st_size
+            out.append(FileStatus(self.join(path, e.name), e.name, is_dir, size))
+        out.sort(key=lambda s: s.name)
+        return out
+
+    def rename(self, src: str, dst: str) -> None:
+        s, t = _local_path(src), _local_path(dst)
+        if not os.path.lexists(s):
+            raise FileNotFoundError(errno.ENOENT, "no such file", src)
+        os.makedirs(os.path.dirname(t) or ".", exist_ok=True)
+        if os.path.isdir(s):
+            if os.path.lexists(t):
+                raise FileExistsError(errno.EEXIST, "file exists", dst)
+            os.rename(s, t)
+        else:
+            # link + unlink is an atomic no-overwrite rename for files; a crash in between leaves
+            # both names, which the caller's idempotent roll-forward treats as "already moved".
+            try:
+                os.link(s, t)
+            except FileExistsError:
+                raise FileExistsError(errno.EEXIST, "file exists", dst) from None
+            os.unlink(s)
+        self._sync_dir(os.path.dirname(t) or ".")
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        p = _local_path(path)
+        if not os.path.lexists(p):
+            return False
+        if os.path.isdir(p) and not os.path.islink(p):
+            if recursive:
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.rmdir(p)
+        else:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                return False
+        return True
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(_local_path(path))
+
+    def mkdirs(self, path: str) -> None:
+        os.makedirs(_local_path(path), exist_ok=True)
+
+
+_REGISTRY: dict[str, Callable[[str], FileSystem]] = {
+    "": lambda uri: LocalFileSystem(),
+    "file": lambda uri: LocalFileSystem(),
+}
+
+
+def register_filesystem(scheme: str, factory: Callable[[str], FileSystem]) -> None:
+    """Make get_filesystem return factory(uri) for URIs with this scheme (e.g. 'hdfs')."""
+    _REGISTRY[scheme.lower()] = factory
+
+
+def get_filesystem(uri: str) -> FileSystem:
+    """Return the FileSystem for a path or URI; ConfigError for an unknown scheme."""
+    scheme = urlparse(uri).scheme.lower() if "://" in uri or uri.startswith("file:") else ""
+    factory = _REGISTRY.get(scheme)
+    if factory is None:
+        raise ConfigError(
+            f"no filesystem registered for scheme {scheme!r} in {uri!r}; "
+            f"known: {sorted(s for s in _REGISTRY if s)} (use register_filesystem)"
+        )
+    return factory(uri)
+
+
+def to_local_path(uri: str) -> str:
+    """The local path of a file: URI or plain path (for Spark/pyarrow readers)."""
+    return os.path.abspath(_local_path(uri))
