@@ -1,0 +1,568 @@
+"""The Spark data source ``logsource``: batch and streaming reads and writes.
+
+Usage mirrors Spark's Kafka connector::
+
+    spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", "clicks").load()
+    spark.readStream.format("logsource")...
+    df.write.format("logsource").option("topic", "clicks").save()
+
+Everything that talks to the broker opens its own client inside the method
+that needs it (planner worker or Spark task); the reader and writer objects
+Spark pickles hold only plain data.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from .errors import ConfigError, OffsetOutOfRange, UnknownTopicOrPartition
+from .spark import arrow as sarrow
+from .spark import planning
+from .spark.options import (
+    ReadOptions,
+    WriteOptions,
+    normalize,
+    parse_bool,
+    parse_read_options,
+    parse_write_options,
+)
+from .spark.planning import TP, OffsetRange, Pushed
+
+log = logging.getLogger(__name__)
+
+# Version gates: admission control and Trigger.AvailableNow arrived in PySpark 4.2,
+# the streaming Arrow writer in 4.1. Older versions get the fallbacks below.
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    HAS_ADMISSION_CONTROL = True
+except ImportError:  # PySpark 4.0 / 4.1
+    HAS_ADMISSION_CONTROL = False
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Placeholder base on PySpark < 4.2."""
+
+
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+    HAS_STREAM_ARROW_WRITER = True
+except ImportError:  # PySpark 4.0
+    DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[misc,assignment]
+    HAS_STREAM_ARROW_WRITER = False
+
+
+# ---------------------------------------------------------------------------
+# Broker access (opened lazily, never pickled)
+
+
+class _Broker:
+    """The offset lookups planning needs, over an Admin client."""
+
+    def __init__(self, bootstrap: str, client_id: str | None) -> None:
+        from .client import Admin
+
+        self.admin = Admin(bootstrap, client_id=client_id or "logsource-spark")
+
+    def lookup(self, tps: Sequence[TP], spec: Any) -> dict[TP, int]:
+        if not tps:
+            return {}
+        return {tuple(k): int(v) for k, v in self.admin.list_offsets(list(tps), spec).items()}  # type: ignore[misc]
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(self.admin.partitions_for(topic))
+
+    def list_topics(self) -> list[str]:
+        return list(self.admin.list_topics())
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+def _with_broker(opts: ReadOptions | WriteOptions):
+    return _Broker(opts.bootstrap, opts.client_id)
+
+
+# ---------------------------------------------------------------------------
+# Batch read
+
+
+def plan_batch(opts: ReadOptions, pushed: Pushed, broker: Any) -> list[OffsetRange]:
+    """Plan the offset ranges of a batch read (the work of ``partitions()``)."""
+    if pushed.empty:
+        return []
+    tps = planning.select_partitions(opts, broker.partitions_for, broker.list_topics, topics_filter=pushed.topics)
+    if pushed.partitions is not None:
+        tps = [tp for tp in tps if tp[1] in pushed.partitions]
+    if not tps:
+        return []
+    start = planning.resolve(
+        opts.starting, tps, broker.lookup, name="startingOffsets", default="earliest", strategy=opts.by_timestamp_strategy
+    )
+    end = planning.resolve(opts.ending, tps, broker.lookup, name="endingOffsets", default="latest", strategy="latest")
+    earliest = broker.lookup(tps, "earliest")
+    start = _check_data_loss(start, earliest, opts.fail_on_data_loss, "the planned start")
+    for tp in tps:
+        if start[tp] > end[tp] and _explicit(opts.starting) and _explicit(opts.ending):
+            raise ConfigError(f"starting offset {start[tp]} is after ending offset {end[tp]} for {tp[0]}-{tp[1]}")
+    start = {tp: min(start[tp], end[tp]) for tp in tps}
+    start, end = planning.narrow(start, end, pushed, broker.lookup)
+    return planning.split_ranges(planning.plan_ranges(start, end), opts.min_partitions)
+
+
+def _explicit(spec: Any) -> bool:
+    return isinstance(spec, dict)
+
+
+def _check_data_loss(start: dict[TP, int], earliest: dict[TP, int], fail: bool, what: str) -> dict[TP, int]:
+    """Offsets below the log start were deleted (retention): fail, or skip them with a warning."""
+    lost = {tp: (o, earliest[tp]) for tp, o in start.items() if tp in earliest and o < earliest[tp]}
+    if not lost:
+        return start
+    desc = ", ".join(f"{t}-{p} [{o}, {e})" for (t, p), (o, e) in sorted(lost.items())[:10])
+    if fail:
+        raise OffsetOutOfRange(
+            f"offsets were deleted before they were read (retention): {desc}. {what} is below the log start. "
+            "Set failOnDataLoss=false to skip them with a warning."
+        )
+    msg = f"logsource: skipping offsets deleted by retention (failOnDataLoss=false): {desc}"
+    log.warning(msg)
+    warnings.warn(msg, stacklevel=2)
+    return {tp: max(o, earliest.get(tp, o)) for tp, o in start.items()}
+
+
+def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None = None) -> Iterator[pa.RecordBatch]:
+    """Read one planned range in a Spark task, as Arrow batches of Spark's read schema."""
+    from .client import read_range
+
+    ts_lo = pushed.ts_lo_us if pushed is not None else None
+    ts_hi = pushed.ts_hi_us if pushed is not None else None
+    start = r.start
+    attempts = 0
+    while start < r.end:
+        try:
+            for rb in read_range(
+                opts.bootstrap, r.topic, r.partition, start, r.end, max_bytes=opts.max_bytes_per_fetch, client_id=opts.client_id
+            ):
+                if rb.num_rows == 0:
+                    continue
+                start = int(rb.column("offset")[rb.num_rows - 1].as_py()) + 1
+                out = sarrow.to_spark_batch(rb, r.topic, r.partition, opts.include_headers, ts_lo_us=ts_lo, ts_hi_us=ts_hi)
+                if out.num_rows:
+                    yield out
+            return
+        except OffsetOutOfRange as e:
+            attempts += 1
+            if opts.fail_on_data_loss or attempts > 3:
+                raise OffsetOutOfRange(
+                    f"{r.topic}-{r.partition}: offsets [{start}, {r.end}) are no longer (or not) in the log: {e}. "
+                    "Some data may have been lost (retention or a broker that lost its tail). "
+                    "Set failOnDataLoss=false to skip such offsets with a warning."
+                ) from e
+            b = _with_broker(opts)
+            try:
+                lo = b.lookup([r.tp], "earliest")[r.tp]
+                hi = b.lookup([r.tp], "latest")[r.tp]
+            finally:
+                b.close()
+            new_start = max(start, lo)
+            msg = f"logsource: {r.topic}-{r.partition}: skipping lost offsets [{start}, {new_start}) and any past {hi} (failOnDataLoss=false)"
+            log.warning(msg)
+            warnings.warn(msg, stacklevel=2)
+            end = min(r.end, hi)
+            r = OffsetRange(r.topic, r.partition, new_start, end)
+            start = new_start
+
+
+class LogSourceReader(DataSourceReader):
+    """Batch reader: plans offset ranges on the driver, reads them in tasks."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.pushed = Pushed()
+
+    def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+        b = _with_broker(self.opts)
+        try:
+            return list(plan_batch(self.opts, self.pushed, b))
+        finally:
+            b.close()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if not isinstance(partition, OffsetRange):
+            # Spark hands an InputPartition(None) when the plan is empty.
+            return iter(())
+        return read_offset_range(self.opts, partition, self.pushed)
+
+
+class LogSourceFilteringReader(LogSourceReader):
+    """Batch reader that also narrows its ranges with pushed filters (needs filter pushdown on)."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # type: ignore[override]
+        self.pushed, rest = planning.push_filters(filters, self.pushed)
+        yield from rest
+
+
+def _pushdown_disabled_by_caller() -> bool:
+    """True when Spark is planning this read with filter pushdown turned off.
+
+    Spark refuses a reader that implements pushFilters when
+    spark.sql.python.filterPushdown.enabled is false; reading must still work
+    then, so we hand it the reader without pushFilters.
+    """
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename.endswith("plan_data_source_read.py") and f.f_locals.get("enable_pushdown") is False:
+            return True
+        f = f.f_back  # type: ignore[assignment]
+    return False
+
+
+# ---------------------------------------------------------------------------
+# Streaming read
+
+
+class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader with offsets {topic: {"partition": next_offset}}."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._broker: _Broker | None = None
+        self._advertised: dict[TP, int] = {}
+        self._reported: dict[TP, int] | None = None
+        self._last_end: dict[TP, int] | None = None
+        self._target: dict[TP, int] | None = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_broker"] = None
+        return state
+
+    @property
+    def broker(self) -> _Broker:
+        if self._broker is None:
+            self._broker = _with_broker(self.opts)
+        return self._broker
+
+    def _current(self) -> list[TP]:
+        return planning.select_partitions(self.opts, self.broker.partitions_for, self.broker.list_topics, missing_ok=True)
+
+    def initialOffset(self) -> dict:
+        tps = self._current()
+        start = planning.resolve(
+            self.opts.starting, tps, self.broker.lookup, name="startingOffsets", default="latest",
+            strategy=self.opts.by_timestamp_strategy,
+        )  # fmt: skip
+        self._last_end = dict(start)
+        return planning.to_json(start)
+
+    def _latest(self, start: dict[TP, int]) -> tuple[dict[TP, int], dict[TP, int]]:
+        """(start completed with new partitions, latest offsets that never go backwards)."""
+        tps = self._current()
+        known = set(tps)
+        gone = sorted(tp for tp in start if tp not in known)
+        if gone:
+            desc = ", ".join(f"{t}-{p}" for t, p in gone)
+            if self.opts.fail_on_data_loss:
+                raise UnknownTopicOrPartition(
+                    f"partitions {desc} disappeared (topic deleted?); some data may have been missed. "
+                    "Set failOnDataLoss=false to continue without them."
+                )
+            log.warning("logsource: partitions %s disappeared; continuing without them (failOnDataLoss=false)", desc)
+            start = {tp: o for tp, o in start.items() if tp in known}
+        new = [tp for tp in tps if tp not in start]
+        start = dict(start)
+        if new:
+            # New partitions are read from their beginning, as Spark's Kafka source does.
+            start.update(self.broker.lookup(new, "earliest"))
+        latest = self.broker.lookup(tps, "latest")
+        behind = {tp: (start[tp], o) for tp, o in latest.items() if o < start[tp]}
+        if behind:
+            desc = ", ".join(f"{t}-{p} {s}->{o}" for (t, p), (s, o) in sorted(behind.items()))
+            if self.opts.fail_on_data_loss:
+                raise OffsetOutOfRange(
+                    f"the log end went backwards ({desc}): the broker lost data that was already read. "
+                    "Set failOnDataLoss=false to wait for new data instead."
+                )
+            log.warning("logsource: log end went backwards (%s); waiting for new data (failOnDataLoss=false)", desc)
+        # Never advertise less than what was already advertised or read.
+        latest = planning.advance_only(start, latest)
+        latest = planning.advance_only({tp: o for tp, o in self._advertised.items() if tp in latest}, latest)
+        return start, latest
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        legacy = start is None and limit is None
+        if start is not None:
+            s = planning.from_json(start)
+        elif self._last_end is not None:
+            s = dict(self._last_end)
+        else:
+            # Legacy API after a restart: the checkpointed start is unknown here.
+            s = {}
+        s, latest = self._latest(s)
+        self._reported = dict(latest)
+        if self._target is not None:
+            latest = {tp: max(s.get(tp, o), min(o, self._target.get(tp, s.get(tp, o)))) for tp, o in latest.items()}
+        max_rows = None
+        if HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        elif legacy and start is None and self._last_end is not None:
+            max_rows = self.opts.max_offsets_per_trigger
+        end = planning.rate_limit(s, latest, max_rows)
+        self._advertised = planning.advance_only(self._advertised, end)
+        self._last_end = dict(end)
+        return planning.to_json(end)
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if self._reported is None else planning.to_json(self._reported)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.broker.lookup(self._current(), "latest")
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:  # type: ignore[override]
+        s = planning.from_json(start)
+        e = planning.from_json(end)
+        if not e:
+            return []
+        tps = sorted(e)
+        earliest = self.broker.lookup(tps, "earliest")
+        for tp in tps:
+            s.setdefault(tp, earliest[tp])
+        s = {tp: s[tp] for tp in tps}
+        s = _check_data_loss(s, earliest, self.opts.fail_on_data_loss, "the micro-batch start")
+        s = {tp: min(o, e[tp]) for tp, o in s.items()}
+        return list(planning.split_ranges(planning.plan_ranges(s, e), self.opts.min_partitions))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if not isinstance(partition, OffsetRange):
+            return iter(())
+        return read_offset_range(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        e = planning.from_json(end)
+        self._last_end = planning.advance_only(self._last_end or {}, e)
+        if not self.opts.group_id or not e:
+            return
+        try:
+            self.broker.admin.commit_group_offsets(self.opts.group_id, e, metadata="spark-logsource")
+        except Exception as exc:  # lag reporting must not stop the query; the checkpoint is the truth
+            log.warning("logsource: could not record progress for group %s: %s", self.opts.group_id, exc)
+
+    def stop(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+
+# ---------------------------------------------------------------------------
+# Writes
+
+
+@dataclass
+class LogSourceCommitMessage(WriterCommitMessage):
+    """What one write task produced: rows and, per partition, the last offset written."""
+
+    rows: int = 0
+    batches: int = 0
+    last_offsets: dict[str, int] = field(default_factory=dict)
+
+
+def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSourceCommitMessage:
+    """Send Spark Arrow batches with one idempotent producer (the work of one write task)."""
+    from .client import Producer
+
+    kwargs: dict[str, Any] = dict(acks=opts.acks, linger_ms=opts.linger_ms, compression=opts.compression, enable_idempotence=True)
+    if opts.batch_size:
+        kwargs["batch_size"] = opts.batch_size
+    producer = Producer(opts.bootstrap, **kwargs)
+    msg = LogSourceCommitMessage()
+    futures: list[Any] = []
+    try:
+        for rb in batches:
+            if rb.num_rows == 0:
+                continue
+            t = sarrow.to_producer_table(rb)
+            msg.rows += t.num_rows
+            for topic, sub in _split_by_topic(t, opts.topic):
+                futures.extend(producer.send_arrow(topic, sub))
+            # Surface a failure early and keep the futures list short.
+            if len(futures) > 256:
+                _collect(futures[:128], msg)
+                futures = futures[128:]
+        producer.flush()
+        _collect(futures, msg)
+    finally:
+        producer.close()
+    return msg
+
+
+def _collect(futures: list[Any], msg: LogSourceCommitMessage) -> None:
+    for f in futures:
+        res = f.result()
+        msg.batches += 1
+        if isinstance(res, tuple) and len(res) >= 3:
+            key = str(res[0])
+            msg.last_offsets[key] = max(msg.last_offsets.get(key, -1), int(res[2]))
+
+
+def _split_by_topic(t: pa.Table, default_topic: str | None) -> Iterator[tuple[str, pa.Table]]:
+    if "topic" not in t.column_names:
+        yield default_topic, t  # type: ignore[misc]
+        return
+    col = t.column("topic")
+    rest = t.drop_columns(["topic"])
+    nulls = col.null_count
+    if nulls:
+        if default_topic is None:
+            raise ConfigError("a row has a null 'topic' and no 'topic' option is set")
+        mask = pc.is_null(col)
+        yield default_topic, rest.filter(mask)
+    for topic in pc.unique(col.drop_null()).to_pylist():
+        yield topic, rest.filter(pc.equal(col, topic))
+
+
+def _rows_to_batches(rows: Iterator[Any], schema: StructType) -> Iterator[pa.RecordBatch]:
+    """Fallback for PySpark 4.0's row-based stream writer (no Arrow writer there)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    pa_schema = to_arrow_schema(schema, timezone="UTC")
+    names = schema.fieldNames()
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(tuple(row))
+        if len(chunk) >= 10000:
+            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)], names=names)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)], names=names)
+
+
+class LogSourceWriter(DataSourceArrowWriter):
+    """Batch writer: each task sends its Arrow batches with an idempotent producer."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LogSourceCommitMessage:  # type: ignore[override]
+        return write_arrow(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, LogSourceCommitMessage))
+        log.info("logsource: wrote %d rows", rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # Records already acknowledged stay in the log (as with Spark's Kafka sink).
+        rows = sum(m.rows for m in messages if isinstance(m, LogSourceCommitMessage))
+        log.warning("logsource: write aborted after %d rows were already sent", rows)
+
+
+class LogSourceStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
+    """Streaming writer: one idempotent producer per task and micro-batch."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def write(self, iterator: Iterator[Any]) -> LogSourceCommitMessage:  # type: ignore[override]
+        if not HAS_STREAM_ARROW_WRITER:
+            iterator = _rows_to_batches(iterator, self.schema)
+        return write_arrow(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, LogSourceCommitMessage))
+        log.info("logsource: micro-batch %d wrote %d rows", batchId, rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("logsource: micro-batch %d aborted; records already sent stay in the log", batchId)
+
+
+# ---------------------------------------------------------------------------
+# The data source
+
+
+class LogSource(DataSource):
+    """Spark data source ``logsource``: Kafka-connector-compatible reads and writes."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "logsource"
+
+    def schema(self) -> StructType:
+        return sarrow.spark_read_schema(parse_bool(normalize(self.options), "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_read_options(self.options, streaming=False)
+        if _pushdown_disabled_by_caller():
+            return LogSourceReader(opts)
+        return LogSourceFilteringReader(opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return LogSourceStreamReader(parse_read_options(self.options, streaming=True))
+
+    def _write_options(self, schema: StructType) -> WriteOptions:
+        opts = parse_write_options(self.options)
+        sarrow.check_write_schema(schema, opts.topic is not None)
+        if opts.topic is not None:
+            b = _with_broker(opts)
+            try:
+                try:
+                    b.partitions_for(opts.topic)
+                except UnknownTopicOrPartition:
+                    if not opts.auto_create_topic:
+                        raise UnknownTopicOrPartition(
+                            f"topic {opts.topic!r} does not exist; create it first or set autoCreateTopic=true"
+                        ) from None
+                    b.admin.create_topic(opts.topic, partitions=opts.num_partitions, exist_ok=True)
+            finally:
+                b.close()
+        return opts
+
+    def writer(self, schema: StructType, overwrite: bool) -> LogSourceWriter:
+        if overwrite:
+            raise ConfigError("save mode overwrite is not supported by logsource (a log is append-only); use append")
+        return LogSourceWriter(self._write_options(schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> LogSourceStreamWriter:
+        return LogSourceStreamWriter(self._write_options(schema), schema)
+
+
+class DefaultSource(LogSource):
+    """Auto-registered by Spark for any importable top-level ``pyspark_*`` module."""
+
+
+def register(spark: Any, *, enable_filter_pushdown: bool = True) -> None:
+    """Register ``logsource`` with a SparkSession (and turn on Python filter pushdown)."""
+    spark.dataSource.register(LogSource)
+    if enable_filter_pushdown:
+        try:
+            spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        except Exception:  # PySpark 4.0 has no such conf
+            pass

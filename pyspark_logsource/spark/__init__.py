@@ -1,0 +1,1 @@
+"""Pieces of the Spark data source that need no SparkSession: options, planning, Arrow conversion."""

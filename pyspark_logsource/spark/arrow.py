@@ -1,0 +1,189 @@
+"""Arrow conversion between the record batch format and Spark's Kafka-compatible rows.
+
+All functions work column-wise on Arrow arrays: no Python loop over records.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConfigError
+
+HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+
+
+def spark_read_schema(include_headers: bool):
+    """Spark's Kafka source schema (as a pyspark StructType)."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(
+            StructField(
+                "headers",
+                ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+            )
+        )
+    return StructType(fields)
+
+
+def arrow_read_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow schema Spark expects back from read() (timestamps as UTC microseconds)."""
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", pa.list_(pa.field("element", HEADER_STRUCT))))
+    return pa.schema(fields)
+
+
+def _headers(col: pa.Array) -> pa.Array:
+    """Re-type a list<struct<key not null, value>> column as Spark's list<element: struct<...>>."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    target = pa.list_(pa.field("element", HEADER_STRUCT))
+    if col.type == target:
+        return col
+    return col.cast(target)
+
+
+def to_spark_batch(
+    rb: pa.RecordBatch | pa.Table,
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    *,
+    ts_lo_us: int | None = None,
+    ts_hi_us: int | None = None,
+) -> pa.RecordBatch:
+    """Turn a format.batch.ARROW_SCHEMA batch into a batch of Spark's read schema.
+
+    ``ts_lo_us`` / ``ts_hi_us`` (inclusive / exclusive, microseconds) drop rows
+    outside a pushed timestamp filter.
+    """
+    if isinstance(rb, pa.Table):
+        rb = rb.combine_chunks().to_batches()[0] if rb.num_rows else pa.RecordBatch.from_pylist([], schema=rb.schema)
+    n = rb.num_rows
+    ts = rb.column("timestamp")
+    # ms -> us is an exact widening; Spark reads UTC microseconds.
+    ts_us = pc.multiply(ts.cast(pa.int64()), pa.scalar(1000, pa.int64()))
+    cols = [
+        rb.column("key"),
+        rb.column("value"),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        rb.column("offset"),
+        ts_us.cast(pa.timestamp("us", tz="UTC")),
+        rb.column("timestamp_type").cast(pa.int32()),
+    ]
+    if include_headers:
+        cols.append(_headers(rb.column("headers")))
+    out = pa.RecordBatch.from_arrays(cols, schema=arrow_read_schema(include_headers))
+    if ts_lo_us is not None or ts_hi_us is not None:
+        mask = None
+        if ts_lo_us is not None:
+            mask = pc.greater_equal(ts_us, pa.scalar(ts_lo_us, pa.int64()))
+        if ts_hi_us is not None:
+            m2 = pc.less(ts_us, pa.scalar(ts_hi_us, pa.int64()))
+            mask = m2 if mask is None else pc.and_(mask, m2)
+        out = out.filter(mask)
+    return out
+
+
+def empty_spark_batch(include_headers: bool) -> pa.RecordBatch:
+    """A zero-row batch of the read schema."""
+    schema = arrow_read_schema(include_headers)
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+# ---------------------------------------------------------------------------
+# Write side
+
+
+def check_write_schema(schema, has_topic_option: bool) -> None:
+    """Reject a DataFrame the sink cannot write, before any task runs (Spark Kafka sink rules)."""
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+    by_name = {f.name.lower(): f for f in schema.fields}
+    value = by_name.get("value")
+    if value is None:
+        raise ConfigError(
+            f"the DataFrame to write needs a 'value' column (binary or string); it has: {', '.join(schema.fieldNames())}"
+        )
+    if not isinstance(value.dataType, (BinaryType, StringType)):
+        raise ConfigError(f"column 'value' must be binary or string, not {value.dataType.simpleString()}")
+    key = by_name.get("key")
+    if key is not None and not isinstance(key.dataType, (BinaryType, StringType)):
+        raise ConfigError(f"column 'key' must be binary or string, not {key.dataType.simpleString()}")
+    topic = by_name.get("topic")
+    if topic is not None and not isinstance(topic.dataType, StringType):
+        raise ConfigError(f"column 'topic' must be a string, not {topic.dataType.simpleString()}")
+    if topic is None and not has_topic_option:
+        raise ConfigError("no topic to write to: give the 'topic' option or a 'topic' column")
+    part = by_name.get("partition")
+    if part is not None and not isinstance(part.dataType, IntegerType):
+        raise ConfigError(f"column 'partition' must be an int, not {part.dataType.simpleString()}")
+    headers = by_name.get("headers")
+    if headers is not None:
+        dt = headers.dataType
+        ok = (
+            isinstance(dt, ArrayType)
+            and isinstance(dt.elementType, StructType)
+            and [f.name for f in dt.elementType.fields] == ["key", "value"]
+            and isinstance(dt.elementType.fields[0].dataType, StringType)
+            and isinstance(dt.elementType.fields[1].dataType, BinaryType)
+        )
+        if not ok:
+            raise ConfigError(
+                f"column 'headers' must be array<struct<key:string,value:binary>>, not {dt.simpleString()}"
+            )
+
+
+def to_producer_table(rb: pa.RecordBatch) -> pa.Table:
+    """Normalise a Spark Arrow batch into the columns Producer.send_arrow takes.
+
+    Strings become binary (UTF-8 bytes are the same buffers), headers get the
+    record format's header type; other columns (topic, partition) stay.
+    """
+    names = {n.lower(): n for n in rb.schema.names}
+    cols: dict[str, pa.Array] = {}
+    v = rb.column(names["value"])
+    cols["value"] = v.cast(pa.binary()) if pa.types.is_string(v.type) or pa.types.is_large_string(v.type) else v
+    if "key" in names:
+        k = rb.column(names["key"])
+        cols["key"] = k.cast(pa.binary()) if pa.types.is_string(k.type) or pa.types.is_large_string(k.type) else k
+    if "headers" in names:
+        from ..format.batch import HEADER_TYPE
+
+        h = rb.column(names["headers"])
+        # Null header keys are not representable; Kafka rejects them too.
+        cols["headers"] = h.cast(HEADER_TYPE)
+    if "partition" in names:
+        cols["partition"] = rb.column(names["partition"]).cast(pa.int32())
+    if "topic" in names:
+        cols["topic"] = rb.column(names["topic"])
+    return pa.table(cols)
