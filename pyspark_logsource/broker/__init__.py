@@ -1,0 +1,1 @@
+"""The broker: the log store (``broker.log``) and the server around it."""

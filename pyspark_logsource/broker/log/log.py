@@ -1,0 +1,522 @@
+"""The partition log: an ordered run of segments with one active (last) segment.
+
+In memory the log is a copy-on-write view ``(base offsets, segments)``:
+appends, rolls, retention and truncation build a new view under the partition
+lock and publish it with one assignment, so a reader never takes a lock and a
+delete never blocks it. Locating an offset is ``bisect`` over the base offsets
+plus one sparse index probe in the segment and a short walk over headers.
+
+Durability: ``flush.messages`` / ``flush.ms`` decide when segments are fsynced;
+the offset up to which everything is on disk (the recovery point) is written
+to ``recovery-point`` at each flush. On open, segments past the recovery point
+are CRC-scanned and their torn tail truncated; a ``.clean_shutdown`` marker
+(written by ``close()``) skips that scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from pathlib import Path
+from typing import NamedTuple
+
+from ...errors import (
+    CorruptRecord,
+    DuplicateSequence,
+    InvalidRequest,
+    OffsetOutOfRange,
+    StorageError,
+    UnsupportedCompressionType,
+)
+from ...format import batch as fmt
+from ...format.compression import NAMES as _CODEC_NAMES
+from ...topics import validate_topic_name
+from .config import LogConfig
+from .producer_state import ProducerStateManager
+from .segment import DELETED_SUFFIX, LOG_SUFFIX, FileRegion, LogSegment
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
+RECOVERY_POINT_FILE = "recovery-point"
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2  # Kafka's ListOffsets sentinels
+
+__all__ = ["AppendInfo", "FileRegion", "PartitionLog", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP"]
+
+
+class AppendInfo(NamedTuple):
+    """Result of an append; ``duplicate`` means an idempotent retry: original offsets, nothing written."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    record_count: int
+    duplicate: bool = False
+
+
+class _View(NamedTuple):
+    bases: list[int]
+    segments: tuple[LogSegment, ...]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    """The log of one topic partition in ``directory``; opening it recovers it."""
+
+    def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int) -> None:
+        self.topic = validate_topic_name(topic)
+        if not isinstance(partition, int) or partition < 0:
+            raise InvalidRequest(f"partition must be a non-negative integer, got {partition!r}")
+        self.partition = partition
+        self.directory = Path(directory)
+        self.config = config
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._pending_deletes: list[tuple[float, LogSegment]] = []
+        self._closed = False
+        self.producer_state = ProducerStateManager(self.directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._open()
+        except OSError as e:
+            raise StorageError(f"cannot open log {self.name} in {self.directory}: {e}") from e
+
+    @property
+    def name(self) -> str:
+        """``topic-partition``, as the directory is named."""
+        return f"{self.topic}-{self.partition}"
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
+
+    # ------------------------------------------------------------ open and recovery
+
+    def _open(self) -> None:
+        t0 = time.monotonic()
+        d = self.directory
+        for p in list(d.iterdir()):
+            if p.name.endswith(DELETED_SUFFIX) or p.name.endswith(".tmp"):
+                p.unlink(missing_ok=True)  # deletions and writes that a crash interrupted
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        marker.unlink(missing_ok=True)  # from here on, a crash must not look clean
+        recovery_point = 0
+        rp_file = d / RECOVERY_POINT_FILE
+        if rp_file.exists():
+            try:
+                recovery_point = int(rp_file.read_text().strip())
+            except ValueError:
+                recovery_point = 0
+        bases = sorted(
+            int(p.name[:-len(LOG_SUFFIX)]) for p in d.glob("*" + LOG_SUFFIX) if p.name[:-len(LOG_SUFFIX)].isdigit()
+        )
+        self._remove_orphan_indexes(bases)
+        segments: list[LogSegment] = []
+        recovered, cut = 0, 0
+        for i, base in enumerate(bases):
+            seg = LogSegment(d, base, self.config)
+            flushed = i + 1 < len(bases) and bases[i + 1] <= recovery_point
+            seg_cut = 0
+            if clean or flushed:
+                seg.load()
+            else:
+                recovered += 1
+                seg_cut = seg.recover()
+                cut += seg_cut
+            if segments and seg.base_offset != segments[-1].next_offset:
+                log.warning("%s: segment %d does not follow offset %d; dropping it and later segments",
+                            self.name, base, segments[-1].next_offset)
+                seg.destroy()
+                self._destroy_bases(bases[i + 1:])
+                break
+            segments.append(seg)
+            if seg_cut:
+                # A torn segment means nothing after it was written safely.
+                self._destroy_bases(bases[i + 1:])
+                break
+        if not segments:
+            segments.append(LogSegment(d, 0, self.config))
+        self._view = _View([s.base_offset for s in segments], tuple(segments))
+        self._leo = segments[-1].next_offset
+        if recovered:
+            for seg in segments:
+                seg.flush()
+        self._recovery_point = self._leo if (clean or recovered) else min(recovery_point, self._leo)
+        self._write_recovery_point()
+        self._last_flush_ms = _now_ms()
+        replayed = self._rebuild_producer_state()
+        self.recovery_info = {
+            "clean": clean,
+            "recovered_segments": recovered,
+            "truncated_bytes": cut,
+            "replayed_batches": replayed,
+            "ms": round((time.monotonic() - t0) * 1000, 1),
+        }
+        log.info(
+            "loaded log %s: offsets [%d, %d), %d segments, clean=%s, recovered %d segments, "
+            "truncated %d bytes, replayed %d producer batches in %.1f ms",
+            self.name, self.log_start_offset, self._leo, len(segments), clean, recovered, cut,
+            replayed, self.recovery_info["ms"],
+        )  # fmt: skip
+
+    def _destroy_bases(self, bases: list[int]) -> None:
+        for base in bases:
+            log.warning("%s: dropping segment %d after a damaged one", self.name, base)
+            LogSegment(self.directory, base, self.config).destroy()
+
+    def _remove_orphan_indexes(self, bases: list[int]) -> None:
+        known = {f"{b:020d}" for b in bases}
+        for p in self.directory.iterdir():
+            if p.suffix in (".index", ".timeindex") and p.stem not in known:
+                p.unlink(missing_ok=True)
+
+    def _rebuild_producer_state(self) -> int:
+        ps = self.producer_state
+        snap = ps.load(self._leo)
+        start = max(snap if snap is not None else 0, self.log_start_offset)
+        n = 0
+        if start < self._leo:
+            bases, segs = self._view
+            for seg in segs[max(0, bisect_right(bases, start) - 1):]:
+                for h in seg.iter_headers(start):
+                    ps.replay(h)
+                    n += 1
+        return n
+
+    def _write_recovery_point(self) -> None:
+        path = self.directory / RECOVERY_POINT_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{self._recovery_point}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still in the log."""
+        return self._view.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record will get."""
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this one is fsynced."""
+        return self._recovery_point
+
+    flushed_offset = recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Records appended since the last flush."""
+        return self._leo - self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        """Wall-clock ms of the last flush (or of opening)."""
+        return self._last_flush_ms
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of all segments."""
+        return sum(s.size for s in self._view.segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (a copy: read-only)."""
+        return list(self._view.segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        """The segment appends go to."""
+        return self._view.segments[-1]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.name} is closed")
+
+    # ------------------------------------------------------------ append
+
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> AppendInfo:
+        """Validate, stamp and append a run of batches, all or nothing.
+
+        A writable buffer (bytearray) is stamped in place; bytes are copied once.
+        """
+        buf = records if isinstance(records, bytearray) else None
+        if buf is None:
+            mv = memoryview(records)
+            buf = mv if not mv.readonly and mv.contiguous and mv.format == "B" else bytearray(mv)
+        mv = memoryview(buf)
+        total = len(mv)
+        if total == 0:
+            raise CorruptRecord("empty record set")
+        batches: list[tuple[int, fmt.BatchHeader]] = []
+        pos = 0
+        while pos < total:
+            h = fmt.validate(mv, pos, max_size=self.config.max_message_bytes)
+            if h.codec not in _CODEC_NAMES:
+                raise UnsupportedCompressionType(f"batch at position {pos} uses unknown codec {h.codec}")
+            batches.append((pos, h))
+            pos += h.size
+        with self._lock:
+            self._check_open()
+            return self._append_locked(mv, batches, leader_epoch)
+
+    def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int) -> AppendInfo:
+        now = _now_ms()
+        lat = self.config.log_append_time
+        producers = self.producer_state.begin()
+        offset = self._leo
+        duplicates = []
+        stamped = []
+        for pos, h in batches:
+            if h.producer_id >= 0 and h.base_sequence >= 0:
+                dup = producers.check(h)
+                if dup is not None:
+                    duplicates.append(dup)
+                    continue
+            fmt.set_base_offset(mv, offset, pos)
+            fmt.set_leader_epoch(mv, leader_epoch, pos)
+            if lat:
+                fmt.stamp_log_append_time(mv, now, pos)
+                h = h._replace(attributes=h.attributes | fmt.TIMESTAMP_TYPE_BIT, max_timestamp=now)
+            h = h._replace(base_offset=offset, leader_epoch=leader_epoch)
+            if h.producer_id >= 0 and h.base_sequence >= 0:
+                producers.record(h)
+            stamped.append((pos, h))
+            offset = h.next_offset
+        if duplicates:
+            if stamped:
+                raise DuplicateSequence(
+                    f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
+                )
+            return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
+                              sum(h.record_count for _, h in batches), True)  # fmt: skip
+        active = self.active_segment
+        if active.should_roll(len(mv), offset - 1, now):
+            active = self._roll_locked(now)
+        try:
+            active.append(mv, stamped)
+        except OSError as e:
+            raise StorageError(f"append to {active.log_path} failed: {e}") from e
+        producers.commit()
+        base = self._leo
+        self._leo = offset  # publish: readers may now fetch up to here
+        if (
+            self._leo - self._recovery_point >= self.config.flush_messages
+            or now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+        return AppendInfo(base, offset - 1, now if lat else -1, offset - base, False)
+
+    # ------------------------------------------------------------ read
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileRegion:
+        """File region of whole batches from the one holding ``offset``, about ``max_bytes`` long.
+
+        At least one whole batch even if larger than ``max_bytes``; an empty
+        region at the log end (or at/after ``max_offset``, exclusive).
+        """
+        leo = self._leo
+        bases, segs = self._view
+        start = segs[0].base_offset
+        if offset < start or offset > leo:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {leo}] of {self.name}")
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            return FileRegion(segs[-1].file, segs[-1].size, 0)
+        for seg in segs[bisect_right(bases, offset) - 1:]:
+            region = seg.read(offset, max_bytes, max_offset)
+            if region is not None:
+                return region
+        return FileRegion(segs[-1].file, segs[-1].size, 0)
+
+    def read_checked(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Like :meth:`read` but returns the bytes after CRC-checking every batch (CorruptRecord)."""
+        region = self.read(offset, max_bytes, max_offset)
+        data = os.pread(region.file.fileno(), region.length, region.position)
+        pos = 0
+        while pos < len(data):
+            h = fmt.validate(data, pos)
+            pos += h.size
+        return data
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """First offset whose record timestamp is >= ``timestamp``; None when there is none.
+
+        Kafka's sentinels: -1 (latest) gives the log end, -2 (earliest) the log start.
+        """
+        if timestamp == LATEST_TIMESTAMP:
+            return self._leo
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset
+        for seg in self._view.segments:
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_timestamp(timestamp)
+                if found is not None:
+                    return found
+        return None
+
+    # ------------------------------------------------------------ flush and roll
+
+    def flush(self, up_to: int | None = None) -> int:
+        """fsync segments holding offsets below ``up_to`` (default: the log end); return the recovery point."""
+        with self._flush_lock:
+            with self._lock:
+                target = self._leo if up_to is None else min(up_to, self._leo)
+                if target <= self._recovery_point:
+                    return self._recovery_point
+                bases, segs = self._view
+                todo = [s for s in segs[max(0, bisect_right(bases, self._recovery_point) - 1):] if s.base_offset < target]
+            for seg in todo:
+                try:
+                    seg.flush()
+                except ValueError:  # closed by a concurrent delete; nothing to flush there
+                    pass
+                except OSError as e:
+                    raise StorageError(f"flush of {seg.log_path} failed: {e}") from e
+            with self._lock:
+                if target > self._recovery_point:
+                    self._recovery_point = target
+                    self._write_recovery_point()
+                self._last_flush_ms = _now_ms()
+                return self._recovery_point
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            return self._roll_locked(_now_ms())
+
+    def _roll_locked(self, now_ms: int) -> LogSegment:
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        old.on_roll()
+        if self._recovery_point >= old.base_offset:
+            self._recovery_point = self._leo  # old is fsynced and so is everything before it
+            self._write_recovery_point()
+        self.producer_state.take_snapshot(self._leo)
+        for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+            (self.directory / f"{self._leo:020d}{suffix}").unlink(missing_ok=True)
+        seg = LogSegment(self.directory, self._leo, self.config)
+        seg.created_ms = None
+        bases, segs = self._view
+        self._view = _View([*bases, seg.base_offset], (*segs, seg))
+        return seg
+
+    # ------------------------------------------------------------ retention and deletion
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms and retention.bytes to whole, inactive segments; return how many went."""
+        with self._lock:
+            self._check_open()
+            now = _now_ms() if now_ms is None else now_ms
+            segs = self._view.segments
+            n = 0
+            if self.config.retention_ms >= 0:
+                while n < len(segs) - 1 and now - segs[n].max_timestamp > self.config.retention_ms:
+                    n += 1
+            if self.config.retention_bytes >= 0:
+                excess = sum(s.size for s in segs) - self.config.retention_bytes
+                for s in segs[:n]:
+                    excess -= s.size
+                while n < len(segs) - 1 and excess - segs[n].size >= 0:
+                    excess -= segs[n].size
+                    n += 1
+            if n:
+                self._remove_segments(segs[:n], segs[n:])
+                log.info("%s: retention deleted %d segments; log start is now %d", self.name, n, self.log_start_offset)
+        self.run_pending_deletes()
+        return n
+
+    def _remove_segments(self, gone: tuple[LogSegment, ...] | list[LogSegment], keep: tuple[LogSegment, ...]) -> None:
+        self._view = _View([s.base_offset for s in keep], tuple(keep))
+        due = time.monotonic() + self.config.file_delete_delay_ms / 1000
+        for seg in gone:
+            seg.rename_for_delete()
+            self._pending_deletes.append((due, seg))
+
+    def run_pending_deletes(self, force: bool = False) -> int:
+        """Close and unlink segments whose ``file.delete.delay.ms`` passed; return how many."""
+        with self._lock:
+            now = time.monotonic()
+            due = [s for t, s in self._pending_deletes if force or t <= now]
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        for seg in due:
+            seg.destroy()
+        return len(due)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after the one holding ``offset``; return the new log end."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._leo:
+                return self._leo
+            segs = self._view.segments
+            if offset <= segs[0].base_offset:
+                keep_n = 1
+            else:
+                keep_n = bisect_right(self._view.bases, offset)
+            keep, gone = segs[:keep_n], segs[keep_n:]
+            if gone:
+                self._remove_segments(gone, keep)
+            last = keep[-1]
+            if offset <= last.base_offset:
+                last.truncate_to(last.base_offset)
+            else:
+                last.truncate_to(offset)
+            self._leo = last.next_offset
+            self._recovery_point = min(self._recovery_point, self._leo)
+            self._write_recovery_point()
+            self.producer_state.delete_snapshots_after(self._leo)
+            self._rebuild_producer_state()
+            return self._leo
+
+    def close(self) -> None:
+        """Flush, snapshot producer state, close files and mark the shutdown clean."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self.producer_state.take_snapshot(self._leo)
+            self._closed = True
+            for seg in self._view.segments:
+                seg.close()
+        self.run_pending_deletes(force=True)
+        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
+
+    def retire(self, new_directory: Path) -> None:
+        """Stop accepting writes and move the directory aside (topic deletion).
+
+        Files stay open, so regions already handed out remain readable until
+        :meth:`delete` runs (after ``file.delete.delay.ms``).
+        """
+        with self._lock:
+            self._closed = True
+            os.replace(self.directory, new_directory)
+            self.directory = Path(new_directory)
+
+    def delete(self) -> None:
+        """Close the log (no clean marker) and remove its directory."""
+        with self._lock:
+            self._closed = True
+            for seg in self._view.segments:
+                seg.close()
+        self.run_pending_deletes(force=True)
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,212 @@
+"""Idempotent-producer state of one partition: the last batches of each producer id.
+
+For every producer id the partition remembers its epoch and the sequence
+ranges and offsets of its last five batches (Kafka's
+``max.in.flight.requests.per.connection`` bound). An append checks each batch
+against that: a retry of one of those five is a duplicate (answered with the
+original offsets, nothing written), a gap is OutOfOrderSequence, an older
+epoch is InvalidProducerEpoch.
+
+The state is a function of the log, so it survives a restart: it is saved in
+``<offset>.snapshot`` files (at roll and clean close) and, on open, the latest
+snapshot is loaded and the batch headers after it are replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from ...errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+from ...format.batch import BatchHeader
+from ...format.crc import crc32c
+
+log = logging.getLogger(__name__)
+
+MAX_BATCHES_PER_PRODUCER = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+_INT32_MAX = (1 << 31) - 1
+
+
+class BatchMetadata(NamedTuple):
+    """Sequence range and offsets of one appended producer batch."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+class ProducerEntry:
+    """What the partition knows about one producer id."""
+
+    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp")
+
+    def __init__(self, producer_id: int, epoch: int, batches: Iterable[BatchMetadata] = (), last_timestamp: int = -1):
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: deque[BatchMetadata] = deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER)
+        self.last_timestamp = last_timestamp
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.producer_id, self.epoch, self.batches, self.last_timestamp)
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def duplicate_of(self, h: BatchHeader) -> BatchMetadata | None:
+        for b in self.batches:
+            if b.first_seq == h.base_sequence and b.last_seq == h.last_sequence:
+                return b
+        return None
+
+    def record(self, h: BatchHeader) -> None:
+        if h.producer_epoch != self.epoch:
+            self.epoch = h.producer_epoch
+            self.batches.clear()
+        self.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset))
+        self.last_timestamp = max(self.last_timestamp, h.max_timestamp)
+
+
+class ProducerAppend:
+    """Checks for the batches of one append, staged so that a failure changes nothing."""
+
+    def __init__(self, manager: ProducerStateManager) -> None:
+        self._manager = manager
+        self.staged: dict[int, ProducerEntry] = {}
+
+    def check(self, h: BatchHeader) -> BatchMetadata | None:
+        """Validate an idempotent batch (header offsets not yet final); return the original if duplicate."""
+        pid = h.producer_id
+        entry = self.staged.get(pid) or self._manager.producers.get(pid)
+        if entry is None:
+            if h.base_sequence != 0:
+                raise UnknownProducerId(
+                    f"producer {pid} has no state in this partition and its first batch has sequence "
+                    f"{h.base_sequence}, not 0"
+                )
+            return None
+        if h.producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(f"producer {pid} epoch {h.producer_epoch} is older than {entry.epoch}")
+        if h.producer_epoch > entry.epoch:
+            if h.base_sequence != 0:
+                raise OutOfOrderSequence(
+                    f"producer {pid} bumped its epoch to {h.producer_epoch} but sent sequence {h.base_sequence}, not 0"
+                )
+            return None
+        dup = entry.duplicate_of(h)
+        if dup is not None:
+            return dup
+        expected = (entry.last_seq + 1) & _INT32_MAX
+        if h.base_sequence != expected:
+            raise OutOfOrderSequence(
+                f"producer {pid} epoch {h.producer_epoch}: sequence {h.base_sequence}, expected {expected}"
+            )
+        return None
+
+    def record(self, h: BatchHeader) -> None:
+        """Stage a batch (with its final offsets) as appended."""
+        pid = h.producer_id
+        entry = self.staged.get(pid)
+        if entry is None:
+            current = self._manager.producers.get(pid)
+            entry = current.copy() if current is not None else ProducerEntry(pid, h.producer_epoch)
+            self.staged[pid] = entry
+        entry.record(h)
+
+    def commit(self) -> None:
+        """Make the staged state current (after the batches are written)."""
+        self._manager.producers.update(self.staged)
+
+
+class ProducerStateManager:
+    """Producer entries of one partition and their snapshot files."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def begin(self) -> ProducerAppend:
+        """Start the checks of one append."""
+        return ProducerAppend(self)
+
+    def replay(self, h: BatchHeader) -> None:
+        """Apply a batch read back from the log (the log is the truth: no checks)."""
+        if h.producer_id < 0 or h.base_sequence < 0:
+            return
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerEntry(h.producer_id, h.producer_epoch)
+        entry.record(h)
+
+    # -- snapshots
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files on disk, ascending."""
+        out = []
+        for p in self.directory.glob("*" + SNAPSHOT_SUFFIX):
+            stem = p.name[: -len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                out.append(int(stem))
+        return sorted(out)
+
+    def _path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def take_snapshot(self, offset: int) -> None:
+        """Save the state as of ``offset`` (the log end offset), atomically."""
+        body = json.dumps(
+            [[e.producer_id, e.epoch, e.last_timestamp, [list(b) for b in e.batches]] for e in self.producers.values()],
+            separators=(",", ":"),
+        ).encode()
+        path = self._path(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(crc32c(body).to_bytes(4, "big") + body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        # Two snapshots are plenty: the newest, and one to fall back to.
+        for old in self.snapshot_offsets()[:-2]:
+            self._path(old).unlink(missing_ok=True)
+
+    def load(self, log_end_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``log_end_offset``; return its offset (None: none).
+
+        Snapshots past the log end (the log was truncated) are deleted.
+        """
+        self.producers = {}
+        for p in self.directory.glob("*" + SNAPSHOT_SUFFIX + ".tmp"):
+            p.unlink(missing_ok=True)
+        for off in reversed(self.snapshot_offsets()):
+            path = self._path(off)
+            if off > log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                raw = path.read_bytes()
+                body = raw[4:]
+                if len(raw) < 4 or int.from_bytes(raw[:4], "big") != crc32c(body):
+                    raise ValueError("checksum mismatch")
+                producers = {}
+                for pid, epoch, last_ts, batches in json.loads(body):
+                    producers[int(pid)] = ProducerEntry(int(pid), int(epoch), (BatchMetadata(*map(int, b)) for b in batches), int(last_ts))
+            except (OSError, ValueError, TypeError) as e:
+                log.warning("%s: ignoring unreadable producer snapshot (%s)", path, e)
+                path.unlink(missing_ok=True)
+                continue
+            self.producers = producers
+            return off
+        return None
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Remove snapshots taken past ``offset`` (after a truncation)."""
+        for off in self.snapshot_offsets():
+            if off > offset:
+                self._path(off).unlink(missing_ok=True)

@@ -1,0 +1,317 @@
+"""A log segment: one ``.log`` file of record batches plus its two sparse indexes.
+
+The file name is the segment's base offset in 20 digits. The segment never
+parses a batch body: it reads 61-byte headers with ``os.pread`` to walk from an
+index entry to the batch it wants, and it CRC-checks whole batches only when
+recovering a file after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+import numpy as np
+
+from ...errors import CorruptRecord
+from ...format import batch as fmt
+from .config import LogConfig
+from .index import CorruptIndexError, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX = ".log", ".index", ".timeindex"
+DELETED_SUFFIX = ".deleted"
+_RECOVERY_CHUNK = 8 << 20
+
+
+def segment_name(base_offset: int) -> str:
+    """The 20-digit file stem of a segment."""
+    return f"{base_offset:020d}"
+
+
+class FileRegion(NamedTuple):
+    """Whole batches in a segment file, ready for ``os.sendfile(sock, file.fileno(), position, length)``."""
+
+    file: BinaryIO
+    position: int
+    length: int
+
+
+class LogSegment:
+    """A segment file and its offset and time indexes."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        stem = segment_name(base_offset)
+        self.log_path = self.directory / (stem + LOG_SUFFIX)
+        mode = "r+b" if self.log_path.exists() else "w+b"
+        self.file: BinaryIO = open(self.log_path, mode, buffering=0)  # noqa: SIM115 - owned by the segment
+        self._fd = self.file.fileno()
+        #: Bytes of whole batches in the file; readers never look past it.
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(self.directory / (stem + INDEX_SUFFIX), base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX), base_offset, config.segment_index_bytes)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.created_ms: int | None = None
+        self.deleted = False
+        self._bytes_since_index = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    # ------------------------------------------------------------ opening
+
+    def load(self) -> None:
+        """Open a segment that needs no recovery: check indexes, read the tail past the last entry.
+
+        A failed index check or an impossible header makes the segment rebuild
+        its indexes from the batch headers (no CRC: this is not recovery).
+        """
+        try:
+            self.offset_index.sanity_check(self.size)
+            self._load_tail()
+            self.time_index.sanity_check(self.next_offset)
+        except (CorruptIndexError, CorruptRecord) as e:
+            log.warning("%s: rebuilding indexes (%s)", self.log_path, e)
+            self.rebuild_indexes()
+        if self.size:
+            self.created_ms = int(time.time() * 1000)
+
+    def _load_tail(self) -> None:
+        off, pos = self.offset_index.last_entry
+        last = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, self.base_offset)
+        self.next_offset = off
+        self._bytes_since_index = 0
+        while pos < self.size:
+            h = self._header_at(pos)
+            if h.base_offset != self.next_offset or pos + h.size > self.size:
+                raise CorruptRecord(f"batch at position {pos} of {self.log_path.name} does not follow its predecessor")
+            self._track(h, pos, index=False)
+            pos += h.size
+        if pos != self.size:
+            raise CorruptRecord(f"{self.log_path.name} ends inside a batch")
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from batch headers; truncate at the first impossible header."""
+        self._scan(check_crc=False)
+
+    def recover(self) -> int:
+        """CRC-check every batch, rebuild indexes, truncate the torn or invalid tail; return bytes cut."""
+        return self._scan(check_crc=True)
+
+    def _scan(self, check_crc: bool) -> int:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_index = 0
+        size = os.fstat(self._fd).st_size
+        pos, buf, buf_start = 0, b"", 0
+        why = ""
+        while pos < size:
+            rel = pos - buf_start
+            if len(buf) - rel < fmt.HEADER_SIZE:
+                buf, buf_start, rel = os.pread(self._fd, _RECOVERY_CHUNK, pos), pos, 0
+            try:
+                h = fmt.read_header(buf, rel)
+            except CorruptRecord as e:
+                why = str(e)
+                break
+            if h.base_offset != self.next_offset:
+                why = f"base offset {h.base_offset}, expected {self.next_offset}"
+                break
+            if pos + h.size > size:
+                why = f"torn batch: {size - pos} of {h.size} bytes"
+                break
+            if check_crc:
+                if len(buf) - rel < h.size:
+                    buf, buf_start, rel = os.pread(self._fd, max(_RECOVERY_CHUNK, h.size), pos), pos, 0
+                try:
+                    fmt.verify_crc(buf, rel, h)
+                except CorruptRecord as e:
+                    why = str(e)
+                    break
+            self._track(h, pos, index=True)
+            pos += h.size
+        cut = size - pos
+        if cut:
+            log.warning("%s: truncating %d bytes at position %d (%s)", self.log_path, cut, pos, why)
+            os.ftruncate(self._fd, pos)
+        self.size = pos
+        if pos:
+            self.created_ms = int(time.time() * 1000)
+        return cut
+
+    # ------------------------------------------------------------ appending
+
+    def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.base_offset
+        if index and self._bytes_since_index >= self.config.index_interval_bytes and pos:
+            self.offset_index.append(h.base_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += h.size
+        self.next_offset = h.next_offset
+
+    def append(self, data: memoryview, batches: list[tuple[int, fmt.BatchHeader]]) -> None:
+        """Write stamped batches (``batches`` = their positions in ``data`` and headers) at the end."""
+        start = self.size
+        written = 0
+        try:
+            while written < len(data):
+                written += os.pwrite(self._fd, data[written:], start + written)
+        except OSError:
+            os.ftruncate(self._fd, start)  # all or nothing
+            raise
+        if self.created_ms is None:
+            self.created_ms = int(time.time() * 1000)
+        self.size = start + len(data)  # publish: readers may now see these bytes
+        for rel, h in batches:
+            self._track(h, start + rel, index=True)
+
+    def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
+        """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
+        if self.size == 0:
+            return False
+        return (
+            self.size + incoming_bytes > self.config.segment_bytes
+            or (self.created_ms is not None and now_ms - self.created_ms >= self.config.segment_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or last_offset - self.base_offset > 0xFFFFFFFF
+        )
+
+    def on_roll(self) -> None:
+        """Seal the segment: final time index entry, everything on disk."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.flush()
+
+    def flush(self) -> None:
+        """fsync the log file and the indexes."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # ------------------------------------------------------------ reading
+
+    def _header_at(self, pos: int) -> fmt.BatchHeader:
+        return fmt.read_header(os.pread(self._fd, fmt.HEADER_SIZE, pos))
+
+    def find(self, offset: int, size: int | None = None) -> tuple[int, fmt.BatchHeader | None]:
+        """Position and header of the first batch whose last offset is >= ``offset`` (None past the end)."""
+        size = self.size if size is None else size
+        _, pos = self.offset_index.lookup(offset)
+        while pos < size:
+            h = self._header_at(pos)
+            if h.next_offset > offset:
+                return pos, h
+            pos += h.size
+        return size, None
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, size: int | None = None) -> FileRegion | None:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch).
+
+        ``max_offset`` (exclusive) stops before the first batch starting at or past it.
+        Returns None when ``offset`` is past this segment.
+        """
+        size = self.size if size is None else size
+        pos, h = self.find(offset, size)
+        if h is None:
+            return None
+        limit = size
+        if max_offset is not None:
+            if h.base_offset >= max_offset:
+                return FileRegion(self.file, pos, 0)
+            mpos, mh = self.find(max_offset - 1, size)
+            limit = mpos + mh.size if mh is not None else size
+        target = pos + max(0, max_bytes)
+        if target >= limit:
+            return FileRegion(self.file, pos, limit - pos)
+        _, p = self.offset_index.lookup_position(target)
+        p = max(p, pos)
+        while p < limit:
+            hh = self._header_at(p)
+            if p + hh.size > target:
+                break
+            p += hh.size
+        end = p if p > pos else pos + h.size
+        return FileRegion(self.file, pos, end - pos)
+
+    def iter_headers(self, from_offset: int, size: int | None = None) -> Iterator[fmt.BatchHeader]:
+        """Headers of the batches from the one holding ``from_offset`` (one pread each, no bodies)."""
+        size = self.size if size is None else size
+        pos, h = self.find(from_offset, size)
+        while h is not None:
+            yield h
+            pos += h.size
+            h = self._header_at(pos) if pos < size else None
+
+    def find_timestamp(self, timestamp: int) -> int | None:
+        """First offset in this segment whose record timestamp is >= ``timestamp``."""
+        entry = self.time_index.lookup_before(timestamp)
+        size = self.size
+        pos, h = self.find(entry[1] if entry else self.base_offset, size)
+        while h is not None:
+            if h.max_timestamp >= timestamp:
+                if h.timestamp_type == fmt.LOG_APPEND_TIME:
+                    return h.base_offset
+                rb = fmt.decode(os.pread(self._fd, h.size, pos)).to_arrow()
+                ts = rb.column(3).cast("int64").to_numpy()
+                return h.base_offset + int(np.argmax(ts >= timestamp))
+            pos += h.size
+            h = self._header_at(pos) if pos < size else None
+        return None
+
+    # ------------------------------------------------------------ truncation and deletion
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after; return bytes removed."""
+        pos, h = self.find(offset)
+        if h is None:
+            return 0
+        removed = self.size - pos
+        self.size = pos
+        os.ftruncate(self._fd, pos)
+        self.offset_index.truncate_to(h.base_offset)
+        self.time_index.truncate_to(h.base_offset)
+        self._load_tail()
+        if pos == 0:
+            self.created_ms = None
+        return removed
+
+    def rename_for_delete(self) -> None:
+        """Rename every file to ``*.deleted``; open handles (and served regions) stay valid."""
+        new = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.replace(self.log_path, new)
+        self.log_path = new
+        for idx in (self.offset_index, self.time_index):
+            idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
+        self.deleted = True
+
+    def close(self) -> None:
+        """Seal the time index and close every file."""
+        if not self.file.closed:
+            if self.max_timestamp >= 0 and not self.deleted:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.offset_index.close()
+            self.time_index.close()
+            self.file.close()
+
+    def destroy(self) -> None:
+        """Close and remove the files."""
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.path.unlink(missing_ok=True)
+        self.time_index.path.unlink(missing_ok=True)
