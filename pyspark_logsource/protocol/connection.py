@@ -1,0 +1,222 @@
+"""Sans-IO connection state machines: bytes in, events out (in the style of h11).
+
+Neither class touches a socket. The caller reads bytes from wherever it
+likes, hands them to ``receive_data`` and gets decoded events back; to send,
+it asks for the parts of a frame and writes them (bytes-like parts with
+``sendmsg``/``write``, region parts with ``os.sendfile``).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UnsupportedVersion
+from .messages import (
+    APIS,
+    RequestHeader,
+    Response,
+    decode_request_body,
+    decode_request_header,
+    decode_response_body,
+    encode_error_response,
+    encode_request,
+    encode_response,
+    is_supported,
+)
+from .primitives import FrameTooLarge, ProtocolError, Reader
+
+_I32 = struct.Struct(">i")
+
+#: Default bound on a frame (socket.request.max.bytes): 100 MiB.
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames of int32-length-prefixed bytes.
+
+    The length prefix is checked against ``max_frame_bytes`` as soon as its
+    4 bytes arrive, before anything is allocated for the frame. Each frame is
+    returned as its own writable bytearray (so the broker can stamp offsets
+    into produced batches in place).
+    """
+
+    __slots__ = ("max_frame_bytes", "_buf", "_need")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._need = -1  # size of the frame being assembled, -1 while reading its prefix
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return len(self._buf)
+
+    @property
+    def in_frame(self) -> bool:
+        """True while part of a frame has been received (a disconnect now cuts a request)."""
+        return bool(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
+        """Add received bytes; return the complete frames (without length prefix)."""
+        buf = self._buf
+        buf += data
+        frames: list[bytearray] = []
+        while True:
+            if self._need < 0:
+                if len(buf) < 4:
+                    return frames
+                n = _I32.unpack_from(buf, 0)[0]
+                if n < 0 or n > self.max_frame_bytes:
+                    raise FrameTooLarge(
+                        f"frame of {n} bytes refused (socket.request.max.bytes={self.max_frame_bytes})"
+                    )
+                self._need = n
+            if len(buf) - 4 < self._need:
+                return frames
+            end = 4 + self._need
+            frames.append(buf[4:end])
+            # bytearray deletes from the front in O(1) (it moves its start pointer)
+            del buf[:end]
+            self._need = -1
+
+
+# ------------------------------------------------------------------ server side
+
+
+@dataclass(slots=True)
+class RequestReceived:
+    """A decoded request."""
+
+    header: RequestHeader
+    request: Any
+
+
+@dataclass(slots=True)
+class UnsupportedRequest:
+    """A frame with an unknown api key or version: answer with an error response."""
+
+    header: RequestHeader
+
+
+class ServerConnection:
+    """Broker side of one connection: frames -> requests, responses -> frame parts."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.frames = FrameDecoder(max_frame_bytes)
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[RequestReceived | UnsupportedRequest]:
+        """Decode all complete requests in ``data``; raise ProtocolError if malformed."""
+        return [self.decode_frame(f) for f in self.frames.feed(data)]
+
+    @staticmethod
+    def decode_frame(frame: bytearray | memoryview) -> RequestReceived | UnsupportedRequest:
+        """Decode one request frame (without its length prefix)."""
+        r = Reader(frame)
+        header = decode_request_header(r)
+        if not is_supported(header.api_key, header.api_version):
+            return UnsupportedRequest(header)
+        return RequestReceived(header, decode_request_body(header, r))
+
+    @staticmethod
+    def response_parts(header: RequestHeader, response: Response) -> list[Any]:
+        """Parts of the response frame for ``header``'s request."""
+        return encode_response(header.correlation_id, header.api_key, response)
+
+    @staticmethod
+    def unsupported_parts(header: RequestHeader) -> list[Any]:
+        """Parts of the UnsupportedVersion error response for an unsupported request."""
+        return encode_error_response(
+            header.correlation_id,
+            UnsupportedVersion.code,
+            f"api key {header.api_key} version {header.api_version} is not supported",
+        )
+
+
+# ------------------------------------------------------------------ client side
+
+
+@dataclass(slots=True)
+class ResponseReceived:
+    """A decoded response to the request with ``correlation_id``."""
+
+    correlation_id: int
+    api_key: int
+    response: Response
+
+
+class ClientConnection:
+    """Client side of one connection: requests -> bytes, bytes -> responses.
+
+    Correlation ids are assigned here; responses must arrive in request order
+    (the broker answers each connection's requests in order), which is checked.
+    Produce requests with ``acks=0`` get no response and are not awaited.
+    """
+
+    def __init__(self, client_id: str | None = None, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.client_id = client_id
+        self.frames = FrameDecoder(max_frame_bytes)
+        self._next_id = 0
+        self._pending: list[tuple[int, int]] = []  # (correlation_id, api_key), oldest first
+        self._head = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose response has not arrived yet."""
+        return len(self._pending) - self._head
+
+    def send_request(self, request: Any, api_version: int = 0) -> tuple[int, list[Any]]:
+        """Encode ``request``; return (correlation id, frame parts)."""
+        cid = self._next_id
+        self._next_id = (cid + 1) & 0x7FFFFFFF
+        key = int(request.API_KEY)
+        parts = encode_request(RequestHeader(key, api_version, cid, self.client_id), request)
+        if not (key == 0 and request.acks == 0):
+            self._pending.append((cid, key))
+        return cid, parts
+
+    def request_bytes(self, request: Any, api_version: int = 0) -> tuple[int, bytes]:
+        """Like send_request, but the frame as one bytes object."""
+        cid, parts = self.send_request(request, api_version)
+        return cid, b"".join(parts)
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[ResponseReceived]:
+        """Decode all complete responses in ``data``; raise ProtocolError if malformed."""
+        out = []
+        for frame in self.frames.feed(data):
+            r = Reader(frame)
+            cid = r.i32()
+            if self._head >= len(self._pending):
+                raise ProtocolError(f"response with correlation id {cid} but no request in flight")
+            want, key = self._pending[self._head]
+            if cid != want:
+                raise ProtocolError(f"response correlation id {cid}, expected {want}")
+            self._head += 1
+            if self._head > 1024 and self._head * 2 > len(self._pending):
+                del self._pending[: self._head]
+                self._head = 0
+            out.append(ResponseReceived(cid, key, decode_response_body(key, r)))
+        return out
+
+
+def frame_bytes(parts: list[Any]) -> bytes:
+    """Join bytes-like frame parts (raises TypeError if a part is a file region)."""
+    for p in parts:
+        if not isinstance(p, (bytes, bytearray, memoryview)):
+            raise TypeError("frame has a file region; send it with sendfile")
+    return b"".join(parts)
+
+
+__all__ = [
+    "APIS",
+    "ClientConnection",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FrameDecoder",
+    "RequestReceived",
+    "ResponseReceived",
+    "ServerConnection",
+    "UnsupportedRequest",
+    "frame_bytes",
+]

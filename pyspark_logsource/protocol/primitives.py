@@ -1,0 +1,275 @@
+"""Bounded readers and part-collecting writers for the protocol's primitive types.
+
+Every length read from the network is checked against the bytes that are
+actually left in the frame before anything is sliced or allocated, so a
+hostile length field can never make the decoder allocate more than the frame
+it already holds.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from ..errors import InvalidRequest
+
+T = TypeVar("T")
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+#: Payloads at least this large are kept as separate parts when encoding
+#: (no copy into the header buffer); the transport writes them with sendmsg.
+ZERO_COPY_THRESHOLD = 64 * 1024
+
+_BYTES_TYPES = (bytes, bytearray, memoryview)
+
+
+class ProtocolError(InvalidRequest):
+    """Bytes from the peer do not form a valid frame or message.
+
+    The connection that sent them cannot be trusted to stay in sync and is
+    closed; other connections are not affected.
+    """
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame's length prefix is negative or exceeds the configured bound."""
+
+
+class Reader:
+    """Sequential, bounds-checked reader over one frame (a memoryview)."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> None:
+        self.buf = buf if isinstance(buf, memoryview) else memoryview(buf)
+        self.pos = pos
+        self.end = len(self.buf) if end is None else end
+
+    @property
+    def remaining(self) -> int:
+        """Bytes left to read."""
+        return self.end - self.pos
+
+    def _need(self, n: int, what: str) -> None:
+        if n > self.end - self.pos:
+            raise ProtocolError(f"truncated {what}: need {n} bytes, {self.end - self.pos} left")
+
+    def i8(self) -> int:
+        """Read a signed byte."""
+        self._need(1, "int8")
+        v = _I8.unpack_from(self.buf, self.pos)[0]
+        self.pos += 1
+        return v
+
+    def boolean(self) -> bool:
+        """Read a boolean (int8, 0 or 1)."""
+        v = self.i8()
+        if v not in (0, 1):
+            raise ProtocolError(f"invalid boolean {v}")
+        return bool(v)
+
+    def i16(self) -> int:
+        """Read a big-endian int16."""
+        self._need(2, "int16")
+        v = _I16.unpack_from(self.buf, self.pos)[0]
+        self.pos += 2
+        return v
+
+    def i32(self) -> int:
+        """Read a big-endian int32."""
+        self._need(4, "int32")
+        v = _I32.unpack_from(self.buf, self.pos)[0]
+        self.pos += 4
+        return v
+
+    def i64(self) -> int:
+        """Read a big-endian int64."""
+        self._need(8, "int64")
+        v = _I64.unpack_from(self.buf, self.pos)[0]
+        self.pos += 8
+        return v
+
+    def nstring(self) -> str | None:
+        """Read a nullable string: int16 length (-1 = null) + UTF-8 bytes."""
+        n = self.i16()
+        if n == -1:
+            return None
+        if n < 0:
+            raise ProtocolError(f"negative string length {n}")
+        self._need(n, "string")
+        raw = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"string is not UTF-8: {e}") from None
+
+    def string(self) -> str:
+        """Read a non-null string."""
+        s = self.nstring()
+        if s is None:
+            raise ProtocolError("null where a string is required")
+        return s
+
+    def nbytes(self) -> memoryview | None:
+        """Read nullable bytes: int32 length (-1 = null); returns a zero-copy slice."""
+        n = self.i32()
+        if n == -1:
+            return None
+        if n < 0:
+            raise ProtocolError(f"negative bytes length {n}")
+        self._need(n, "bytes")
+        mv = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return mv
+
+    def narray(self, item: Callable[[Reader], T], min_item_size: int = 1) -> list[T] | None:
+        """Read a nullable array: int32 count (-1 = null), then ``count`` items.
+
+        The count is bounded by the bytes left / ``min_item_size`` before any
+        item is read, so a lying count fails fast.
+        """
+        n = self.i32()
+        if n == -1:
+            return None
+        if n < 0:
+            raise ProtocolError(f"negative array length {n}")
+        if n * min_item_size > self.end - self.pos:
+            raise ProtocolError(f"array of {n} items cannot fit in {self.end - self.pos} bytes")
+        return [item(self) for _ in range(n)]
+
+    def array(self, item: Callable[[Reader], T], min_item_size: int = 1) -> list[T]:
+        """Read a non-null array."""
+        out = self.narray(item, min_item_size)
+        if out is None:
+            raise ProtocolError("null where an array is required")
+        return out
+
+    def done(self, what: str) -> None:
+        """Require that the whole frame was consumed."""
+        if self.pos != self.end:
+            raise ProtocolError(f"{self.end - self.pos} trailing bytes after {what}")
+
+
+class Writer:
+    """Appends encoded fields; large payloads and file regions become separate parts.
+
+    ``parts`` is a list of bytes-like objects and *regions* (any object with an
+    integer ``length`` that is not bytes-like, such as the log's FileRegion),
+    in wire order. A region is sent with ``sendfile`` by the transport.
+    """
+
+    __slots__ = ("buf", "parts", "size")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.parts: list[Any] = []
+        self.size = 0  # bytes in self.parts (excluding self.buf)
+
+    def i8(self, v: int) -> None:
+        """Write a signed byte."""
+        self.buf += _I8.pack(v)
+
+    def boolean(self, v: bool) -> None:
+        """Write a boolean as int8."""
+        self.buf += b"\x01" if v else b"\x00"
+
+    def i16(self, v: int) -> None:
+        """Write a big-endian int16."""
+        self.buf += _I16.pack(v)
+
+    def i32(self, v: int) -> None:
+        """Write a big-endian int32."""
+        self.buf += _I32.pack(v)
+
+    def i64(self, v: int) -> None:
+        """Write a big-endian int64."""
+        self.buf += _I64.pack(v)
+
+    def nstring(self, s: str | None) -> None:
+        """Write a nullable string."""
+        if s is None:
+            self.buf += b"\xff\xff"
+            return
+        b = s.encode("utf-8")
+        if len(b) > 0x7FFF:
+            raise ProtocolError(f"string of {len(b)} bytes is too long for the protocol")
+        self.buf += _I16.pack(len(b))
+        self.buf += b
+
+    string = nstring
+
+    def nbytes(self, b: Any) -> None:
+        """Write nullable bytes, or a region (sent zero-copy) with its length."""
+        if b is None:
+            self.buf += b"\xff\xff\xff\xff"
+            return
+        if isinstance(b, _BYTES_TYPES):
+            n = b.nbytes if isinstance(b, memoryview) else len(b)
+            self.buf += _I32.pack(n)
+            if n >= ZERO_COPY_THRESHOLD:
+                self._push(b, n)
+            else:
+                self.buf += b
+            return
+        n = b.length
+        self.buf += _I32.pack(n)
+        if n:
+            self._push(b, n)
+
+    def _push(self, part: Any, n: int) -> None:
+        if self.buf:
+            self.parts.append(self.buf)
+            self.size += len(self.buf)
+            self.buf = bytearray()
+        self.parts.append(part)
+        self.size += n
+
+    def narray(self, items: Iterable[T] | None, fn: Callable[[Writer, T], None]) -> None:
+        """Write a nullable array with ``fn(writer, item)`` per item."""
+        if items is None:
+            self.buf += b"\xff\xff\xff\xff"
+            return
+        items = list(items)
+        self.buf += _I32.pack(len(items))
+        for it in items:
+            fn(self, it)
+
+    array = narray
+
+    def frame(self, head: bytes) -> list[Any]:
+        """Finish: return the parts of a whole frame (int32 size + ``head`` + body)."""
+        total = len(head) + self.size + len(self.buf)
+        first = bytearray(_I32.pack(total))
+        first += head
+        if self.parts and isinstance(self.parts[0], bytearray):
+            first += self.parts[0]
+            rest = self.parts[1:]
+        else:
+            rest = self.parts
+        if not rest:
+            first += self.buf
+            return [first]
+        out = [first, *rest]
+        if self.buf:
+            out.append(self.buf)
+        return out
+
+
+def part_length(part: Any) -> int:
+    """Length in bytes of one encoded part (bytes-like or region)."""
+    if isinstance(part, memoryview):
+        return part.nbytes
+    if isinstance(part, (bytes, bytearray)):
+        return len(part)
+    return part.length
+
+
+def is_region(part: Any) -> bool:
+    """True for a part that must be sent from a file (not bytes-like)."""
+    return not isinstance(part, _BYTES_TYPES)

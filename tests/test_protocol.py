@@ -1,0 +1,400 @@
+"""The sans-IO protocol: round trips of every API, framing bounds, and fuzzing."""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import tracemalloc
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyspark_logsource.errors import UnsupportedVersion
+from pyspark_logsource.format import batch
+from pyspark_logsource.protocol import (
+    APIS,
+    ApiKey,
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    BrokerMetadata,
+    ClientConnection,
+    CreatableTopic,
+    CreateTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FrameDecoder,
+    FrameTooLarge,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetCommitPartition,
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchPartitionResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionMetadata,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProtocolError,
+    RequestHeader,
+    RequestReceived,
+    ServerConnection,
+    TopicMetadata,
+    UnsupportedRequest,
+    decode_request_header,
+    decode_response_body,
+    encode_request,
+    frame_bytes,
+    is_region,
+    part_length,
+)
+from pyspark_logsource.protocol.primitives import Reader
+
+# one request and one response per API, with every field away from its default
+REQUESTS = [
+    ProduceRequest(
+        [ProducePartitionData("a", 0, b"xyz"), ProducePartitionData("b", 3, None), ProducePartitionData("a", 1, b"")],
+        acks=-1,
+        timeout_ms=1234,
+        transactional_id="tx",
+    ),
+    FetchRequest(
+        [FetchPartition("a", 0, 17, 1000, 3), FetchPartition("b", 2, 0, 5)],
+        max_wait_ms=250,
+        min_bytes=10,
+        max_bytes=999,
+        isolation_level=1,
+        replica_id=-1,
+    ),
+    ListOffsetsRequest([ListOffsetsPartition("a", 0, -2), ListOffsetsPartition("a", 1, 1_700_000_000_000)], 1, 5),
+    MetadataRequest(["a", "b"], True),
+    MetadataRequest(None, False),
+    OffsetCommitRequest("g", [OffsetCommitPartition("a", 0, 10, "meta"), OffsetCommitPartition("b", 1, 0)], 3, "m"),
+    OffsetFetchRequest("g", [("a", 0), ("b", 5)]),
+    OffsetFetchRequest("g", None),
+    ApiVersionsRequest(),
+    CreateTopicsRequest([CreatableTopic("a", 3, 1, {"retention.ms": "10", "x": None})], 100, True),
+    DeleteTopicsRequest(["a", "b"], 77),
+    InitProducerIdRequest("tx", 9, 42, 3),
+]
+
+RESPONSES = [
+    ProduceResponse(partitions=[ProducePartitionResponse("a", 0, 0, 10, 11, 0), ProducePartitionResponse("b", 3, 3, -1, -1, -1, "nope")]),
+    FetchResponse(partitions=[FetchPartitionResponse("a", 0, 0, 100, 100, 0, b"data"), FetchPartitionResponse("b", 1, 1, -1, -1, -1, None)]),
+    ListOffsetsResponse(partitions=[ListOffsetsPartitionResponse("a", 0, 0, 5, 6)]),
+    MetadataResponse(
+        brokers=[BrokerMetadata(0, "127.0.0.1", 9092, None), BrokerMetadata(1, "h", 1, "r")],
+        cluster_id="c",
+        controller_id=0,
+        topics=[TopicMetadata("a", [PartitionMetadata(0, 0, 2, [0], [0], [], 0)], False, 0), TopicMetadata("bad", [], False, 17)],
+    ),
+    MetadataResponse(),
+    OffsetCommitResponse(partitions=[OffsetCommitPartitionResponse("a", 0, 0), OffsetCommitPartitionResponse("b", 1, 3)]),
+    OffsetFetchResponse(partitions=[OffsetFetchPartitionResponse("a", 0, 10, "meta", 0)]),
+    OffsetFetchResponse(),
+    ApiVersionsResponse(api_keys=[ApiVersion(0, 0, 0), ApiVersion(18, 0, 3)]),
+    CreateTopicsResponse(topics=[CreateTopicResult("a", 0, None, 3), CreateTopicResult("b", 36, "exists", -1)]),
+    DeleteTopicsResponse(topics=[DeleteTopicResult("a"), DeleteTopicResult("b", 3, "unknown")]),
+    InitProducerIdResponse(producer_id=1 << 40, producer_epoch=7),
+]
+
+
+def _normalise(obj):
+    """Turn memoryviews into bytes so decoded messages compare equal to the originals."""
+    if isinstance(obj, memoryview):
+        return bytes(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        return type(obj)(**{k: _normalise(getattr(obj, k)) for k in obj.__dataclass_fields__})
+    if isinstance(obj, list):
+        return [_normalise(x) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_normalise(x) for x in obj)
+    return obj
+
+
+def _grouped(req):
+    """Per-partition lists come back grouped by topic in order of first appearance."""
+    parts = getattr(req, "partitions", None)
+    if isinstance(parts, list) and parts and hasattr(parts[0], "topic"):
+        order = {}
+        for p in parts:
+            order.setdefault(p.topic, len(order))
+        req.partitions = sorted(parts, key=lambda p: order[p.topic])
+    return req
+
+
+@pytest.mark.parametrize("req", REQUESTS, ids=lambda r: type(r).__name__)
+def test_request_round_trip(req):
+    client = ClientConnection("client-1")
+    server = ServerConnection()
+    cid, data = client.request_bytes(req)
+    # deliver one byte at a time: framing must reassemble
+    events = []
+    for i in range(len(data)):
+        events += server.receive_data(data[i : i + 1])
+    assert len(events) == 1 and isinstance(events[0], RequestReceived)
+    ev = events[0]
+    assert ev.header == RequestHeader(int(req.API_KEY), 0, cid, "client-1")
+    assert _normalise(ev.request) == _grouped(_normalise(req))
+
+
+@pytest.mark.parametrize("resp", RESPONSES, ids=lambda r: type(r).__name__)
+def test_response_round_trip(resp):
+    key = next(k for k, a in APIS.items() if a.response is type(resp))
+    req_type = APIS[key].request
+    client = ClientConnection()
+    req = next(r for r in REQUESTS if type(r) is req_type)
+    cid, _ = client.send_request(req)
+    parts = ServerConnection.response_parts(RequestHeader(key, 0, cid, None), resp)
+    (got,) = client.receive_data(frame_bytes(parts))
+    assert got.correlation_id == cid and got.api_key == key
+    assert _normalise(got.response) == _grouped(_normalise(resp))
+    assert client.in_flight == 0
+
+
+def test_top_level_error_omits_body():
+    client = ClientConnection()
+    cid, _ = client.send_request(MetadataRequest())
+    parts = ServerConnection.response_parts(
+        RequestHeader(3, 0, cid), MetadataResponse(error_code=42, error_message="bad", topics=[TopicMetadata("x")])
+    )
+    (got,) = client.receive_data(frame_bytes(parts))
+    assert got.response.error_code == 42 and got.response.error_message == "bad" and got.response.topics == []
+
+
+def test_pipelined_requests_and_responses_in_one_buffer():
+    client, server = ClientConnection(), ServerConnection()
+    data = b"".join(client.request_bytes(MetadataRequest([f"t{i}"]))[1] for i in range(50))
+    events = server.receive_data(data)
+    assert [e.request.topics[0] for e in events] == [f"t{i}" for i in range(50)]
+    out = b"".join(frame_bytes(ServerConnection.response_parts(e.header, MetadataResponse(cluster_id=str(i))))
+                   for i, e in enumerate(events))
+    got = client.receive_data(out)
+    assert [g.response.cluster_id for g in got] == [str(i) for i in range(50)]
+
+
+def test_acks_zero_expects_no_response():
+    client = ClientConnection()
+    client.send_request(ProduceRequest([ProducePartitionData("a", 0, b"x")], acks=0))
+    assert client.in_flight == 0
+    client.send_request(ProduceRequest([ProducePartitionData("a", 0, b"x")], acks=1))
+    assert client.in_flight == 1
+
+
+def test_unknown_api_key_and_version_give_unsupported_version():
+    server, client = ServerConnection(), ClientConnection()
+    for key, version in [(99, 0), (int(ApiKey.FETCH), 7), (-1, 0)]:
+        body = struct.pack(">hhih", key, version, 5, -1) + b"whatever"
+        (ev,) = server.receive_data(struct.pack(">i", len(body)) + body)
+        assert isinstance(ev, UnsupportedRequest) and ev.header.correlation_id == 5
+        parts = ServerConnection.unsupported_parts(ev.header)
+        # the client decodes the body-less error whatever the api it asked for
+        cid, _ = client.send_request(ApiVersionsRequest())
+        data = bytearray(frame_bytes(parts))
+        struct.pack_into(">i", data, 4, cid)
+        (got,) = client.receive_data(data)
+        assert got.response.error_code == UnsupportedVersion.code
+        assert "not supported" in got.response.error_message
+
+
+def test_correlation_mismatch_and_unsolicited_response_raise():
+    client = ClientConnection()
+    parts = ServerConnection.response_parts(RequestHeader(18, 0, 0), ApiVersionsResponse())
+    with pytest.raises(ProtocolError, match="no request in flight"):
+        client.receive_data(frame_bytes(parts))
+    client = ClientConnection()
+    client.send_request(ApiVersionsRequest())
+    parts = ServerConnection.response_parts(RequestHeader(18, 0, 99), ApiVersionsResponse())
+    with pytest.raises(ProtocolError, match="correlation id 99"):
+        client.receive_data(frame_bytes(parts))
+
+
+def test_frame_claiming_2gb_is_refused_before_allocation():
+    dec = FrameDecoder(max_frame_bytes=100 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(FrameTooLarge, match="2147483647"):
+            dec.feed(struct.pack(">i", 2**31 - 1) + b"\x00" * 100)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder().feed(struct.pack(">i", -5))
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder(max_frame_bytes=10).feed(struct.pack(">i", 11))
+    assert FrameDecoder(max_frame_bytes=10).feed(struct.pack(">i", 10) + b"x" * 10) == [bytearray(b"x" * 10)]
+
+
+def test_lying_lengths_inside_a_frame_are_refused():
+    hdr = struct.pack(">hhih", 3, 0, 1, -1)
+    # metadata topics array claiming 2**31-1 items in a 5-byte body
+    body = hdr + struct.pack(">i", 2**31 - 1) + b"\x00"
+    with pytest.raises(ProtocolError, match="cannot fit"):
+        ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
+    # produce records claiming 1 GB
+    body = hdr[:0] + struct.pack(">hhih", 0, 0, 1, -1) + struct.pack(">hhi", -1, 1, 0)
+    body += struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + struct.pack(">ii", 0, 1 << 30)
+    with pytest.raises(ProtocolError, match="truncated bytes"):
+        ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
+    # trailing garbage
+    _, good = ClientConnection().request_bytes(ApiVersionsRequest())
+    bad = bytearray(good) + b"zz"
+    struct.pack_into(">i", bad, 0, len(bad) - 4)
+    with pytest.raises(ProtocolError, match="trailing"):
+        ServerConnection().receive_data(bad)
+    # invalid utf-8 client id
+    body = struct.pack(">hhih", 18, 0, 1, 2) + b"\xff\xfe"
+    with pytest.raises(ProtocolError, match="UTF-8"):
+        ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
+
+
+def test_produce_records_decode_as_writable_zero_copy_slices():
+    data = batch.encode([b"v1", b"v2"], producer_id=-1, producer_epoch=-1, base_sequence=-1)
+    _, frame = ClientConnection().request_bytes(ProduceRequest([ProducePartitionData("t", 0, bytes(data))]))
+    (ev,) = ServerConnection().receive_data(frame)
+    rec = ev.request.partitions[0].records
+    assert isinstance(rec, memoryview) and not rec.readonly and bytes(rec) == bytes(data)
+    batch.set_base_offset(rec, 77)  # the broker stamps in place
+    assert batch.read_header(rec).base_offset == 77
+
+
+def test_large_produce_payload_is_a_separate_part():
+    payload = os.urandom(200_000)
+    _, parts = ClientConnection().send_request(ProduceRequest([ProducePartitionData("t", 0, payload)]))
+    assert any(p is payload for p in parts)
+    (ev,) = ServerConnection().receive_data(frame_bytes(parts))
+    assert bytes(ev.request.partitions[0].records) == payload
+
+
+class _Region:
+    """A file region as the log hands it out (file, position, length)."""
+
+    def __init__(self, file, position, length):
+        self.file, self.position, self.length = file, position, length
+
+
+def test_fetch_response_with_file_regions_is_zero_copy():
+    with tempfile.TemporaryFile() as f:
+        content = os.urandom(300_000)
+        f.write(content)
+        f.flush()
+        regions = [_Region(f, 1000, 50_000), _Region(f, 100_000, 0), _Region(f, 200_000, 100_000)]
+        resp = FetchResponse(
+            partitions=[FetchPartitionResponse("t", i, 0, 10, 10, 0, r) for i, r in enumerate(regions)]
+        )
+        client = ClientConnection()
+        cid, _ = client.send_request(FetchRequest([FetchPartition("t", i, 0) for i in range(3)]))
+        parts = ServerConnection.response_parts(RequestHeader(1, 0, cid), resp)
+        assert [p for p in parts if is_region(p)] == [regions[0], regions[2]]
+        size = struct.unpack_from(">i", parts[0])[0]
+        assert size + 4 == sum(part_length(p) for p in parts)
+        # what the transport does: bytes parts written, regions read from the file (sendfile)
+        wire = bytearray()
+        for p in parts:
+            if is_region(p):
+                wire += os.pread(p.file.fileno(), p.length, p.position)
+            else:
+                wire += p
+        (got,) = client.receive_data(bytes(wire))
+        recs = [p.records for p in got.response.partitions]
+        assert all(isinstance(r, memoryview) for r in recs)
+        assert bytes(recs[0]) == content[1000:51_000]
+        assert bytes(recs[1]) == b""
+        assert bytes(recs[2]) == content[200_000:300_000]
+        with pytest.raises(TypeError):
+            frame_bytes(parts)
+
+
+def test_encoding_out_of_range_values_raises_protocol_error():
+    with pytest.raises(ProtocolError, match="too long"):
+        encode_request(RequestHeader(3, 0, 0), MetadataRequest(["x" * 40000]))
+    with pytest.raises(ProtocolError, match="cannot encode"):
+        encode_request(RequestHeader(1, 0, 0), FetchRequest([FetchPartition("t", 2**40, 0)]))
+
+
+# ------------------------------------------------------------------ fuzzing
+
+
+def _valid_frames() -> list[bytes]:
+    out = []
+    for req in REQUESTS:
+        out.append(ClientConnection("fuzz").request_bytes(req)[1])
+    return out
+
+
+VALID = _valid_frames()
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300))
+def test_fuzz_server_random_bytes(data):
+    server = ServerConnection(max_frame_bytes=1 << 16)
+    try:
+        server.receive_data(data)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=8),
+       st.integers(0, 400))
+def test_fuzz_server_mutated_frames(frame, flips, cut):
+    body = bytearray(frame[4:])
+    for pos, val in flips:
+        body[pos % len(body)] = val
+    if cut < 20:  # a complete frame whose body is cut short
+        del body[max(0, len(body) - cut):]
+    data = struct.pack(">i", len(body)) + bytes(body)
+    server = ServerConnection(max_frame_bytes=1 << 16)
+    try:
+        events = server.receive_data(data)
+    except ProtocolError:
+        return
+    for ev in events:
+        assert isinstance(ev, (RequestReceived, UnsupportedRequest))
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(RESPONSES) - 1), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
+       st.binary(max_size=40))
+def test_fuzz_client_mutated_responses(idx, flips, tail):
+    resp = RESPONSES[idx]
+    key = next(k for k, a in APIS.items() if a.response is type(resp))
+    body = bytearray(frame_bytes(ServerConnection.response_parts(RequestHeader(key, 0, 0), resp)))[8:]
+    for pos, val in flips:
+        if body:
+            body[pos % len(body)] = val
+    body += tail if len(tail) % 3 == 0 else b""
+    try:
+        decode_response_body(key, Reader(bytes(body)))
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(min_size=0, max_size=64))
+def test_fuzz_request_header(data):
+    try:
+        decode_request_header(Reader(data))
+    except ProtocolError:
+        pass
