@@ -1,0 +1,283 @@
+"""The producer's record accumulator: per-partition batches in bounded memory.
+
+``send()`` only appends to the lists of the open batch of its partition. A
+batch closes when it reaches ``batch_size`` bytes (or when the sender takes
+it after ``linger_ms``, a flush or close); the sender thread then encodes the
+whole batch with :func:`pyspark_logsource.format.batch.encode` in one call.
+
+Each batch owns one ``concurrent.futures.Future`` resolving to
+``(partition, base_offset, last_offset)``; ``send()`` hands out a
+:class:`RecordFuture`, a two-slot view onto that future plus the record's
+index, because a real Future per message would cost more than the rest of
+``send()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from ..errors import BufferFull, ClientClosed, RequestTimedOut
+from ..format.batch import HEADER_SIZE
+
+#: Per-record bytes beside key and value in an encoded batch: a timestamp
+#: delta (8) and one key and one value offset (4 + 4).
+RECORD_OVERHEAD = 16
+BATCH_OVERHEAD = HEADER_SIZE + 16
+
+TopicPartition = tuple[str, int]
+
+
+class ProducerBatch:
+    """Records of one partition that travel in one record batch."""
+
+    __slots__ = (
+        "topic", "partition", "values", "keys", "timestamps", "headers", "size", "created",
+        "future", "encoded", "record_count", "base_sequence", "attempts", "retry_at",
+        "deadline", "has_keys", "closed",
+    )  # fmt: skip
+
+    def __init__(self, topic: str, partition: int, now: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.values: list = []
+        self.keys: list = []
+        self.timestamps: list = []
+        self.headers: list | None = None
+        self.size = BATCH_OVERHEAD
+        self.created = now
+        self.future: Future = Future()
+        self.encoded: bytearray | None = None
+        self.record_count = 0
+        self.base_sequence: int | None = None
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.deadline = 0.0
+        self.has_keys = False
+        self.closed = False
+
+    @classmethod
+    def from_encoded(cls, topic: str, partition: int, data: bytearray, record_count: int, now: float) -> ProducerBatch:
+        """A batch that is already encoded (the Arrow send path)."""
+        b = cls(topic, partition, now)
+        b.values = b.keys = b.timestamps = None  # type: ignore[assignment]
+        b.encoded = data
+        b.record_count = record_count
+        b.size = len(data)
+        b.closed = True
+        return b
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        return f"ProducerBatch({self.topic}-{self.partition}, {self.record_count} records, {self.size} bytes)"
+
+
+class RecordFuture:
+    """The future of one sent record: a view onto its batch's future.
+
+    Offers the methods of ``concurrent.futures.Future`` that a caller uses;
+    ``result()`` returns ``(partition, offset)`` (offset -1 with ``acks=0``).
+    """
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def _value(self, res: tuple[int, int, int]) -> tuple[int, int]:
+        base = res[1]
+        return (res[0], base + self._index if base >= 0 else -1)
+
+    def result(self, timeout: float | None = None) -> tuple[int, int]:
+        """Block until the record is acknowledged; return ``(partition, offset)``."""
+        try:
+            return self._value(self._batch.future.result(timeout))
+        except FutureTimeout:
+            raise RequestTimedOut(f"record not acknowledged within {timeout} s") from None
+
+    def done(self) -> bool:
+        """Whether the record was acknowledged or failed."""
+        return self._batch.future.done()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The error of the record, or None once it succeeded."""
+        try:
+            return self._batch.future.exception(timeout)
+        except FutureTimeout:
+            raise RequestTimedOut(f"record not acknowledged within {timeout} s") from None
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(self)`` when the record completes (at once when it already has)."""
+        self._batch.future.add_done_callback(lambda _f: fn(self))
+
+    def cancel(self) -> bool:
+        """Records cannot be cancelled once handed to the producer."""
+        return False
+
+    def cancelled(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return not self._batch.future.done()
+
+    @property
+    def partition(self) -> int:
+        """The partition the record was assigned to."""
+        return self._batch.partition
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<RecordFuture {self._batch.topic}-{self._batch.partition} #{self._index} {state}>"
+
+
+class RecordAccumulator:
+    """Open and ready batches, memory accounting and the sender's wake-ups."""
+
+    def __init__(self, *, batch_size: int, linger_ms: float, buffer_memory: int, max_block_ms: float) -> None:
+        self.batch_size = max(1, int(batch_size))
+        self.linger = max(0.0, linger_ms / 1000.0)
+        self.buffer_memory = int(buffer_memory)
+        self.max_block = max_block_ms / 1000.0
+        self.lock = threading.Lock()
+        self.wakeup = threading.Condition(self.lock)  # the sender waits here
+        self.space = threading.Condition(self.lock)  # send() waits here for memory
+        self.open: dict[TopicPartition, ProducerBatch] = {}
+        self.ready: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        self.used = 0
+        self.flushing = 0
+        self.closed = False
+        self.sender_idle = True
+
+    # ---------------------------------------------------------- called by send()
+
+    def reserve(self, size: int) -> None:
+        """Account ``size`` bytes, blocking up to max_block_ms; call with the lock held."""
+        if self.used + size <= self.buffer_memory or self.used == 0:
+            self.used += size
+            return
+        if size > self.buffer_memory:
+            raise BufferFull(f"a record of {size} bytes is larger than buffer_memory={self.buffer_memory}")
+        deadline = time.monotonic() + self.max_block
+        # Blocking send(): make sure everything buffered is on its way.
+        self.flushing += 1
+        try:
+            self.wakeup.notify()
+            while self.used + size > self.buffer_memory and self.used > 0:
+                if self.closed:
+                    raise ClientClosed("producer closed while waiting for buffer memory")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BufferFull(
+                        f"buffer_memory={self.buffer_memory} bytes is full ({self.used} in use) and "
+                        f"max_block_ms={self.max_block * 1000:.0f} passed"
+                    )
+                self.space.wait(left)
+        finally:
+            self.flushing -= 1
+        self.used += size
+
+    def new_batch(self, topic: str, partition: int) -> ProducerBatch:
+        """Open a batch for a partition; call with the lock held."""
+        b = ProducerBatch(topic, partition, time.monotonic())
+        self.open[(topic, partition)] = b
+        self.incomplete.add(b)
+        if self.sender_idle:
+            self.wakeup.notify()
+        return b
+
+    def close_batch(self, b: ProducerBatch) -> None:
+        """Move a full batch to the ready queue; call with the lock held."""
+        if b.closed:
+            return
+        b.closed = True
+        b.record_count = len(b.values)
+        if self.open.get(b.tp) is b:
+            del self.open[b.tp]
+        q = self.ready.get(b.tp)
+        if q is None:
+            q = self.ready[b.tp] = deque()
+        q.append(b)
+        self.wakeup.notify()
+
+    def add_encoded(self, b: ProducerBatch) -> None:
+        """Queue a pre-encoded batch after the partition's open batch; lock held."""
+        cur = self.open.get(b.tp)
+        if cur is not None:
+            self.close_batch(cur)
+        self.incomplete.add(b)
+        q = self.ready.get(b.tp)
+        if q is None:
+            q = self.ready[b.tp] = deque()
+        q.append(b)
+        self.wakeup.notify()
+
+    # ---------------------------------------------------------- called by the sender
+
+    def drain(self, now: float, in_flight_blocked: set[TopicPartition]) -> tuple[list[ProducerBatch], float | None]:
+        """Take at most one sendable batch per partition; return them and the next wake-up time.
+
+        Call with the lock held. A partition whose first ready batch waits
+        for a retry backoff sends nothing, so order within it holds.
+        """
+        urgent = self.flushing > 0 or self.closed
+        next_at: float | None = None
+        for tp, b in list(self.open.items()):
+            due = b.created + self.linger
+            if urgent or due <= now or (tp in self.ready and self.ready[tp]):
+                self.close_batch(b)
+            elif next_at is None or due < next_at:
+                next_at = due
+        out = []
+        for tp, q in self.ready.items():
+            if not q or tp in in_flight_blocked:
+                continue
+            b = q[0]
+            if b.retry_at > now:
+                if next_at is None or b.retry_at < next_at:
+                    next_at = b.retry_at
+                continue
+            out.append(q.popleft())
+        return out, next_at
+
+    def requeue(self, b: ProducerBatch, retry_at: float) -> None:
+        """Put a batch back for a retry, ahead of newer batches of its partition; lock held."""
+        b.retry_at = retry_at
+        q = self.ready.get(b.tp)
+        if q is None:
+            q = self.ready[b.tp] = deque()
+        # Keep sequence order: earlier sequences first.
+        i = 0
+        for i, other in enumerate(q):  # noqa: B007 - a retry touches only a few batches
+            if other.base_sequence is None or (b.base_sequence is not None and other.base_sequence > b.base_sequence):
+                break
+        else:
+            i = len(q)
+        q.insert(i, b)
+        self.wakeup.notify()
+
+    def has_pending(self) -> bool:
+        """Whether any batch is open or ready; lock held."""
+        return bool(self.open) or any(self.ready.values())
+
+    def complete(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
+        """Release a batch's memory and resolve its future (lock NOT held)."""
+        with self.lock:
+            self.incomplete.discard(b)
+            self.used -= b.size
+            if self.used < 0:
+                self.used = 0
+            self.space.notify_all()
+        if b.future.done():
+            return
+        if error is not None:
+            b.future.set_exception(error)
+        else:
+            b.future.set_result(result)

@@ -1,0 +1,191 @@
+"""The Admin client: topics, offsets by time, group offsets and lag."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from ..errors import ConfigError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from ..protocol.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    MetadataRequest,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+from ..topics import is_internal
+from .connection import NetworkClient
+from .metadata import TopicDescription
+
+TopicPartition = tuple[str, int]
+
+
+class GroupLag(NamedTuple):
+    """Committed offset, log end offset and their difference for one partition."""
+
+    topic: str
+    partition: int
+    committed: int
+    log_end: int
+    lag: int
+
+
+def offset_spec(spec: str | int) -> int:
+    """ListOffsets timestamp for ``"earliest"``, ``"latest"`` or a ms timestamp."""
+    if isinstance(spec, str):
+        s = spec.strip().lower()
+        if s == "earliest":
+            return EARLIEST_TIMESTAMP
+        if s == "latest":
+            return LATEST_TIMESTAMP
+        try:
+            return offset_spec(int(s))
+        except (ValueError, ConfigError):
+            raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, got {spec!r}") from None
+    if not isinstance(spec, bool):
+        try:
+            v = operator.index(spec)
+        except TypeError:
+            v = None
+        if v is not None and (v >= 0 or v in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)):
+            return v
+    raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms >= 0, got {spec!r}")
+
+
+class Admin:
+    """Manage topics and read offsets; every call is one blocking request."""
+
+    def __init__(self, bootstrap: str | None = None, *, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
+        self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-admin", request_timeout_ms=request_timeout_ms)
+        self.request_timeout_ms = int(request_timeout_ms)
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: dict[str, str] | None = None, exist_ok: bool = False
+    ) -> None:
+        """Create a topic with ``partitions`` partitions and topic-level ``config`` overrides."""
+        cfg = {str(k): (None if v is None else str(v)) for k, v in (config or {}).items()}
+        req = CreateTopicsRequest([CreatableTopic(name, int(partitions), -1, cfg)], timeout_ms=self.request_timeout_ms)
+        resp = self._client.request(req)
+        for r in resp.topics:
+            if r.error_code:
+                err = error_for_code(r.error_code, r.error_message or f"cannot create topic {name!r}")
+                if isinstance(err, TopicAlreadyExists) and exist_ok:
+                    continue
+                raise err
+        self._client.cluster.topics.pop(name, None)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its data."""
+        resp = self._client.request(DeleteTopicsRequest([name], self.request_timeout_ms))
+        for r in resp.topics:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message or f"cannot delete topic {name!r}")
+        self._client.cluster.topics.pop(name, None)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Topic names, sorted (internal ``__`` topics only when asked)."""
+        resp = self._client.request(MetadataRequest(None, False))
+        names = [t.name for t in resp.topics if not t.error_code]
+        if not include_internal:
+            names = [n for n in names if not is_internal(n) and not any(t.is_internal for t in resp.topics if t.name == n)]
+        return sorted(names)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """Partitions of ``name`` with leader, leader epoch, replicas and ISR."""
+        return self._client.topic(name, refresh=True)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic``; raises UnknownTopicOrPartition."""
+        return [p.partition for p in self.describe_topic(topic).partitions]
+
+    def cluster(self):
+        """The cluster metadata (brokers, controller, topics) after a refresh."""
+        self._client.refresh_metadata(None)
+        return self._client.cluster
+
+    # ------------------------------------------------------------------ offsets
+
+    def list_offsets(self, tps: Iterable[tuple[str, int]], spec: str | int) -> dict[TopicPartition, int]:
+        """Offsets per partition: ``"earliest"``, ``"latest"`` or, for a ms timestamp,
+        the first offset with timestamp >= T (the log end offset when there is none)."""
+        tps = [(str(t), int(p)) for t, p in tps]
+        if not tps:
+            return {}
+        ts = offset_spec(spec)
+        out = self._list(tps, ts)
+        missing = [tp for tp, off in out.items() if off < 0]
+        if missing:
+            out.update(self._list(missing, LATEST_TIMESTAMP))
+        return out
+
+    def _list(self, tps: list[TopicPartition], ts: int) -> dict[TopicPartition, int]:
+        by_node: dict[int, list[ListOffsetsPartition]] = {}
+        for t, p in tps:
+            by_node.setdefault(self._client.leader_for(t, p), []).append(ListOffsetsPartition(t, p, ts))
+        out: dict[TopicPartition, int] = {}
+        for node, items in by_node.items():
+            resp = self._client.request(ListOffsetsRequest(items), node)
+            for r in resp.partitions:
+                if r.error_code:
+                    raise error_for_code(r.error_code, f"list offsets for {r.topic}-{r.partition}")
+                out[(r.topic, r.partition)] = r.offset
+        for tp in tps:
+            if tp not in out:
+                raise UnknownTopicOrPartition(f"broker did not answer for {tp[0]}-{tp[1]}")
+        return out
+
+    # ------------------------------------------------------------------ groups
+
+    def group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of ``group``."""
+        if not group:
+            raise ConfigError("group id must not be empty")
+        resp = self._client.request(OffsetFetchRequest(group, None))
+        out = {}
+        for r in resp.partitions:
+            if r.error_code:
+                raise error_for_code(r.error_code, f"offset fetch for {r.topic}-{r.partition}")
+            if r.offset >= 0:
+                out[(r.topic, r.partition)] = r.offset
+        return dict(sorted(out.items()))
+
+    def commit_group_offsets(self, group: str, offsets: dict[tuple[str, int], int], metadata: str = "") -> None:
+        """Store offsets for ``group`` (as a consumer's commit would)."""
+        if not group:
+            raise ConfigError("group id must not be empty")
+        items = [OffsetCommitPartition(t, int(p), int(o), metadata) for (t, p), o in offsets.items()]
+        if not items:
+            return
+        resp = self._client.request(OffsetCommitRequest(group, items))
+        for r in resp.partitions:
+            if r.error_code:
+                raise error_for_code(r.error_code, f"offset commit for {r.topic}-{r.partition}")
+
+    def group_lag(self, group: str) -> list[GroupLag]:
+        """Per committed partition: committed offset, log end offset and lag."""
+        committed = self.group_offsets(group)
+        if not committed:
+            return []
+        ends = self.list_offsets(list(committed), "latest")
+        return [GroupLag(t, p, off, ends[(t, p)], max(0, ends[(t, p)] - off)) for (t, p), off in committed.items()]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

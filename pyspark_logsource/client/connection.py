@@ -1,0 +1,440 @@
+"""Socket I/O for the clients, over the sans-IO protocol in :mod:`pyspark_logsource.protocol`.
+
+:class:`BrokerConnection` is one TCP connection to one broker. It is
+thread-safe and pipelines: any number of threads may send requests, each
+gets its response through a callback or a blocking wait, matched by
+correlation id (the broker answers a connection's requests in order). In
+threaded mode a reader thread receives responses; without it (Spark tasks,
+one request at a time) the caller's thread reads.
+
+:class:`NetworkClient` owns the bootstrap list, the cluster metadata and one
+connection per broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import (
+    LeaderNotAvailable,
+    LogSourceError,
+    NetworkError,
+    RequestTimedOut,
+    UnknownTopicOrPartition,
+    error_for_code,
+)
+from ..protocol.connection import ClientConnection
+from ..protocol.messages import MetadataRequest, MetadataResponse
+from ..protocol.primitives import ProtocolError, is_region
+from .metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Any, "BaseException | None"], None]
+
+_RECV_SIZE = 1 << 20
+_IOV_MAX = 512
+
+
+class _Waiter:
+    """Blocking wait for one response (used by ``request()``)."""
+
+    __slots__ = ("event", "response", "error")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.response: Any = None
+        self.error: BaseException | None = None
+
+    def __call__(self, response: Any, error: BaseException | None) -> None:
+        self.response, self.error = response, error
+        self.event.set()
+
+
+def raise_for_response(resp: Any) -> Any:
+    """Raise the typed error of a response's top-level error code, with the broker's message."""
+    if resp.error_code:
+        raise error_for_code(resp.error_code, resp.error_message or "")
+    return resp
+
+
+class BrokerConnection:
+    """One pipelined, thread-safe connection to a broker."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = None,
+        request_timeout_ms: float = 30000,
+        connect_timeout_ms: float = 10000,
+        threaded: bool = True,
+        max_in_flight: int = 0,
+    ) -> None:
+        self.host, self.port = host, port
+        self.address = f"{host}:{port}"
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.threaded = threaded
+        self._proto = ClientConnection(client_id)
+        self._lock = threading.Lock()  # guards the protocol state, the socket writes and _pending
+        self._pending: deque[tuple[int, Callback, float]] = deque()
+        self._slots = threading.BoundedSemaphore(max_in_flight) if max_in_flight > 0 else None
+        self._closed = False
+        self._error: BaseException | None = None
+        try:
+            self._sock = socket.create_connection((host, port), timeout=connect_timeout_ms / 1000.0)
+        except OSError as e:
+            raise NetworkError(f"cannot connect to broker {self.address}: {e.strerror or e}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._reader: threading.Thread | None = None
+        if threaded:
+            # Blocking writes; the reader waits in select() so it can notice expired requests.
+            self._sock.settimeout(None)
+            self._reader = threading.Thread(target=self._read_loop, name=f"logsource-io-{self.address}", daemon=True)
+            self._reader.start()
+        else:
+            self._sock.settimeout(self.request_timeout)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # ------------------------------------------------------------ sending
+
+    def send(self, request: Any, callback: Callback | None = None, *, timeout: float | None = None) -> None:
+        """Send ``request``; ``callback(response, error)`` is called when its answer arrives.
+
+        A Produce with ``acks=0`` gets no answer
+        and its callback is called with ``(None, None)`` once written.
+        """
+        self.send_many([(request, callback)], timeout=timeout)
+
+    def send_many(self, items: list[tuple[Any, Callback | None]], *, timeout: float | None = None) -> None:
+        """Send several requests with one system call (pipelined)."""
+        if self._slots is not None:
+            for _ in items:
+                if not self._slots.acquire(timeout=self.request_timeout):
+                    raise RequestTimedOut(f"no in-flight slot on {self.address} within the request timeout")
+        no_reply: list[Callback] = []
+        with self._lock:
+            if self._closed:
+                self._release(len(items))
+                raise self._error or NetworkError(f"connection to {self.address} is closed")
+            deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+            parts: list[Any] = []
+            for request, cb in items:
+                try:
+                    cid, frame = self._proto.send_request(request)
+                except ProtocolError:
+                    self._release(1)
+                    raise
+                parts.extend(frame)
+                if getattr(request, "acks", 1) == 0 and int(request.API_KEY) == 0:
+                    if cb is not None:
+                        no_reply.append(cb)
+                    self._release(1)
+                else:
+                    self._pending.append((cid, cb, deadline))
+            try:
+                self._write(parts)
+            except OSError as e:
+                err = NetworkError(f"connection to broker {self.address} failed while sending: {e}")
+                self._fail_locked(err)
+                raise err from None
+        for cb in no_reply:
+            cb(None, None)
+
+    def _release(self, n: int) -> None:
+        if self._slots is not None:
+            for _ in range(n):
+                try:
+                    self._slots.release()
+                except ValueError:
+                    break
+
+    def _write(self, parts: list[Any]) -> None:
+        for p in parts:
+            if is_region(p):  # pragma: no cover - clients never send file regions
+                raise TypeError("a client request cannot carry a file region")
+        sock = self._sock
+        if len(parts) == 1:
+            sock.sendall(parts[0])
+            return
+        # sendmsg writes the parts without joining them; finish partial writes.
+        views = [memoryview(p).cast("B") for p in parts]
+        while views:
+            sent = sock.sendmsg(views[:_IOV_MAX])
+            while sent and views:
+                n = views[0].nbytes
+                if sent >= n:
+                    sent -= n
+                    views.pop(0)
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
+
+    def request(self, request: Any, timeout: float | None = None) -> Any:
+        """Send ``request`` and wait for its response (typed errors raised for top-level codes)."""
+        w = _Waiter()
+        self.send(request, w, timeout=timeout)
+        limit = (self.request_timeout if timeout is None else timeout) + 1.0
+        if self.threaded:
+            if not w.event.wait(limit):
+                self._fail(RequestTimedOut(f"no response from broker {self.address} within {limit:.1f} s"))
+                w.event.wait(1.0)
+        else:
+            self._read_until(w, limit)
+        if w.error is not None:
+            raise w.error
+        return raise_for_response(w.response)
+
+    # ------------------------------------------------------------ receiving
+
+    def _dispatch(self, data: bytes | memoryview) -> None:
+        with self._lock:
+            responses = self._proto.receive_data(data)
+            done = []
+            for r in responses:
+                cid, cb, _ = self._pending.popleft()
+                if cid != r.correlation_id:  # the sans-IO layer checks order too
+                    raise ProtocolError(f"response {r.correlation_id} does not match request {cid}")
+                done.append((cb, r.response))
+        self._release(len(done))
+        for cb, resp in done:
+            if cb is not None:
+                try:
+                    cb(resp, None)
+                except Exception:  # a user callback must not kill the I/O thread
+                    log.exception("callback for a response from %s failed", self.address)
+
+    def _read_loop(self) -> None:
+        sock = self._sock
+        buf = bytearray(_RECV_SIZE)
+        view = memoryview(buf)
+        while not self._closed:
+            try:
+                readable, _, _ = select.select([sock], [], [], 0.2)
+                if not readable:
+                    self._check_deadlines()
+                    continue
+                n = sock.recv_into(buf)
+            except (OSError, ValueError) as e:
+                if not self._closed:
+                    self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
+                return
+            if n == 0:
+                self._fail(NetworkError(f"broker {self.address} closed the connection"))
+                return
+            try:
+                self._dispatch(view[:n])
+            except ProtocolError as e:
+                self._fail(NetworkError(f"bad response from broker {self.address}: {e}"))
+                return
+            if self._pending and self._pending[0][2] < time.monotonic():
+                self._check_deadlines()
+
+    def _read_until(self, w: _Waiter, limit: float) -> None:
+        deadline = time.monotonic() + limit
+        buf = bytearray(_RECV_SIZE)
+        view = memoryview(buf)
+        while not w.event.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(RequestTimedOut(f"no response from broker {self.address} within {limit:.1f} s"))
+                return
+            self._sock.settimeout(left)
+            try:
+                n = self._sock.recv_into(buf)
+            except TimeoutError:
+                continue
+            except OSError as e:
+                self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
+                return
+            if n == 0:
+                self._fail(NetworkError(f"broker {self.address} closed the connection"))
+                return
+            try:
+                self._dispatch(view[:n])
+            except ProtocolError as e:
+                self._fail(NetworkError(f"bad response from broker {self.address}: {e}"))
+                return
+
+    def _check_deadlines(self) -> None:
+        if self._pending and self._pending[0][2] < time.monotonic():
+            # Responses come in order, so one late answer blocks the rest: drop the connection.
+            self._fail(RequestTimedOut(f"request to broker {self.address} timed out"))
+
+    # ------------------------------------------------------------ failure / close
+
+    def _fail_locked(self, err: BaseException) -> list[tuple[int, Callback, float]]:
+        if self._closed:
+            return []
+        self._closed = True
+        self._error = err
+        pending = list(self._pending)
+        self._pending.clear()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        return pending
+
+    def _fail(self, err: BaseException) -> None:
+        with self._lock:
+            pending = self._fail_locked(err)
+        self._release(len(pending))
+        for _, cb, _ in pending:
+            if cb is not None:
+                try:
+                    cb(None, err)
+                except Exception:
+                    log.exception("callback for a failed request to %s failed", self.address)
+
+    def close(self) -> None:
+        """Close the socket; requests still in flight fail with NetworkError."""
+        self._fail(NetworkError(f"connection to {self.address} was closed by the client"))
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(timeout=2.0)
+
+
+class NetworkClient:
+    """Bootstrap, metadata and one connection per broker, shared by a client's threads."""
+
+    def __init__(
+        self,
+        bootstrap: str | None,
+        *,
+        client_id: str | None = None,
+        request_timeout_ms: float = 30000,
+        threaded: bool = True,
+        max_in_flight: int = 0,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.threaded = threaded
+        self.max_in_flight = max_in_flight
+        self.cluster = ClusterMetadata()
+        self._conns: dict[tuple[str, int], BrokerConnection] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _connect(self, addr: tuple[str, int]) -> BrokerConnection:
+        with self._lock:
+            if self._closed:
+                from ..errors import ClientClosed
+
+                raise ClientClosed("client is closed")
+            c = self._conns.get(addr)
+            if c is not None and not c.closed:
+                return c
+        c = BrokerConnection(
+            addr[0], addr[1], client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
+            threaded=self.threaded, max_in_flight=self.max_in_flight,
+        )  # fmt: skip
+        with self._lock:
+            old = self._conns.get(addr)
+            if old is not None and not old.closed:
+                c.close()
+                return old
+            self._conns[addr] = c
+        return c
+
+    def any_connection(self) -> BrokerConnection:
+        """A connection to any reachable broker (bootstrap list first, then known brokers)."""
+        for c in list(self._conns.values()):
+            if not c.closed:
+                return c
+        errors = []
+        addrs = list(self.bootstrap) + [(b.host, b.port) for b in self.cluster.brokers.values()]
+        for addr in dict.fromkeys(addrs):
+            try:
+                return self._connect(addr)
+            except NetworkError as e:
+                errors.append(str(e))
+        raise NetworkError("no broker reachable: " + "; ".join(errors))
+
+    def node_connection(self, node_id: int) -> BrokerConnection:
+        """A connection to the broker with ``node_id`` (from the metadata)."""
+        b = self.cluster.brokers.get(node_id)
+        if b is None:
+            self.refresh_metadata(None)
+            b = self.cluster.brokers.get(node_id)
+            if b is None:
+                raise LeaderNotAvailable(f"broker {node_id} is not in the cluster metadata")
+        return self._connect((b.host, b.port))
+
+    def request(self, request: Any, node_id: int | None = None, timeout: float | None = None) -> Any:
+        """Send and wait; typed errors for top-level error codes."""
+        conn = self.any_connection() if node_id is None else self.node_connection(node_id)
+        return conn.request(request, timeout)
+
+    def refresh_metadata(self, topics: list[str] | None, allow_auto_create: bool = False) -> MetadataResponse:
+        """Fetch metadata (``topics=None``: all topics) and merge it into ``self.cluster``."""
+        resp = self.request(MetadataRequest(topics, allow_auto_create))
+        brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in resp.brokers}
+        cluster = self.cluster
+        new_topics = dict(cluster.topics) if topics is not None else {}
+        for t in resp.topics:
+            if t.error_code:
+                new_topics.pop(t.name, None)
+                continue
+            parts = [
+                PartitionInfo(p.partition, p.leader_id, p.leader_epoch, list(p.replicas), list(p.isr))
+                for p in sorted(t.partitions, key=lambda p: p.partition)
+            ]
+            new_topics[t.name] = TopicDescription(t.name, parts)
+        self.cluster = ClusterMetadata(brokers or cluster.brokers, new_topics, resp.controller_id, resp.cluster_id)
+        return resp
+
+    def topic(self, name: str, allow_auto_create: bool = False, refresh: bool = False) -> TopicDescription:
+        """The topic's description; raises UnknownTopicOrPartition (or the broker's error)."""
+        t = None if refresh else self.cluster.topics.get(name)
+        if t is not None:
+            return t
+        resp = self.refresh_metadata([name], allow_auto_create)
+        for tm in resp.topics:
+            if tm.name == name and tm.error_code:
+                raise error_for_code(tm.error_code, f"topic {name!r}: " + _code_name(tm.error_code))
+        t = self.cluster.topics.get(name)
+        if t is None:
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+        return t
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        """Node id of the partition's leader; refreshes metadata once if unknown."""
+        leader = self.cluster.leader(topic, partition)
+        if leader is None:
+            self.topic(topic, refresh=True)
+            leader = self.cluster.leader(topic, partition)
+            if leader is None:
+                n = self.cluster.num_partitions(topic)
+                if n is not None and not 0 <= partition < n:
+                    raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {partition} (it has {n})")
+                raise LeaderNotAvailable(f"partition {topic}-{partition} has no leader")
+        return leader
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conns = list(self._conns.values())
+            self._conns.clear()
+        for c in conns:
+            c.close()
+
+
+def _code_name(code: int) -> str:
+    e = error_for_code(code)
+    return type(e).__name__ if isinstance(e, LogSourceError) else str(code)

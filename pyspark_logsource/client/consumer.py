@@ -1,0 +1,617 @@
+"""The Consumer: assigned partitions, a background prefetcher, positions and group offsets.
+
+A fetcher thread keeps up to ``fetch_max_bytes`` of fetched record batches
+ahead of the application, with long-poll Fetch requests to each partition
+leader (``fetch_max_wait_ms`` / ``fetch_min_bytes``). ``poll()`` hands out
+records as :class:`Message` tuples; ``poll_arrow()`` hands out whole Arrow
+tables per partition (no per-record Python objects), which is what Spark
+uses.
+
+Positions follow Kafka: ``position(tp)`` is the next offset the application
+will get; an unknown position is taken from the group's committed offset
+(when ``group_id`` is set) or from ``auto_offset_reset``, which also decides
+what happens when a position falls outside the log (``"none"`` raises
+OffsetOutOfRange from ``poll()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from itertools import repeat
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from ..errors import (
+    ClientClosed,
+    ConfigError,
+    CorruptRecord,
+    LogSourceError,
+    NetworkError,
+    OffsetOutOfRange,
+    UnknownTopicOrPartition,
+    error_for_code,
+)
+from ..format.batch import ARROW_SCHEMA, decode, iter_headers, read_header, trim
+from ..protocol.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchPartition,
+    FetchRequest,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+from .connection import NetworkClient
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_NO_HEADERS: tuple = ()
+
+
+class Message(NamedTuple):
+    """One consumed record. ``timestamp`` is ms since the epoch; ``headers`` a tuple of (key, value)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+class _Fetched:
+    """Record bytes of one fetch response for one partition, decoded lazily."""
+
+    __slots__ = ("fetch_offset", "data", "size", "table", "row", "epoch", "check_crc")
+
+    def __init__(self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True) -> None:
+        self.check_crc = check_crc
+        self.fetch_offset = fetch_offset
+        self.data = data
+        self.size = len(data)
+        self.table: pa.Table | None = None
+        self.row = 0
+        self.epoch = epoch
+
+    def arrow(self, position: int) -> pa.Table:
+        """Rows from ``position`` on (decodes the batches on first use)."""
+        if self.table is None:
+            self.table = records_to_arrow(self.data, self.check_crc)
+            self.data = None  # type: ignore[assignment]
+        return trim(self.table, position, None)
+
+
+def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = True) -> pa.Table:
+    """Decode every whole batch of a fetch response into one Arrow table."""
+    batches = [decode(data, pos, check_crc=check_crc).to_arrow() for pos, _ in iter_headers(data)]
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+
+
+def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message]:
+    """Turn an ``ARROW_SCHEMA`` table into Messages with C-level per-row work only."""
+    n = t.num_rows
+    if n == 0:
+        return []
+    offsets = t.column("offset").to_numpy().tolist()
+    ts = t.column("timestamp").cast(pa.int64()).to_numpy().tolist()
+    keys = t.column("key").to_pylist()
+    values = t.column("value").to_pylist()
+    hcol = t.column("headers")
+    if hcol.null_count == n:
+        headers: Iterable = repeat(_NO_HEADERS, n)
+    else:
+        headers = [tuple((d["key"], d["value"]) for d in h) if h else _NO_HEADERS for h in hcol.to_pylist()]
+    return list(map(Message, repeat(topic, n), repeat(partition, n), offsets, ts, keys, values, headers))
+
+
+class _PartitionState:
+    __slots__ = ("position", "fetch_position", "buffered", "buffered_bytes", "epoch", "in_flight", "error",
+                 "high_watermark", "log_start_offset", "max_bytes", "retry_at", "reset_pending")  # fmt: skip
+
+    def __init__(self, max_bytes: int) -> None:
+        self.position: int | None = None
+        self.fetch_position: int | None = None
+        self.buffered: deque[_Fetched] = deque()
+        self.buffered_bytes = 0
+        self.epoch = 0
+        self.in_flight = False
+        self.error: BaseException | None = None
+        self.high_watermark = -1
+        self.log_start_offset = -1
+        self.max_bytes = max_bytes
+        self.retry_at = 0.0
+        self.reset_pending = False
+
+
+class Consumer:
+    """Read assigned partitions; blocking API with a background prefetch thread."""
+
+    def __init__(
+        self,
+        bootstrap: str | None = None,
+        *,
+        group_id: str | None = None,
+        auto_offset_reset: str = "earliest",
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        request_timeout_ms: float = 30000,
+        retry_backoff_ms: float = 100,
+        check_crcs: bool = True,
+        client_id: str | None = None,
+    ) -> None:
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ConfigError(f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}")
+        if fetch_max_bytes < 1 or max_partition_fetch_bytes < 1:
+            raise ConfigError("fetch sizes must be positive")
+        self.group_id = group_id
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.fetch_max_wait_ms = int(fetch_max_wait_ms)
+        self.fetch_min_bytes = int(fetch_min_bytes)
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.check_crcs = check_crcs
+        self._client = NetworkClient(
+            bootstrap, client_id=client_id or "logsource-consumer", request_timeout_ms=request_timeout_ms
+        )
+        self._lock = threading.Lock()
+        self._data = threading.Condition(self._lock)  # poll() waits here for fetched data
+        self._work = threading.Condition(self._lock)  # the fetcher waits here for fetchable partitions
+        self._parts: dict[TopicPartition, _PartitionState] = {}
+        self._order: list[TopicPartition] = []
+        self._rr = 0
+        self._closed = False
+        self._fetch_error: BaseException | None = None
+        self._fetch_error_since = 0.0
+        self._metadata_stale = False
+        self._fetcher = threading.Thread(target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True)
+        self._fetcher.start()
+
+    # ------------------------------------------------------------------ assignment and positions
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions (replaces the previous assignment)."""
+        self._check_open()
+        tps = [(str(t), int(p)) for t, p in partitions]
+        for topic in {t for t, _ in tps}:
+            desc = self._client.topic(topic, refresh=True)
+            n = len(desc.partitions)
+            for t, p in tps:
+                if t == topic and not 0 <= p < n:
+                    raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {p} (it has {n})")
+        with self._lock:
+            old = self._parts
+            self._parts = {tp: old.get(tp) or _PartitionState(self.max_partition_fetch_bytes) for tp in tps}
+            self._order = list(self._parts)
+            self._work.notify_all()
+
+    def assignment(self) -> list[TopicPartition]:
+        """The assigned partitions."""
+        return list(self._order)
+
+    def _state(self, tp: tuple[str, int]) -> _PartitionState:
+        st = self._parts.get((tp[0], tp[1]))
+        if st is None:
+            raise ConfigError(f"partition {tp[0]}-{tp[1]} is not assigned to this consumer")
+        return st
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        """Make ``offset`` the next offset returned for ``tp``."""
+        if offset < 0:
+            raise OffsetOutOfRange(f"cannot seek {tp[0]}-{tp[1]} to negative offset {offset}")
+        with self._lock:
+            self._set_position(self._state(tp), int(offset))
+
+    def _set_position(self, st: _PartitionState, offset: int | None) -> None:
+        # lock held; the epoch bump makes an in-flight fetch for the old position be discarded
+        st.position = st.fetch_position = offset
+        st.buffered.clear()
+        st.buffered_bytes = 0
+        st.epoch += 1
+        st.error = None
+        st.reset_pending = False
+        st.retry_at = 0.0
+        self._work.notify_all()
+
+    def seek_to_beginning(self, *tps: tuple[str, int]) -> None:
+        """Seek to the log start offset (no argument: every assigned partition)."""
+        self._seek_to(tps, EARLIEST_TIMESTAMP)
+
+    def seek_to_end(self, *tps: tuple[str, int]) -> None:
+        """Seek to the log end offset (no argument: every assigned partition)."""
+        self._seek_to(tps, LATEST_TIMESTAMP)
+
+    def _seek_to(self, tps: tuple, spec: int) -> None:
+        targets = [(t, p) for t, p in tps] if tps else list(self._order)
+        for tp in targets:
+            self._state(tp)
+        offsets = self._list_offsets(targets, spec)
+        with self._lock:
+            for tp in targets:
+                self._set_position(self._state(tp), offsets[tp])
+
+    def position(self, tp: tuple[str, int]) -> int:
+        """The next offset ``poll()`` will return for ``tp`` (resolved if unknown)."""
+        st = self._state(tp)
+        if st.position is None:
+            self._resolve_positions()
+        return self._state(tp).position  # type: ignore[return-value]
+
+    def highwater(self, tp: tuple[str, int]) -> int:
+        """The log end offset seen in the last fetch (-1 before any)."""
+        return self._state(tp).high_watermark
+
+    def _list_offsets(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
+        by_node: dict[int, list[ListOffsetsPartition]] = {}
+        for t, p in tps:
+            by_node.setdefault(self._client.leader_for(t, p), []).append(ListOffsetsPartition(t, p, spec))
+        out = {}
+        for node, items in by_node.items():
+            resp = self._client.request(ListOffsetsRequest(items), node)
+            for r in resp.partitions:
+                if r.error_code:
+                    raise error_for_code(r.error_code, f"list offsets for {r.topic}-{r.partition}")
+                out[(r.topic, r.partition)] = r.offset
+        return out
+
+    def _resolve_positions(self) -> None:
+        """Give every partition with an unknown position one (committed offset, else the reset policy)."""
+        with self._lock:
+            unknown = [tp for tp, st in self._parts.items() if st.position is None and st.error is None]
+            resets = [tp for tp in unknown if self._parts[tp].reset_pending]
+        if not unknown:
+            return
+        found: dict[TopicPartition, int] = {}
+        fresh = [tp for tp in unknown if tp not in resets]
+        if self.group_id is not None and fresh:
+            committed = self._fetch_committed(fresh)
+            found.update({tp: off for tp, off in committed.items() if off is not None and off >= 0})
+        rest = [tp for tp in unknown if tp not in found]
+        if rest:
+            if self.auto_offset_reset == "none":
+                with self._lock:
+                    for tp in rest:
+                        st = self._parts.get(tp)
+                        if st is not None and st.position is None:
+                            st.error = OffsetOutOfRange(
+                                f"no valid position for {tp[0]}-{tp[1]} and auto_offset_reset='none'"
+                            )
+                return
+            spec = EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else LATEST_TIMESTAMP
+            found.update(self._list_offsets(rest, spec))
+        with self._lock:
+            for tp, off in found.items():
+                st = self._parts.get(tp)
+                if st is not None and st.position is None:
+                    self._set_position(st, off)
+
+    # ------------------------------------------------------------------ group offsets
+
+    def _fetch_committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+        resp = self._client.request(OffsetFetchRequest(self._need_group(), list(tps)))
+        out: dict[TopicPartition, int | None] = dict.fromkeys(tps)
+        for r in resp.partitions:
+            if r.error_code:
+                raise error_for_code(r.error_code, f"offset fetch for {r.topic}-{r.partition}")
+            out[(r.topic, r.partition)] = r.offset if r.offset >= 0 else None
+        return out
+
+    def _need_group(self) -> str:
+        if not self.group_id:
+            raise ConfigError("this consumer has no group_id; committed offsets need one")
+        return self.group_id
+
+    def commit(self, offsets: dict[tuple[str, int], int | tuple[int, str]] | None = None) -> None:
+        """Store offsets for the group (default: the current position of every assigned partition)."""
+        group = self._need_group()
+        if offsets is None:
+            with self._lock:
+                offsets = {tp: st.position for tp, st in self._parts.items() if st.position is not None}
+        items = []
+        for (t, p), v in offsets.items():
+            off, meta = (v if isinstance(v, tuple) else (v, None))
+            items.append(OffsetCommitPartition(t, p, int(off), meta))
+        if not items:
+            return
+        resp = self._client.request(OffsetCommitRequest(group, items))
+        for r in resp.partitions:
+            if r.error_code:
+                raise error_for_code(r.error_code, f"offset commit for {r.topic}-{r.partition}")
+
+    def committed(self, tp: tuple[str, int]) -> int | None:
+        """The group's committed offset for ``tp`` (None when there is none)."""
+        return self._fetch_committed([(tp[0], tp[1])])[(tp[0], tp[1])]
+
+    # ------------------------------------------------------------------ polling
+
+    def poll(self, timeout_ms: float = 1000, max_records: int = 500) -> list[Message]:
+        """Return up to ``max_records`` records, waiting up to ``timeout_ms`` for the first."""
+        out: list[Message] = []
+
+        def take(tp: TopicPartition, st: _PartitionState) -> bool:
+            while st.buffered and len(out) < max_records:
+                f = st.buffered[0]
+                t = f.arrow(st.position)
+                if t.num_rows == 0:
+                    self._pop(st)
+                    continue
+                room = max_records - len(out)
+                part = t.slice(0, room)
+                out.extend(messages_from_arrow(tp[0], tp[1], part))
+                st.position = int(part.column("offset")[-1].as_py()) + 1
+                if part.num_rows == t.num_rows:
+                    self._pop(st)
+            return len(out) >= max_records
+
+        self._wait_and_take(timeout_ms, take, lambda: bool(out))
+        return out
+
+    def poll_arrow(self, timeout_ms: float = 1000) -> dict[TopicPartition, pa.Table]:
+        """Return every buffered record as one Arrow table (``ARROW_SCHEMA``) per partition."""
+        out: dict[TopicPartition, pa.Table] = {}
+
+        def take(tp: TopicPartition, st: _PartitionState) -> bool:
+            tables = []
+            while st.buffered:
+                t = st.buffered[0].arrow(st.position)
+                self._pop(st)
+                if t.num_rows:
+                    tables.append(t)
+                    st.position = int(t.column("offset")[-1].as_py()) + 1
+            if tables:
+                out[tp] = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+            return False
+
+        self._wait_and_take(timeout_ms, take, lambda: bool(out))
+        return out
+
+    def _pop(self, st: _PartitionState) -> None:
+        f = st.buffered.popleft()
+        st.buffered_bytes -= f.size
+        self._work.notify()
+
+    def _wait_and_take(self, timeout_ms: float, take, have) -> None:
+        self._check_open()
+        deadline = time.monotonic() + max(0.0, timeout_ms) / 1000.0
+        while True:
+            self._resolve_positions()
+            with self._lock:
+                for st in self._parts.values():
+                    if st.error is not None:
+                        err, st.error = st.error, None
+                        raise err
+                order = self._order
+                if order:
+                    start = self._rr % len(order)
+                    self._rr += 1
+                    for tp in order[start:] + order[:start]:
+                        st = self._parts[tp]
+                        if st.buffered and st.position is not None:
+                            try:
+                                if take(tp, st):
+                                    break
+                            except CorruptRecord:
+                                # keep the position: the same bytes would fail again; surface it
+                                st.buffered.clear()
+                                st.buffered_bytes = 0
+                                self._work.notify()
+                                raise
+                if have():
+                    return
+                err = self._fetch_error
+                if err is not None and time.monotonic() - self._fetch_error_since > self.request_timeout:
+                    self._fetch_error = None
+                    raise err
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                if any(st.position is None and st.error is None for st in self._parts.values()):
+                    left = min(left, self.retry_backoff)
+                self._data.wait(left)
+            if self._closed:
+                raise ClientClosed("consumer closed")
+
+    def __iter__(self) -> Iterator[Message]:
+        """Yield records forever, blocking for new ones (until close())."""
+        while not self._closed:
+            try:
+                batch = self.poll(1000)
+            except ClientClosed:
+                return
+            yield from batch
+
+    # ------------------------------------------------------------------ fetcher thread
+
+    def _fetchable(self, now: float) -> dict[int, list[tuple[TopicPartition, _PartitionState]]]:
+        # lock held
+        total = sum(st.buffered_bytes for st in self._parts.values())
+        if total >= self.fetch_max_bytes:
+            return {}
+        out: dict[int, list] = {}
+        for tp, st in self._parts.items():
+            if (
+                st.fetch_position is None
+                or st.in_flight
+                or st.error is not None
+                or st.retry_at > now
+                or len(st.buffered) >= 2
+                or st.buffered_bytes >= self.max_partition_fetch_bytes
+            ):
+                continue
+            leader = self._client.cluster.leader(*tp)
+            if leader is None:
+                self._metadata_stale = True
+                st.retry_at = now + self.retry_backoff
+                continue
+            out.setdefault(leader, []).append((tp, st))
+        return out
+
+    def _fetch_loop(self) -> None:
+        while not self._closed:
+            if self._metadata_stale:
+                self._metadata_stale = False
+                try:
+                    self._client.refresh_metadata(sorted({t for t, _ in self._order}) or None)
+                except LogSourceError as e:
+                    with self._lock:
+                        self._fetch_error = self._fetch_error or e
+                        self._metadata_stale = True
+                    time.sleep(self.retry_backoff)
+                    continue
+            with self._lock:
+                while not self._closed:
+                    groups = self._fetchable(time.monotonic())
+                    if groups:
+                        break
+                    self._work.wait(0.1)
+                if self._closed:
+                    return
+                plans = []
+                for node, items in groups.items():
+                    reqs = []
+                    for tp, st in items:
+                        st.in_flight = True
+                        reqs.append((tp, st, st.fetch_position, st.epoch))
+                    plans.append((node, reqs))
+            waiters = []
+            for node, reqs in plans:
+                waiters.append(self._send_fetch(node, reqs))
+            for w in waiters:
+                if w is not None:
+                    w.event.wait(self.request_timeout + self.fetch_max_wait_ms / 1000.0 + 1.0)
+
+    def _send_fetch(self, node: int, reqs: list):
+        from .connection import _Waiter
+
+        req = FetchRequest(
+            [FetchPartition(tp[0], tp[1], off, st.max_bytes) for tp, st, off, _ in reqs],
+            max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+        )  # fmt: skip
+        w = _Waiter()
+
+        def done(resp, error) -> None:
+            try:
+                self._on_fetch(reqs, resp, error)
+            finally:
+                w(resp, error)
+
+        try:
+            conn = self._client.node_connection(node)
+            conn.send(req, done, timeout=self.request_timeout + self.fetch_max_wait_ms / 1000.0)
+        except LogSourceError as e:
+            self._on_fetch(reqs, None, e)
+            return None
+        return w
+
+    def _on_fetch(self, reqs: list, resp, error: BaseException | None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for _, st, _, _ in reqs:
+                st.in_flight = False
+            if error is None and resp is not None and resp.error_code:
+                error = error_for_code(resp.error_code, resp.error_message or "")
+            if error is not None:
+                if not self._closed:
+                    log.debug("fetch failed: %s", error)
+                    if self._fetch_error is None:
+                        self._fetch_error_since = now
+                    self._fetch_error = error
+                    for _, st, _, _ in reqs:
+                        st.retry_at = now + self.retry_backoff
+                    if isinstance(error, NetworkError):
+                        self._metadata_stale = True
+                self._work.notify_all()
+                self._data.notify_all()
+                return
+            self._fetch_error = None
+            by_tp = {(p.topic, p.partition): p for p in resp.partitions}
+            got = False
+            for tp, st, off, epoch in reqs:
+                p = by_tp.get(tp)
+                if p is None or self._parts.get(tp) is not st or st.epoch != epoch:
+                    continue  # unassigned or seeked meanwhile: drop the stale answer
+                if p.error_code:
+                    err = error_for_code(p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {off}")
+                    if isinstance(err, OffsetOutOfRange):
+                        if self.auto_offset_reset == "none":
+                            st.error = OffsetOutOfRange(
+                                f"offset {off} is out of range for {tp[0]}-{tp[1]} "
+                                f"(log start {p.log_start_offset}, end {p.high_watermark})"
+                            )
+                        else:
+                            log.info("offset %d out of range for %s-%d; resetting to %s", off, tp[0], tp[1],
+                                     self.auto_offset_reset)  # fmt: skip
+                            st.position = st.fetch_position = None
+                            st.reset_pending = True
+                            st.epoch += 1
+                        got = True
+                    elif err.retriable:
+                        st.retry_at = now + self.retry_backoff
+                        self._metadata_stale = True
+                    else:
+                        st.error = err
+                        got = True
+                    continue
+                st.high_watermark = p.high_watermark
+                st.log_start_offset = p.log_start_offset
+                data = p.records
+                if not data:
+                    continue
+                last_next = None
+                for _, h in iter_headers(data):
+                    last_next = h.next_offset
+                if last_next is None:
+                    # A batch larger than max_bytes: ask for more next time (up to the request bound).
+                    try:
+                        need = read_header(data, 0).size
+                    except CorruptRecord as e:
+                        st.error = e
+                        got = True
+                        continue
+                    st.max_bytes = min(max(need, st.max_bytes * 2), max(self.fetch_max_bytes, need))
+                    continue
+                if last_next <= off:
+                    continue
+                st.max_bytes = self.max_partition_fetch_bytes
+                st.buffered.append(_Fetched(off, data, epoch, self.check_crcs))
+                st.buffered_bytes += len(data)
+                st.fetch_position = last_next
+                got = True
+            if got:
+                self._data.notify_all()
+            self._work.notify_all()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("consumer is closed")
+
+    def close(self) -> None:
+        """Stop the fetcher and close the connections."""
+        if self._closed:
+            return
+        with self._lock:
+            self._closed = True
+            self._work.notify_all()
+            self._data.notify_all()
+        self._client.close()
+        self._fetcher.join(timeout=5.0)
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,99 @@
+"""``read_range``: how a Spark task reads one planned offset range.
+
+No consumer group, no background thread, one connection in the caller's
+thread: fetch ``[start, end)`` in order and yield Arrow record batches
+trimmed to the range. Decompression and decoding happen here, in the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from ..errors import CorruptRecord, InvalidRequest, OffsetOutOfRange, error_for_code
+from ..format.batch import decode, iter_headers, read_header
+from ..protocol.messages import FetchPartition, FetchRequest
+from .connection import NetworkClient
+
+#: Upper bound when a single batch is larger than the requested max_bytes.
+_MAX_FETCH_GROWTH = 256 * 1024 * 1024
+
+
+def read_range(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    start_offset: int,
+    end_offset: int,
+    *,
+    max_bytes: int = 8 * 1024 * 1024,
+    client_id: str | None = None,
+    request_timeout_ms: float = 30000,
+    check_crc: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """Yield ``ARROW_SCHEMA`` record batches holding exactly offsets ``[start_offset, end_offset)``.
+
+    Raises OffsetOutOfRange when ``start_offset`` is before the log start
+    offset (the caller decides, per failOnDataLoss) or ``end_offset`` is past
+    the log end offset.
+    """
+    start, end = int(start_offset), int(end_offset)
+    if start < 0 or end < start:
+        raise InvalidRequest(f"invalid offset range [{start}, {end}) for {topic}-{partition}")
+    if start == end:
+        return
+    client = NetworkClient(bootstrap, client_id=client_id or "logsource-reader", request_timeout_ms=request_timeout_ms,
+                           threaded=False)  # fmt: skip
+    try:
+        conn = client.node_connection(client.leader_for(topic, partition))
+        pos = start
+        size = max(int(max_bytes), 1024)
+        while pos < end:
+            req = FetchRequest([FetchPartition(topic, partition, pos, size)], max_wait_ms=0, min_bytes=0, max_bytes=size)
+            resp = conn.request(req)
+            p = next((x for x in resp.partitions if x.topic == topic and x.partition == partition), None)
+            if p is None:
+                raise CorruptRecord(f"fetch response has no data for {topic}-{partition}")
+            if p.error_code:
+                err = error_for_code(p.error_code, "")
+                if isinstance(err, OffsetOutOfRange):
+                    raise OffsetOutOfRange(
+                        f"offset {pos} of {topic}-{partition} is out of range: log start {p.log_start_offset}, "
+                        f"log end {p.high_watermark}"
+                    )
+                raise error_for_code(p.error_code, f"fetch {topic}-{partition} at offset {pos}")
+            if end > p.high_watermark >= 0:
+                raise OffsetOutOfRange(
+                    f"range end {end} of {topic}-{partition} is past the log end offset {p.high_watermark}"
+                )
+            data = p.records
+            progressed = False
+            if data:
+                for bpos, h in iter_headers(data):
+                    if h.next_offset <= pos:
+                        continue
+                    rb = decode(data, bpos, check_crc=check_crc).to_arrow()
+                    lo = max(0, pos - h.base_offset)
+                    hi = min(h.record_count, end - h.base_offset)
+                    if lo or hi < h.record_count:
+                        rb = rb.slice(lo, hi - lo)
+                    pos = h.next_offset
+                    progressed = True
+                    if rb.num_rows:
+                        yield rb
+                    if pos >= end:
+                        break
+            if pos >= end:
+                break
+            if not progressed:
+                if data:
+                    need = read_header(data, 0).size
+                    if need > size and need <= _MAX_FETCH_GROWTH:
+                        size = need  # one batch larger than max_bytes: ask for all of it
+                        continue
+                raise OffsetOutOfRange(
+                    f"no records at offset {pos} of {topic}-{partition} although the log ends at {p.high_watermark}"
+                )
+    finally:
+        client.close()

@@ -1,0 +1,613 @@
+"""The Producer: accumulate records per partition, send batches from a background thread.
+
+``send()`` appends to the open batch of the record's partition (see
+:mod:`.accumulator`) and returns at once. The sender thread closes batches
+that are full (``batch_size`` bytes) or old (``linger_ms``), encodes each
+with one call to :func:`pyspark_logsource.format.batch.encode`, and pipelines
+Produce requests to the partition leaders; responses resolve one future per
+batch.
+
+Idempotence (on by default, as in seed 003 section 4.6): the producer gets a
+producer id and epoch from the broker (InitProducerId) and numbers each
+partition's records; every batch carries id, epoch and base sequence, so a
+retried batch that the broker already appended is recognised and answered
+with its original offsets instead of being appended twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import (
+    ClientClosed,
+    ConfigError,
+    InvalidRequest,
+    LogSourceError,
+    NetworkError,
+    OutOfOrderSequence,
+    RequestTimedOut,
+    UnknownTopicOrPartition,
+    error_for_code,
+)
+from ..format import compression
+from ..format.batch import CRC_START, encode, encode_arrow
+from ..format.crc import crc32c
+from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
+from ..topics import validate_topic_name
+from .accumulator import RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
+from .connection import NetworkClient
+from .partitioner import Partitioner, StickyPartitioner, hash_partitions
+
+log = logging.getLogger(__name__)
+
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at byte 43
+_CRC = struct.Struct(">I")
+_INT32_MAX = (1 << 31) - 1
+
+#: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
+_METADATA_ERRORS = (3, 5, 6)
+
+
+def _as_bytes(v: Any, what: str) -> bytes | None:
+    if v is None or type(v) is bytes:
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise InvalidRequest(f"{what} must be bytes, str or None, got {type(v).__name__}")
+
+
+def _as_headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    items = headers.items() if isinstance(headers, dict) else headers
+    out = []
+    for kv in items:
+        try:
+            k, v = kv
+        except (TypeError, ValueError):
+            raise InvalidRequest("headers must be (key, value) pairs or a dict") from None
+        if not isinstance(k, str):
+            raise InvalidRequest(f"header keys must be str, got {type(k).__name__}")
+        out.append((k, _as_bytes(v, "header value")))
+    return out
+
+
+def restamp_producer(buf: bytearray, producer_id: int, epoch: int, base_sequence: int) -> None:
+    """Write producer id/epoch/base sequence into an encoded batch and fix its CRC."""
+    _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, epoch, base_sequence)
+    _CRC.pack_into(buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+
+
+class Producer:
+    """Publish records to topics; thread-safe, blocking only when memory is full.
+
+    ``acks``: 0 (no answer, offsets -1), 1 or -1/"all" (the leader appended).
+    ``batch_size``: bytes per partition batch; ``linger_ms``: how long a batch
+    waits for more records. ``compression``: None, "gzip", "lz4" or "zstd".
+    ``partitioner``: optional ``fn(topic, key, num_partitions) -> int``.
+    ``buffer_memory`` bytes may wait unsent; a full buffer blocks ``send()``
+    up to ``max_block_ms``, then raises BufferFull. Retriable errors are
+    retried up to ``retries`` times within ``delivery_timeout_ms``.
+    ``max_in_flight`` bounds unanswered requests per broker connection.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | None = None,
+        *,
+        acks: int | str = 1,
+        linger_ms: float = 5,
+        batch_size: int = 16384,
+        compression: str | None = None,
+        partitioner: Partitioner | None = None,
+        enable_idempotence: bool = True,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: float = 60000,
+        retries: int = 2**31 - 1,
+        retry_backoff_ms: float = 100,
+        delivery_timeout_ms: float = 120000,
+        request_timeout_ms: float = 30000,
+        max_request_size: int = 1024 * 1024,
+        max_in_flight: int = 5,
+        client_id: str | None = None,
+    ) -> None:
+        if acks in ("all", -1):
+            acks = -1
+        if acks not in (0, 1, -1):
+            raise ConfigError(f"acks must be 0, 1 or 'all', got {acks!r}")
+        if batch_size < 1 or buffer_memory < 1:
+            raise ConfigError("batch_size and buffer_memory must be positive")
+        if enable_idempotence and acks == 0:
+            # Idempotence needs the broker's answer to know what was appended.
+            enable_idempotence = False
+        self.acks = acks
+        self.codec = _codec(compression)
+        self.idempotent = enable_idempotence
+        self.retries = retries
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.delivery_timeout = delivery_timeout_ms / 1000.0
+        self.request_timeout_ms = request_timeout_ms
+        self.max_request_size = max_request_size
+        self.max_block = max_block_ms / 1000.0
+        self.batch_size = batch_size
+        self._client = NetworkClient(
+            bootstrap, client_id=client_id or "logsource-producer", request_timeout_ms=request_timeout_ms,
+            max_in_flight=max_in_flight,
+        )  # fmt: skip
+        self._acc = RecordAccumulator(
+            batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms
+        )
+        self._partitioner = partitioner
+        self._sticky = StickyPartitioner()
+        self._nparts: dict[str, int] = {}
+        self._meta_lock = threading.Lock()
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_seq: dict[tuple[str, int], int] = {}
+        self._refresh_needed = False
+        self._closed = False
+        self._sender = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
+        self._sender.start()
+
+    # ------------------------------------------------------------------ public API
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | dict | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Queue one record; return a future resolving to ``(partition, offset)``."""
+        if type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        n = self._nparts.get(topic)
+        if n is None:
+            n = self._topic_partitions(topic)
+        sticky = False
+        if partition is None:
+            if self._partitioner is not None:
+                partition = self._partitioner(topic, key, n)
+                if not 0 <= partition < n:
+                    raise InvalidRequest(f"partitioner returned {partition} for topic {topic!r} with {n} partitions")
+            elif key is not None:
+                partition = (crc32c(key) & 0x7FFFFFFF) % n
+            else:
+                sticky = True
+        elif not 0 <= partition < n:
+            raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {partition} (it has {n})")
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0) + RECORD_OVERHEAD
+        if headers:
+            headers = _as_headers(headers)
+            size += sum(len(k) + (len(v) if v else 0) + 8 for k, v in headers)
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        acc = self._acc
+        with acc.lock:
+            if acc.closed:
+                raise ClientClosed("producer is closed")
+            if sticky:
+                partition = self._sticky.partition(topic, n)
+            if acc.used + size > acc.buffer_memory and acc.used:
+                acc.reserve(size)
+            else:
+                acc.used += size
+            b = acc.open.get((topic, partition))
+            if b is None:
+                b = acc.new_batch(topic, partition)
+            idx = len(b.values)
+            b.values.append(value)
+            b.keys.append(key)
+            b.timestamps.append(ts)
+            if key is not None:
+                b.has_keys = True
+            if headers or b.headers is not None:
+                if b.headers is None:
+                    b.headers = [None] * idx
+                b.headers.append(headers or None)
+            b.size += size
+            if b.size >= acc.batch_size:
+                acc.close_batch(b)
+                if sticky:
+                    self._sticky.on_new_batch(topic, partition, n)
+        return RecordFuture(b, idx)
+
+    def send_arrow(self, topic: str, table: pa.Table | pa.RecordBatch, partition: int | None = None) -> list:
+        """Queue an Arrow table; return one future per produced batch.
+
+        Columns: ``value`` (binary or string) required; ``key``,
+        ``timestamp``, ``headers`` and ``partition`` optional. Rows are routed
+        like ``send()`` (explicit partition, else key hash, else one sticky
+        partition) and grouped with vectorised Arrow/numpy operations. Each
+        future resolves to ``(partition, base_offset, last_offset)``.
+        """
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        if not isinstance(table, pa.Table):
+            raise InvalidRequest(f"send_arrow needs a pyarrow Table or RecordBatch, got {type(table).__name__}")
+        names = table.schema.names
+        if "value" not in names:
+            raise InvalidRequest("send_arrow needs a 'value' column")
+        if table.num_rows == 0:
+            return []
+        n = self._nparts.get(topic) or self._topic_partitions(topic)
+        parts: np.ndarray | None = None
+        fixed: int | None = None
+        if "partition" in names:
+            col = table.column("partition")
+            table = table.drop_columns(["partition"])
+            if col.null_count == 0:
+                parts = col.to_numpy().astype(np.int64)
+            else:
+                parts = col.fill_null(-1).to_numpy().astype(np.int64)
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {partition} (it has {n})")
+            if parts is None:
+                fixed = partition
+            else:
+                parts[parts < 0] = partition
+        if fixed is None:
+            if parts is None or (parts < 0).any():
+                hashed = None
+                if "key" in table.schema.names:
+                    keys = table.column("key").combine_chunks()
+                    if self._partitioner is not None:
+                        hashed = np.fromiter(
+                            (self._partitioner(topic, k, n) for k in keys.to_pylist()), dtype=np.int64, count=len(keys)
+                        )
+                    else:
+                        hashed = hash_partitions(keys, n)
+                if parts is None:
+                    parts = hashed if hashed is not None else np.full(table.num_rows, -1, dtype=np.int64)
+                elif hashed is not None:
+                    parts = np.where(parts < 0, hashed, parts)
+                if (parts < 0).any():
+                    with self._acc.lock:
+                        sticky = self._sticky.partition(topic, n)
+                    parts[parts < 0] = sticky
+            if parts.min() < 0 or parts.max() >= n:
+                bad = int(parts.max() if parts.max() >= n else parts.min())
+                raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {bad} (it has {n})")
+            uniq = np.unique(parts)
+            if len(uniq) == 1:
+                fixed = int(uniq[0])
+        if fixed is not None:
+            groups = [(fixed, table)]
+        else:
+            order = np.argsort(parts, kind="stable")
+            sorted_parts = parts[order]
+            table = table.take(pa.array(order))
+            bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+            starts = np.concatenate([[0], bounds])
+            ends = np.concatenate([bounds, [len(sorted_parts)]])
+            groups = [(int(sorted_parts[s]), table.slice(s, e - s)) for s, e in zip(starts, ends, strict=True)]
+        futures = []
+        for p, sub in groups:
+            for chunk in self._chunks(sub):
+                data = encode_arrow(chunk, codec=self.codec)
+                futures.append(self._enqueue_encoded(topic, p, data, chunk.num_rows))
+        return futures
+
+    def partition_for(self, topic: str, key: bytes | str | None) -> int:
+        """The partition ``send(topic, ..., key=key)`` would choose (sticky partition for no key)."""
+        n = self._nparts.get(topic) or self._topic_partitions(topic)
+        key = _as_bytes(key, "key")
+        if self._partitioner is not None:
+            return self._partitioner(topic, key, n)
+        if key is None:
+            with self._acc.lock:
+                return self._sticky.partition(topic, n)
+        return (crc32c(key) & 0x7FFFFFFF) % n
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic``."""
+        return list(range(self._nparts.get(topic) or self._topic_partitions(topic)))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered and wait until it is acknowledged (or failed).
+
+        Raises RequestTimedOut if ``timeout`` seconds pass first. Errors of
+        individual records stay on their futures.
+        """
+        acc = self._acc
+        with acc.lock:
+            pending = list(acc.incomplete)
+            acc.flushing += 1
+            acc.wakeup.notify()
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for b in pending:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    b.future.exception(left)
+                except Exception:
+                    raise RequestTimedOut(f"flush did not complete within {timeout} s") from None
+        finally:
+            with acc.lock:
+                acc.flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the sender thread and close the connections."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            self._closed = True
+            acc = self._acc
+            with acc.lock:
+                acc.closed = True
+                acc.wakeup.notify_all()
+                acc.space.notify_all()
+            self._sender.join(timeout=5.0)
+            with acc.lock:
+                leftover = list(acc.incomplete)
+            for b in leftover:
+                acc.complete(b, error=ClientClosed("producer closed before the record was sent"))
+            self._client.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        """A few counters: buffered bytes and batches not yet acknowledged."""
+        with self._acc.lock:
+            return {"buffer_used": self._acc.used, "incomplete_batches": len(self._acc.incomplete)}
+
+    # ------------------------------------------------------------------ internals: metadata
+
+    def _topic_partitions(self, topic: str) -> int:
+        validate_topic_name(topic)
+        if self._closed:
+            raise ClientClosed("producer is closed")
+        deadline = time.monotonic() + self.max_block
+        last: BaseException | None = None
+        while True:
+            try:
+                with self._meta_lock:
+                    t = self._client.topic(topic, allow_auto_create=True, refresh=True)
+                n = len(t.partitions)
+                if n:
+                    self._nparts[topic] = n
+                    return n
+            except LogSourceError as e:
+                if not e.retriable:
+                    raise
+                last = e
+            if time.monotonic() >= deadline:
+                if isinstance(last, NetworkError):
+                    raise last
+                raise UnknownTopicOrPartition(
+                    f"topic {topic!r} not present in metadata after max_block_ms={self.max_block * 1000:.0f}"
+                    + (f": {last}" if last else "")
+                )
+            time.sleep(min(self.retry_backoff, max(0.0, deadline - time.monotonic())))
+
+    def _chunks(self, table: pa.Table) -> list[pa.RecordBatch]:
+        """Split rows into record batches of about ``max(batch_size, 256 KiB)`` bytes."""
+        target = min(max(self.batch_size, 256 * 1024), max(self.max_request_size - 1024, 1))
+        batches = table.combine_chunks().to_batches()
+        if len(batches) != 1:  # combine_chunks leaves one chunk per column
+            batches = [pa.concat_batches(batches)] if batches else []
+        if not batches:
+            return []
+        rb = batches[0]
+        sizes = pc.binary_length(rb.column("value")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        if "key" in rb.schema.names:
+            ksz = pc.binary_length(rb.column("key")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            sizes = sizes + ksz
+        cum = np.cumsum(sizes + RECORD_OVERHEAD)
+        total = int(cum[-1])
+        if total <= target:
+            return [rb]
+        # chunk boundaries where the running size crosses each multiple of target
+        cuts = np.searchsorted(cum, np.arange(target, total, target), side="right")
+        edges = np.unique(np.concatenate([[0], np.clip(cuts, 1, len(cum)), [len(cum)]])).tolist()
+        return [rb.slice(s, e - s) for s, e in zip(edges[:-1], edges[1:], strict=True)]
+
+    def _enqueue_encoded(self, topic: str, partition: int, data: bytearray, count: int):
+        acc = self._acc
+        b = ProducerBatch.from_encoded(topic, partition, data, count, time.monotonic())
+        with acc.lock:
+            if acc.closed:
+                raise ClientClosed("producer is closed")
+            acc.reserve(len(data))
+            acc.add_encoded(b)
+        return b.future
+
+    # ------------------------------------------------------------------ internals: sender thread
+
+    def _init_producer_id(self) -> None:
+        resp = self._client.request(InitProducerIdRequest())
+        self._producer_id, self._producer_epoch = resp.producer_id, resp.producer_epoch
+        log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+
+    def _run(self) -> None:
+        acc = self._acc
+        while True:
+            with acc.lock:
+                while True:
+                    batches, next_at = acc.drain(time.monotonic(), set())
+                    if batches:
+                        break
+                    if acc.closed and not acc.has_pending():
+                        return
+                    acc.sender_idle = True
+                    timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
+                    acc.wakeup.wait(timeout if timeout is None else min(timeout, 1.0))
+                    acc.sender_idle = False
+                # Drain more rounds while ready so several requests share one write.
+                rounds = [batches]
+                for _ in range(63):
+                    more, _ = acc.drain(time.monotonic(), set())
+                    if not more:
+                        break
+                    rounds.append(more)
+            try:
+                self._send_rounds(rounds)
+            except Exception as e:  # keep the sender alive; the batches carry the error
+                log.exception("producer sender failed")
+                for r in rounds:
+                    for b in r:
+                        self._fail_or_retry(b, e)
+
+    def _prepare(self, b: ProducerBatch) -> None:
+        if b.attempts == 0:
+            b.deadline = time.monotonic() + self.delivery_timeout
+        if b.encoded is None:
+            seq = -1
+            if self.idempotent:
+                seq = self._next_seq.get(b.tp, 0)
+                b.base_sequence = seq
+                self._next_seq[b.tp] = (seq + b.record_count) & _INT32_MAX
+            b.encoded = encode(
+                b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
+                producer_id=self._producer_id, producer_epoch=self._producer_epoch, base_sequence=seq,
+            )  # fmt: skip
+            # The lists are no longer needed; memory stays accounted until the answer.
+            b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
+        elif self.idempotent and b.base_sequence is None:
+            seq = self._next_seq.get(b.tp, 0)
+            b.base_sequence = seq
+            self._next_seq[b.tp] = (seq + b.record_count) & _INT32_MAX
+            restamp_producer(b.encoded, self._producer_id, self._producer_epoch, seq)
+
+    def _send_rounds(self, rounds: list[list[ProducerBatch]]) -> None:
+        if self.idempotent and self._producer_id < 0:
+            try:
+                self._init_producer_id()
+            except LogSourceError as e:
+                for r in rounds:
+                    for b in r:
+                        self._fail_or_retry(b, e)
+                return
+        if self._refresh_needed:
+            self._refresh_needed = False
+            try:
+                with self._meta_lock:
+                    self._client.refresh_metadata(list({b.topic for r in rounds for b in r}))
+            except LogSourceError:
+                pass
+        # node -> requests in round order; a round holds at most one batch per partition
+        by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
+        for r in rounds:
+            open_reqs: dict[int, tuple[list, dict]] = {}
+            sizes: dict[int, int] = {}
+            for b in r:
+                try:
+                    self._prepare(b)
+                    node = self._client.leader_for(b.topic, b.partition)
+                except LogSourceError as e:
+                    self._fail_or_retry(b, e)
+                    continue
+                entry = open_reqs.get(node)
+                if entry is not None and entry[0] and sizes[node] + len(b.encoded) > self.max_request_size:
+                    by_node.setdefault(node, []).append(self._request(entry))
+                    entry = None
+                if entry is None:
+                    entry = open_reqs[node] = ([], {})
+                    sizes[node] = 0
+                entry[0].append(ProducePartitionData(b.topic, b.partition, b.encoded))
+                entry[1][b.tp] = b
+                sizes[node] += len(b.encoded)
+            for node, entry in open_reqs.items():
+                if entry[0]:
+                    by_node.setdefault(node, []).append(self._request(entry))
+        for node, items in by_node.items():
+            try:
+                conn = self._client.node_connection(node)
+            except LogSourceError as e:
+                for _, batches in items:
+                    for b in batches.values():
+                        self._fail_or_retry(b, e)
+                continue
+            calls = [(req, self._callback(batches)) for req, batches in items]
+            for b_map in (batches for _, batches in items):
+                for b in b_map.values():
+                    b.attempts += 1
+            try:
+                conn.send_many(calls)
+            except LogSourceError:
+                pass  # the callbacks of unsent requests already ran with the error
+
+    def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
+        return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
+
+    def _callback(self, batches: dict[tuple[str, int], ProducerBatch]) -> Callable:
+        def on_response(resp: Any, error: BaseException | None) -> None:
+            if error is not None:
+                for b in batches.values():
+                    self._fail_or_retry(b, error)
+                return
+            if resp is None:  # acks=0: written, no answer
+                for b in batches.values():
+                    self._acc.complete(b, (b.partition, -1, -1))
+                return
+            if resp.error_code:
+                err = error_for_code(resp.error_code, resp.error_message or "")
+                for b in batches.values():
+                    self._fail_or_retry(b, err)
+                return
+            seen = set()
+            for pr in resp.partitions:
+                b = batches.get((pr.topic, pr.partition))
+                if b is None:
+                    continue
+                seen.add(b.tp)
+                if pr.error_code:
+                    self._fail_or_retry(b, error_for_code(pr.error_code, pr.error_message or ""))
+                else:
+                    self._acc.complete(b, (b.partition, pr.base_offset, pr.base_offset + b.record_count - 1))
+            for tp, b in batches.items():
+                if tp not in seen:
+                    self._fail_or_retry(b, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
+
+        return on_response
+
+    def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+        retriable = isinstance(error, LogSourceError) and error.retriable
+        if isinstance(error, OutOfOrderSequence) and self.idempotent:
+            # An earlier batch of the partition failed and is being resent: this one follows it.
+            retriable = True
+        now = time.monotonic()
+        if (
+            retriable
+            and not self._acc.closed
+            and b.attempts <= self.retries
+            and (b.deadline == 0.0 or now < b.deadline)
+        ):
+            if getattr(error, "code", None) in _METADATA_ERRORS or isinstance(error, NetworkError):
+                self._refresh_needed = True
+            with self._acc.lock:
+                self._acc.requeue(b, now + self.retry_backoff)
+            return
+        if retriable and b.deadline and now >= b.deadline:
+            error = RequestTimedOut(
+                f"batch for {b.topic}-{b.partition} not delivered within delivery_timeout_ms="
+                f"{self.delivery_timeout * 1000:.0f}: {error}"
+            )
+        self._acc.complete(b, error=error)
+
+
+def _codec(name: str | None) -> int:
+    try:
+        return compression.codec_id(name if name != "none" else None)
+    except LogSourceError as e:
+        raise ConfigError(str(e)) from None
