@@ -61,7 +61,7 @@ def plot_demo(
         ax3.set_ylim(bottom=0)
         ax3.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         lines = ax2.get_lines() + ax3.get_lines()
-        ax2.legend(lines, [ln.get_label() for ln in lines], loc="upper left")
+        ax2.legend(lines, [ln.get_label() for ln in lines], loc="upper left", framealpha=0.85)
     else:
         ax2.text(0.5, 0.5, "no progress reported", ha="center", va="center", transform=ax2.transAxes)
     ax2.grid(alpha=0.3)
