@@ -1,0 +1,1 @@
+"""spark-submit entry points: the exactly-once ETL load (``etl.py``)."""

@@ -1,0 +1,235 @@
+"""The ETL job's write/audit/commit path, planning and options, on the shared SparkSession.
+
+The broker-backed end-to-end runs and the kill -9 tests are in tests/test_etl_failures.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow.dataset as pads
+import pytest
+
+from pyspark_logsource.errors import AuditMismatch, ConfigError, OffsetOutOfRange
+from pyspark_logsource.jobs import etl
+from pyspark_logsource.offsets import OffsetStore
+
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2026, 11, 21, 22, 30, tzinfo=dt.timezone.utc)
+
+
+def records(spark, ranges: dict[tuple[str, int], tuple[int, int]], *, values=None, drop=(), dup=()):
+    """A DataFrame shaped like the logsource reader's rows for the given [start, end) ranges."""
+    rows = []
+    for (t, p), (s, e) in sorted(ranges.items()):
+        for o in range(s, e):
+            if (t, p, o) in drop:
+                continue
+            v = values(t, p, o) if values else f"{t}-{p}-{o}".encode()
+            ts = T0 + dt.timedelta(minutes=o)  # crosses an hour boundary at offset 30
+            rows.append((f"k{o}".encode(), v, t, p, o, ts, 0))
+            if (t, p, o) in dup:
+                rows.append((f"k{o}".encode(), v, t, p, o, ts, 0))
+    schema = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+    return spark.createDataFrame(rows, schema).repartition(3)
+
+
+def args_for(out, *extra):
+    return etl.parse_args(["--output", str(out), "--bootstrap-servers", "localhost:1", "--subscribe", "t", *extra])
+
+
+def plan_for(store, ranges):
+    committed = store.committed_offsets()
+    return etl.LoadPlan({tp: s for tp, (s, _) in ranges.items()}, {tp: e for tp, (_, e) in ranges.items()}, committed)
+
+
+def visible_rows(out):
+    """Rows a plain pyarrow dataset reader sees (it skips _ and . names, like Spark)."""
+    return pads.dataset(str(out), format="parquet", partitioning="hive").to_table()
+
+
+def test_load_commits_exactly_the_rows(spark, tmp_path):
+    out = tmp_path / "out"
+    args = args_for(out)
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 50), ("t", 1): (0, 7)}
+    res = etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    assert res.seq == 1 and res.rows == 57
+    assert store.committed_offsets() == {("t", 0): 50, ("t", 1): 7}
+    assert etl.summary_lines(res) == ["t-0: from 0 to 50 (50 rows)", "t-1: from 0 to 7 (7 rows)"]
+    df = spark.read.parquet(str(out))
+    assert df.count() == 57
+    assert {"topic", "partition", "offset", "key", "value", "timestamp"} <= set(df.columns)
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(50)] + [(1, o) for o in range(7)]
+    assert visible_rows(out).num_rows == 57
+    # published names carry topic+partition+offsets where a file holds one partition
+    names = [os.path.basename(f) for f in store.committed_files()]
+    assert all(n.endswith(".snappy.parquet") for n in names)
+    single = [n for n in names if n.startswith("t+")]
+    for n in single:
+        t, p, first, last = n.split(".")[0].split("+")
+        assert t == "t" and int(first) <= int(last)
+    # a second load continues from the committed offsets
+    ranges2 = {("t", 0): (50, 60)}
+    res2 = etl.write_and_commit(spark, etl.transform(records(spark, ranges2), args), store, plan_for(store, ranges2), args)
+    assert res2.seq == 2
+    assert store.committed_offsets() == {("t", 0): 60, ("t", 1): 7}
+    assert spark.read.parquet(str(out)).count() == 67
+    assert etl.verify(spark, str(out), log=lambda s: None).ok
+
+
+def test_hive_partitioning_by_topic_date_hour(spark, tmp_path):
+    out = tmp_path / "out"
+    args = args_for(out, "--partition-by", "topic,date,hour", "--decode", "utf8")
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 40), ("u", 0): (0, 5)}
+    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    dirs = sorted({os.path.dirname(f) for f in store.committed_files()})
+    assert dirs == [
+        "topic=t/date=2026-11-21/hour=22",
+        "topic=t/date=2026-11-21/hour=23",
+        "topic=u/date=2026-11-21/hour=22",
+    ]
+    df = spark.read.parquet(str(out))
+    assert df.count() == 45
+    row = df.where("topic = 't' and offset = 31").collect()[0]
+    assert row.value == "t-0-31" and str(row.hour) in ("23", "23") and row.partition == 0
+    assert etl.verify(spark, str(out), log=lambda s: None).ok
+
+
+def test_json_decode_keeps_bad_values(spark, tmp_path):
+    out = tmp_path / "out"
+    args = args_for(out, "--decode", "json", "--value-schema", "user STRING, n INT")
+
+    def values(t, p, o):
+        return b"not json {" if o == 3 else f'{{"user": "u{o}", "n": {o}}}'.encode()
+
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 6)}
+    etl.write_and_commit(spark, etl.transform(records(spark, ranges, values=values), args), store, plan_for(store, ranges), args)
+    rows = {r.offset: r for r in spark.read.parquet(str(out)).collect()}
+    assert len(rows) == 6
+    assert rows[5].user == "u5" and rows[5].n == 5 and rows[5]._corrupt_record is None
+    assert rows[3].user is None and rows[3]._corrupt_record == "not json {"
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_other_formats(spark, tmp_path, fmt):
+    out = tmp_path / "out"
+    args = args_for(out, "--format", fmt)
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 20)}
+    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    r = spark.read.format(fmt)
+    if fmt == "csv":
+        r = r.option("header", "true")
+    assert r.load(str(out)).count() == 20
+    assert all(f.endswith("." + fmt) for f in store.committed_files())
+    assert etl.verify(spark, str(out), log=lambda s: None).ok
+
+
+@pytest.mark.parametrize(
+    "kind,match", [("drop", "19 row"), ("dup", "21 row"), ("dupgap", "duplicate or gap"), ("extra", "not in the plan")]
+)
+def test_audit_mismatch_commits_nothing(spark, tmp_path, kind, match):
+    out = tmp_path / "out"
+    args = args_for(out)
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 20)}
+    if kind == "drop":
+        df = records(spark, ranges, drop={("t", 0, 7)})
+    elif kind == "dup":
+        df = records(spark, ranges, dup={("t", 0, 7)})
+    elif kind == "dupgap":
+        df = records(spark, ranges, drop={("t", 0, 8)}, dup={("t", 0, 7)})
+    else:
+        df = records(spark, {("t", 0): (0, 20), ("t", 9): (0, 2)})
+    with pytest.raises(AuditMismatch, match=match):
+        etl.write_and_commit(spark, etl.transform(df, args), store, plan_for(store, ranges), args)
+    assert store.manifest_seqs() == [] and store.committed_offsets() == {}
+    assert not store.fs.exists(store.staging_root) or store.fs.list(store.staging_root) == []
+    assert [f for f in store.fs.walk_files(str(out)) if "/_" not in f.path] == []
+
+
+def test_verify_detects_tampering(spark, tmp_path):
+    out = tmp_path / "out"
+    args = args_for(out)
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 30)}
+    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    assert etl.verify(spark, str(out), log=lambda s: None).ok
+    # a stray file copied into the tree duplicates rows: verify names both problems
+    victim = store.path(store.committed_files()[0])
+    with open(victim, "rb") as f:
+        data = f.read()
+    with open(os.path.join(os.path.dirname(victim), "copy.parquet"), "wb") as f:
+        f.write(data)
+    rep = etl.verify(spark, str(out), log=lambda s: None)
+    assert not rep.ok
+    assert any("not named by any manifest" in p for p in rep.problems)
+    assert any("rows" in p for p in rep.problems)
+    assert etl.main(["--verify", "--output", str(out)]) == 1
+
+
+def test_plan_load():
+    tps = [("t", 0), ("t", 1), ("t", 2)]
+    earliest = {("t", 0): 0, ("t", 1): 5, ("t", 2): 0}
+    latest = {("t", 0): 100, ("t", 1): 10, ("t", 2): 7}
+    p = etl.plan_load({}, tps, earliest, latest)
+    assert p.start == earliest and p.end == latest and p.total == 112
+    p = etl.plan_load({("t", 0): 90}, tps, earliest, latest, starting="latest")
+    assert p.start == {("t", 0): 90, ("t", 1): 10, ("t", 2): 7} and p.total == 10
+    p = etl.plan_load({("t", 0): 100, ("t", 1): 10, ("t", 2): 7}, tps, earliest, latest)
+    assert p.empty
+    # the bound spreads over partitions with a backlog and never exceeds the total
+    p = etl.plan_load({}, tps, earliest, latest, max_offsets=12)
+    assert p.total == 12 and all(p.end[tp] <= latest[tp] for tp in tps)
+    # retention deleted committed-but-unloaded data
+    with pytest.raises(OffsetOutOfRange, match="retention"):
+        etl.plan_load({("t", 1): 2}, tps, earliest, latest)
+    p = etl.plan_load({("t", 1): 2}, tps, earliest, latest, fail_on_data_loss=False)
+    assert p.start[("t", 1)] == 5
+    with pytest.raises(OffsetOutOfRange, match="beyond the log end"):
+        etl.plan_load({("t", 2): 50}, tps, earliest, latest)
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--subscribe", "t", "--bootstrap-servers", "h:1"], "--output"),
+        (["--output", "o", "--subscribe", "t"], "bootstrap"),
+        (["--output", "o", "--bootstrap-servers", "h:1"], "exactly one"),
+        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--decode", "json"], "value-schema"),
+        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--partition-by", "day"], "partition-by"),
+        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--max-offsets-per-load", "0"], "positive"),
+        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--starting-offsets", "5"], "earliest"),
+    ],
+)
+def test_bad_options_are_config_errors(argv, match):
+    with pytest.raises(ConfigError, match=match):
+        etl.parse_args(argv)
+
+
+def test_properties_file(tmp_path):
+    conf = tmp_path / "etl.properties"
+    conf.write_text("# comment\nbootstrap.servers=h:9\nsubscribe=a,b\noutput=/x\noutput.format=json\nmaxOffsetsPerLoad=5\n")
+    a = etl.parse_args(["--config", str(conf), "--format", "csv"])
+    assert (a.bootstrap_servers, a.subscribe, a.output, a.format, a.max_offsets_per_load) == ("h:9", "a,b", "/x", "csv", 5)
+    conf.write_text("bogus.key=1\n")
+    with pytest.raises(ConfigError, match="bogus"):
+        etl.parse_args(["--config", str(conf), "--output", "/x", "--status"])
+    # the shipped defaults file parses
+    shipped = os.path.join(os.path.dirname(__file__), "..", "conf", "etl.properties")
+    a = etl.parse_args(["--config", shipped, "--output", "/x", "--status"])
+    assert a.format == "parquet" and a.decode == "raw"
+
+
+def test_status_and_main_exit_codes(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert etl.main(["--status", "--output", str(out)]) == 0
+    assert "nothing committed" in capsys.readouterr().out
+    assert etl.main(["--output", str(out)]) == 2
+    assert "ConfigError" in capsys.readouterr().err
