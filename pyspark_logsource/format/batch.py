@@ -38,6 +38,7 @@ whatever the number of records. Offsets are consecutive within a batch
 
 from __future__ import annotations
 
+import functools
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -485,15 +486,49 @@ def _arrow_header_parts(col: pa.Array) -> list[bytes] | None:
 
 # ---------------------------------------------------------------- decoding
 
+_TS_MS = pa.timestamp("ms")
+_CACHE_MAX_ROWS = 4096  # constant columns up to this size are shared between batches
+
+
+@functools.lru_cache(maxsize=64)
+def _null_headers(n: int) -> pa.Array:
+    return pa.nulls(n, HEADER_TYPE)
+
+
+@functools.lru_cache(maxsize=64)
+def _const_int32(n: int, value: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, value, dtype=np.int32))])
+
+
+def _null_headers_col(n: int) -> pa.Array:
+    return _null_headers(n) if n <= _CACHE_MAX_ROWS else pa.nulls(n, HEADER_TYPE)
+
+
+def _ts_type_col(n: int, value: int) -> pa.Array:
+    if n <= _CACHE_MAX_ROWS:
+        return _const_int32(n, value)
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, value, dtype=np.int32))])
+
+
+def _np_col(type_: pa.DataType, arr: np.ndarray) -> pa.Array:
+    """Wrap a contiguous numpy array as an Arrow array without a copy or a type check."""
+    return pa.Array.from_buffers(type_, len(arr), [None, pa.py_buffer(arr)])
+
 
 class RecordBatch:
-    """A decoded view of one batch; columns are zero-copy slices of the body."""
+    """A decoded view of one batch; columns are zero-copy slices of the body.
 
-    __slots__ = ("header", "_body", "_layout")
+    Offset and timestamp arrays come from ``_arrays`` (the body, or an aligned
+    copy of just its array/bitmap prefix when the batch sits at an unaligned
+    position); key and value bytes always come from ``_body`` without a copy.
+    """
 
-    def __init__(self, header: BatchHeader, body: pa.Buffer, layout: dict) -> None:
+    __slots__ = ("header", "_body", "_arrays", "_layout")
+
+    def __init__(self, header: BatchHeader, body: pa.Buffer, layout: dict, arrays: pa.Buffer | None = None) -> None:
         self.header = header
         self._body = body
+        self._arrays = body if arrays is None else arrays
         self._layout = layout
 
     @property
@@ -506,32 +541,37 @@ class RecordBatch:
 
     def _buf(self, name: str) -> pa.Buffer | None:
         span = self._layout.get(name)
-        return None if span is None else self._body.slice(span[0], span[1])
+        if span is None:
+            return None
+        start, size = span
+        src = self._arrays if start + size <= self._arrays.size else self._body
+        return src.slice(start, size)
 
     def to_arrow(self) -> pa.RecordBatch:
         """The batch as an Arrow RecordBatch with ``ARROW_SCHEMA`` (zero-copy where possible)."""
-        n = self.header.record_count
-        key = pa.Array.from_buffers(pa.binary(), n, [self._buf("key_valid"), self._buf("key_off"), self._buf("key_data")])
-        value = pa.Array.from_buffers(pa.binary(), n, [self._buf("value_valid"), self._buf("value_off"), self._buf("value_data")])
-        offsets = pa.array(np.arange(self.header.base_offset, self.header.base_offset + n, dtype=np.int64))
         h = self.header
+        n = h.record_count
+        buf = self._buf
+        key = pa.Array.from_buffers(pa.binary(), n, [buf("key_valid"), buf("key_off"), buf("key_data")])
+        value = pa.Array.from_buffers(pa.binary(), n, [buf("value_valid"), buf("value_off"), buf("value_data")])
+        offsets = _np_col(pa.int64(), np.arange(h.base_offset, h.base_offset + n, dtype=np.int64))
         if h.attributes & TIMESTAMP_TYPE_BIT:
             ts = np.full(n, h.max_timestamp, dtype=np.int64)
         else:
-            ts = np.frombuffer(self._buf("ts"), dtype="<i8", count=n) + h.base_timestamp
-        timestamps = pa.array(ts, type=pa.timestamp("ms"))
-        ts_type = pa.array(np.full(n, self.header.timestamp_type, dtype=np.int32))
+            ts = np.frombuffer(self._arrays, dtype="<i8", count=n) + np.int64(h.base_timestamp)
+        timestamps = _np_col(_TS_MS, ts)
+        ts_type = _ts_type_col(n, h.timestamp_type)
         if "hdr_list" in self._layout:
             nh = self._layout["nh"]
-            hkeys = pa.Array.from_buffers(pa.string(), nh, [None, self._buf("hdr_key_off"), self._buf("hdr_key_data")])
-            hvals = pa.Array.from_buffers(pa.binary(), nh, [self._buf("hdr_val_valid"), self._buf("hdr_val_off"), self._buf("hdr_val_data")])
+            hkeys = pa.Array.from_buffers(pa.string(), nh, [None, buf("hdr_key_off"), buf("hdr_key_data")])
+            hvals = pa.Array.from_buffers(pa.binary(), nh, [buf("hdr_val_valid"), buf("hdr_val_off"), buf("hdr_val_data")])
             entries = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADER_TYPE.value_type))
-            list_off = np.frombuffer(self._buf("hdr_list"), dtype="<i4", count=n + 1)
-            empty = np.diff(list_off) == 0
+            list_off = np.frombuffer(buf("hdr_list"), dtype="<i4", count=n + 1)
+            empty = list_off[1:] == list_off[:-1]
             mask = pa.array(empty) if empty.any() else None
             headers = pa.ListArray.from_arrays(pa.array(list_off, pa.int32()), entries, type=HEADER_TYPE, mask=mask)
         else:
-            headers = pa.nulls(n, HEADER_TYPE)
+            headers = _null_headers_col(n)
         return pa.RecordBatch.from_arrays([key, value, offsets, timestamps, ts_type, headers], schema=ARROW_SCHEMA)
 
     def records(self) -> list[Record]:
@@ -546,14 +586,6 @@ class RecordBatch:
         else:
             hdrs = [[] for _ in range(len(offsets))]
         return list(map(Record, offsets, ts, keys, values, hdrs))
-
-
-def _aligned(buf: pa.Buffer) -> pa.Buffer:
-    # Arrow expects naturally aligned offset and int64 buffers; a batch that
-    # sits at an odd position in a file or frame is copied once (memcpy speed).
-    if buf.address % 8 == 0:
-        return buf
-    return pa.py_buffer(buf.to_pybytes())
 
 
 def decode(
@@ -578,67 +610,91 @@ def decode(
             raise CorruptRecord(f"batch claims a body of {size} bytes, more than {max_uncompressed}")
         body = pa.py_buffer(compression.decompress(h.codec, raw[4:], size))
     else:
-        body = _aligned(pa.py_buffer(raw))
-    return RecordBatch(h, body, _layout(h, body))
+        body = pa.py_buffer(raw)
+    layout, arrays = _layout(h, body)
+    return RecordBatch(h, body, layout, arrays)
 
 
-def _layout(h: BatchHeader, body: pa.Buffer) -> dict:
+_I32LE = struct.Struct("<i")
+
+
+def _check_offsets(arrays: pa.Buffer, start: int, k: int, n1: int, what: str) -> None:
+    """Check ``k`` offset arrays of ``n1`` entries laid end to end: each starts at 0 and never decreases."""
+    offs = np.frombuffer(arrays, dtype="<i4", count=k * n1, offset=start).reshape(k, n1)
+    if offs[:, 0].any():
+        raise CorruptRecord(f"batch {what} offsets do not start at 0")
+    if n1 > 1 and (offs[:, 1:] < offs[:, :-1]).any():
+        raise CorruptRecord(f"batch {what} offsets decrease")
+
+
+def _layout(h: BatchHeader, body: pa.Buffer) -> tuple[dict, pa.Buffer | None]:
+    """Locate every section of the body; return the layout and an aligned copy of the
+    array prefix when the body itself is not 8-byte aligned (None when it is).
+
+    Every length comes from the header or from offsets inside the body and is
+    checked against the body's size before it is used, so nothing here can
+    allocate or read by an unchecked length.
+    """
     n, attrs, total = h.record_count, h.attributes, body.size
-    has_headers = bool(attrs & HAS_HEADERS)
-    n_int32 = (n + 1) * (5 if has_headers else 2)
-    fixed = 8 * n + 4 * n_int32  # before the header-count dependent parts
-    if fixed > total:
+    has_headers = attrs & HAS_HEADERS
+    n1 = n + 1
+    k = 3 if has_headers else 2
+    pos = 8 * n + 4 * k * n1
+    if pos > total:
         raise CorruptRecord(f"batch body of {total} bytes cannot hold {n} records")
-    layout: dict = {}
-    pos = 0
-
-    def take(name: str, size: int) -> None:
-        nonlocal pos
-        if size < 0 or pos + size > total:
-            raise CorruptRecord(f"batch body is too short for its {name} section")
-        layout[name] = (pos, size)
-        pos += size
-
-    def offsets_of(name: str, count: int) -> np.ndarray:
-        start, size = layout[name]
-        off = np.frombuffer(body, dtype="<i4", count=count, offset=start)
-        if off[0] != 0 or (count > 1 and bool((np.diff(off) < 0).any())):
-            raise CorruptRecord(f"batch {name} are not monotonic from 0")
-        return off
-
-    take("ts", 8 * n)
-    take("key_off", 4 * (n + 1))
-    take("value_off", 4 * (n + 1))
-    nh = 0
+    # the last entry of each offsets array is its data length: read them as scalars
+    # first, so that the numpy checks below run once, on aligned memory
+    key_len = _I32LE.unpack_from(body, 8 * n + 4 * n)[0]
+    value_len = _I32LE.unpack_from(body, 8 * n + 8 * n + 4)[0]
+    layout: dict = {"ts": (0, 8 * n), "key_off": (8 * n, 4 * n1), "value_off": (8 * n + 4 * n1, 4 * n1)}
+    nh = hk_len = hv_len = 0
     if has_headers:
-        take("hdr_list", 4 * (n + 1))
-        nh = int(offsets_of("hdr_list", n + 1)[-1])
-        if nh * 8 > total:
-            raise CorruptRecord("batch claims more headers than its body can hold")
-        take("hdr_key_off", 4 * (nh + 1))
-        take("hdr_val_off", 4 * (nh + 1))
+        nh = _I32LE.unpack_from(body, 8 * n + 8 * n1 + 4 * n)[0]
+        if nh < 0 or pos + 8 * (nh + 1) > total:
+            raise CorruptRecord(f"batch claims {nh} headers, more than its body can hold")
+        hk_len, hv_len = _I32LE.unpack_from(body, pos + 4 * nh)[0], _I32LE.unpack_from(body, pos + 8 * nh + 4)[0]
+        layout["hdr_list"] = (8 * n + 8 * n1, 4 * n1)
+        layout["hdr_key_off"] = (pos, 4 * (nh + 1))
+        layout["hdr_val_off"] = (pos + 4 * (nh + 1), 4 * (nh + 1))
         layout["nh"] = nh
+        pos += 8 * (nh + 1)
     bitmap = (n + 7) // 8
     if attrs & HAS_KEY_NULLS:
-        take("key_valid", bitmap)
+        layout["key_valid"] = (pos, bitmap)
+        pos += bitmap
     if attrs & HAS_VALUE_NULLS:
-        take("value_valid", bitmap)
+        layout["value_valid"] = (pos, bitmap)
+        pos += bitmap
     if has_headers:
-        take("hdr_val_valid", (nh + 7) // 8)
-    take("key_data", int(offsets_of("key_off", n + 1)[-1]))
-    take("value_data", int(offsets_of("value_off", n + 1)[-1]))
+        layout["hdr_val_valid"] = (pos, (nh + 7) // 8)
+        pos += (nh + 7) // 8
+    if min(key_len, value_len, hk_len, hv_len) < 0 or pos + key_len + value_len + hk_len + hv_len != total:
+        raise CorruptRecord(
+            f"batch body of {total} bytes does not match its sections "
+            f"({pos + key_len + value_len + hk_len + hv_len} bytes)"
+        )
+    arrays = None
+    if body.address % 8:
+        # Arrow wants aligned offset/int64 buffers. The body follows a 61-byte
+        # header, so it is usually unaligned: copy just the (small) array and
+        # bitmap prefix; key and value bytes stay zero-copy.
+        arrays = pa.py_buffer(np.frombuffer(body, dtype=np.uint8, count=pos).copy())
+    aligned = body if arrays is None else arrays
+    _check_offsets(aligned, 8 * n, k, n1, "record")
     if has_headers:
-        take("hdr_key_data", int(offsets_of("hdr_key_off", nh + 1)[-1]))
-        take("hdr_val_data", int(offsets_of("hdr_val_off", nh + 1)[-1]))
-    if pos != total:
-        raise CorruptRecord(f"batch body has {total - pos} unexplained trailing bytes")
+        _check_offsets(aligned, layout["hdr_key_off"][0], 2, nh + 1, "header")
+    layout["key_data"] = (pos, key_len)
+    layout["value_data"] = (pos + key_len, value_len)
+    pos += key_len + value_len
     if has_headers:
-        key_data = body.slice(*layout["hdr_key_data"])
+        layout["hdr_key_data"] = (pos, hk_len)
+        layout["hdr_val_data"] = (pos + hk_len, hv_len)
+        key_data = body.slice(pos, hk_len)
         try:
-            pa.Array.from_buffers(pa.string(), nh, [None, body.slice(*layout["hdr_key_off"]), key_data]).validate(full=True)
+            pa.Array.from_buffers(pa.string(), nh, [None, aligned.slice(*layout["hdr_key_off"]), key_data]).validate(full=True)
         except pa.ArrowInvalid:
             raise CorruptRecord("batch header keys are not valid UTF-8") from None
-    return layout
+    return layout, arrays
 
 
 def decode_all(
@@ -654,16 +710,191 @@ def decode_all(
     ]
 
 
+# ---------------------------------------------------------------- runs of batches
+
+#: Runs of uncompressed batches averaging fewer records than this take the
+#: vectorised path; bigger batches are already cheap (and zero-copy) one by one.
+FAST_PATH_MAX_AVG_RECORDS = 256
+_H_POS, _H_BASE, _H_LEN, _H_ATTR, _H_BASE_TS, _H_MAX_TS, _H_COUNT = 0, 1, 2, 6, 8, 9, 13
+
+
+def _walk(buf: bytes | bytearray | memoryview, check_crc: bool) -> np.ndarray:
+    """Headers of the whole batches in ``buf`` as an int64 array (position + the 13 fields).
+
+    One struct unpack (and one CRC call) per batch; the remaining header
+    checks run vectorised over all batches at once.
+    """
+    unpack = HEADER.unpack_from
+    mv = memoryview(buf)
+    pos, end = 0, len(buf)
+    rows = []
+    while end - pos >= HEADER_SIZE:
+        t = unpack(buf, pos)
+        size = t[1] + LOG_OVERHEAD
+        if t[1] < HEADER_SIZE - LOG_OVERHEAD or t[3] != MAGIC:
+            read_header(buf, pos)  # raises the precise error
+        if pos + size > end:
+            break
+        if check_crc and crc32c(mv[pos + CRC_START : pos + size]) != t[4]:
+            raise CorruptRecord(f"CRC mismatch in batch at offset {t[0]}")
+        rows.append((pos, *t))
+        pos += size
+    hs = np.array(rows, dtype=np.int64).reshape(len(rows), 14)
+    if len(rows):
+        count = hs[:, _H_COUNT]
+        bad = (count < 1) | (hs[:, 7] != count - 1) | ((hs[:, _H_ATTR] & ~KNOWN_ATTRIBUTES) != 0)
+        if bad.any():
+            read_header(buf, int(hs[int(np.argmax(bad)), _H_POS]))
+    return hs
+
+
+def _gather(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Buffer:
+    """Concatenate the byte ranges ``[starts[i], starts[i] + lengths[i])`` of ``data`` in one C++ pass.
+
+    The ranges are sorted and disjoint, so they and the gaps between them
+    form one LargeBinary array over ``data``; taking every other element
+    copies exactly the ranges, end to end.
+    """
+    m = len(starts)
+    bounds = np.empty(2 * m, dtype=np.int64)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + lengths
+    spans = pa.Array.from_buffers(pa.large_binary(), 2 * m - 1, [None, pa.py_buffer(bounds), data])
+    taken = spans.take(pa.array(np.arange(0, 2 * m - 1, 2, dtype=np.int64)))
+    out = taken.buffers()[2]
+    total = int(lengths.sum())
+    return pa.py_buffer(b"") if out is None or total == 0 else out.slice(0, total)
+
+
+def _ragged_index(lengths: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows laid out in groups of ``lengths``: each row's group and its index within the group."""
+    group = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    firsts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=firsts[1:])
+    return group, np.arange(total, dtype=np.int64) - firsts[group]
+
+
+def _validity(data: pa.Buffer, bm_start: np.ndarray, flagged: np.ndarray, n: np.ndarray,
+              group: np.ndarray, local: np.ndarray) -> pa.Buffer | None:  # fmt: skip
+    """One validity bitmap for the run from the per-batch bitmaps of the flagged batches."""
+    if not flagged.any():
+        return None
+    bm_len = np.where(flagged, (n + 7) // 8, 0)
+    bits = np.unpackbits(np.frombuffer(_gather(data, bm_start, bm_len), dtype=np.uint8), bitorder="little")
+    bit_first = np.zeros(len(n), dtype=np.int64)
+    np.cumsum(bm_len[:-1] * 8, out=bit_first[1:])
+    valid = np.ones(len(group), dtype=bool)
+    rows = flagged[group]
+    valid[rows] = bits[bit_first[group[rows]] + local[rows]].astype(bool)
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _binary_run(data: pa.Buffer, rec_off: np.ndarray, data_start: np.ndarray, lens: np.ndarray,
+                group: np.ndarray, validity: pa.Buffer | None) -> pa.Array:  # fmt: skip
+    """One BinaryArray for the run from each record's offset within its batch and each batch's data range."""
+    total = int(lens.sum())
+    if total > _INT32_MAX:
+        raise OverflowError("run too large for one BinaryArray")
+    cum = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=cum[1:])
+    offsets = np.empty(len(group) + 1, dtype=np.int32)
+    offsets[:-1] = rec_off + cum[group]
+    offsets[-1] = total
+    return pa.Array.from_buffers(pa.binary(), len(group), [validity, pa.py_buffer(offsets), _gather(data, data_start, lens)])
+
+
+def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
+    """One Arrow table for a run of uncompressed, header-less batches, with O(1) pyarrow calls.
+
+    Raises CorruptRecord (or OverflowError past 2 GiB) when any batch is not
+    exactly what the format allows; the caller then falls back to decoding
+    batch by batch, which reports the precise error.
+    """
+    n = hs[:, _H_COUNT]
+    attrs = hs[:, _H_ATTR]
+    total = int(n.sum())
+    body = hs[:, _H_POS] + HEADER_SIZE
+    body_len = hs[:, _H_LEN] + LOG_OVERHEAD - HEADER_SIZE
+    if ((8 * n + 8 * (n + 1)) > body_len).any():
+        raise CorruptRecord("batch body too short for its arrays")
+    group, local = _ragged_index(n, total)
+    # the key and value offsets of each batch sit side by side: gather both at once
+    offs = np.frombuffer(_gather(data, body + 8 * n, 8 * (n + 1)), dtype="<i4")
+    seg_first = np.zeros(2 * len(n), dtype=np.int64)
+    np.cumsum(np.repeat(n + 1, 2)[:-1], out=seg_first[1:])
+    if offs[seg_first].any():
+        raise CorruptRecord("batch offsets do not start at 0")
+    d = np.diff(offs)
+    d[seg_first[1:] - 1] = 0
+    if len(d) and d.min() < 0:
+        raise CorruptRecord("batch offsets decrease")
+    last = offs[seg_first + np.repeat(n, 2)].astype(np.int64)
+    key_len, value_len = last[0::2], last[1::2]
+    bm = (n + 7) // 8
+    key_flag = (attrs & HAS_KEY_NULLS) != 0
+    value_flag = (attrs & HAS_VALUE_NULLS) != 0
+    bitmaps = body + 8 * n + 8 * (n + 1)
+    key_data = bitmaps + bm * key_flag + bm * value_flag
+    if (key_data + key_len + value_len != body + body_len).any():
+        raise CorruptRecord("batch body does not match its sections")
+    key_off = offs[seg_first[0::2][group] + local]
+    value_off = offs[seg_first[1::2][group] + local]
+    key = _binary_run(data, key_off, key_data, key_len, group,
+                      _validity(data, bitmaps, key_flag, n, group, local))  # fmt: skip
+    value = _binary_run(data, value_off, key_data + key_len, value_len, group,
+                        _validity(data, bitmaps + bm * key_flag, value_flag, n, group, local))  # fmt: skip
+    offsets = hs[:, _H_BASE][group] + local
+    log_append = (attrs & TIMESTAMP_TYPE_BIT) != 0
+    deltas = np.frombuffer(_gather(data, body, 8 * n), dtype="<i8")
+    ts = np.where(log_append[group], hs[:, _H_MAX_TS][group], deltas + hs[:, _H_BASE_TS][group])
+    ts_type = log_append[group].astype(np.int32)
+    cols = [key, value, _np_col(pa.int64(), offsets), _np_col(_TS_MS, ts), _np_col(pa.int32(), ts_type),
+            _null_headers_col(total)]  # fmt: skip
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)])
+
+
 def to_arrow(
     buf: bytes | bytearray | memoryview,
     start_offset: int | None = None,
     end_offset: int | None = None,
     *,
     check_crc: bool = True,
+    fast: bool | None = None,
 ) -> pa.Table:
-    """Decode a run of batches into one Arrow table, trimmed to [start, end)."""
-    batches = [b.to_arrow() for b in decode_all(buf, check_crc=check_crc)]
-    table = pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+    """Decode a run of batches into one Arrow table, trimmed to [start, end).
+
+    A trailing partial batch is ignored. Runs of small uncompressed batches
+    (as producers with linger 0 write them) are decoded together with a
+    handful of numpy/pyarrow calls instead of a few dozen per batch;
+    ``fast`` forces (True) or disables (False) that path, None decides by
+    the average batch size. The result is the same either way.
+    """
+    hs = _walk(buf, check_crc)
+    m = len(hs)
+    if m == 0:
+        return ARROW_SCHEMA.empty_table()
+    eligible = ((hs[:, _H_ATTR] & (CODEC_MASK | HAS_HEADERS)) == 0)
+    # split into runs of equal eligibility, in log order
+    cuts = np.flatnonzero(eligible[1:] != eligible[:-1]) + 1
+    bounds = [0, *cuts.tolist(), m]
+    tables: list[pa.Table] = []
+    data = None
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        run = hs[lo:hi]
+        use_fast = bool(eligible[lo]) and (
+            fast if fast is not None else (hi - lo > 1 and run[:, _H_COUNT].sum() < FAST_PATH_MAX_AVG_RECORDS * (hi - lo))
+        )
+        if use_fast:
+            if data is None:
+                data = pa.py_buffer(buf)
+            try:
+                tables.append(_run_to_arrow(data, run))
+                continue
+            except (CorruptRecord, OverflowError):
+                pass  # decode one by one below: that names the bad batch precisely
+        batches = [decode(buf, int(p), check_crc=False).to_arrow() for p in run[:, _H_POS]]
+        tables.append(pa.Table.from_batches(batches, schema=ARROW_SCHEMA))
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     return trim(table, start_offset, end_offset)
 
 
