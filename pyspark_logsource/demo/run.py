@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logsource demo: {e}", file=sys.stderr)
         return 2
     try:
-        from .. import Admin, EmbeddedBroker, Producer  # noqa: F401 - fail early with a clear message
+        from ..broker.embedded import EmbeddedBroker  # noqa: F401 - fail early with a clear message
+        from ..client import Admin, Producer  # noqa: F401
     except ImportError as e:
         print(f"logsource demo: this build lacks a part the demo needs ({e})", file=sys.stderr)
         return 2
@@ -148,7 +149,7 @@ class Demo:
         self.bootstrap = ""
 
     def run(self) -> int:
-        from .. import EmbeddedBroker
+        from ..broker.embedded import EmbeddedBroker
 
         _step(1, self.STEPS, f"Embedded broker (Java {self.java} found for Spark)")
         t0 = time.perf_counter()
@@ -178,7 +179,7 @@ class Demo:
     def produce(self) -> None:
         from tqdm import tqdm
 
-        from .. import Admin, Producer
+        from ..client import Admin, Producer
 
         a = self.args
         _step(2, self.STEPS, f"Create topic '{self.topic}' ({a.partitions} partitions) and produce {a.events:,} events")
@@ -267,7 +268,7 @@ class Demo:
     def batch_query(self) -> None:
         from pyspark.sql import functions as F
 
-        from .. import Admin
+        from ..client import Admin
 
         _step(4, self.STEPS, "Spark batch query: top pages, events per minute, a pushed-down timestamp filter")
         t0 = time.perf_counter()
@@ -326,7 +327,7 @@ class Demo:
     def streaming(self) -> None:
         from pyspark.sql import functions as F
 
-        from .. import Admin, Producer
+        from ..client import Admin, Producer
 
         a = self.args
         _step(5, self.STEPS, f"Streaming query following a live producer ({a.stream_rate:,} events/s for {a.stream_seconds:g} s)")
