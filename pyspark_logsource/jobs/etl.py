@@ -338,6 +338,7 @@ class LoadResult:
     files: int = 0
     seconds: float = 0.0
     message: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -464,8 +465,10 @@ def write_and_commit(
         w = w.partitionBy(*args.partition_by)
     pause_point("write")
     w.save(staged.staging)
+    t_write = time.time()
     pause_point("after_write")
     stats = audit_staged(spark, args.format, staged.staging)
+    t_audit = time.time()
     try:
         ranges = check_audit(plan, stats)
     except AuditMismatch:
@@ -489,7 +492,9 @@ def write_and_commit(
     new_offsets.update(plan.end)
     manifest = Manifest(staged.seq, staged.load_id, args.format, offsets_dict(new_offsets), ranges, files)
     committer.commit(manifest)
-    return LoadResult(staged.seq, ranges, len(files), time.time() - t0)
+    t_end = time.time()
+    timings = {"write": t_write - t0, "audit": t_audit - t_write, "commit": t_end - t_audit}
+    return LoadResult(staged.seq, ranges, len(files), t_end - t0, timings=timings)
 
 
 def summary_lines(res: LoadResult) -> list[str]:
