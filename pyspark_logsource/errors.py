@@ -122,6 +122,24 @@ class UnsupportedVersion(LogSourceError):
     code = 35
 
 
+class InvalidGroupId(LogSourceError):
+    """The group id is empty or not valid."""
+
+    code = 24
+
+
+class InvalidReplicationFactor(LogSourceError):
+    """The replication factor is not valid for this cluster."""
+
+    code = 38
+
+
+class TopicDeletionDisabled(LogSourceError):
+    """Topic deletion is disabled on the broker (delete.topic.enable=false)."""
+
+    code = 73
+
+
 class TopicAlreadyExists(LogSourceError):
     """A topic with this name already exists."""
 
