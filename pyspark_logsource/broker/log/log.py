@@ -143,6 +143,8 @@ class PartitionLog:
                 break
         if not segments:
             segments.append(LogSegment(d, 0, self.config))
+        for seg in segments[:-1]:
+            seg.seal_time_index()  # a rebuilt index of an inactive segment lacks its roll entry
         self._view = _View([s.base_offset for s in segments], tuple(segments))
         self._leo = segments[-1].next_offset
         if recovered:

@@ -150,6 +150,8 @@ class LogSegment:
         self.size = pos
         if pos:
             self.created_ms = int(time.time() * 1000)
+        self.offset_index.flush()
+        self.time_index.flush()
         return cut
 
     # ------------------------------------------------------------ appending
@@ -192,10 +194,14 @@ class LogSegment:
             or last_offset - self.base_offset > 0xFFFFFFFF
         )
 
-    def on_roll(self) -> None:
-        """Seal the segment: final time index entry, everything on disk."""
+    def seal_time_index(self) -> None:
+        """Add the segment's largest timestamp as the last time index entry (it may lie past the last one)."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def on_roll(self) -> None:
+        """Seal the segment: final time index entry, everything on disk."""
+        self.seal_time_index()
         self.flush()
 
     def flush(self) -> None:
@@ -303,8 +309,8 @@ class LogSegment:
     def close(self) -> None:
         """Seal the time index and close every file."""
         if not self.file.closed:
-            if self.max_timestamp >= 0 and not self.deleted:
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            if not self.deleted:
+                self.seal_time_index()
             self.offset_index.close()
             self.time_index.close()
             self.file.close()
