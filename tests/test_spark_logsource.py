@@ -223,7 +223,7 @@ def test_batch_and_stream_writes_read_back_exactly(spark, broker, tmp_path):
     admin.create_topic("w1", partitions=2)
     admin.create_topic("w2", partitions=1)
     rows = [
-        (f"k{i}", f"v{i}", i % 2, [("h", str(i).encode())], "w1" if i < 8 else "w2" if i < 10 else None)
+        (f"k{i}", f"v{i}", i % 2, [("h", str(i).encode())], "w1" if i < 8 else "w2" if i < 10 else None, ts(i))
         for i in range(12)
     ]
     schema = StructType(
@@ -233,12 +233,13 @@ def test_batch_and_stream_writes_read_back_exactly(spark, broker, tmp_path):
             StructField("partition", IntegerType()),
             StructField("headers", HEADERS_TYPE),
             StructField("topic", StringType()),
+            StructField("timestamp", TimestampType()),
         ]
     )
     df = spark.createDataFrame(rows, schema).withColumn("partition", F.when(F.col("topic") == "w2", F.lit(0)).otherwise(F.col("partition")))
     df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "w2").mode("append").save()
     back = load(spark, bs, subscribe="w1,w2", includeHeaders="true").select(
-        F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "partition", "headers", "topic"
+        F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "partition", "headers", "topic", "timestamp"
     )
     want = df.withColumn("topic", F.coalesce("topic", F.lit("w2")))
     assert_df_equality(back, want, ignore_row_order=True, ignore_nullable=True)

@@ -126,7 +126,15 @@ def empty_spark_batch(include_headers: bool) -> pa.RecordBatch:
 
 def check_write_schema(schema, has_topic_option: bool) -> None:
     """Reject a DataFrame the sink cannot write, before any task runs (Spark Kafka sink rules)."""
-    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        StringType,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
 
     by_name = {f.name.lower(): f for f in schema.fields}
     value = by_name.get("value")
@@ -147,6 +155,9 @@ def check_write_schema(schema, has_topic_option: bool) -> None:
     part = by_name.get("partition")
     if part is not None and not isinstance(part.dataType, IntegerType):
         raise ConfigError(f"column 'partition' must be an int, not {part.dataType.simpleString()}")
+    stamp = by_name.get("timestamp")
+    if stamp is not None and not isinstance(stamp.dataType, (TimestampType, TimestampNTZType)):
+        raise ConfigError(f"column 'timestamp' must be a timestamp, not {stamp.dataType.simpleString()}")
     headers = by_name.get("headers")
     if headers is not None:
         dt = headers.dataType
@@ -184,6 +195,9 @@ def to_producer_table(rb: pa.RecordBatch) -> pa.Table:
         cols["headers"] = h.cast(HEADER_TYPE)
     if "partition" in names:
         cols["partition"] = rb.column(names["partition"]).cast(pa.int32())
+    if "timestamp" in names:
+        # Null timestamps become the send time, as with Producer.send.
+        cols["timestamp"] = rb.column(names["timestamp"])
     if "topic" in names:
         cols["topic"] = rb.column(names["topic"])
     return pa.table(cols)
