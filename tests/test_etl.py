@@ -200,7 +200,6 @@ def test_plan_load():
     "argv,match",
     [
         (["--subscribe", "t", "--bootstrap-servers", "h:1"], "--output"),
-        (["--output", "o", "--subscribe", "t"], "bootstrap"),
         (["--output", "o", "--bootstrap-servers", "h:1"], "exactly one"),
         (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--decode", "json"], "value-schema"),
         (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--partition-by", "day"], "partition-by"),
@@ -211,6 +210,11 @@ def test_plan_load():
 def test_bad_options_are_config_errors(argv, match):
     with pytest.raises(ConfigError, match=match):
         etl.parse_args(argv)
+
+
+def test_bootstrap_default(monkeypatch):
+    monkeypatch.setenv("LOGSOURCE_BOOTSTRAP", "somehost:1234")
+    assert etl.parse_args(["--output", "o", "--subscribe", "t"]).bootstrap_servers == "somehost:1234"
 
 
 def test_properties_file(tmp_path):

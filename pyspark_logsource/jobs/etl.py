@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exactly-once load of topics into Parquet/JSON/CSV files, offsets committed with the output.",
     )
     p.add_argument("--config", help="a properties file (conf/etl.properties); command-line options win")
-    p.add_argument("--bootstrap-servers", help="broker HOST:PORT[,HOST:PORT]")
+    p.add_argument("--bootstrap-servers", "-b", help="broker HOST:PORT[,HOST:PORT] (default $LOGSOURCE_BOOTSTRAP or the embedded default)")
     g = p.add_argument_group("subscription (one of)")
     g.add_argument("--subscribe", help="comma-separated topic names")
     g.add_argument("--subscribe-pattern", help="regular expression over topic names")
@@ -177,7 +177,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     loading = not (args.status or args.verify or args.repair)
     if loading:
         if not args.bootstrap_servers:
-            raise ConfigError("--bootstrap-servers is required to load")
+            # as every logsource command: $LOGSOURCE_BOOTSTRAP, else the embedded default
+            from pyspark_logsource.client.metadata import DEFAULT_BOOTSTRAP
+
+            args.bootstrap_servers = os.environ.get("LOGSOURCE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
         if sum(x is not None for x in (args.subscribe, args.subscribe_pattern, args.assign)) != 1:
             raise ConfigError("give exactly one of --subscribe, --subscribe-pattern, --assign")
     return args
