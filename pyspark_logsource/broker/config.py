@@ -1,0 +1,205 @@
+"""Broker configuration in Kafka's ``server.properties`` spelling.
+
+``BrokerConfig.load(path, overrides)`` reads a Java-style properties file,
+applies ``key=value`` overrides on top and validates the result. Log settings
+(``log.segment.bytes``, ``log.retention.ms``, ``log.flush.interval.messages``,
+``message.max.bytes`` ...) are handed to :meth:`LogConfig.from_properties`,
+which knows their Kafka names; this module owns the network and broker-level
+settings. Unknown keys are logged and ignored, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError, InvalidConfig
+from .log import LogConfig
+from .log.config import _ALIASES, _HOURS_MINUTES
+
+log = logging.getLogger(__name__)
+
+#: Every broker-level setting with its default (the log ones are LogConfig's).
+DEFAULTS: dict[str, str] = {
+    "broker.id": "0",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "/tmp/logsource-logs",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "socket.request.max.bytes": str(100 * 1024 * 1024),
+    "socket.send.buffer.bytes": "-1",
+    "socket.receive.buffer.bytes": "-1",
+    "fetch.max.bytes": str(55 * 1024 * 1024),
+    "offsets.topic.num.partitions": "1",
+    "offsets.retention.minutes": str(7 * 24 * 60),
+    "max.partitions.per.topic": "10000",
+    "cluster.id": "",
+}
+
+_BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text: ``k=v`` or ``k: v``, ``#``/``!`` comments, ``\\`` continuations."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        sep = min((i for i in (logical.find("="), logical.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            key, value = logical.strip(), ""
+        else:
+            key, value = logical[:sep].strip(), logical[sep + 1 :].strip()
+        if key:
+            out[key] = value
+        logical = ""
+    return out
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """``["k=v", ...]`` -> dict; ConfigError on an item without ``=``."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port); port 0 = pick a free one."""
+    first = value.split(",")[0].strip()
+    if "://" in first:
+        proto, first = first.split("://", 1)
+        if proto.upper() != "PLAINTEXT":
+            raise ConfigError(f"listener protocol {proto!r} is not supported (only PLAINTEXT)")
+    host, sep, port = first.rpartition(":")
+    if not sep:
+        raise ConfigError(f"listener {value!r} has no port")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        p = int(port)
+    except ValueError:
+        raise ConfigError(f"listener {value!r} has a bad port") from None
+    if not 0 <= p <= 65535:
+        raise ConfigError(f"listener port {p} is out of range")
+    return host, p
+
+
+def _int(props: Mapping[str, str], key: str, lo: int | None = None) -> int:
+    raw = props[key]
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, got {raw!r}") from None
+    if lo is not None and v < lo:
+        raise ConfigError(f"{key} must be >= {lo}, got {v}")
+    return v
+
+
+def _bool(props: Mapping[str, str], key: str) -> bool:
+    raw = str(props[key]).strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigError(f"{key} must be true or false, got {props[key]!r}")
+    return raw == "true"
+
+
+@dataclass
+class BrokerConfig:
+    """Validated broker settings; ``log`` holds the default per-topic log settings."""
+
+    broker_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    log_dirs: list[Path] = field(default_factory=lambda: [Path(DEFAULTS["log.dirs"])])
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics: bool = True
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    socket_send_buffer_bytes: int = -1
+    socket_receive_buffer_bytes: int = -1
+    fetch_max_bytes: int = 55 * 1024 * 1024
+    offsets_topic_num_partitions: int = 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    max_partitions_per_topic: int = 10000
+    cluster_id: str | None = None
+    log: LogConfig = field(default_factory=LogConfig)
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> BrokerConfig:
+        """Build from properties (defaults filled in); ConfigError / InvalidConfig on bad values."""
+        p = dict(DEFAULTS)
+        p.update({str(k).strip(): str(v) for k, v in props.items()})
+        if "log.dirs" not in props and "log.dir" in props:
+            p["log.dirs"] = p["log.dir"]
+        for key in props:
+            if key not in _BROKER_KEYS and key not in _ALIASES and key not in _HOURS_MINUTES:
+                log.warning("ignoring unknown broker setting %s", key)
+        host, port = parse_listener(p["listeners"])
+        adv_host = adv_port = None
+        if p["advertised.listeners"].strip():
+            adv_host, adv_port = parse_listener(p["advertised.listeners"])
+        dirs = [Path(d.strip()).expanduser() for d in p["log.dirs"].split(",") if d.strip()]
+        if not dirs:
+            raise ConfigError("log.dirs is empty")
+        try:
+            log_config = LogConfig.from_properties(p)
+        except InvalidConfig as e:
+            raise ConfigError(str(e)) from None
+        cfg = cls(
+            broker_id=_int(p, "broker.id", 0),
+            host=host,
+            port=port,
+            advertised_host=adv_host,
+            advertised_port=adv_port,
+            log_dirs=dirs,
+            num_partitions=_int(p, "num.partitions", 1),
+            default_replication_factor=_int(p, "default.replication.factor", 1),
+            auto_create_topics=_bool(p, "auto.create.topics.enable"),
+            delete_topic_enable=_bool(p, "delete.topic.enable"),
+            socket_request_max_bytes=_int(p, "socket.request.max.bytes", 1024),
+            socket_send_buffer_bytes=_int(p, "socket.send.buffer.bytes", -1),
+            socket_receive_buffer_bytes=_int(p, "socket.receive.buffer.bytes", -1),
+            fetch_max_bytes=_int(p, "fetch.max.bytes", 1024),
+            offsets_topic_num_partitions=_int(p, "offsets.topic.num.partitions", 1),
+            offsets_retention_ms=_int(p, "offsets.retention.minutes", 1) * 60_000,
+            max_partitions_per_topic=_int(p, "max.partitions.per.topic", 1),
+            cluster_id=p["cluster.id"].strip() or None,
+            log=log_config,
+            properties=p,
+        )
+        if cfg.default_replication_factor != 1:
+            raise ConfigError("default.replication.factor must be 1 on a single broker")
+        return cfg
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, object] | None = None) -> BrokerConfig:
+        """Read ``path`` (if given), apply ``overrides``, validate."""
+        props: dict[str, object] = {}
+        if path is not None:
+            try:
+                props.update(parse_properties(Path(path).read_text()))
+            except OSError as e:
+                raise ConfigError(f"cannot read config file {path}: {e}") from None
+        props.update(overrides or {})
+        return cls.from_properties(props)
+
+    def summary(self) -> str:
+        """One line per effective setting, for the startup log."""
+        return "\n".join(f"\t{k} = {v}" for k, v in sorted(self.properties.items()))

@@ -1,0 +1,165 @@
+"""Durable group offsets: the internal topic ``__consumer_offsets`` on the broker's own log.
+
+Why a topic and not a file: it is how Kafka does it, it reuses the log's
+durability (CRC, recovery, flush policy) instead of inventing a second one,
+and one commit is one appended batch (O(partitions in the commit), not
+O(all groups) as rewriting a snapshot file would be). The state is a map
+``(group, topic, partition) -> (offset, metadata)`` rebuilt on start by
+replaying the topic in order; the last record for a key wins (what log
+compaction would keep), a record without a value is a tombstone (written when
+a topic is deleted).
+
+The topic is created with ``flush.messages=1`` so that an acknowledged commit
+survives a machine crash, and ``retention.ms`` = ``offsets.retention.minutes``:
+like Kafka, offsets of a group that has not committed for that long expire.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+import zlib
+from typing import NamedTuple
+
+from ..errors import TopicAlreadyExists
+from ..format import batch as fmt
+from .log import LogManager
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_KEY_VERSION = 1
+_VALUE = struct.Struct(">hqq")  # version, offset, commit timestamp ms; then metadata utf-8
+
+
+class CommittedOffset(NamedTuple):
+    """A committed position of a group in one partition."""
+
+    offset: int
+    metadata: str | None
+    commit_timestamp: int
+
+
+def _encode_key(group: str, topic: str, partition: int) -> bytes:
+    g, t = group.encode(), topic.encode()
+    return struct.pack(f">hH{len(g)}sH{len(t)}si", _KEY_VERSION, len(g), g, len(t), t, partition)
+
+
+def _decode_key(key: bytes) -> tuple[str, str, int] | None:
+    try:
+        version, glen = struct.unpack_from(">hH", key, 0)
+        if version != _KEY_VERSION:
+            return None
+        g = key[4 : 4 + glen].decode()
+        (tlen,) = struct.unpack_from(">H", key, 4 + glen)
+        pos = 6 + glen
+        t = key[pos : pos + tlen].decode()
+        (partition,) = struct.unpack_from(">i", key, pos + tlen)
+        return g, t, partition
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def _encode_value(offset: int, metadata: str | None, ts: int) -> bytes:
+    meta = b"\xff" if metadata is None else b"\x00" + metadata.encode()
+    return _VALUE.pack(0, offset, ts) + meta
+
+
+def _decode_value(value: bytes) -> CommittedOffset | None:
+    try:
+        _, offset, ts = _VALUE.unpack_from(value, 0)
+        rest = value[_VALUE.size :]
+        meta = None if rest[:1] == b"\xff" else rest[1:].decode()
+        return CommittedOffset(offset, meta, ts)
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+class GroupOffsetStore:
+    """Committed offsets per group, persisted in ``__consumer_offsets``; used from one event loop."""
+
+    def __init__(self, logs: LogManager, num_partitions: int = 1, retention_ms: int = 7 * 24 * 3600 * 1000,
+                 max_message_bytes: int = 100 * 1024 * 1024) -> None:  # fmt: skip
+        self.logs = logs
+        self.offsets: dict[tuple[str, str, int], CommittedOffset] = {}
+        if OFFSETS_TOPIC not in logs.topics():
+            try:
+                logs.create_topic(
+                    OFFSETS_TOPIC,
+                    num_partitions,
+                    {"flush.messages": "1", "retention.ms": str(retention_ms), "max.message.bytes": str(max_message_bytes)},
+                )
+                log.info("created internal topic %s with %d partitions", OFFSETS_TOPIC, num_partitions)
+            except TopicAlreadyExists:
+                pass
+        self.num_partitions = logs.topics()[OFFSETS_TOPIC]
+        self._replay()
+
+    def _replay(self) -> None:
+        t0 = time.monotonic()
+        records = 0
+        for p in range(self.num_partitions):
+            lg = self.logs.get_log(OFFSETS_TOPIC, p)
+            offset, end = lg.log_start_offset, lg.log_end_offset
+            while offset < end:
+                data = lg.read_checked(offset, 8 << 20)
+                if not data:
+                    break
+                for rb in fmt.decode_all(data):
+                    for rec in rb.records():
+                        records += 1
+                        key = _decode_key(rec.key) if rec.key is not None else None
+                        if key is None:
+                            continue
+                        value = _decode_value(rec.value) if rec.value is not None else None
+                        if value is None:
+                            self.offsets.pop(key, None)
+                        else:
+                            self.offsets[key] = value
+                    offset = rb.header.next_offset
+        log.info("loaded %d committed offsets from %d records of %s in %.1f ms", len(self.offsets), records,
+                 OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)  # fmt: skip
+
+    def partition_for(self, group: str) -> int:
+        """The offsets-topic partition holding ``group`` (stable across runs)."""
+        return zlib.crc32(group.encode()) % self.num_partitions
+
+    def commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> None:
+        """Durably store ``(topic, partition, offset, metadata)`` entries for ``group``, all or nothing."""
+        if not entries:
+            return
+        now = int(time.time() * 1000)
+        keys = [_encode_key(group, t, p) for t, p, _, _ in entries]
+        values = [_encode_value(o, m, now) for _, _, o, m in entries]
+        data = fmt.encode(values, keys)
+        self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
+        for t, p, o, m in entries:
+            self.offsets[(group, t, p)] = CommittedOffset(o, m, now)
+
+    def fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset]:
+        """Committed offsets of ``group``; with ``partitions=None`` every partition it committed."""
+        if partitions is None:
+            return {(t, p): v for (g, t, p), v in self.offsets.items() if g == group}
+        out = {}
+        for t, p in partitions:
+            v = self.offsets.get((group, t, p))
+            if v is not None:
+                out[(t, p)] = v
+        return out
+
+    def groups(self) -> set[str]:
+        """Every group with at least one committed offset."""
+        return {g for g, _, _ in self.offsets}
+
+    def forget_topic(self, topic: str) -> None:
+        """Write tombstones for every offset committed on ``topic`` (it was deleted)."""
+        by_group: dict[str, list[tuple[str, str, int]]] = {}
+        for key in self.offsets:
+            if key[1] == topic:
+                by_group.setdefault(key[0], []).append(key)
+        for group, keys in by_group.items():
+            data = fmt.encode([None] * len(keys), [_encode_key(*k) for k in keys])
+            self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
+            for k in keys:
+                self.offsets.pop(k, None)

@@ -1,0 +1,367 @@
+"""Request handlers: one method per api key, turning a typed request into a typed response.
+
+Handlers run on the broker's event loop. All but Fetch are synchronous (a
+log append is a ``pwrite`` to the page cache); Fetch is a coroutine that
+parks on per-partition waiters until ``min_bytes`` are available or
+``max_wait_ms`` passed. Errors become per-partition (or per-topic) codes from
+:mod:`pyspark_logsource.errors`; nothing a client sends can raise out of here
+except a bug, which the server answers with UnknownServerError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    CorruptRecord,
+    InvalidGroupId,
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    InvalidRequest,
+    InvalidRequiredAcks,
+    InvalidTopic,
+    LogSourceError,
+    TopicAlreadyExists,
+    TopicDeletionDisabled,
+    UnknownTopicOrPartition,
+    code_of,
+)
+from ..protocol import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    BrokerMetadata,
+    CreateTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchPartitionResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionMetadata,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicMetadata,
+)
+from ..topics import is_internal, validate_topic_name
+from .groups import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+_EARLIEST, _LATEST = -2, -1
+
+
+def _topic_error(topic: str) -> LogSourceError:
+    """InvalidTopic for an illegal name, else UnknownTopicOrPartition."""
+    try:
+        validate_topic_name(topic)
+    except InvalidTopic as e:
+        return e
+    return UnknownTopicOrPartition(f"unknown topic or partition in {topic!r}")
+
+
+class Handlers:
+    """The request handlers of one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.by_key: dict[int, Callable[[Any], Any]] = {
+            ApiKey.PRODUCE: self.produce,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.LIST_OFFSETS: self.list_offsets,
+            ApiKey.METADATA: self.metadata,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.API_VERSIONS: self.api_versions,
+            ApiKey.CREATE_TOPICS: self.create_topics,
+            ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+        }
+
+    @property
+    def logs(self):
+        return self.broker.logs
+
+    def _get_log(self, topic: str, partition: int):
+        try:
+            return self.logs.get_log(topic, partition)
+        except UnknownTopicOrPartition:
+            raise _topic_error(topic) from None
+
+    # ------------------------------------------------------------ Produce
+
+    def produce(self, req: ProduceRequest) -> ProduceResponse | None:
+        """Append each partition's batches as received (validated, stamped, never re-encoded)."""
+        out = []
+        acks_ok = req.acks in (-1, 0, 1)
+        for p in req.partitions:
+            r = ProducePartitionResponse(p.topic, p.partition)
+            try:
+                if not acks_ok:
+                    raise InvalidRequiredAcks(f"acks={req.acks} is not supported (use 0, 1 or -1)")
+                if is_internal(p.topic):
+                    raise InvalidTopic(f"cannot produce to internal topic {p.topic!r}")
+                lg = self._get_log(p.topic, p.partition)
+                if p.records is None or len(p.records) == 0:
+                    raise CorruptRecord("produce request without record batches")
+                info = lg.append(p.records)
+                r.base_offset = info.base_offset
+                r.log_append_time_ms = info.log_append_time
+                r.log_start_offset = lg.log_start_offset
+                if not info.duplicate:
+                    self.broker.notify(p.topic, p.partition)
+            except LogSourceError as e:
+                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                log.debug("produce to %s-%d failed: %s", p.topic, p.partition, e)
+            out.append(r)
+        if req.acks == 0:
+            return None
+        return ProduceResponse(partitions=out)
+
+    # ------------------------------------------------------------ Fetch
+
+    def _read(self, req: FetchRequest) -> tuple[FetchResponse, int, bool]:
+        budget = min(req.max_bytes, self.config.fetch_max_bytes)
+        total = 0
+        error = False
+        out = []
+        for fp in req.partitions:
+            r = FetchPartitionResponse(fp.topic, fp.partition, records=b"")
+            try:
+                lg = self._get_log(fp.topic, fp.partition)
+                r.high_watermark = r.last_stable_offset = lg.log_end_offset
+                r.log_start_offset = lg.log_start_offset
+                limit = min(fp.max_bytes, budget - total)
+                if limit > 0:
+                    region = lg.read(fp.fetch_offset, limit)
+                    # only the first non-empty partition may exceed the limits (to make progress)
+                    if region.length <= limit or total == 0:
+                        r.records = region
+                        total += region.length
+            except LogSourceError as e:
+                r.error_code = code_of(e)
+                r.records = None
+                error = True
+            out.append(r)
+        return FetchResponse(partitions=out), total, error
+
+    async def fetch(self, req: FetchRequest) -> FetchResponse:
+        """Long poll: answer at once if min_bytes are there (or an error), else when an append brings them."""
+        resp, total, error = self._read(req)
+        if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not req.partitions:
+            return resp
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        keys = {(fp.topic, fp.partition) for fp in req.partitions}
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return resp
+            fut = loop.create_future()
+            timer = loop.call_later(remaining, _wake, fut)
+            self.broker.add_waiter(keys, fut)
+            try:
+                await fut
+            finally:
+                timer.cancel()
+                self.broker.remove_waiter(keys, fut)
+            resp, total, error = self._read(req)
+            if error or total >= req.min_bytes:
+                return resp
+
+    # ------------------------------------------------------------ ListOffsets
+
+    def list_offsets(self, req: ListOffsetsRequest) -> ListOffsetsResponse:
+        """Earliest (-2), latest (-1) or first offset with timestamp >= T (-1 when none)."""
+        out = []
+        for p in req.partitions:
+            r = ListOffsetsPartitionResponse(p.topic, p.partition)
+            try:
+                lg = self._get_log(p.topic, p.partition)
+                if p.timestamp == _EARLIEST:
+                    r.offset = lg.log_start_offset
+                elif p.timestamp == _LATEST:
+                    r.offset = lg.log_end_offset
+                elif p.timestamp < 0:
+                    raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
+                else:
+                    found = lg.offset_for_timestamp(p.timestamp)
+                    r.offset = -1 if found is None else found
+                    r.timestamp = -1 if found is None else p.timestamp
+            except LogSourceError as e:
+                r.error_code = code_of(e)
+            out.append(r)
+        return ListOffsetsResponse(partitions=out)
+
+    # ------------------------------------------------------------ Metadata
+
+    def _topic_metadata(self, topic: str, n: int) -> TopicMetadata:
+        me = self.config.broker_id
+        parts = [PartitionMetadata(i, me, 0, [me], [me], []) for i in range(n)]
+        return TopicMetadata(topic, parts, is_internal(topic))
+
+    def metadata(self, req: MetadataRequest) -> MetadataResponse:
+        """This broker, and each topic with explicit leadership (this broker leads every partition)."""
+        host, port = self.broker.advertised
+        topics = self.logs.topics()
+        out = []
+        names = sorted(topics) if req.topics is None else req.topics
+        for name in names:
+            n = topics.get(name)
+            if n is None and req.allow_auto_topic_creation and self.config.auto_create_topics:
+                try:
+                    validate_topic_name(name)
+                    if not is_internal(name):
+                        self.broker.create_topic(name, self.config.num_partitions)
+                        n = self.config.num_partitions
+                except LogSourceError as e:
+                    out.append(TopicMetadata(name, error_code=code_of(e)))
+                    continue
+            if n is None:
+                out.append(TopicMetadata(name, error_code=code_of(_topic_error(name))))
+            else:
+                out.append(self._topic_metadata(name, n))
+        return MetadataResponse(
+            brokers=[BrokerMetadata(self.config.broker_id, host, port)],
+            cluster_id=self.broker.cluster_id,
+            controller_id=self.config.broker_id,
+            topics=out,
+        )
+
+    # ------------------------------------------------------------ Create / Delete topics
+
+    def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
+        """Create each topic (or only validate); per-topic errors."""
+        out = []
+        seen: dict[str, int] = {}
+        for t in req.topics:
+            seen[t.name] = seen.get(t.name, 0) + 1
+        for t in req.topics:
+            r = CreateTopicResult(t.name)
+            try:
+                if seen[t.name] > 1:
+                    raise InvalidRequest(f"topic {t.name!r} appears more than once in the request")
+                validate_topic_name(t.name)
+                n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+                if not 1 <= n <= self.config.max_partitions_per_topic:
+                    raise InvalidPartitions(
+                        f"{n} partitions is not in [1, {self.config.max_partitions_per_topic}] (max.partitions.per.topic)"
+                    )
+                if t.replication_factor not in (-1, 1):
+                    raise InvalidReplicationFactor(
+                        f"replication factor {t.replication_factor} is larger than the 1 available broker"
+                    )
+                overrides = {k: v for k, v in t.config.items() if v is not None}
+                self.logs.default_config.with_overrides(overrides)  # InvalidConfig before anything is made
+                if t.name in self.logs.topics():
+                    raise TopicAlreadyExists(f"topic {t.name!r} already exists")
+                if not req.validate_only:
+                    self.broker.create_topic(t.name, n, overrides)
+                r.num_partitions = n
+            except LogSourceError as e:
+                r.error_code, r.error_message = code_of(e), e.message or str(e)
+            out.append(r)
+        return CreateTopicsResponse(topics=out)
+
+    def delete_topics(self, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        """Delete each topic, forget its group offsets, wake its fetchers."""
+        out = []
+        for name in req.topics:
+            r = DeleteTopicResult(name)
+            try:
+                if not self.config.delete_topic_enable:
+                    raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
+                if name == OFFSETS_TOPIC:
+                    raise InvalidRequest(f"internal topic {name!r} cannot be deleted")
+                if name not in self.logs.topics():
+                    raise _topic_error(name)
+                self.broker.delete_topic(name)
+            except LogSourceError as e:
+                r.error_code, r.error_message = code_of(e), e.message or str(e)
+            out.append(r)
+        return DeleteTopicsResponse(topics=out)
+
+    # ------------------------------------------------------------ group offsets
+
+    def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+        """Store the group's offsets durably, all valid partitions in one append."""
+        if not req.group_id:
+            raise InvalidGroupId("group id is empty")
+        out = []
+        entries = []
+        topics = self.logs.topics()
+        for p in req.partitions:
+            r = OffsetCommitPartitionResponse(p.topic, p.partition)
+            n = topics.get(p.topic)
+            if n is None or not 0 <= p.partition < n:
+                r.error_code = code_of(_topic_error(p.topic))
+            elif p.offset < 0:
+                r.error_code = InvalidRequest.code
+            else:
+                entries.append((p.topic, p.partition, p.offset, p.metadata))
+            out.append(r)
+        try:
+            self.broker.groups.commit(req.group_id, entries)
+        except LogSourceError as e:
+            for r in out:
+                if r.error_code == 0:
+                    r.error_code = code_of(e)
+        return OffsetCommitResponse(partitions=out)
+
+    def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+        """Committed offsets (-1 where the group has none)."""
+        if not req.group_id:
+            raise InvalidGroupId("group id is empty")
+        found = self.broker.groups.fetch(req.group_id, req.partitions)
+        keys = sorted(found) if req.partitions is None else req.partitions
+        out = []
+        for t, p in keys:
+            c = found.get((t, p))
+            if c is None:
+                out.append(OffsetFetchPartitionResponse(t, p))
+            else:
+                out.append(OffsetFetchPartitionResponse(t, p, c.offset, c.metadata))
+        return OffsetFetchResponse(partitions=out)
+
+    # ------------------------------------------------------------ misc
+
+    def api_versions(self, req: ApiVersionsRequest) -> ApiVersionsResponse:
+        """Every api key this broker speaks, with its version range."""
+        return ApiVersionsResponse(api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])
+
+    def init_producer_id(self, req: InitProducerIdRequest) -> InitProducerIdResponse:
+        """A producer id unique across restarts, and its epoch (bumped when the id is passed back)."""
+        if req.transactional_id is not None:
+            raise InvalidRequest("transactions are not supported; send transactional_id=null")
+        pid, epoch = self.broker.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
+        return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,342 @@
+"""The broker: an asyncio network layer over the log store, speaking the sans-IO protocol.
+
+One process, one event loop. Each connection reads bytes, feeds them to a
+:class:`~pyspark_logsource.protocol.ServerConnection` and handles the decoded
+requests in order (Kafka's per-connection ordering), writing each response
+before the next request of that connection is handled. Produce appends the
+received batches as they are (the log validates and stamps them in place);
+Fetch answers with the log's file regions, which are written with
+``loop.sendfile`` (``os.sendfile``, zero copy) — except small ones, see
+:data:`SENDFILE_MIN_BYTES`.
+
+Run it with ``python -m pyspark_logsource.broker --config conf/server.properties
+[--override k=v ...]`` or :func:`main`. It prints ``listening on HOST:PORT`` on
+stdout once the socket is bound, so a parent process can read the port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import LogSourceError, UnknownServerError, code_of
+from ..protocol import APIS, ProtocolError, RequestReceived, ServerConnection, is_region
+from .config import BrokerConfig, parse_overrides
+from .groups import GroupOffsetStore
+from .handlers import Handlers
+from .log import LogManager
+from .producer_ids import ProducerIdManager
+
+log = logging.getLogger("pyspark_logsource.broker")
+
+#: Regions smaller than this are read with one ``pread`` and written with the
+#: response header in the same ``write``: for a few KB the syscalls and the
+#: write-buffer drain that ``sendfile`` needs cost more than the copy.
+SENDFILE_MIN_BYTES = 64 * 1024
+_READ_CHUNK = 1 << 18
+META_FILE = "meta.properties"
+
+
+class Broker:
+    """A single broker: log manager, group offsets, producer ids and the listener."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.logs: LogManager | None = None
+        self.groups: GroupOffsetStore | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.cluster_id: str | None = config.cluster_id
+        self.handlers = Handlers(self)
+        self.host, self.port = config.host, config.port
+        self._server: asyncio.base_events.Server | None = None
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._conns: set[asyncio.Task] = set()
+        self._stopped: asyncio.Event | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """Host and port clients should connect to."""
+        host = self.config.advertised_host or self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        return host, self.config.advertised_port or self.port
+
+    def _load_meta(self) -> None:
+        # Kafka's meta.properties: the cluster id is made once and kept, so it survives restarts.
+        path = self.config.log_dirs[0] / META_FILE
+        props = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip()
+        if self.cluster_id is None:
+            self.cluster_id = props.get("cluster.id") or uuid.uuid4().hex[:22]
+        if props.get("cluster.id") != self.cluster_id or props.get("broker.id") != str(self.config.broker_id):
+            tmp = path.with_name(META_FILE + ".tmp")
+            tmp.write_text(f"version=0\ncluster.id={self.cluster_id}\nbroker.id={self.config.broker_id}\n")
+            tmp.replace(path)
+
+    async def start(self) -> tuple[str, int]:
+        """Open the logs (recovering them), bind the listener; return the bound (host, port)."""
+        c = self.config
+        log.info("starting broker %d with config:\n%s", c.broker_id, c.summary())
+        for d in c.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self._stopped = asyncio.Event()
+        self.logs = LogManager(c.log_dirs, c.log)
+        try:
+            self._load_meta()
+            self.groups = GroupOffsetStore(self.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
+                                           c.socket_request_max_bytes)  # fmt: skip
+            self.producer_ids = ProducerIdManager(c.log_dirs[0])
+            self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK)
+        except BaseException:
+            self.logs.close()
+            raise
+        sock = self._server.sockets[0]
+        self.host, self.port = sock.getsockname()[:2]
+        log.info("broker %d (cluster %s) listening on %s:%d with %d topics", c.broker_id, self.cluster_id,
+                 self.host, self.port, len(self.logs.topics()))  # fmt: skip
+        return self.host, self.port
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, flush and close the logs."""
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._conns):
+            t.cancel()
+        if self._conns:
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        for futs in self._waiters.values():
+            for f in futs:
+                if not f.done():
+                    f.cancel()
+        if self.logs is not None:
+            self.logs.close()
+            log.info("broker %d stopped; logs flushed and closed", self.config.broker_id)
+            self.logs = None
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        """Wait until :meth:`stop` finished."""
+        assert self._stopped is not None
+        await self._stopped.wait()
+
+    # ------------------------------------------------------------ topics and waiters
+
+    def create_topic(self, name: str, partitions: int, overrides: dict[str, str] | None = None) -> None:
+        """Create a topic (logged)."""
+        self.logs.create_topic(name, partitions, overrides or None)
+        log.info("created topic %s with %d partitions%s", name, partitions,
+                 f" and config {overrides}" if overrides else "")  # fmt: skip
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its committed offsets, and wake its fetchers (they get UnknownTopic)."""
+        self.logs.delete_topic(name)
+        self.groups.forget_topic(name)
+        for key in [k for k in self._waiters if k[0] == name]:
+            self.notify(*key)
+
+    def add_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
+        """Park ``fut`` until an append to one of ``keys``."""
+        for k in keys:
+            self._waiters.setdefault(k, set()).add(fut)
+
+    def remove_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
+        """Forget ``fut``."""
+        for k in keys:
+            s = self._waiters.get(k)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    del self._waiters[k]
+
+    def notify(self, topic: str, partition: int) -> None:
+        """Wake fetches waiting on a partition (called after each append)."""
+        s = self._waiters.get((topic, partition))
+        if s:
+            for f in s:
+                if not f.done():
+                    f.set_result(None)
+
+    # ------------------------------------------------------------ connections
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._conns.add(task)
+        try:
+            await self._serve(reader, writer)
+        finally:
+            self._conns.discard(task)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        sock = writer.get_extra_info("socket")
+        c = self.config
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if c.socket_send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, c.socket_send_buffer_bytes)
+            if c.socket_receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, c.socket_receive_buffer_bytes)
+        conn = ServerConnection(c.socket_request_max_bytes)
+        log.debug("connection from %s", peer_s)
+        try:
+            while True:
+                data = await reader.read(_READ_CHUNK)
+                if not data:
+                    if conn.frames.in_frame:
+                        log.info("client %s disconnected mid-request; dropped %d unprocessed bytes",
+                                 peer_s, conn.frames.buffered)  # fmt: skip
+                    return
+                try:
+                    events = conn.receive_data(data)
+                except ProtocolError as e:
+                    log.warning("closing connection from %s: %s", peer_s, e)
+                    return
+                for ev in events:
+                    if not isinstance(ev, RequestReceived):
+                        log.warning("client %s sent unsupported api key %d version %d", peer_s,
+                                    ev.header.api_key, ev.header.api_version)  # fmt: skip
+                        writer.write(b"".join(conn.unsupported_parts(ev.header)))
+                        continue
+                    parts = await self._dispatch(ev, peer_s)
+                    if parts is not None:
+                        await self._send(writer, parts)
+                if writer.transport.get_write_buffer_size() > (1 << 20):
+                    await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError) as e:
+            log.debug("connection from %s lost: %s", peer_s, e)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection from %s failed; closing it", peer_s)
+        finally:
+            writer.close()
+
+    async def _dispatch(self, ev: RequestReceived, peer: str) -> list[Any] | None:
+        h = ev.header
+        try:
+            result = self.handlers.by_key[h.api_key](ev.request)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except LogSourceError as e:
+            log.info("request %d from %s (client %s) failed: %s", h.api_key, peer, h.client_id, e)
+            result = APIS[h.api_key].response(error_code=code_of(e), error_message=e.message or str(e))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("request %d from %s (client %s) hit a broker error", h.api_key, peer, h.client_id)
+            result = APIS[h.api_key].response(error_code=UnknownServerError.code, error_message=f"{type(e).__name__}: {e}")
+        if result is None:  # acks=0
+            return None
+        return ServerConnection.response_parts(h, result)
+
+    async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+        pending = bytearray()
+        loop = asyncio.get_running_loop()
+        for p in parts:
+            if not is_region(p):
+                pending += p
+                continue
+            if p.length < SENDFILE_MIN_BYTES:
+                data = os.pread(p.file.fileno(), p.length, p.position)
+                if len(data) != p.length:
+                    raise ConnectionError(f"log region shrank while being sent ({len(data)} of {p.length} bytes)")
+                pending += data
+                continue
+            if pending:
+                writer.write(pending)
+                pending = bytearray()
+            await writer.drain()
+            sent = await loop.sendfile(writer.transport, p.file, p.position, p.length)
+            if sent != p.length:
+                raise ConnectionError(f"sendfile sent {sent} of {p.length} bytes")
+        if pending:
+            writer.write(pending)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=os.environ.get("LOGSOURCE_LOG_LEVEL", "INFO").upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+
+
+async def run(config: BrokerConfig, ready: Any = None) -> None:
+    """Run a broker until SIGTERM/SIGINT (or until its ``stop()``); ``ready(broker)`` once bound."""
+    broker = Broker(config)
+    host, port = await broker.start()
+    loop = asyncio.get_running_loop()
+    stop_task: list[asyncio.Task] = []
+
+    def _signal() -> None:
+        if not stop_task:
+            log.info("signal received, shutting down")
+            stop_task.append(loop.create_task(broker.stop()))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, _signal)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread
+    print(f"listening on {host}:{port}", flush=True)
+    if ready is not None:
+        ready(broker)
+    await broker.wait_stopped()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the broker command."""
+    ap = argparse.ArgumentParser(prog="logsource broker", description="Run a pyspark-logsource broker.")
+    ap.add_argument("--config", "-c", metavar="FILE", help="server.properties file (Kafka spelling)")
+    ap.add_argument("--override", "-o", metavar="KEY=VALUE", action="append", default=[],
+                    help="override a setting, e.g. --override listeners=PLAINTEXT://127.0.0.1:0 (repeatable)")  # fmt: skip
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``logsource broker --config FILE --override k=v ...``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    _setup_logging()
+    try:
+        config = BrokerConfig.load(args.config, parse_overrides(args.override))
+    except LogSourceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(run(config))
+    except KeyboardInterrupt:
+        pass
+    except LogSourceError as e:
+        log.error("broker failed: %s", e)
+        return 1
+    except OSError as e:
+        log.error("broker failed: %s", e)
+        return 1
+    return 0
+
+
+__all__ = ["Broker", "BrokerConfig", "main", "run", "SENDFILE_MIN_BYTES"]
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
