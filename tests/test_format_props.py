@@ -62,7 +62,7 @@ def arrow_rows(table: pa.Table | pa.RecordBatch) -> list[tuple]:
     offs = table.column("offset").to_pylist()
     ts = table.column("timestamp").cast(pa.int64()).to_pylist()
     hdrs = [[(d["key"], d["value"]) for d in h] if h else [] for h in table.column("headers").to_pylist()]
-    return list(zip(offs, ts, keys, values, hdrs))
+    return list(zip(offs, ts, keys, values, hdrs, strict=True))
 
 
 @PROPS

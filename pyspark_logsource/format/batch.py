@@ -47,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptRecord, InvalidRequest, MessageTooLarge
+from ..errors import CorruptRecord, InvalidRequest, InvalidTimestamp, MessageTooLarge
 from . import compression
 from .crc import crc32c
 
@@ -247,18 +247,28 @@ def _offsets_from_lengths(lengths: np.ndarray, what: str) -> np.ndarray:
 
 def _binary_column(items: Sequence[bytes | None], n: int, what: str) -> tuple[np.ndarray, bytes | None, bytes]:
     """Offsets, validity bitmap (None when no nulls) and data of a list of bytes."""
-    if None in items:
+    if isinstance(items, (bytes, bytearray, memoryview, str)):
+        raise InvalidRequest(f"{what} must be a sequence of bytes objects, not one {type(items).__name__}")
+    bitmap = None
+    try:
+        # the common case first: no None, so no separate scan for nulls
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+    except TypeError:
         valid = np.fromiter((x is not None for x in items), dtype=bool, count=n)
         items = [b"" if x is None else x for x in items]
         bitmap = np.packbits(valid, bitorder="little").tobytes()
-    else:
-        bitmap = None
+        try:
+            lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+        except TypeError:
+            raise InvalidRequest(f"{what} must be bytes or None") from None
     try:
-        lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
         data = b"".join(items)
     except TypeError:
         raise InvalidRequest(f"{what} must be bytes or None") from None
-    return _offsets_from_lengths(lengths, what), bitmap, data
+    offsets = _offsets_from_lengths(lengths, what)
+    if int(offsets[-1]) != len(data):  # e.g. a memoryview whose len() counts items, not bytes
+        raise InvalidRequest(f"{what} must be bytes or None (len() disagrees with the byte size)")
+    return offsets, bitmap, data
 
 
 def _header_columns(headers: Sequence[Sequence[tuple[str, bytes | None]] | None], n: int) -> list[bytes]:
@@ -324,10 +334,13 @@ def _assemble(
     out = bytearray().join([bytes(HEADER_SIZE), *parts])
     if len(out) - LOG_OVERHEAD > _INT32_MAX:
         raise MessageTooLarge("batch exceeds 2 GiB")
-    HEADER.pack_into(
-        out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attrs, n - 1,
-        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, n,
-    )  # fmt: skip
+    try:
+        HEADER.pack_into(
+            out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attrs, n - 1,
+            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, n,
+        )  # fmt: skip
+    except struct.error as e:
+        raise InvalidRequest(f"batch header field out of range: {e}") from None
     _CRC.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
     return out
 
@@ -362,12 +375,17 @@ def encode(
             raise InvalidRequest("keys and values differ in length")
         key_parts = _binary_column(keys, n, "keys")
     value_parts = _binary_column(values, n, "values")
-    if timestamps is None or isinstance(timestamps, int):
-        base_ts = int(time.time() * 1000) if timestamps is None else timestamps
+    if timestamps is None or isinstance(timestamps, (int, np.integer)):
+        base_ts = int(time.time() * 1000) if timestamps is None else int(timestamps)
+        if not -(2**63) <= base_ts < 2**63:
+            raise InvalidTimestamp(f"timestamp {base_ts} does not fit in 64 bits")
         deltas = np.zeros(n, dtype="<i8")
         max_ts = base_ts
     else:
-        ts = np.asarray(timestamps, dtype=np.int64)
+        try:
+            ts = np.asarray(timestamps, dtype=np.int64)
+        except (OverflowError, ValueError, TypeError) as e:
+            raise InvalidTimestamp(f"timestamps must be int64 milliseconds: {e}") from None
         if ts.shape != (n,):
             raise InvalidRequest("timestamps and values differ in length")
         base_ts = int(ts[0])
@@ -442,6 +460,13 @@ def encode_arrow(
         col = batch.column("timestamp")
         if pa.types.is_timestamp(col.type):
             col = col.cast(pa.timestamp("ms"), safe=False).cast(pa.int64())
+        elif pa.types.is_integer(col.type):
+            try:
+                col = col.cast(pa.int64())
+            except pa.ArrowInvalid as e:
+                raise InvalidRequest(f"timestamp out of range: {e}") from None
+        else:
+            raise InvalidRequest(f"timestamp must be a timestamp or integer (ms) column, got {col.type}")
         ts = col.fill_null(timestamp if timestamp is not None else int(time.time() * 1000))
         ts = ts.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         base_ts, max_ts = int(ts[0]), int(ts.max())
@@ -463,7 +488,10 @@ def encode_arrow(
 def _arrow_header_parts(col: pa.Array) -> list[bytes] | None:
     if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
         raise InvalidRequest(f"headers must be array<struct<key:string,value:binary>>, got {col.type}")
-    col = col.cast(HEADER_TYPE) if col.type != HEADER_TYPE else col
+    try:
+        col = col.cast(HEADER_TYPE) if col.type != HEADER_TYPE else col
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidRequest(f"headers must be array<struct<key:string not null,value:binary>>: {e}") from None
     col = pa.concat_arrays([col]) if col.offset else col  # rebase offsets and bitmaps to 0
     n = len(col)
     list_offsets = np.frombuffer(col.buffers()[1], dtype="<i4", count=n + 1).copy()

@@ -50,25 +50,58 @@ def compress(codec: int, data: bytes | memoryview) -> bytes:
     raise UnsupportedCompressionType(f"compression codec id {codec} is not supported")
 
 
+#: Output is produced at most this much at a time, so the memory a body takes
+#: grows with what it really expands to, never with what its size field claims.
+DECOMPRESS_CHUNK = 4 << 20
+
+
+def _chunks(codec: int, data: bytes | memoryview, limit: int):
+    """Yield decompressed pieces of ``data``, each at most DECOMPRESS_CHUNK, until ``limit`` bytes."""
+    if codec == LZ4:
+        d = lz4.frame.LZ4FrameDecompressor()
+        piece = d.decompress(data, max_length=min(limit, DECOMPRESS_CHUNK))
+        while True:
+            yield piece
+            limit -= len(piece)
+            if d.eof or limit <= 0 or not piece:
+                return
+            piece = d.decompress(b"", max_length=min(limit, DECOMPRESS_CHUNK))
+    elif codec == ZSTD:
+        # stream_reader bounds each read; a frame's declared content size is not trusted
+        with _zstd_d.stream_reader(io.BytesIO(data)) as reader:
+            while limit > 0:
+                piece = reader.read(min(limit, DECOMPRESS_CHUNK))
+                if not piece:
+                    return
+                yield piece
+                limit -= len(piece)
+    elif codec == GZIP:
+        d = zlib.decompressobj()
+        piece = d.decompress(data, min(limit, DECOMPRESS_CHUNK))
+        while True:
+            yield piece
+            limit -= len(piece)
+            if d.eof or limit <= 0 or not piece:
+                return
+            piece = d.decompress(d.unconsumed_tail, min(limit, DECOMPRESS_CHUNK))
+    else:
+        raise UnsupportedCompressionType(f"compression codec id {codec} is not supported")
+
+
 def decompress(codec: int, data: bytes | memoryview, size: int) -> bytes:
-    """Decompress ``data`` that must expand to exactly ``size`` bytes."""
+    """Decompress ``data`` that must expand to exactly ``size`` bytes.
+
+    The declared ``size`` only bounds the output: memory is taken chunk by
+    chunk as the data really expands, so a body that claims gigabytes but
+    holds a few bytes is refused after a few bytes of work.
+    """
     try:
-        if codec == LZ4:
-            d = lz4.frame.LZ4FrameDecompressor()
-            out = d.decompress(data, max_length=size + 1)
-        elif codec == ZSTD:
-            # stream_reader bounds the output; a frame's declared content size is not trusted
-            with _zstd_d.stream_reader(io.BytesIO(data)) as reader:
-                out = reader.read(size + 1)
-        elif codec == GZIP:
-            d = zlib.decompressobj()
-            out = d.decompress(data, size + 1)
-        else:
-            raise UnsupportedCompressionType(f"compression codec id {codec} is not supported")
-    except UnsupportedCompressionType:
+        pieces = list(_chunks(codec, data, size + 1))
+    except (UnsupportedCompressionType, MemoryError):
         raise
     except Exception as e:  # every codec has its own error type
-        raise CorruptRecord(f"cannot decompress batch body: {e}") from None
+        raise CorruptRecord(f"cannot decompress batch body: {type(e).__name__}: {e}") from None
+    out = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     if len(out) != size:
         raise CorruptRecord(f"batch body decompressed to {len(out)} bytes, header says {size}")
     return out
