@@ -201,9 +201,10 @@ def test_list_offsets_by_time(client):
         client.produce(topic, 0, fmt.encode(values(f"b{i}", 2), timestamps=[ts, ts + 10]))
     assert client.list_offset(topic, 0, -2).offset == 0
     assert client.list_offset(topic, 0, -1).offset == 6
-    assert client.list_offset(topic, 0, 1500).offset == 2
-    assert client.list_offset(topic, 0, 2005).offset == 3
+    assert (client.list_offset(topic, 0, 1500).offset, client.list_offset(topic, 0, 1500).timestamp) == (2, 2000)
+    assert (client.list_offset(topic, 0, 2005).offset, client.list_offset(topic, 0, 2005).timestamp) == (3, 2010)
     assert client.list_offset(topic, 0, 3010).offset == 5
+    assert client.list_offset(topic, 0, 0).offset == 0
     assert client.list_offset(topic, 0, 99_999).offset == -1
     assert client.list_offset("missing-" + topic, 0, -1).error_code == UnknownTopicOrPartition.code
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from ..errors import (
     CorruptRecord,
@@ -29,6 +32,7 @@ from ..errors import (
     UnknownTopicOrPartition,
     code_of,
 )
+from ..format import batch as fmt
 from ..protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -211,8 +215,8 @@ class Handlers:
                     raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
                 else:
                     found = lg.offset_for_timestamp(p.timestamp)
-                    r.offset = -1 if found is None else found
-                    r.timestamp = -1 if found is None else p.timestamp
+                    if found is not None:
+                        r.offset, r.timestamp = found, _timestamp_at(lg, found)
             except LogSourceError as e:
                 r.error_code = code_of(e)
             out.append(r)
@@ -360,6 +364,20 @@ class Handlers:
             raise InvalidRequest("transactions are not supported; send transactional_id=null")
         pid, epoch = self.broker.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
         return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+
+
+def _timestamp_at(lg: Any, offset: int) -> int:
+    """Timestamp of the record at ``offset`` (what Kafka reports with a by-time lookup); -1 if unreadable."""
+    try:
+        region = lg.read(offset, 1)
+        data = os.pread(region.file.fileno(), region.length, region.position)
+        rb = fmt.decode(data, 0)
+        if rb.header.timestamp_type == fmt.LOG_APPEND_TIME:
+            return rb.header.max_timestamp
+        ts = rb.to_arrow().column("timestamp")[offset - rb.header.base_offset]
+        return ts.cast(pa.int64()).as_py()
+    except (LogSourceError, OSError, ValueError, IndexError):
+        return -1
 
 
 def _wake(fut: asyncio.Future) -> None:
