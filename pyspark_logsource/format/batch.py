@@ -582,12 +582,20 @@ class RecordBatch:
         buf = self._buf
         key = pa.Array.from_buffers(pa.binary(), n, [buf("key_valid"), buf("key_off"), buf("key_data")])
         value = pa.Array.from_buffers(pa.binary(), n, [buf("value_valid"), buf("value_off"), buf("value_data")])
-        offsets = _np_col(pa.int64(), np.arange(h.base_offset, h.base_offset + n, dtype=np.int64))
-        if h.attributes & TIMESTAMP_TYPE_BIT:
-            ts = np.full(n, h.max_timestamp, dtype=np.int64)
+        if n == 1:  # consumers with batch size 1: plain struct beats numpy's call overhead
+            offsets = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(_I64LE.pack(h.base_offset))])
+            if h.attributes & TIMESTAMP_TYPE_BIT:
+                t = h.max_timestamp
+            else:  # int64 wrap-around, exactly as numpy adds below
+                t = (h.base_timestamp + _I64LE.unpack_from(self._arrays)[0] + 2**63) % 2**64 - 2**63
+            timestamps = pa.Array.from_buffers(_TS_MS, 1, [None, pa.py_buffer(_I64LE.pack(t))])
         else:
-            ts = np.frombuffer(self._arrays, dtype="<i8", count=n) + np.int64(h.base_timestamp)
-        timestamps = _np_col(_TS_MS, ts)
+            offsets = _np_col(pa.int64(), np.arange(h.base_offset, h.base_offset + n, dtype=np.int64))
+            if h.attributes & TIMESTAMP_TYPE_BIT:
+                ts = np.full(n, h.max_timestamp, dtype=np.int64)
+            else:
+                ts = np.frombuffer(self._arrays, dtype="<i8", count=n) + np.int64(h.base_timestamp)
+            timestamps = _np_col(_TS_MS, ts)
         ts_type = _ts_type_col(n, h.timestamp_type)
         if "hdr_list" in self._layout:
             nh = self._layout["nh"]
@@ -644,14 +652,23 @@ def decode(
 
 
 _I32LE = struct.Struct("<i")
+_I64LE = struct.Struct("<q")
 
 
 def _check_offsets(arrays: pa.Buffer, start: int, k: int, n1: int, what: str) -> None:
     """Check ``k`` offset arrays of ``n1`` entries laid end to end: each starts at 0 and never decreases."""
+    if n1 <= 4:  # tiny batches: a struct unpack is far cheaper than numpy's per-call overhead
+        offs = struct.unpack_from(f"<{k * n1}i", arrays, start)
+        for i in range(0, k * n1, n1):
+            if offs[i]:
+                raise CorruptRecord(f"batch {what} offsets do not start at 0")
+            if any(offs[j] > offs[j + 1] for j in range(i, i + n1 - 1)):
+                raise CorruptRecord(f"batch {what} offsets decrease")
+        return
     offs = np.frombuffer(arrays, dtype="<i4", count=k * n1, offset=start).reshape(k, n1)
     if offs[:, 0].any():
         raise CorruptRecord(f"batch {what} offsets do not start at 0")
-    if n1 > 1 and (offs[:, 1:] < offs[:, :-1]).any():
+    if (offs[:, 1:] < offs[:, :-1]).any():
         raise CorruptRecord(f"batch {what} offsets decrease")
 
 
@@ -706,7 +723,9 @@ def _layout(h: BatchHeader, body: pa.Buffer) -> tuple[dict, pa.Buffer | None]:
         # Arrow wants aligned offset/int64 buffers. The body follows a 61-byte
         # header, so it is usually unaligned: copy just the (small) array and
         # bitmap prefix; key and value bytes stay zero-copy.
-        arrays = pa.py_buffer(np.frombuffer(body, dtype=np.uint8, count=pos).copy())
+        arrays = pa.py_buffer(body.slice(0, pos).to_pybytes())  # a bytes object's data is 16-aligned
+        if arrays.address % 8:  # pragma: no cover - other interpreters
+            arrays = pa.py_buffer(np.frombuffer(body, dtype=np.uint8, count=pos).copy())
     aligned = body if arrays is None else arrays
     _check_offsets(aligned, 8 * n, k, n1, "record")
     if has_headers:
