@@ -207,15 +207,25 @@ class Broker:
                 except ProtocolError as e:
                     log.warning("closing connection from %s: %s", peer_s, e)
                     return
+                # responses to one read's requests go out in one write (fewer syscalls), except
+                # before a fetch parks (earlier answers must not wait) and around a sendfile
+                out = bytearray()
                 for ev in events:
                     if not isinstance(ev, RequestReceived):
                         log.warning("client %s sent unsupported api key %d version %d", peer_s,
                                     ev.header.api_key, ev.header.api_version)  # fmt: skip
-                        writer.write(b"".join(conn.unsupported_parts(ev.header)))
+                        out += b"".join(conn.unsupported_parts(ev.header))
                         continue
-                    parts = await self._dispatch(ev, peer_s)
-                    if parts is not None:
-                        await self._send(writer, parts)
+                    result = self._call(ev, peer_s)
+                    if asyncio.iscoroutine(result):
+                        if out:
+                            writer.write(out)
+                            out = bytearray()
+                        result = await self._await(result, ev, peer_s)
+                    if result is not None:  # None: acks=0
+                        out = await self._send(writer, ServerConnection.response_parts(ev.header, result), out)
+                if out:
+                    writer.write(out)
                 if writer.transport.get_write_buffer_size() > (1 << 20):
                     await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError) as e:
@@ -227,26 +237,29 @@ class Broker:
         finally:
             writer.close()
 
-    async def _dispatch(self, ev: RequestReceived, peer: str) -> list[Any] | None:
+    def _error_response(self, ev: RequestReceived, peer: str, e: Exception) -> Any:
         h = ev.header
-        try:
-            result = self.handlers.by_key[h.api_key](ev.request)
-            if asyncio.iscoroutine(result):
-                result = await result
-        except LogSourceError as e:
+        if isinstance(e, LogSourceError):
             log.info("request %d from %s (client %s) failed: %s", h.api_key, peer, h.client_id, e)
-            result = APIS[h.api_key].response(error_code=code_of(e), error_message=e.message or str(e))
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            log.exception("request %d from %s (client %s) hit a broker error", h.api_key, peer, h.client_id)
-            result = APIS[h.api_key].response(error_code=UnknownServerError.code, error_message=f"{type(e).__name__}: {e}")
-        if result is None:  # acks=0
-            return None
-        return ServerConnection.response_parts(h, result)
+            return APIS[h.api_key].response(error_code=code_of(e), error_message=e.message or str(e))
+        log.error("request %d from %s (client %s) hit a broker error", h.api_key, peer, h.client_id, exc_info=e)
+        return APIS[h.api_key].response(error_code=UnknownServerError.code, error_message=f"{type(e).__name__}: {e}")
 
-    async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
-        pending = bytearray()
+    def _call(self, ev: RequestReceived, peer: str) -> Any:
+        """The handler's response, or its coroutine (Fetch); errors become error responses."""
+        try:
+            return self.handlers.by_key[ev.header.api_key](ev.request)
+        except Exception as e:
+            return self._error_response(ev, peer, e)
+
+    async def _await(self, coro: Any, ev: RequestReceived, peer: str) -> Any:
+        try:
+            return await coro
+        except Exception as e:
+            return self._error_response(ev, peer, e)
+
+    async def _send(self, writer: asyncio.StreamWriter, parts: list[Any], pending: bytearray) -> bytearray:
+        """Queue a response: bytes join ``pending``; big regions go out with sendfile. Returns what is pending."""
         loop = asyncio.get_running_loop()
         for p in parts:
             if not is_region(p):
@@ -265,8 +278,7 @@ class Broker:
             sent = await loop.sendfile(writer.transport, p.file, p.position, p.length)
             if sent != p.length:
                 raise ConnectionError(f"sendfile sent {sent} of {p.length} bytes")
-        if pending:
-            writer.write(pending)
+        return pending
 
 
 # ---------------------------------------------------------------- entry point

@@ -74,9 +74,16 @@ def encode_request_header(h: RequestHeader) -> bytes:
     return bytes(w.buf)
 
 
+_HEADER_FIXED = struct.Struct(">hhi")
+
+
 def decode_request_header(r: Reader) -> RequestHeader:
     """Decode a request header from the start of a frame."""
-    return RequestHeader(r.i16(), r.i16(), r.i32(), r.nstring())
+    if r.end - r.pos < 8:
+        raise ProtocolError(f"truncated request header: {r.end - r.pos} bytes")
+    key, version, cid = _HEADER_FIXED.unpack_from(r.buf, r.pos)
+    r.pos += 8
+    return RequestHeader(key, version, cid, r.nstring())
 
 
 # ------------------------------------------------------------------ base classes
@@ -434,17 +441,11 @@ def _enc_produce_req(w: Writer, m: ProduceRequest) -> None:
 def _dec_produce_req(r: Reader) -> ProduceRequest:
     txn, acks, timeout = r.nstring(), r.i16(), r.i32()
     out: list[ProducePartitionData] = []
-
-    def topic(r: Reader) -> None:
+    for _ in range(r.count(6)):
         name = r.string()
-
-        def part(r: Reader) -> None:
+        for _ in range(r.count(8)):
             p = r.i32()
             out.append(ProducePartitionData(name, p, r.nbytes()))
-
-        r.array(part, 8)
-
-    r.array(topic, 6)
     return ProduceRequest(out, acks, timeout, txn)
 
 
@@ -462,17 +463,11 @@ def _enc_produce_resp(w: Writer, m: ProduceResponse) -> None:
 
 def _dec_produce_resp(r: Reader, m: ProduceResponse) -> None:
     out: list[ProducePartitionResponse] = []
-
-    def topic(r: Reader) -> None:
+    for _ in range(r.count(6)):
         name = r.string()
-
-        def part(r: Reader) -> None:
+        for _ in range(r.count(32)):
             p, err, msg = r.i32(), r.i16(), r.nstring()
             out.append(ProducePartitionResponse(name, p, err, r.i64(), r.i64(), r.i64(), msg))
-
-        r.array(part, 32)
-
-    r.array(topic, 6)
     m.partitions = out
 
 
@@ -546,17 +541,11 @@ def _enc_fetch_req(w: Writer, m: FetchRequest) -> None:
 def _dec_fetch_req(r: Reader) -> FetchRequest:
     replica, wait, minb, maxb, iso = r.i32(), r.i32(), r.i32(), r.i32(), r.i8()
     out: list[FetchPartition] = []
-
-    def topic(r: Reader) -> None:
+    for _ in range(r.count(6)):
         name = r.string()
-
-        def part(r: Reader) -> None:
+        for _ in range(r.count(24)):
             p, off, lso, mb = r.i32(), r.i64(), r.i64(), r.i32()
             out.append(FetchPartition(name, p, off, mb, lso))
-
-        r.array(part, 24)
-
-    r.array(topic, 6)
     return FetchRequest(out, wait, minb, maxb, iso, replica)
 
 
@@ -574,17 +563,11 @@ def _enc_fetch_resp(w: Writer, m: FetchResponse) -> None:
 
 def _dec_fetch_resp(r: Reader, m: FetchResponse) -> None:
     out: list[FetchPartitionResponse] = []
-
-    def topic(r: Reader) -> None:
+    for _ in range(r.count(6)):
         name = r.string()
-
-        def part(r: Reader) -> None:
+        for _ in range(r.count(34)):
             p, err, hw, lso, lstart = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
             out.append(FetchPartitionResponse(name, p, err, hw, lso, lstart, r.nbytes()))
-
-        r.array(part, 34)
-
-    r.array(topic, 6)
     m.partitions = out
 
 

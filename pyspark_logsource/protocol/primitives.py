@@ -61,10 +61,11 @@ class Reader:
 
     def i8(self) -> int:
         """Read a signed byte."""
-        self._need(1, "int8")
-        v = _I8.unpack_from(self.buf, self.pos)[0]
-        self.pos += 1
-        return v
+        pos = self.pos
+        if pos + 1 > self.end:
+            raise ProtocolError(f"truncated int8: need 1 bytes, {self.end - pos} left")
+        self.pos = pos + 1
+        return _I8.unpack_from(self.buf, pos)[0]
 
     def boolean(self) -> bool:
         """Read a boolean (int8, 0 or 1)."""
@@ -75,24 +76,27 @@ class Reader:
 
     def i16(self) -> int:
         """Read a big-endian int16."""
-        self._need(2, "int16")
-        v = _I16.unpack_from(self.buf, self.pos)[0]
-        self.pos += 2
-        return v
+        pos = self.pos
+        if pos + 2 > self.end:
+            raise ProtocolError(f"truncated int16: need 2 bytes, {self.end - pos} left")
+        self.pos = pos + 2
+        return _I16.unpack_from(self.buf, pos)[0]
 
     def i32(self) -> int:
         """Read a big-endian int32."""
-        self._need(4, "int32")
-        v = _I32.unpack_from(self.buf, self.pos)[0]
-        self.pos += 4
-        return v
+        pos = self.pos
+        if pos + 4 > self.end:
+            raise ProtocolError(f"truncated int32: need 4 bytes, {self.end - pos} left")
+        self.pos = pos + 4
+        return _I32.unpack_from(self.buf, pos)[0]
 
     def i64(self) -> int:
         """Read a big-endian int64."""
-        self._need(8, "int64")
-        v = _I64.unpack_from(self.buf, self.pos)[0]
-        self.pos += 8
-        return v
+        pos = self.pos
+        if pos + 8 > self.end:
+            raise ProtocolError(f"truncated int64: need 8 bytes, {self.end - pos} left")
+        self.pos = pos + 8
+        return _I64.unpack_from(self.buf, pos)[0]
 
     def nstring(self) -> str | None:
         """Read a nullable string: int16 length (-1 = null) + UTF-8 bytes."""
@@ -127,6 +131,15 @@ class Reader:
         mv = self.buf[self.pos : self.pos + n]
         self.pos += n
         return mv
+
+    def count(self, min_item_size: int = 1) -> int:
+        """Read a non-null array count, bounded by the bytes left / ``min_item_size``."""
+        n = self.i32()
+        if n < 0:
+            raise ProtocolError(f"invalid array length {n}")
+        if n * min_item_size > self.end - self.pos:
+            raise ProtocolError(f"array of {n} items cannot fit in {self.end - self.pos} bytes")
+        return n
 
     def narray(self, item: Callable[[Reader], T], min_item_size: int = 1) -> list[T] | None:
         """Read a nullable array: int32 count (-1 = null), then ``count`` items.
