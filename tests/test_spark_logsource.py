@@ -273,7 +273,7 @@ def test_batch_and_stream_writes_read_back_exactly(spark, broker, tmp_path):
             StructField("timestamp", TimestampType()),
         ]
     )
-    df = spark.createDataFrame(rows, schema).withColumn("partition", F.when(F.col("topic") == "w2", F.lit(0)).otherwise(F.col("partition")))
+    df = spark.createDataFrame(rows, schema).withColumn("partition", F.when(F.coalesce("topic", F.lit("w2")) == "w2", F.lit(0)).otherwise(F.col("partition")))
     df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "w2").mode("append").save()
     back = load(spark, bs, subscribe="w1,w2", includeHeaders="true").select(
         F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "partition", "headers", "topic", "timestamp"
