@@ -39,6 +39,7 @@ whatever the number of records. Offsets are consecutive within a batch
 from __future__ import annotations
 
 import functools
+import itertools
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -245,28 +246,66 @@ def _offsets_from_lengths(lengths: np.ndarray, what: str) -> np.ndarray:
     return offsets.astype("<i4")
 
 
-def _binary_column(items: Sequence[bytes | None], n: int, what: str) -> tuple[np.ndarray, bytes | None, bytes]:
-    """Offsets, validity bitmap (None when no nulls) and data of a list of bytes."""
+#: Up to this many records, offsets are built with plain Python (a few hundred ns)
+#: instead of numpy (a few us of call overhead): batch size 1 is a common case.
+_SMALL = 64
+
+
+def _small_offsets(lengths: list[int], what: str) -> tuple[bytes, int]:
+    offsets = list(itertools.accumulate(lengths, initial=0))
+    if offsets[-1] > _INT32_MAX:
+        raise MessageTooLarge(f"{what} of one batch exceed 2 GiB")
+    return struct.pack(f"<{len(offsets)}i", *offsets), offsets[-1]
+
+
+class _Pieces(NamedTuple):
+    """Column data left as the caller's objects, so that the batch is written with one join."""
+
+    items: Sequence
+    nbytes: int
+
+
+def _nbytes(part) -> int:
+    if isinstance(part, _Pieces):
+        return part.nbytes
+    return part.nbytes if isinstance(part, (np.ndarray, memoryview)) else len(part)
+
+
+def _binary_column(
+    items: Sequence[bytes | None], n: int, what: str, join: bool = True
+) -> tuple[np.ndarray | bytes, bytes | None, bytes | _Pieces]:
+    """Offsets, validity bitmap (None when no nulls) and data of a list of bytes.
+
+    With ``join=False`` the data stays a list of the given objects (``_Pieces``)
+    and is copied only once, into the finished batch.
+    """
     if isinstance(items, (bytes, bytearray, memoryview, str)):
         raise InvalidRequest(f"{what} must be a sequence of bytes objects, not one {type(items).__name__}")
     bitmap = None
+    small = n <= _SMALL
     try:
         # the common case first: no None, so no separate scan for nulls
-        lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+        lengths = list(map(len, items)) if small else np.fromiter(map(len, items), dtype=np.int64, count=n)
     except TypeError:
         valid = np.fromiter((x is not None for x in items), dtype=bool, count=n)
         items = [b"" if x is None else x for x in items]
         bitmap = np.packbits(valid, bitorder="little").tobytes()
         try:
-            lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+            lengths = list(map(len, items)) if small else np.fromiter(map(len, items), dtype=np.int64, count=n)
         except TypeError:
             raise InvalidRequest(f"{what} must be bytes or None") from None
+    if small:
+        offsets, total = _small_offsets(lengths, what)
+    else:
+        offsets = _offsets_from_lengths(lengths, what)
+        total = int(offsets[-1])
+    if not join:
+        return offsets, bitmap, _Pieces(items, total)
     try:
         data = b"".join(items)
     except TypeError:
         raise InvalidRequest(f"{what} must be bytes or None") from None
-    offsets = _offsets_from_lengths(lengths, what)
-    if int(offsets[-1]) != len(data):  # e.g. a memoryview whose len() counts items, not bytes
+    if total != len(data):  # e.g. a memoryview whose len() counts items, not bytes
         raise InvalidRequest(f"{what} must be bytes or None (len() disagrees with the byte size)")
     return offsets, bitmap, data
 
@@ -285,15 +324,15 @@ def _header_columns(headers: Sequence[Sequence[tuple[str, bytes | None]] | None]
     val_off, val_bitmap, val_data = _binary_column(values, h, "header values")
     if val_bitmap is None:
         val_bitmap = b"\xff" * ((h + 7) // 8)
-    return [list_off.tobytes(), key_off.tobytes(), val_off.tobytes(), val_bitmap, key_data, val_data]
+    return [list_off, key_off, val_off, val_bitmap, key_data, val_data]
 
 
 def _assemble(
     n: int,
-    ts_deltas: np.ndarray,
-    key_parts: tuple[np.ndarray, bytes | None, bytes],
-    value_parts: tuple[np.ndarray, bytes | None, bytes],
-    header_parts: list[bytes] | None,
+    ts_deltas: np.ndarray | bytes,
+    key_parts: tuple,
+    value_parts: tuple,
+    header_parts: list | None,
     *,
     base_timestamp: int,
     max_timestamp: int,
@@ -310,7 +349,9 @@ def _assemble(
     attrs = codec
     if timestamp_type == LOG_APPEND_TIME:
         attrs |= TIMESTAMP_TYPE_BIT
-    arrays = [ts_deltas.astype("<i8", copy=False).tobytes(), key_off.tobytes(), val_off.tobytes()]
+    # numpy arrays and bytes alike go into the join through the buffer protocol, uncopied
+    deltas = ts_deltas if isinstance(ts_deltas, bytes) else np.ascontiguousarray(ts_deltas, dtype="<i8")
+    arrays = [deltas, key_off, val_off]
     bitmaps: list[bytes] = []
     data = [key_data, val_data]
     if header_parts is not None:
@@ -325,13 +366,27 @@ def _assemble(
     if header_parts is not None:
         bitmaps.append(header_parts[3])
         data += header_parts[4:]
-    parts = arrays + bitmaps + data
-    if codec != compression.NONE:
-        raw = b"".join(parts)
-        if len(raw) > MAX_UNCOMPRESSED_BYTES:
-            raise MessageTooLarge(f"batch body of {len(raw)} bytes exceeds {MAX_UNCOMPRESSED_BYTES}")
-        parts = [_U32LE.pack(len(raw)), compression.compress(codec, raw)]
-    out = bytearray().join([bytes(HEADER_SIZE), *parts])
+    body_size = 0
+    flat: list = [bytes(HEADER_SIZE)]
+    for part in arrays + bitmaps + data:
+        body_size += _nbytes(part)
+        if isinstance(part, _Pieces):
+            flat.extend(part.items)
+        else:
+            flat.append(part)
+    if body_size > MAX_UNCOMPRESSED_BYTES:
+        raise MessageTooLarge(f"batch body of {body_size} bytes exceeds {MAX_UNCOMPRESSED_BYTES}")
+    try:
+        if codec == compression.NONE:
+            out = bytearray().join(flat)  # the one copy of keys and values
+        else:
+            raw = b"".join(flat[1:])
+            out = bytearray().join([flat[0], _U32LE.pack(len(raw)), compression.compress(codec, raw)])
+    except TypeError:
+        raise InvalidRequest("keys and values must be bytes or None") from None
+    written = len(out) - HEADER_SIZE if codec == compression.NONE else len(raw)
+    if written != body_size:  # e.g. a memoryview whose len() counts items, not bytes
+        raise InvalidRequest("keys and values must be bytes or None (len() disagrees with the byte size)")
     if len(out) - LOG_OVERHEAD > _INT32_MAX:
         raise MessageTooLarge("batch exceeds 2 GiB")
     try:
@@ -369,17 +424,17 @@ def encode(
         raise InvalidRequest("a record batch needs at least one record")
     codec = compression.codec_id(codec)
     if keys is None:
-        key_parts = (np.zeros(n + 1, dtype="<i4"), np.zeros((n + 7) // 8, dtype=np.uint8).tobytes(), b"")
+        key_parts = (bytes(4 * (n + 1)), bytes((n + 7) // 8), b"")
     else:
         if len(keys) != n:
             raise InvalidRequest("keys and values differ in length")
-        key_parts = _binary_column(keys, n, "keys")
-    value_parts = _binary_column(values, n, "values")
+        key_parts = _binary_column(keys, n, "keys", join=False)
+    value_parts = _binary_column(values, n, "values", join=False)
     if timestamps is None or isinstance(timestamps, (int, np.integer)):
         base_ts = int(time.time() * 1000) if timestamps is None else int(timestamps)
         if not -(2**63) <= base_ts < 2**63:
             raise InvalidTimestamp(f"timestamp {base_ts} does not fit in 64 bits")
-        deltas = np.zeros(n, dtype="<i8")
+        deltas = bytes(8 * n)
         max_ts = base_ts
     else:
         try:
