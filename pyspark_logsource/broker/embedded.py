@@ -153,7 +153,10 @@ class EmbeddedBroker:
             cmd += ["--override", f"{k}={v}"]
         logf = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
         try:
-            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, stdin=subprocess.DEVNULL)
+            # the child stops itself when this process dies, so a crashed test run or notebook
+            # never leaves an orphan broker holding its port and files (see server.run)
+            env = dict(os.environ, LOGSOURCE_PARENT_PID=str(os.getpid()))
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, stdin=subprocess.DEVNULL, env=env)
         finally:
             logf.close()
         deadline = time.monotonic() + self.startup_timeout

@@ -311,10 +311,25 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
             loop.add_signal_handler(sig, _signal)
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread
+    parent = os.environ.get("LOGSOURCE_PARENT_PID", "")
+    watchers = []  # referenced so the task is not garbage-collected
+    if parent.isdigit():
+        watchers.append(loop.create_task(_exit_with_parent(int(parent), _signal)))
     print(f"listening on {host}:{port}", flush=True)
     if ready is not None:
         ready(broker)
     await broker.wait_stopped()
+    for w in watchers:
+        w.cancel()
+
+
+async def _exit_with_parent(pid: int, stop: Any) -> None:
+    # set by EmbeddedBroker(mode="process"): once the parent is gone (we are re-parented),
+    # shut down cleanly instead of living on as an orphan
+    while os.getppid() == pid:
+        await asyncio.sleep(1.0)
+    log.warning("parent process %d is gone; shutting down", pid)
+    stop()
 
 
 def build_parser() -> argparse.ArgumentParser:
