@@ -63,6 +63,8 @@ _LENGTH_PREFIX = struct.Struct(">qi")
 _CRC = struct.Struct(">I")
 _ATTR_MAXTS = struct.Struct(">hiqq")  # attributes .. max_timestamp, at offset 21
 _U32LE = struct.Struct("<I")
+_LENGTH = struct.Struct(">i")
+_ATTRS = struct.Struct(">h")
 
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08  # 0 = CreateTime, 1 = LogAppendTime
@@ -694,16 +696,21 @@ def decode(
         verify_crc(buf, pos, h)
     raw = memoryview(buf)[pos + HEADER_SIZE : pos + h.size]
     if h.codec != compression.NONE:
-        if len(raw) < 4:
-            raise CorruptRecord("compressed body lacks its size prefix")
-        size = _U32LE.unpack_from(raw)[0]
-        if size > max_uncompressed:
-            raise CorruptRecord(f"batch claims a body of {size} bytes, more than {max_uncompressed}")
-        body = pa.py_buffer(compression.decompress(h.codec, raw[4:], size))
+        body = pa.py_buffer(_decompress_body(h.codec, raw, max_uncompressed))
     else:
         body = pa.py_buffer(raw)
     layout, arrays = _layout(h, body)
     return RecordBatch(h, body, layout, arrays)
+
+
+def _decompress_body(codec: int, raw: memoryview, max_uncompressed: int) -> bytes:
+    """The body of a compressed batch: its uint32 size prefix is checked before anything is allocated."""
+    if len(raw) < 4:
+        raise CorruptRecord("compressed body lacks its size prefix")
+    size = _U32LE.unpack_from(raw)[0]
+    if size > max_uncompressed:
+        raise CorruptRecord(f"batch claims a body of {size} bytes, more than {max_uncompressed}")
+    return compression.decompress(codec, raw[4:], size)
 
 
 _I32LE = struct.Struct("<i")
@@ -817,6 +824,7 @@ def decode_all(
 #: Runs of uncompressed batches averaging fewer records than this take the
 #: vectorised path; bigger batches are already cheap (and zero-copy) one by one.
 FAST_PATH_MAX_AVG_RECORDS = 256
+_KNOWN_CODECS = np.array(sorted(compression.NAMES), dtype=np.int64)
 _H_POS, _H_BASE, _H_LEN, _H_ATTR, _H_BASE_TS, _H_MAX_TS, _H_COUNT = 0, 1, 2, 6, 8, 9, 13
 
 
@@ -955,6 +963,29 @@ def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
     return pa.Table.from_batches([pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)])
 
 
+def _inflate_run(buf: bytes | bytearray | memoryview, run: np.ndarray, max_uncompressed: int) -> bytes:
+    """The run rewritten as uncompressed batches: bodies decompressed, codec bits cleared.
+
+    One decompress call per compressed batch is unavoidable; everything
+    after it is the vectorised path. CRCs were checked on the original bytes.
+    """
+    mv = memoryview(buf)
+    pieces: list = []
+    for pos, _base, length, *_rest in run.tolist():
+        size = length + LOG_OVERHEAD
+        attrs = _rest[3]
+        codec = attrs & CODEC_MASK
+        if codec == compression.NONE:
+            pieces.append(mv[pos : pos + size])
+            continue
+        body = _decompress_body(codec, mv[pos + HEADER_SIZE : pos + size], max_uncompressed)
+        hdr = bytearray(mv[pos : pos + HEADER_SIZE])
+        _LENGTH.pack_into(hdr, 8, HEADER_SIZE - LOG_OVERHEAD + len(body))
+        _ATTRS.pack_into(hdr, CRC_START, attrs & ~CODEC_MASK)
+        pieces += [hdr, body]
+    return b"".join(pieces)
+
+
 def to_arrow(
     buf: bytes | bytearray | memoryview,
     start_offset: int | None = None,
@@ -965,32 +996,35 @@ def to_arrow(
 ) -> pa.Table:
     """Decode a run of batches into one Arrow table, trimmed to [start, end).
 
-    A trailing partial batch is ignored. Runs of small uncompressed batches
-    (as producers with linger 0 write them) are decoded together with a
-    handful of numpy/pyarrow calls instead of a few dozen per batch;
-    ``fast`` forces (True) or disables (False) that path, None decides by
-    the average batch size. The result is the same either way.
+    A trailing partial batch is ignored. Runs of small batches without
+    headers (as producers with linger 0 write them, compressed or not) are
+    decoded together with a handful of numpy/pyarrow calls instead of a few
+    dozen per batch; ``fast`` forces (True) or disables (False) that path,
+    None decides by the average batch size. The result is the same either way.
     """
     hs = _walk(buf, check_crc)
     m = len(hs)
     if m == 0:
         return ARROW_SCHEMA.empty_table()
-    eligible = ((hs[:, _H_ATTR] & (CODEC_MASK | HAS_HEADERS)) == 0)
+    attrs = hs[:, _H_ATTR]
+    codec = attrs & CODEC_MASK
+    eligible = ((attrs & HAS_HEADERS) == 0) & np.isin(codec, _KNOWN_CODECS)
     # split into runs of equal eligibility, in log order
     cuts = np.flatnonzero(eligible[1:] != eligible[:-1]) + 1
     bounds = [0, *cuts.tolist(), m]
     tables: list[pa.Table] = []
-    data = None
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         run = hs[lo:hi]
         use_fast = bool(eligible[lo]) and (
             fast if fast is not None else (hi - lo > 1 and run[:, _H_COUNT].sum() < FAST_PATH_MAX_AVG_RECORDS * (hi - lo))
         )
         if use_fast:
-            if data is None:
-                data = pa.py_buffer(buf)
             try:
-                tables.append(_run_to_arrow(data, run))
+                if codec[lo:hi].any():
+                    flat = _inflate_run(buf, run, MAX_UNCOMPRESSED_BYTES)
+                    tables.append(_run_to_arrow(pa.py_buffer(flat), _walk(flat, False)))
+                else:
+                    tables.append(_run_to_arrow(pa.py_buffer(buf), run))
                 continue
             except (CorruptRecord, OverflowError):
                 pass  # decode one by one below: that names the bad batch precisely
