@@ -16,16 +16,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def plot_demo(
     per_minute: Sequence[tuple[datetime | int, int]],
-    lag: Sequence[tuple[float, int, float]],
+    lag: Sequence[tuple[float, int]],
     path: str | Path,
     *,
+    rates: Sequence[tuple[float, float]] = (),
     topic: str = "",
 ) -> Path:
     """Write a two-panel PNG to ``path`` and return it.
 
     ``per_minute``: (minute start as UTC datetime or epoch ms, event count) rows.
-    ``lag``: (seconds since the stream started, records behind the log end,
-    input rows/s of the trigger) samples.
+    ``lag``: (seconds since the live producer started, records behind the log
+    end) samples; ``rates``: (seconds, input rows/s of a micro-batch).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,17 +47,17 @@ def plot_demo(
     ax1.grid(axis="y", alpha=0.3)
     ax1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
-    secs = [float(s) for s, _, _ in lag]
-    behind = [int(b) for _, b, _ in lag]
-    rates = [float(r) for _, _, r in lag]
+    secs = [float(s) for s, _ in lag]
+    behind = [int(b) for _, b in lag]
     ax2.set_title("Streaming query vs. a live producer")
-    ax2.set_xlabel("time since the stream started (s)")
+    ax2.set_xlabel("time since the live producer started (s)")
     ax2.set_ylabel("lag (records behind the log end)", color="#c0392b")
     if secs:
-        ax2.plot(secs, behind, marker="o", color="#c0392b", label="lag (records)")
+        ax2.plot(secs, behind, marker="o", markersize=3, color="#c0392b", label="lag (records)")
         ax2.set_ylim(bottom=0)
         ax3 = ax2.twinx()
-        ax3.plot(secs, rates, marker=".", linestyle="--", color="#27ae60", label="input rate (rows/s)")
+        ax3.plot([float(t) for t, _ in rates], [float(r) for _, r in rates], marker="s", markersize=4,
+                 linestyle="--", color="#27ae60", label="input rate per micro-batch (rows/s)")  # fmt: skip
         ax3.set_ylabel("input rate (rows/s)", color="#27ae60")
         ax3.set_ylim(bottom=0)
         ax3.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
