@@ -9,8 +9,12 @@ replaying the topic in order; the last record for a key wins (what log
 compaction would keep), a record without a value is a tombstone (written when
 a topic is deleted).
 
-The topic is created with ``flush.messages=1`` so that an acknowledged commit
-survives a machine crash, and ``retention.ms`` = ``offsets.retention.minutes``:
+The topic follows the broker's flush policy, like the data the offsets point
+into: a process crash (``kill -9``) loses no acknowledged commit (the page
+cache survives it), a machine crash loses at most ``log.flush.interval.ms`` of
+commits, which is safe (consumers re-read a little) and never leaves a commit
+pointing past data that was lost with it. An fsync per commit would stall the
+event loop for milliseconds. ``retention.ms`` = ``offsets.retention.minutes``:
 like Kafka, offsets of a group that has not committed for that long expire.
 """
 
@@ -88,7 +92,7 @@ class GroupOffsetStore:
                 logs.create_topic(
                     OFFSETS_TOPIC,
                     num_partitions,
-                    {"flush.messages": "1", "retention.ms": str(retention_ms), "max.message.bytes": str(max_message_bytes)},
+                    {"retention.ms": str(retention_ms), "max.message.bytes": str(max_message_bytes)},
                 )
                 log.info("created internal topic %s with %d partitions", OFFSETS_TOPIC, num_partitions)
             except TopicAlreadyExists:
@@ -101,23 +105,29 @@ class GroupOffsetStore:
         records = 0
         for p in range(self.num_partitions):
             lg = self.logs.get_log(OFFSETS_TOPIC, p)
+            # last value per raw key wins, as compaction would keep it; dict.update over
+            # Arrow columns does that in C, so only the surviving keys are decoded in Python
+            latest: dict[bytes | None, bytes | None] = {}
             offset, end = lg.log_start_offset, lg.log_end_offset
             while offset < end:
                 data = lg.read_checked(offset, 8 << 20)
-                if not data:
+                batches = fmt.decode_all(data)
+                if not batches:
                     break
-                for rb in fmt.decode_all(data):
-                    for rec in rb.records():
-                        records += 1
-                        key = _decode_key(rec.key) if rec.key is not None else None
-                        if key is None:
-                            continue
-                        value = _decode_value(rec.value) if rec.value is not None else None
-                        if value is None:
-                            self.offsets.pop(key, None)
-                        else:
-                            self.offsets[key] = value
-                    offset = rb.header.next_offset
+                for rb in batches:
+                    t = rb.to_arrow()
+                    records += t.num_rows
+                    latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
+                offset = batches[-1].header.next_offset
+            for raw_key, raw_value in latest.items():
+                key = _decode_key(raw_key) if raw_key is not None else None
+                if key is None:
+                    continue
+                value = _decode_value(raw_value) if raw_value is not None else None
+                if value is None:
+                    self.offsets.pop(key, None)
+                else:
+                    self.offsets[key] = value
         log.info("loaded %d committed offsets from %d records of %s in %.1f ms", len(self.offsets), records,
                  OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)  # fmt: skip
 
