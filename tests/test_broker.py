@@ -352,6 +352,16 @@ def test_fuzzed_frames_never_crash_broker_or_hurt_others(broker, client):
             InitProducerIdRequest(),
         ]
     ]
+    # a consumer parked in a long poll on its own connection all through the fuzzing
+    waiting_topic = new_topic(client)
+    parked = {}
+
+    def consumer():
+        with WireClient(broker.bootstrap, timeout=120) as c:
+            parked["p"] = c.fetch(waiting_topic, 0, 0, max_wait_ms=60_000)
+
+    th = threading.Thread(target=consumer)
+    th.start()
     for i in range(300):
         kind = i % 3
         if kind == 0:
@@ -376,6 +386,10 @@ def test_fuzzed_frames_never_crash_broker_or_hurt_others(broker, client):
             assert client.request(ApiVersionsRequest()).api_keys
     assert broker.running
     assert client.request(ApiVersionsRequest()).api_keys
+    assert th.is_alive()  # still parked, untouched by the fuzzing
+    client.produce(waiting_topic, 0, fmt.encode([b"still here"]))
+    th.join(30)
+    assert [r.value for r in fmt.decode_all(bytes(parked["p"].records))[0].records()] == [b"still here"]
     # the topic's log is still readable end to end (anything appended is whole, valid batches)
     end = client.list_offset(topic, 0, -1).offset
     assert len(client.fetch_all(topic, 0)) == end
