@@ -103,7 +103,11 @@ def test_run_of_batches_to_arrow_and_trim(runs, data):
     next_offset = data.draw(st.integers(0, 2**40))
     for values, keys, timestamps, headers, kwargs in runs:
         kwargs = dict(kwargs, base_offset=next_offset)
-        parts.append(bytes(B.encode(values, keys, timestamps, headers, **kwargs)))
+        buf = B.encode(values, keys, timestamps, headers, **kwargs)
+        if data.draw(st.booleans()):  # a broker configured for LogAppendTime stamped this one
+            timestamps = data.draw(st.integers(0, 2**45))
+            B.stamp_log_append_time(buf, timestamps)
+        parts.append(bytes(buf))
         want += [tuple(r) for r in expected_records(values, keys, timestamps, headers, next_offset)]
         next_offset += len(values)
     buf = b"".join(parts)
@@ -127,11 +131,13 @@ def test_run_of_batches_to_arrow_and_trim(runs, data):
 def arrow_tables(draw):
     """Arrow tables as a Spark writer or a user hands them in: string/binary/large, nulls, slices."""
     n = draw(st.integers(1, 30))
-    vtype = draw(st.sampled_from([pa.binary(), pa.string(), pa.large_binary(), pa.large_string()]))
-    ktype = draw(st.sampled_from([pa.binary(), pa.string(), pa.large_binary(), pa.large_string()]))
+    types = [pa.binary(), pa.string(), pa.large_binary(), pa.large_string(), pa.binary_view(), pa.string_view()]
+    vtype = draw(st.sampled_from(types))
+    ktype = draw(st.sampled_from(types))
     text = st.text(max_size=20)
-    vstrat = text if pa.types.is_string(vtype) or pa.types.is_large_string(vtype) else blob
-    kstrat = text if pa.types.is_string(ktype) or pa.types.is_large_string(ktype) else blob
+    is_text = (pa.string(), pa.large_string(), pa.string_view())
+    vstrat = text if vtype in is_text else blob
+    kstrat = text if ktype in is_text else blob
     pad_front = draw(st.integers(0, 9))
     total = n + pad_front + draw(st.integers(0, 5))
     values = draw(st.lists(st.none() | vstrat, min_size=total, max_size=total))
@@ -153,7 +159,10 @@ def arrow_tables(draw):
             [None if h is None else [{"key": k, "value": v} for k, v in h] for h in hdrs], B.HEADER_TYPE
         )
     table = pa.table(cols).slice(pad_front, n)
-    if draw(st.booleans()):
+    if n > 1 and draw(st.booleans()):  # several chunks, as a Spark or a pandas conversion gives
+        cut = draw(st.integers(1, n - 1))
+        table = pa.concat_tables([table.slice(0, cut), table.slice(cut)])
+    elif draw(st.booleans()):
         return table.to_batches()[0] if table.num_rows else table
     return table
 
