@@ -99,3 +99,17 @@ def test_process_broker_stops_when_its_parent_dies(tmp_path):
         assert "parent process" in (tmp_path / "broker.log").read_text()
     finally:
         parent.kill()
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_forgotten_broker_is_shut_down_cleanly_at_exit(tmp_path, mode):
+    script = textwrap.dedent(f"""
+        from pyspark_logsource.broker.embedded import EmbeddedBroker
+        EmbeddedBroker({str(tmp_path)!r}, mode={mode!r}).start()  # never closed
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, capture_output=True)
+    deadline = time.monotonic() + 20
+    marker = tmp_path / "logs" / "__consumer_offsets-0" / ".clean_shutdown"
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists()

@@ -15,6 +15,7 @@ at the first start is kept by :meth:`restart`, so ``bootstrap`` stays valid.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import selectors
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,7 @@ class EmbeddedBroker:
         self._broker: Any = None
         self._error: BaseException | None = None
         self._closed = False
+        self._atexit = False
 
     # ------------------------------------------------------------ properties
 
@@ -107,6 +110,10 @@ class EmbeddedBroker:
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self._atexit:
+            # a notebook that never calls close() still gets a clean shutdown (no recovery scan next time)
+            atexit.register(_stop_at_exit, weakref.ref(self))
+            self._atexit = True
         if self.mode == "process":
             self._start_process()
         else:
@@ -234,6 +241,15 @@ class EmbeddedBroker:
     def __repr__(self) -> str:
         state = f"{self.host}:{self.port}" if self.running else "stopped"
         return f"EmbeddedBroker({self.mode}, {state}, data_dir={str(self.data_dir)!r})"
+
+
+def _stop_at_exit(ref: weakref.ref) -> None:
+    b = ref()
+    if b is not None and b.running:
+        try:
+            b.stop(timeout=10)
+        except Exception:  # interpreter shutdown: best effort
+            pass
 
 
 def _drain(stream: Any) -> None:
