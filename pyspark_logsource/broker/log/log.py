@@ -278,7 +278,14 @@ class PartitionLog:
             pos += h.size
         with self._lock:
             self._check_open()
-            return self._append_locked(mv, batches, leader_epoch)
+            info = self._append_locked(mv, batches, leader_epoch)
+            due = not info.duplicate and (
+                self._leo - self._recovery_point >= self.config.flush_messages
+                or _now_ms() - self._last_flush_ms >= self.config.flush_ms
+            )
+        if due:
+            self.flush()  # outside the partition lock: flush takes the flush lock first
+        return info
 
     def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int) -> AppendInfo:
         now = _now_ms()
@@ -320,11 +327,6 @@ class PartitionLog:
         producers.commit()
         base = self._leo
         self._leo = offset  # publish: readers may now fetch up to here
-        if (
-            self._leo - self._recovery_point >= self.config.flush_messages
-            or now - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush()
         return AppendInfo(base, offset - 1, now if lat else -1, offset - base, False)
 
     # ------------------------------------------------------------ read
@@ -379,25 +381,29 @@ class PartitionLog:
     def flush(self, up_to: int | None = None) -> int:
         """fsync segments holding offsets below ``up_to`` (default: the log end); return the recovery point."""
         with self._flush_lock:
-            with self._lock:
-                target = self._leo if up_to is None else min(up_to, self._leo)
-                if target <= self._recovery_point:
-                    return self._recovery_point
-                bases, segs = self._view
-                todo = [s for s in segs[max(0, bisect_right(bases, self._recovery_point) - 1):] if s.base_offset < target]
-            for seg in todo:
-                try:
-                    seg.flush()
-                except ValueError:  # closed by a concurrent delete; nothing to flush there
-                    pass
-                except OSError as e:
-                    raise StorageError(f"flush of {seg.log_path} failed: {e}") from e
-            with self._lock:
-                if target > self._recovery_point:
-                    self._recovery_point = target
-                    self._write_recovery_point()
-                self._last_flush_ms = _now_ms()
+            return self._flush_holding_flush_lock(up_to)
+
+    def _flush_holding_flush_lock(self, up_to: int | None = None) -> int:
+        # Lock order: flush lock, then partition lock; the fsyncs run under the flush lock only.
+        with self._lock:
+            target = self._leo if up_to is None else min(up_to, self._leo)
+            if target <= self._recovery_point:
                 return self._recovery_point
+            bases, segs = self._view
+            todo = [s for s in segs[max(0, bisect_right(bases, self._recovery_point) - 1):] if s.base_offset < target]
+        for seg in todo:
+            try:
+                seg.flush()
+            except ValueError:  # closed by a concurrent delete; nothing to flush there
+                pass
+            except OSError as e:
+                raise StorageError(f"flush of {seg.log_path} failed: {e}") from e
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = target
+                self._write_recovery_point()
+            self._last_flush_ms = _now_ms()
+            return self._recovery_point
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
@@ -492,10 +498,10 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and mark the shutdown clean."""
-        with self._lock:
+        with self._flush_lock, self._lock:
             if self._closed:
                 return
-            self.flush()
+            self._flush_holding_flush_lock()
             self.producer_state.take_snapshot(self._leo)
             self._closed = True
             for seg in self._view.segments:
