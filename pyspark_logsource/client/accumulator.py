@@ -37,7 +37,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "values", "keys", "timestamps", "headers", "size", "created",
         "future", "encoded", "record_count", "base_sequence", "attempts", "retry_at",
-        "deadline", "has_keys", "closed",
+        "deadline", "has_keys", "closed", "restamp",
     )  # fmt: skip
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
@@ -58,6 +58,7 @@ class ProducerBatch:
         self.deadline = 0.0
         self.has_keys = False
         self.closed = False
+        self.restamp = False
 
     @classmethod
     def from_encoded(cls, topic: str, partition: int, data: bytearray, record_count: int, now: float) -> ProducerBatch:

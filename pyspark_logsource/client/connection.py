@@ -122,11 +122,33 @@ class BrokerConnection:
         self.send_many([(request, callback)], timeout=timeout)
 
     def send_many(self, items: list[tuple[Any, Callback | None]], *, timeout: float | None = None) -> None:
-        """Send several requests with one system call (pipelined)."""
-        if self._slots is not None:
-            for _ in items:
-                if not self._slots.acquire(timeout=self.request_timeout):
-                    raise RequestTimedOut(f"no in-flight slot on {self.address} within the request timeout")
+        """Send several requests, as few system calls as the in-flight bound allows (pipelined).
+
+        If sending fails, the callback of every request not yet written is
+        called with the error before it is raised.
+        """
+        i = 0
+        try:
+            while i < len(items):
+                k = 1
+                if self._slots is not None:
+                    if not self._slots.acquire(timeout=self.request_timeout):
+                        raise RequestTimedOut(f"no in-flight slot on {self.address} within the request timeout")
+                    while i + k < len(items) and self._slots.acquire(blocking=False):
+                        k += 1
+                self._send_group(items[i : i + k], timeout)
+                i += k
+        except LogSourceError as e:
+            for _, cb in items[i:]:
+                if cb is not None:
+                    try:
+                        cb(None, e)
+                    except Exception:
+                        log.exception("callback for an unsent request to %s failed", self.address)
+            raise
+
+    def _send_group(self, items: list[tuple[Any, Callback | None]], timeout: float | None) -> None:
+        # the caller holds one in-flight slot per item
         no_reply: list[Callback] = []
         with self._lock:
             if self._closed:
@@ -134,25 +156,34 @@ class BrokerConnection:
                 raise self._error or NetworkError(f"connection to {self.address} is closed")
             deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
             parts: list[Any] = []
+            pending = []
             for request, cb in items:
                 try:
                     cid, frame = self._proto.send_request(request)
                 except ProtocolError:
-                    self._release(1)
+                    self._release(len(items))
                     raise
                 parts.extend(frame)
-                if getattr(request, "acks", 1) == 0 and int(request.API_KEY) == 0:
+                if int(request.API_KEY) == 0 and request.acks == 0:
                     if cb is not None:
                         no_reply.append(cb)
                     self._release(1)
                 else:
-                    self._pending.append((cid, cb, deadline))
+                    pending.append((cid, cb, deadline))
+            self._pending.extend(pending)
             try:
                 self._write(parts)
             except OSError as e:
                 err = NetworkError(f"connection to broker {self.address} failed while sending: {e}")
-                self._fail_locked(err)
-                raise err from None
+                failed = self._fail_locked(err)
+            else:
+                failed = None
+        if failed is not None:
+            self._release(len(failed))
+            for _, cb, _ in failed:
+                if cb is not None:
+                    cb(None, err)
+            return
         for cb in no_reply:
             cb(None, None)
 

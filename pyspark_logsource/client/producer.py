@@ -35,16 +35,18 @@ from ..errors import (
     NetworkError,
     OutOfOrderSequence,
     RequestTimedOut,
+    UnknownProducerId,
     UnknownTopicOrPartition,
     error_for_code,
 )
 from ..format import compression
-from ..format.batch import CRC_START, encode, encode_arrow
+from ..format.batch import CRC_START, encode_arrow
 from ..format.crc import crc32c
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from ..topics import validate_topic_name
 from .accumulator import RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
 from .connection import NetworkClient
+from .encoding import encode_records
 from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,8 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self._next_seq: dict[tuple[str, int], int] = {}
+        self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}
+        self._seq_lock = threading.Lock()
         self._refresh_needed = False
         self._closed = False
         self._sender = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
@@ -469,25 +473,48 @@ class Producer:
                         self._fail_or_retry(b, e)
 
     def _prepare(self, b: ProducerBatch) -> None:
-        if b.attempts == 0:
+        if b.deadline == 0.0:
             b.deadline = time.monotonic() + self.delivery_timeout
-        if b.encoded is None:
+        with self._seq_lock:
             seq = -1
-            if self.idempotent:
+            if self.idempotent and b.base_sequence is None:
                 seq = self._next_seq.get(b.tp, 0)
                 b.base_sequence = seq
                 self._next_seq[b.tp] = (seq + b.record_count) & _INT32_MAX
-            b.encoded = encode(
-                b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
-                producer_id=self._producer_id, producer_epoch=self._producer_epoch, base_sequence=seq,
-            )  # fmt: skip
-            # The lists are no longer needed; memory stays accounted until the answer.
-            b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
-        elif self.idempotent and b.base_sequence is None:
-            seq = self._next_seq.get(b.tp, 0)
-            b.base_sequence = seq
-            self._next_seq[b.tp] = (seq + b.record_count) & _INT32_MAX
-            restamp_producer(b.encoded, self._producer_id, self._producer_epoch, seq)
+                self._assigned.setdefault(b.tp, []).append(b)
+            elif b.base_sequence is not None:
+                seq = b.base_sequence
+            if b.encoded is None:
+                b.encoded = encode_records(
+                    b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
+                    producer_id=self._producer_id, producer_epoch=self._producer_epoch, base_sequence=seq,
+                )  # fmt: skip
+                # The lists are no longer needed; memory stays accounted until the answer.
+                b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
+            elif self.idempotent and (b.restamp or b.attempts == 0):
+                restamp_producer(b.encoded, self._producer_id, self._producer_epoch, seq)
+            b.restamp = False
+
+    def _finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
+        """Complete a batch; a batch that failed for good gives its sequence numbers back."""
+        if self.idempotent and b.base_sequence is not None:
+            with self._seq_lock:
+                queue = self._assigned.get(b.tp, [])
+                try:
+                    i = queue.index(b)
+                except ValueError:
+                    i = -1
+                if i >= 0:
+                    del queue[i]
+                    if error is not None:
+                        # Later batches move down so the broker sees no gap; their bytes are
+                        # restamped before they are (re)sent.
+                        n = b.record_count
+                        for later in queue[i:]:
+                            later.base_sequence = (later.base_sequence - n) & _INT32_MAX
+                            later.restamp = True
+                        self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
+        self._acc.complete(b, result, error)
 
     def _send_rounds(self, rounds: list[list[ProducerBatch]]) -> None:
         if self.idempotent and self._producer_id < 0:
@@ -558,7 +585,7 @@ class Producer:
                 return
             if resp is None:  # acks=0: written, no answer
                 for b in batches.values():
-                    self._acc.complete(b, (b.partition, -1, -1))
+                    self._finish(b, (b.partition, -1, -1))
                 return
             if resp.error_code:
                 err = error_for_code(resp.error_code, resp.error_message or "")
@@ -574,7 +601,7 @@ class Producer:
                 if pr.error_code:
                     self._fail_or_retry(b, error_for_code(pr.error_code, pr.error_message or ""))
                 else:
-                    self._acc.complete(b, (b.partition, pr.base_offset, pr.base_offset + b.record_count - 1))
+                    self._finish(b, (b.partition, pr.base_offset, pr.base_offset + b.record_count - 1))
             for tp, b in batches.items():
                 if tp not in seen:
                     self._fail_or_retry(b, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
@@ -583,8 +610,10 @@ class Producer:
 
     def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
         retriable = isinstance(error, LogSourceError) and error.retriable
-        if isinstance(error, OutOfOrderSequence) and self.idempotent:
-            # An earlier batch of the partition failed and is being resent: this one follows it.
+        if self.idempotent and (
+            isinstance(error, OutOfOrderSequence) or (isinstance(error, UnknownProducerId) and b.restamp)
+        ):
+            # An earlier batch of the partition failed or is being resent: this one follows it.
             retriable = True
         now = time.monotonic()
         if (
@@ -603,7 +632,7 @@ class Producer:
                 f"batch for {b.topic}-{b.partition} not delivered within delivery_timeout_ms="
                 f"{self.delivery_timeout * 1000:.0f}: {error}"
             )
-        self._acc.complete(b, error=error)
+        self._finish(b, error=error)
 
 
 def _codec(name: str | None) -> int:

@@ -1,0 +1,336 @@
+"""The ``logsource`` command line.
+
+Built-in commands talk to a broker with the clients: ``topics``, ``produce``,
+``consume``, ``groups``. Commands in :data:`DELEGATED` hand their arguments
+to another module's ``main(argv) -> int`` (which does its own argparse,
+``--help`` included); adding a command there is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from .client.metadata import DEFAULT_BOOTSTRAP
+from .errors import ConfigError, LogSourceError
+
+#: name -> (module with ``main(argv) -> int``, one-line help). Add a line to add a command.
+DELEGATED: dict[str, tuple[str, str]] = {
+    "broker": ("pyspark_logsource.broker.server", "run a broker: --config FILE [--override key=value ...]"),
+    "etl": ("pyspark_logsource.jobs.etl", "exactly-once load of topics into files with Spark"),
+    "demo": ("pyspark_logsource.demo", "run the demo job on an embedded broker"),
+}
+
+
+def _bootstrap_default() -> str:
+    return os.environ.get("LOGSOURCE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap-servers", "-b", default=_bootstrap_default(), metavar="HOST:PORT[,HOST:PORT]",
+        help="broker addresses (default: $LOGSOURCE_BOOTSTRAP or %(default)s)",
+    )  # fmt: skip
+
+
+def _kv(items: Sequence[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise ConfigError(f"expected key=value, got {item!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
+# ------------------------------------------------------------------ topics
+
+
+def _topics(args: argparse.Namespace) -> int:
+    from .client import Admin
+
+    with Admin(args.bootstrap_servers) as admin:
+        if args.action == "create":
+            admin.create_topic(args.topic, args.partitions, _kv(args.config), exist_ok=args.if_not_exists)
+            print(f"Created topic {args.topic} with {args.partitions} partition(s).")
+        elif args.action == "delete":
+            admin.delete_topic(args.topic)
+            print(f"Deleted topic {args.topic}.")
+        elif args.action == "list":
+            for name in admin.list_topics(include_internal=args.include_internal):
+                print(name)
+        elif args.action == "describe":
+            names = [args.topic] if args.topic else admin.list_topics(include_internal=args.include_internal)
+            for name in names:
+                d = admin.describe_topic(name)
+                ends = admin.list_offsets([(name, p.partition) for p in d.partitions], "latest")
+                starts = admin.list_offsets([(name, p.partition) for p in d.partitions], "earliest")
+                print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}")
+                for p in d.partitions:
+                    tp = (name, p.partition)
+                    print(
+                        f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader}\tLeaderEpoch: {p.leader_epoch}"
+                        f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                        f"\tLogStartOffset: {starts[tp]}\tLogEndOffset: {ends[tp]}"
+                    )
+    return 0
+
+
+# ------------------------------------------------------------------ produce
+
+
+def _produce(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .client import Producer
+
+    sep = args.key_separator.encode() if args.key_separator is not None else None
+    stream = sys.stdin.buffer
+    sent = 0
+    line_no = 0
+    futures = []
+    with Producer(
+        args.bootstrap_servers, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression,
+        batch_size=args.batch_size,
+    ) as producer:  # fmt: skip
+        rest = b""
+        while True:
+            chunk = stream.read1(1 << 20) if hasattr(stream, "read1") else stream.read(1 << 20)
+            data = rest + chunk
+            if not chunk:
+                lines = data.split(b"\n") if data else []
+                rest = b""
+            else:
+                lines = data.split(b"\n")
+                rest = lines.pop()
+            # Lines are turned into Arrow columns and sent as whole batches (no per-line send()).
+            if lines:
+                values = pa.array(lines, pa.binary())
+                table_cols = {}
+                if sep is not None:
+                    parts = pc.split_pattern(values, sep, max_splits=1)
+                    lens = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
+                    bad = (lens < 2).nonzero()[0]
+                    if len(bad):
+                        good = int(bad[0])
+                        if good:
+                            t = pa.table(
+                                {"key": pc.list_element(parts.slice(0, good), 0), "value": pc.list_element(parts.slice(0, good), 1)}
+                            )
+                            futures.extend(producer.send_arrow(args.topic, t, partition=args.partition))
+                            sent += good
+                        producer.flush()
+                        _check(futures)
+                        raise ConfigError(
+                            f"line {line_no + good + 1} has no key separator {args.key_separator!r}; "
+                            f"{sent} line(s) before it were sent"
+                        )
+                    table_cols["key"] = pc.list_element(parts, 0)
+                    table_cols["value"] = pc.list_element(parts, 1)
+                else:
+                    table_cols["value"] = values
+                futures.extend(producer.send_arrow(args.topic, pa.table(table_cols), partition=args.partition))
+                sent += len(lines)
+                line_no += len(lines)
+                if len(futures) > 64:
+                    _check(futures[:32])
+                    futures = futures[32:]
+            if not chunk:
+                break
+        producer.flush()
+        _check(futures)
+    if not args.quiet:
+        print(f"Produced {sent} message(s) to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+def _check(futures: list) -> None:
+    for f in futures:
+        f.result()
+
+
+# ------------------------------------------------------------------ consume
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from .client import Admin, Consumer
+
+    if args.offset is not None and args.partition is None:
+        raise ConfigError("--offset needs --partition")
+    reset = "earliest" if args.from_beginning else "latest"
+    out = sys.stdout.buffer
+    count = 0
+    with Admin(args.bootstrap_servers) as admin:
+        parts = admin.partitions_for(args.topic)
+    if args.partition is not None:
+        if args.partition not in parts:
+            from .errors import UnknownTopicOrPartition
+
+            raise UnknownTopicOrPartition(f"topic {args.topic!r} has no partition {args.partition}")
+        parts = [args.partition]
+    with Consumer(args.bootstrap_servers, group_id=args.group, auto_offset_reset=reset) as consumer:
+        tps = [(args.topic, p) for p in parts]
+        consumer.assign(tps)
+        if args.offset is not None:
+            if args.offset == "earliest":
+                consumer.seek_to_beginning(*tps)
+            elif args.offset == "latest":
+                consumer.seek_to_end(*tps)
+            else:
+                consumer.seek(tps[0], int(args.offset))
+        elif args.group is None:
+            # No group: the console consumer starts at the beginning or the end.
+            consumer.seek_to_beginning() if args.from_beginning else consumer.seek_to_end()
+        idle_ms = 0.0
+        limit = args.max_messages
+        while limit is None or count < limit:
+            want = 500 if limit is None else min(500, limit - count)
+            msgs = consumer.poll(timeout_ms=200, max_records=want)
+            if not msgs:
+                idle_ms += 200
+                if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+                    break
+                continue
+            idle_ms = 0.0
+            out.write(_format(msgs, args))
+            out.flush()
+            count += len(msgs)
+            if args.group is not None:
+                consumer.commit()
+    if not args.quiet:
+        print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+def _format(msgs: list, args: argparse.Namespace) -> bytes:
+    sep = args.key_separator.encode()
+    parts = []
+    for m in msgs:  # console output of a bounded poll, not a hot path
+        line = m.value if m.value is not None else b"null"
+        if args.print_key:
+            line = (m.key if m.key is not None else b"null") + sep + line
+        if args.print_offset:
+            line = f"{m.partition}:{m.offset}".encode() + sep + line
+        parts.append(line)
+    return b"\n".join(parts) + b"\n"
+
+
+# ------------------------------------------------------------------ groups
+
+
+def _groups(args: argparse.Namespace) -> int:
+    from .client import Admin
+
+    with Admin(args.bootstrap_servers) as admin:
+        rows = admin.group_lag(args.group)
+    if not rows:
+        print(f"Group {args.group} has no committed offsets.")
+        return 0
+    header = ("TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG")
+    table = [header] + [(r.topic, str(r.partition), str(r.committed), str(r.log_end), str(r.lag)) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    print(f"GROUP {args.group}")
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+# ------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of the built-in commands (delegated ones are listed for --help)."""
+    p = argparse.ArgumentParser(prog="logsource", description="A Kafka-style commit log for log processing, native to PySpark.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_) in DELEGATED.items():
+        sub.add_parser(name, help=help_, add_help=False)
+
+    t = sub.add_parser("topics", help="create, list, describe and delete topics")
+    tsub = t.add_subparsers(dest="action", metavar="ACTION", required=True)
+    c = tsub.add_parser("create", help="create a topic")
+    c.add_argument("topic")
+    c.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
+    c.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config override (repeatable)")
+    c.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists already")
+    _common(c)
+    c = tsub.add_parser("list", help="list topic names")
+    c.add_argument("--include-internal", action="store_true", help="also list internal __ topics")
+    _common(c)
+    c = tsub.add_parser("describe", help="partitions, leaders and offsets of a topic (all when omitted)")
+    c.add_argument("topic", nargs="?")
+    c.add_argument("--include-internal", action="store_true", help="with no topic: include internal topics")
+    _common(c)
+    c = tsub.add_parser("delete", help="delete a topic and its data")
+    c.add_argument("topic")
+    _common(c)
+    t.set_defaults(func=_topics)
+
+    c = sub.add_parser("produce", help="send lines from stdin, one message per line")
+    c.add_argument("topic")
+    c.add_argument("--key-separator", help="split each line into key and value at the first SEP")
+    c.add_argument("--partition", type=int, help="send every line to this partition")
+    c.add_argument("--acks", default="1", choices=["0", "1", "all", "-1"], help="acknowledgements (default 1)")
+    c.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default=None, help="batch compression")
+    c.add_argument("--linger-ms", type=float, default=5.0, help="batching delay (default 5)")
+    c.add_argument("--batch-size", type=int, default=16384, help="batch size in bytes (default 16384)")
+    c.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
+    _common(c)
+    c.set_defaults(func=_produce)
+
+    c = sub.add_parser("consume", help="print messages to stdout, one per line")
+    c.add_argument("topic")
+    c.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (default: the end)")
+    c.add_argument("--partition", type=int, help="read only this partition")
+    c.add_argument("--offset", help="start offset in --partition: a number, earliest or latest")
+    c.add_argument("--max-messages", type=int, help="exit after this many messages")
+    c.add_argument("--timeout-ms", type=float, help="exit when no message arrived for this long")
+    c.add_argument("--group", help="consumer group: start from its committed offsets and commit as we go")
+    c.add_argument("--print-key", action="store_true", help="print KEY<sep>VALUE")
+    c.add_argument("--print-offset", action="store_true", help="prefix PARTITION:OFFSET<sep>")
+    c.add_argument("--key-separator", default="\t", help="separator for --print-key/--print-offset (default TAB)")
+    c.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
+    _common(c)
+    c.set_defaults(func=_consume)
+
+    g = sub.add_parser("groups", help="consumer group offsets and lag")
+    gsub = g.add_subparsers(dest="action", metavar="ACTION", required=True)
+    c = gsub.add_parser("describe", help="committed offset, log end offset and lag per partition")
+    c.add_argument("group")
+    _common(c)
+    g.set_defaults(func=_groups)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``logsource`` script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        module = importlib.import_module(DELEGATED[argv[0]][0])
+        return int(module.main(argv[1:]) or 0)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    if hasattr(signal, "SIGPIPE"):  # `logsource consume ... | head` should end quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        if args.command == "produce" and args.acks in ("all", "-1"):
+            args.acks = -1
+        elif args.command == "produce":
+            args.acks = int(args.acks)
+        return int(args.func(args) or 0)
+    except LogSourceError as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
