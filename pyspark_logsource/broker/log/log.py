@@ -28,12 +28,14 @@ from ...errors import (
     CorruptRecord,
     DuplicateSequence,
     InvalidRequest,
+    MessageTooLarge,
     OffsetOutOfRange,
     StorageError,
     UnsupportedCompressionType,
 )
 from ...format import batch as fmt
 from ...format.compression import NAMES as _CODEC_NAMES
+from ...format.crc import crc32c
 from ...topics import validate_topic_name
 from .config import LogConfig
 from .producer_state import ProducerStateManager
@@ -61,6 +63,38 @@ class AppendInfo(NamedTuple):
 class _View(NamedTuple):
     bases: list[int]
     segments: tuple[LogSegment, ...]
+
+
+_unpack_header = fmt.HEADER.unpack_from
+_make_header = fmt.BatchHeader._make
+_MIN_LENGTH = fmt.HEADER_SIZE - fmt.LOG_OVERHEAD
+
+
+def _validate_run(mv: memoryview, total: int, max_size: int) -> list[tuple[int, fmt.BatchHeader]]:
+    """Header checks, size bound and CRC of every batch in ``mv``: the same checks as
+    ``fmt.validate``, inlined because they run for every batch appended."""
+    out = []
+    pos = 0
+    while pos < total:
+        if total - pos < fmt.HEADER_SIZE:
+            raise CorruptRecord(f"truncated batch header: {total - pos} bytes, need {fmt.HEADER_SIZE}")
+        t = _unpack_header(mv, pos)
+        h = _make_header(t)
+        length, magic, crc, attrs, lod, count = t[1], t[3], t[4], t[5], t[6], t[12]
+        if magic != fmt.MAGIC or length < _MIN_LENGTH or count < 1 or lod != count - 1 or attrs & ~fmt.KNOWN_ATTRIBUTES:
+            fmt.check_header(h)  # raises the precise CorruptRecord
+        size = length + fmt.LOG_OVERHEAD
+        if size > max_size:
+            raise MessageTooLarge(f"batch of {size} bytes exceeds the limit of {max_size} bytes")
+        if pos + size > total:
+            raise CorruptRecord(f"truncated batch at position {pos}: {total - pos} of {size} bytes")
+        if crc32c(mv[pos + fmt.CRC_START : pos + size]) != crc:
+            raise CorruptRecord(f"CRC mismatch in batch at position {pos}")
+        if attrs & fmt.CODEC_MASK not in _CODEC_NAMES:
+            raise UnsupportedCompressionType(f"batch at position {pos} uses unknown codec {attrs & fmt.CODEC_MASK}")
+        out.append((pos, h))
+        pos += size
+    return out
 
 
 def _now_ms() -> int:
@@ -260,42 +294,43 @@ class PartitionLog:
 
         A writable buffer (bytearray) is stamped in place; bytes are copied once.
         """
-        buf = records if isinstance(records, bytearray) else None
-        if buf is None:
+        # Hot path: per-batch work only, and as little Python per batch as the checks allow.
+        if isinstance(records, bytearray):
             mv = memoryview(records)
-            buf = mv if not mv.readonly and mv.contiguous and mv.format == "B" else bytearray(mv)
-        mv = memoryview(buf)
+        else:
+            mv = memoryview(records)
+            if mv.readonly or not mv.contiguous or mv.format != "B":
+                mv = memoryview(bytearray(mv))
         total = len(mv)
         if total == 0:
             raise CorruptRecord("empty record set")
-        batches: list[tuple[int, fmt.BatchHeader]] = []
-        pos = 0
-        while pos < total:
-            h = fmt.validate(mv, pos, max_size=self.config.max_message_bytes)
-            if h.codec not in _CODEC_NAMES:
-                raise UnsupportedCompressionType(f"batch at position {pos} uses unknown codec {h.codec}")
-            batches.append((pos, h))
-            pos += h.size
+        batches = _validate_run(mv, total, self.config.max_message_bytes)
+        now = int(time.time() * 1000)
         with self._lock:
-            self._check_open()
-            info = self._append_locked(mv, batches, leader_epoch)
+            if self._closed:
+                raise StorageError(f"log {self.name} is closed")
+            info = self._append_locked(mv, batches, leader_epoch, now)
             due = not info.duplicate and (
                 self._leo - self._recovery_point >= self.config.flush_messages
-                or _now_ms() - self._last_flush_ms >= self.config.flush_ms
+                or now - self._last_flush_ms >= self.config.flush_ms
             )
         if due:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
 
-    def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int) -> AppendInfo:
-        now = _now_ms()
+    def _append_locked(
+        self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int, now: int
+    ) -> AppendInfo:
         lat = self.config.log_append_time
-        producers = self.producer_state.begin()
+        producers = None
         offset = self._leo
         duplicates = []
         stamped = []
         for pos, h in batches:
-            if h.producer_id >= 0 and h.base_sequence >= 0:
+            idempotent = h.producer_id >= 0 and h.base_sequence >= 0
+            if idempotent:
+                if producers is None:
+                    producers = self.producer_state.begin()
                 dup = producers.check(h)
                 if dup is not None:
                     duplicates.append(dup)
@@ -305,11 +340,10 @@ class PartitionLog:
             if lat:
                 fmt.stamp_log_append_time(mv, now, pos)
                 h = h._replace(attributes=h.attributes | fmt.TIMESTAMP_TYPE_BIT, max_timestamp=now)
-            h = h._replace(base_offset=offset, leader_epoch=leader_epoch)
-            if h.producer_id >= 0 and h.base_sequence >= 0:
-                producers.record(h)
-            stamped.append((pos, h))
-            offset = h.next_offset
+            if idempotent:
+                producers.record(h._replace(base_offset=offset, leader_epoch=leader_epoch))
+            stamped.append((pos, offset, h))
+            offset += h.record_count
         if duplicates:
             if stamped:
                 raise DuplicateSequence(
@@ -317,14 +351,15 @@ class PartitionLog:
                 )
             return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
                               sum(h.record_count for _, h in batches), True)  # fmt: skip
-        active = self.active_segment
-        if active.should_roll(len(mv), offset - 1, now):
+        active = self._view.segments[-1]
+        if active.size and active.should_roll(len(mv), offset - 1, now):
             active = self._roll_locked(now)
         try:
             active.append(mv, stamped)
         except OSError as e:
             raise StorageError(f"append to {active.log_path} failed: {e}") from e
-        producers.commit()
+        if producers is not None:
+            producers.commit()
         base = self._leo
         self._leo = offset  # publish: readers may now fetch up to here
         return AppendInfo(base, offset - 1, now if lat else -1, offset - base, False)

@@ -156,20 +156,22 @@ class LogSegment:
 
     # ------------------------------------------------------------ appending
 
-    def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool) -> None:
+    def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool, base_offset: int | None = None) -> None:
+        # ``base_offset`` is the stamped offset when ``h`` was read before stamping.
+        base = h.base_offset if base_offset is None else base_offset
         if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.base_offset
+            self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, base
         if index and self._bytes_since_index >= self.config.index_interval_bytes and pos:
-            self.offset_index.append(h.base_offset, pos)
+            self.offset_index.append(base, pos)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += h.size
-        self.next_offset = h.next_offset
+        self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
+        self.next_offset = base + h.record_count
 
-    def append(self, data: memoryview, batches: list[tuple[int, fmt.BatchHeader]]) -> None:
-        """Write stamped batches (``batches`` = their positions in ``data`` and headers) at the end."""
+    def append(self, data: memoryview, batches: list[tuple[int, int, fmt.BatchHeader]]) -> None:
+        """Write stamped batches at the end; ``batches`` holds (position in ``data``, base offset, header)."""
         start = self.size
-        written = 0
+        written = os.pwrite(self._fd, data, start)
         try:
             while written < len(data):
                 written += os.pwrite(self._fd, data[written:], start + written)
@@ -179,8 +181,8 @@ class LogSegment:
         if self.created_ms is None:
             self.created_ms = int(time.time() * 1000)
         self.size = start + len(data)  # publish: readers may now see these bytes
-        for rel, h in batches:
-            self._track(h, start + rel, index=True)
+        for rel, base, h in batches:
+            self._track(h, start + rel, index=True, base_offset=base)
 
     def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
