@@ -475,3 +475,20 @@ def test_closed_log_refuses_writes_and_delete_removes_directory(tmp_path):
     assert not (tmp_path / "t-0" / ".clean_shutdown").exists()  # a crash now must not look clean
     log.delete()
     assert not (tmp_path / "t-0").exists()
+
+
+def test_truncate_fully_and_start_at(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1000, file_delete_delay_ms=0)
+    for i in range(10):
+        log.append(pbatch(i * 5, 5, seq=i * 5))
+    log.truncate_fully_and_start_at(1000)
+    assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (1000, 1000, 0)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(999, 100)
+    assert log.read(1000, 100).length == 0
+    assert log.append(pbatch(1000, 5, pid=8, seq=0)).base_offset == 1000
+    log.run_pending_deletes()
+    log.close()
+    log = open_log(tmp_path, segment_bytes=1000)
+    assert (log.log_start_offset, log.log_end_offset) == (1000, 1005)
+    assert [p.name for p in (tmp_path / "t-0").glob("*.log")] == ["00000000000000001000.log"]

@@ -531,6 +531,26 @@ class PartitionLog:
             self._rebuild_producer_state()
             return self._leo
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset`` (a follower far behind the leader)."""
+        if offset < 0:
+            raise InvalidRequest(f"cannot start a log at negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            gone = list(self._view.segments)
+            for seg in gone:
+                seg.rename_for_delete()  # frees the names: the new segment may reuse a base offset
+            for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                (self.directory / f"{offset:020d}{suffix}").unlink(missing_ok=True)
+            seg = LogSegment(self.directory, offset, self.config)
+            self._view = _View([offset], (seg,))
+            due = time.monotonic() + self.config.file_delete_delay_ms / 1000
+            self._pending_deletes.extend((due, s) for s in gone)
+            self._leo = self._recovery_point = offset
+            self._write_recovery_point()
+            self.producer_state.delete_snapshots_after(-1)
+            self.producer_state.producers = {}
+
     def close(self) -> None:
         """Flush, snapshot producer state, close files and mark the shutdown clean."""
         with self._flush_lock, self._lock:
