@@ -1,0 +1,123 @@
+"""Client pieces that need no broker: the small-batch encoder, partitioning, parsing, futures."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyspark_logsource.client import hash_partition, hash_partitions, offset_spec, parse_bootstrap
+from pyspark_logsource.client.accumulator import ProducerBatch, RecordAccumulator, RecordFuture
+from pyspark_logsource.client.encoding import encode_records
+from pyspark_logsource.client.partitioner import StickyPartitioner
+from pyspark_logsource.errors import BufferFull, ConfigError, InvalidRequest, MessageTooLarge
+from pyspark_logsource.format import batch as fmt
+
+_vals = st.lists(st.binary(max_size=40), min_size=1, max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=_vals,
+    with_keys=st.booleans(),
+    codec=st.sampled_from([0, 1, 3, 4]),
+    ts0=st.integers(0, 2**40),
+    jitter=st.lists(st.integers(-1000, 1000), min_size=80, max_size=80),
+    pid=st.integers(-1, 2**40),
+    seq=st.integers(-1, 2**31 - 1),
+)
+def test_small_batch_encoder_is_byte_identical(values, with_keys, codec, ts0, jitter, pid, seq):
+    n = len(values)
+    keys = [b"k%d" % i for i in range(n)] if with_keys else None
+    ts = [ts0 + j for j in jitter[:n]]
+    a = encode_records(values, keys, ts, None, codec=codec, producer_id=pid, producer_epoch=3, base_sequence=seq)
+    b = fmt.encode(values, keys, ts, None, codec=codec, producer_id=pid, producer_epoch=3, base_sequence=seq)
+    assert a == b
+    rb = fmt.decode(a).to_arrow()
+    assert rb.column("value").to_pylist() == values
+
+
+def test_encoder_falls_back_for_nulls_and_headers():
+    vals = [b"a", None]
+    assert encode_records(vals, None, [1, 2], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1) == fmt.encode(
+        vals, None, [1, 2]
+    )
+    hdrs = [[("h", b"1")], None]
+    got = encode_records([b"a", b"b"], [b"k", None], [1, 2], hdrs, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+    assert fmt.decode(got).records()[0].headers == [("h", b"1")]
+
+
+def test_hash_partition_is_stable_and_vectorised():
+    # Fixed values: the partition of a key must never change between versions or processes.
+    assert [hash_partition(k, 16) for k in (b"a", b"user-42", b"")] == [
+        (0xC1D04330 & 0x7FFFFFFF) % 16, hash_partition(b"user-42", 16), 0
+    ]
+    keys = [b"k%d" % i for i in range(1000)] + [None]
+    vec = hash_partitions(pa.array(keys, pa.binary()), 7)
+    assert vec.tolist() == [hash_partition(k, 7) for k in keys[:-1]] + [-1]
+    assert hash_partitions(pa.array(["x", "y"]), 5).tolist() == [hash_partition(b"x", 5), hash_partition(b"y", 5)]
+    with pytest.raises(InvalidRequest):
+        hash_partitions(pa.array([1, 2]), 5)
+
+
+def test_sticky_partitioner_moves_on_after_a_batch():
+    s = StickyPartitioner()
+    first = s.partition("t", 4)
+    assert s.partition("t", 4) == first
+    nxt = s.on_new_batch("t", first, 4)
+    assert nxt != first and 0 <= nxt < 4
+    assert s.partition("u", 1) == 0 and s.on_new_batch("u", 0, 1) == 0
+    assert s.on_new_batch("t", 99, 4) == nxt  # a stale notice does not move it again
+
+
+def test_parse_bootstrap(monkeypatch):
+    assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
+    assert parse_bootstrap("PLAINTEXT://h:9092") == [("h", 9092)]
+    monkeypatch.setenv("LOGSOURCE_BOOTSTRAP", "e:7")
+    assert parse_bootstrap(None) == [("e", 7)]
+    for bad in ("", "host", "h:x", "h:70000", ":1"):
+        with pytest.raises(ConfigError):
+            parse_bootstrap(bad)
+
+
+def test_offset_spec():
+    assert offset_spec("earliest") == -2 and offset_spec("LATEST") == -1
+    assert offset_spec(1_700_000_000_000) == 1_700_000_000_000 and offset_spec("123") == 123
+    for bad in ("soon", -5, True, 1.5, None):
+        with pytest.raises(ConfigError):
+            offset_spec(bad)
+
+
+def test_record_future_is_a_view_on_the_batch_future():
+    b = ProducerBatch("t", 3, 0.0)
+    f0, f1 = RecordFuture(b, 0), RecordFuture(b, 1)
+    seen = []
+    f1.add_done_callback(lambda f: seen.append(f.result()))
+    assert not f0.done() and f0.running() and not f0.cancel()
+    b.future.set_result((3, 100, 101))
+    assert f0.result() == (3, 100) and f1.result(0) == (3, 101) and seen == [(3, 101)]
+    b2 = ProducerBatch("t", 0, 0.0)
+    b2.future.set_exception(MessageTooLarge("too big"))
+    with pytest.raises(MessageTooLarge):
+        RecordFuture(b2, 0).result()
+    assert isinstance(RecordFuture(b2, 0).exception(), MessageTooLarge)
+    assert isinstance(b.future, Future)
+
+
+def test_accumulator_memory_bound():
+    acc = RecordAccumulator(batch_size=100, linger_ms=0, buffer_memory=1000, max_block_ms=50)
+    with acc.lock:
+        acc.reserve(900)
+        with pytest.raises(BufferFull):
+            acc.reserve(200)
+        assert acc.used == 900
+    b = ProducerBatch("t", 0, 0.0)
+    b.size = 900
+    acc.incomplete.add(b)
+    acc.complete(b, (0, 0, 0))
+    with acc.lock:
+        acc.reserve(200)  # freed memory is usable again
+        assert acc.used == 200
