@@ -465,3 +465,51 @@ def test_kill_and_restart_exactly_once_into_file_sink(spark, broker, tmp_path):
     got = sorted(int(r.value[1:]) for r in df.select("value").collect())
     assert got == list(range(5000))
     admin.close()
+
+
+def test_fail_on_data_loss_both_ways_after_retention(spark, broker):
+    bs = broker.bootstrap
+    admin = Admin(bs)
+    admin.create_topic("ret", partitions=1, config={"segment.bytes": "2048", "retention.bytes": "4096"})
+    p = Producer(bs, linger_ms=0)
+    for i in range(60):
+        p.send("ret", value=f"{i:0100d}".encode(), partition=0)
+        p.flush()  # one small batch each, so that segments roll and old ones become deletable
+    p.close()
+    tp = ("ret", 0)
+    deadline = time.time() + 30
+    while admin.list_offsets([tp], "earliest")[tp] == 0 and time.time() < deadline:
+        time.sleep(0.2)
+    log_start = admin.list_offsets([tp], "earliest")[tp]
+    end = admin.list_offsets([tp], "latest")[tp]
+    assert 0 < log_start < end == 60, (log_start, end)
+
+    # Batch read asking for deleted offsets: a clear error by default...
+    with pytest.raises(Exception, match="deleted before they were read"):
+        load(spark, bs, subscribe="ret", startingOffsets='{"ret":{"0":0}}').collect()
+    # ...or the surviving records, with failOnDataLoss=false.
+    rows = load(spark, bs, subscribe="ret", startingOffsets='{"ret":{"0":0}}', failOnDataLoss="false").select("offset").collect()
+    assert sorted(r.offset for r in rows) == list(range(log_start, end))
+
+    # Streaming planning: a checkpointed start that retention overtook.
+    strict = LogSourceStreamReader(parse_read_options({"bootstrap.servers": bs, "subscribe": "ret"}, streaming=True))
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        strict.partitions({"ret": {"0": 0}}, {"ret": {"0": end}})
+    lenient = LogSourceStreamReader(
+        parse_read_options({"bootstrap.servers": bs, "subscribe": "ret", "failOnDataLoss": "false"}, streaming=True)
+    )
+    with pytest.warns(UserWarning, match="retention"):
+        assert lenient.partitions({"ret": {"0": 0}}, {"ret": {"0": end}}) == [pl.OffsetRange("ret", 0, log_start, end)]
+
+    # A task whose planned range was deleted after planning (the executor path).
+    from pyspark_logsource.datasource import read_offset_range
+
+    planned = pl.OffsetRange("ret", 0, 0, end)
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        list(read_offset_range(strict.opts, planned))
+    with pytest.warns(UserWarning, match="skipping lost offsets"):
+        got = pa.Table.from_batches(list(read_offset_range(lenient.opts, planned)))
+    assert got.column("offset").to_pylist() == list(range(log_start, end))
+    strict.stop()
+    lenient.stop()
+    admin.close()
