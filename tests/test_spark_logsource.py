@@ -56,49 +56,13 @@ READ_SCHEMA = StructType(
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-class BrokerProcess:
-    """A real broker process (`python -m pyspark_logsource.broker.server`) on a free local port."""
-
-    def __init__(self, data_dir: Path, **overrides: str) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.bootstrap = f"127.0.0.1:{port}"
-        args = [sys.executable, "-m", "pyspark_logsource.broker.server",
-                "--override", f"listeners=PLAINTEXT://{self.bootstrap}", "--override", f"log.dirs={data_dir}"]  # fmt: skip
-        for k, v in overrides.items():
-            args += ["--override", f"{k}={v}"]
-        self.log_path = data_dir.parent / (data_dir.name + ".log")
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if b"listening on" in self.log_path.read_bytes():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.close()
-        raise RuntimeError("broker did not start: " + self.log_path.read_text()[-2000:])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("ls-broker") / "data", **{"log.retention.check.interval.ms": "200"})
-    yield b
-    b.close()
+    """A real broker process (tests/brokers.py), checking retention often for the data-loss test."""
+    from brokers import broker_process
+
+    with broker_process(tmp_path_factory.mktemp("ls-broker"), config={"log.retention.check.interval.ms": "200"}) as b:
+        yield b
 
 
 def ts(i: int) -> dt.datetime:
