@@ -72,10 +72,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="where the PNG goes (default %(default)s)")  # fmt: skip
     p.add_argument("--stream-seconds", type=float, default=8.0,
                    help="how long the live producer runs during the streaming step (default %(default)s)")  # fmt: skip
-    p.add_argument("--stream-rate", type=int, default=20_000,
+    p.add_argument("--stream-rate", type=int, default=10_000,
                    help="live producer rate in events/s (default %(default)s)")  # fmt: skip
     p.add_argument("--max-offsets-per-trigger", type=int, default=100_000,
                    help="streaming rate limit per micro-batch (default %(default)s)")  # fmt: skip
+    p.add_argument("--broker-mode", default="process", choices=["process", "thread"],
+                   help="embedded broker in a child process (default: its own interpreter, so it does not share "
+                        "the GIL with Spark's driver and the producers) or in a thread of this process")  # fmt: skip
     p.add_argument("--seed", type=int, default=42, help="random seed of the event generator")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     args = p.parse_args(argv)
@@ -154,10 +157,11 @@ class Demo:
 
         _step(1, self.STEPS, f"Embedded broker (Java {self.java} found for Spark)")
         t0 = time.perf_counter()
-        with EmbeddedBroker(self.data_dir / "broker") as broker:
+        with EmbeddedBroker(self.data_dir / "broker", mode=self.args.broker_mode) as broker:
             self.broker = broker
             self.bootstrap = broker.bootstrap
-            _say(f"broker listening on {self.bootstrap}, data in {self.data_dir / 'broker'}")
+            where = f"child process {broker.pid}" if broker.pid else "a thread of this process"
+            _say(f"broker listening on {self.bootstrap} ({where}), data in {self.data_dir / 'broker'}")
             self.summary.add("broker", f"embedded at {self.bootstrap}", time.perf_counter() - t0)
             self.produce()
             self.start_spark()
@@ -298,7 +302,9 @@ class Demo:
         cut_ms = last_ms - (last_ms - first_ms) // 4
         # Spark's session time zone is UTC (conf/spark-defaults.conf): naive UTC literals.
         cut = dt.datetime.fromtimestamp(cut_ms / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
-        recent = raw.filter(F.col("timestamp") >= F.lit(cut))
+        # A DataFrame of its own: Spark caches the planned read of a Python data source
+        # per DataFrame, pushed filters included, so `raw` must not see this filter.
+        recent = self._reader().option("startingOffsets", "earliest").load().filter(F.col("timestamp") >= F.lit(cut))
         _say(f"filter: timestamp >= {cut:%Y-%m-%d %H:%M:%S} UTC; Spark's optimized plan:")
         optimized = recent._jdf.queryExecution().optimizedPlan().toString()
         for ln in optimized.strip().splitlines():
