@@ -70,19 +70,23 @@ _make_header = fmt.BatchHeader._make
 _MIN_LENGTH = fmt.HEADER_SIZE - fmt.LOG_OVERHEAD
 
 
-def _validate_run(mv: memoryview, total: int, max_size: int) -> list[tuple[int, fmt.BatchHeader]]:
-    """Header checks, size bound and CRC of every batch in ``mv``: the same checks as
-    ``fmt.validate``, inlined because they run for every batch appended."""
+_pack_offset = fmt._BASE_OFFSET.pack_into
+_pack_epoch = fmt._LEADER_EPOCH.pack_into
+
+
+def _validate_run(mv: memoryview, total: int, max_size: int) -> list[tuple[int, tuple]]:
+    """Header checks, size bound and CRC of every batch in ``mv``: the checks of
+    ``fmt.validate``, inlined on raw header tuples because they run for every batch appended.
+    Returns (position, header tuple) per batch."""
     out = []
     pos = 0
     while pos < total:
         if total - pos < fmt.HEADER_SIZE:
             raise CorruptRecord(f"truncated batch header: {total - pos} bytes, need {fmt.HEADER_SIZE}")
         t = _unpack_header(mv, pos)
-        h = _make_header(t)
-        length, magic, crc, attrs, lod, count = t[1], t[3], t[4], t[5], t[6], t[12]
+        _, length, _, magic, crc, attrs, lod, _, _, _, _, _, count = t
         if magic != fmt.MAGIC or length < _MIN_LENGTH or count < 1 or lod != count - 1 or attrs & ~fmt.KNOWN_ATTRIBUTES:
-            fmt.check_header(h)  # raises the precise CorruptRecord
+            fmt.check_header(_make_header(t))  # raises the precise CorruptRecord
         size = length + fmt.LOG_OVERHEAD
         if size > max_size:
             raise MessageTooLarge(f"batch of {size} bytes exceeds the limit of {max_size} bytes")
@@ -92,7 +96,7 @@ def _validate_run(mv: memoryview, total: int, max_size: int) -> list[tuple[int, 
             raise CorruptRecord(f"CRC mismatch in batch at position {pos}")
         if attrs & fmt.CODEC_MASK not in _CODEC_NAMES:
             raise UnsupportedCompressionType(f"batch at position {pos} uses unknown codec {attrs & fmt.CODEC_MASK}")
-        out.append((pos, h))
+        out.append((pos, t))
         pos += size
     return out
 
@@ -318,39 +322,39 @@ class PartitionLog:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
 
-    def _append_locked(
-        self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int, now: int
-    ) -> AppendInfo:
+    def _append_locked(self, mv: memoryview, batches: list[tuple[int, tuple]], leader_epoch: int, now: int) -> AppendInfo:
         lat = self.config.log_append_time
         producers = None
         offset = self._leo
         duplicates = []
-        stamped = []
-        for pos, h in batches:
-            idempotent = h.producer_id >= 0 and h.base_sequence >= 0
+        stamped = []  # (position, base offset, size, max timestamp, record count)
+        for pos, t in batches:
+            idempotent = t[9] >= 0 and t[11] >= 0  # producer id, base sequence
             if idempotent:
+                h = _make_header(t)
                 if producers is None:
                     producers = self.producer_state.begin()
                 dup = producers.check(h)
                 if dup is not None:
                     duplicates.append(dup)
                     continue
-            fmt.set_base_offset(mv, offset, pos)
-            fmt.set_leader_epoch(mv, leader_epoch, pos)
+            _pack_offset(mv, pos, offset)
+            _pack_epoch(mv, pos + 12, leader_epoch)
+            max_ts = t[8]
             if lat:
                 fmt.stamp_log_append_time(mv, now, pos)
-                h = h._replace(attributes=h.attributes | fmt.TIMESTAMP_TYPE_BIT, max_timestamp=now)
+                max_ts = now
             if idempotent:
-                producers.record(h._replace(base_offset=offset, leader_epoch=leader_epoch))
-            stamped.append((pos, offset, h))
-            offset += h.record_count
+                producers.record(h._replace(base_offset=offset, leader_epoch=leader_epoch, max_timestamp=max_ts))
+            stamped.append((pos, offset, t[1] + fmt.LOG_OVERHEAD, max_ts, t[12]))
+            offset += t[12]
         if duplicates:
             if stamped:
                 raise DuplicateSequence(
                     f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
                 )
             return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
-                              sum(h.record_count for _, h in batches), True)  # fmt: skip
+                              sum(t[12] for _, t in batches), True)  # fmt: skip
         active = self._view.segments[-1]
         if active.size and active.should_roll(len(mv), offset - 1, now):
             active = self._roll_locked(now)

@@ -156,9 +156,8 @@ class LogSegment:
 
     # ------------------------------------------------------------ appending
 
-    def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool, base_offset: int | None = None) -> None:
-        # ``base_offset`` is the stamped offset when ``h`` was read before stamping.
-        base = h.base_offset if base_offset is None else base_offset
+    def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool) -> None:
+        base = h.base_offset
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, base
         if index and self._bytes_since_index >= self.config.index_interval_bytes and pos:
@@ -168,8 +167,12 @@ class LogSegment:
         self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
         self.next_offset = base + h.record_count
 
-    def append(self, data: memoryview, batches: list[tuple[int, int, fmt.BatchHeader]]) -> None:
-        """Write stamped batches at the end; ``batches`` holds (position in ``data``, base offset, header)."""
+    def append(self, data: memoryview, batches: list[tuple[int, int, int, int, int]]) -> None:
+        """Write stamped batches at the end and index them.
+
+        ``batches`` holds, per batch: position in ``data``, base offset, size,
+        max timestamp, record count.
+        """
         start = self.size
         written = os.pwrite(self._fd, data, start)
         try:
@@ -181,8 +184,19 @@ class LogSegment:
         if self.created_ms is None:
             self.created_ms = int(time.time() * 1000)
         self.size = start + len(data)  # publish: readers may now see these bytes
-        for rel, base, h in batches:
-            self._track(h, start + rel, index=True, base_offset=base)
+        interval = self.config.index_interval_bytes
+        since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
+        for rel, base, size, ts, count in batches:
+            if ts > max_ts:
+                max_ts, max_ts_offset = ts, base
+            pos = start + rel
+            if since >= interval and pos:
+                self.offset_index.append(base, pos)
+                self.time_index.maybe_append(max_ts, max_ts_offset)
+                since = 0
+            since += size
+            self.next_offset = base + count
+        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
 
     def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
