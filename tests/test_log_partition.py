@@ -492,3 +492,19 @@ def test_truncate_fully_and_start_at(tmp_path):
     log = open_log(tmp_path, segment_bytes=1000)
     assert (log.log_start_offset, log.log_end_offset) == (1000, 1005)
     assert [p.name for p in (tmp_path / "t-0").glob("*.log")] == ["00000000000000001000.log"]
+
+
+def test_unknown_codec_is_rejected(tmp_path):
+    import struct
+
+    from pyspark_logsource.errors import UnsupportedCompressionType
+    from pyspark_logsource.format.crc import crc32c
+
+    log = open_log(tmp_path)
+    b = make_batch(0, 3)
+    attrs = struct.unpack_from(">h", b, 21)[0]
+    struct.pack_into(">h", b, 21, (attrs & ~0x07) | 5)  # codec id 5 does not exist
+    struct.pack_into(">I", b, 17, crc32c(memoryview(b)[21:]))
+    with pytest.raises(UnsupportedCompressionType) as e:
+        log.append(b)
+    assert e.value.code == 76 and log.log_end_offset == 0
