@@ -119,6 +119,9 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._closed = False
+        #: Set by a LogManager whose thread flushes by ``flush.ms``: appends then leave
+        #: time-based flushes to it and never fsync in the caller's thread for time.
+        self.scheduled_flush = False
         self.producer_state = ProducerStateManager(self.directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -316,7 +319,7 @@ class PartitionLog:
             info = self._append_locked(mv, batches, leader_epoch, now)
             due = not info.duplicate and (
                 self._leo - self._recovery_point >= self.config.flush_messages
-                or now - self._last_flush_ms >= self.config.flush_ms
+                or (not self.scheduled_flush and now - self._last_flush_ms >= self.config.flush_ms)
             )
         if due:
             self.flush()  # outside the partition lock: flush takes the flush lock first

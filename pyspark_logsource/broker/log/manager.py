@@ -4,7 +4,9 @@ It opens (and so recovers) every ``<topic>-<partition>`` directory found in
 its log dirs, places new partitions in the log dir with the fewest, persists
 per-topic overrides in each partition's ``config.properties``, and runs one
 background thread that flushes logs per ``flush.ms``, applies retention every
-``log.retention.check.interval.ms`` and finishes delayed deletions.
+``log.retention.check.interval.ms`` and finishes delayed deletions. With that
+thread, appends never fsync for time in the appending thread (an event loop,
+say); ``flush.messages`` is still enforced inline, as in Kafka.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class LogManager:
         self._stop = threading.Event()
         self._last_retention = time.monotonic()
         self._closed = False
+        self._background = background
         self._load_logs()
         self._thread: threading.Thread | None = None
         if background:
@@ -114,7 +117,9 @@ class LogManager:
                     log.warning("%s: ignoring invalid topic config (%s)", child, e)
                     overrides, config = {}, self.default_config
                 self._overrides.setdefault(topic, overrides)
-                self._logs[(topic, partition)] = PartitionLog(child, config, topic, partition)
+                lg = PartitionLog(child, config, topic, partition)
+                lg.scheduled_flush = self._background
+                self._logs[(topic, partition)] = lg
         log.info("log manager loaded %d logs from %s in %.1f ms", len(self._logs),
                  ", ".join(map(str, self.log_dirs)), (time.monotonic() - t0) * 1000)  # fmt: skip
 
@@ -155,6 +160,7 @@ class LogManager:
             except OSError as e:
                 raise StorageError(f"cannot create {directory}: {e}") from e
             lg = PartitionLog(directory, config, topic, partition)
+            lg.scheduled_flush = self._background
             self._logs[(topic, partition)] = lg
             self._overrides.setdefault(topic, overrides)
             return lg
