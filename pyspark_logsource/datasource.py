@@ -154,6 +154,17 @@ def _check_data_loss(start: dict[TP, int], earliest: dict[TP, int], fail: bool, 
     return {tp: max(o, earliest.get(tp, o)) for tp, o in start.items()}
 
 
+#: Fetched batches are coalesced up to this size before they go to Spark: fewer, larger Arrow
+#: batches cost the JVM side less per row than the producer's small ones.
+COALESCE_BYTES = 8 << 20
+
+
+def _coalesce(pending: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(pending) == 1:
+        return pending[0]
+    return pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
 def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None = None) -> Iterator[pa.RecordBatch]:
     """Read one planned range in a Spark task, as Arrow batches of Spark's read schema."""
     from .client import read_range
@@ -162,6 +173,8 @@ def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None =
     ts_hi = pushed.ts_hi_us if pushed is not None else None
     start = r.start
     attempts = 0
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
     while start < r.end:
         try:
             for rb in read_range(
@@ -172,8 +185,12 @@ def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None =
                 start = int(rb.column("offset")[rb.num_rows - 1].as_py()) + 1
                 out = sarrow.to_spark_batch(rb, r.topic, r.partition, opts.include_headers, ts_lo_us=ts_lo, ts_hi_us=ts_hi)
                 if out.num_rows:
-                    yield out
-            return
+                    pending.append(out)
+                    pending_bytes += out.nbytes
+                    if pending_bytes >= COALESCE_BYTES:
+                        yield _coalesce(pending)
+                        pending, pending_bytes = [], 0
+            break
         except OffsetOutOfRange as e:
             attempts += 1
             if opts.fail_on_data_loss or attempts > 3:
@@ -192,9 +209,10 @@ def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None =
             msg = f"logsource: {r.topic}-{r.partition}: skipping lost offsets [{start}, {new_start}) and any past {hi} (failOnDataLoss=false)"
             log.warning(msg)
             warnings.warn(msg, stacklevel=2)
-            end = min(r.end, hi)
-            r = OffsetRange(r.topic, r.partition, new_start, end)
+            r = OffsetRange(r.topic, r.partition, new_start, min(r.end, hi))
             start = new_start
+    if pending:
+        yield _coalesce(pending)
 
 
 class LogSourceReader(DataSourceReader):

@@ -47,7 +47,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     group_id: str | None = None
-    max_bytes_per_fetch: int = 8 << 20
+    max_bytes_per_fetch: int = 32 << 20
     client_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -257,7 +257,7 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
         fail_on_data_loss=parse_bool(opts, "failOnDataLoss", True),
         include_headers=parse_bool(opts, "includeHeaders", False),
         group_id=(opts.get("groupid") or opts.get("kafka.group.id") or None),
-        max_bytes_per_fetch=parse_int(opts, "fetch.max.bytes", 8 << 20, minimum=1024) or (8 << 20),
+        max_bytes_per_fetch=parse_int(opts, "fetch.max.bytes", 32 << 20, minimum=1024) or (32 << 20),
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
     )
 
