@@ -330,6 +330,21 @@ def test_unsupported_api_key_and_version_keep_connection(client):
     assert new.request(ApiVersionsRequest()).api_keys
 
 
+def test_requests_before_a_malformed_frame_are_answered_then_connection_closes(broker, client):
+    topic = new_topic(client)
+    conn = ClientConnection("mixed")
+    _, good = conn.request_bytes(ProduceRequest([ProducePartitionData(topic, 0, fmt.encode([b"kept"]))]))
+    garbage = frame(struct.pack(">hhih", 0, 0, 99, -1) + b"\x00")  # produce header, truncated body
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+        s.sendall(good + garbage)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    (resp,) = conn.receive_data(data)
+    assert resp.response.partitions[0].error_code == 0
+    assert [r.value for r in client.fetch_all(topic, 0)] == [b"kept"]
+
+
 def test_frame_claiming_2gb_is_refused_without_allocating(broker, client):
     pid = broker.pid
     before = rss_kb(pid)

@@ -398,3 +398,12 @@ def test_fuzz_request_header(data):
         decode_request_header(Reader(data))
     except ProtocolError:
         pass
+
+
+def test_frames_before_a_bad_length_prefix_are_returned_first():
+    _, good = ClientConnection().request_bytes(ApiVersionsRequest())
+    dec = FrameDecoder(max_frame_bytes=1000)
+    frames = dec.feed(good + good + struct.pack(">i", 5000) + b"junk")
+    assert len(frames) == 2 and isinstance(dec.error, FrameTooLarge)
+    with pytest.raises(FrameTooLarge):
+        dec.feed(b"more")

@@ -203,14 +203,21 @@ class Broker:
                                  peer_s, conn.frames.buffered)  # fmt: skip
                     return
                 try:
-                    events = conn.receive_data(data)
+                    frames = conn.frames.feed(data)
                 except ProtocolError as e:
                     log.warning("closing connection from %s: %s", peer_s, e)
                     return
                 # responses to one read's requests go out in one write (fewer syscalls), except
-                # before a fetch parks (earlier answers must not wait) and around a sendfile
+                # before a fetch parks (earlier answers must not wait) and around a sendfile;
+                # requests before a malformed one are answered, then the connection closes
                 out = bytearray()
-                for ev in events:
+                bad: ProtocolError | None = None
+                for f in frames:
+                    try:
+                        ev = conn.decode_frame(f)
+                    except ProtocolError as e:
+                        bad = e
+                        break
                     if not isinstance(ev, RequestReceived):
                         log.warning("client %s sent unsupported api key %d version %d", peer_s,
                                     ev.header.api_key, ev.header.api_version)  # fmt: skip
@@ -226,6 +233,11 @@ class Broker:
                         out = await self._send(writer, ServerConnection.response_parts(ev.header, result), out)
                 if out:
                     writer.write(out)
+                bad = bad or conn.frames.error
+                if bad is not None:
+                    log.warning("closing connection from %s: %s", peer_s, bad)
+                    await writer.drain()
+                    return
                 if writer.transport.get_write_buffer_size() > (1 << 20):
                     await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError) as e:

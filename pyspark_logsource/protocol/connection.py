@@ -42,12 +42,15 @@ class FrameDecoder:
     into produced batches in place).
     """
 
-    __slots__ = ("max_frame_bytes", "_buf", "_need")
+    __slots__ = ("max_frame_bytes", "_buf", "_need", "error")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
         self._need = -1  # size of the frame being assembled, -1 while reading its prefix
+        #: A bad length prefix found after whole frames in the same data: those frames are
+        #: returned first (the peer gets their answers), the error is raised by the next feed().
+        self.error: FrameTooLarge | None = None
 
     @property
     def buffered(self) -> int:
@@ -61,6 +64,8 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
         """Add received bytes; return the complete frames (without length prefix)."""
+        if self.error is not None:
+            raise self.error
         buf = self._buf
         buf += data
         frames: list[bytearray] = []
@@ -70,9 +75,13 @@ class FrameDecoder:
                     return frames
                 n = _I32.unpack_from(buf, 0)[0]
                 if n < 0 or n > self.max_frame_bytes:
-                    raise FrameTooLarge(
+                    self.error = FrameTooLarge(
                         f"frame of {n} bytes refused (socket.request.max.bytes={self.max_frame_bytes})"
                     )
+                    del buf[:]  # nothing after a bad prefix can be framed
+                    if frames:
+                        return frames
+                    raise self.error
                 self._need = n
             if len(buf) - 4 < self._need:
                 return frames
@@ -108,7 +117,12 @@ class ServerConnection:
         self.frames = FrameDecoder(max_frame_bytes)
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[RequestReceived | UnsupportedRequest]:
-        """Decode all complete requests in ``data``; raise ProtocolError if malformed."""
+        """Decode all complete requests in ``data``; raise ProtocolError if malformed.
+
+        A server that wants to answer the good requests before a bad one should
+        use ``frames.feed`` and :meth:`decode_frame` one frame at a time, then
+        check ``frames.error``.
+        """
         return [self.decode_frame(f) for f in self.frames.feed(data)]
 
     @staticmethod
