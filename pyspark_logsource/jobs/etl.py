@@ -374,8 +374,17 @@ def _read_back(spark: Any, fmt: str, path: str) -> Any:
     )
 
 
-def audit_staged(spark: Any, fmt: str, staging: str) -> list[dict[str, Any]]:
-    """Count rows per (file, topic, partition) from the files a load wrote: count/min/max/sum of offsets."""
+def audit_staged(spark: Any, fmt: str, staging: str, fs: Any = None) -> list[dict[str, Any]]:
+    """Count rows per (file, topic, partition) from the files a load wrote: count/min/max/sum of offsets.
+
+    Local Parquet is counted on the driver with pyarrow (only the partition and offset columns are
+    read, grouped with Arrow's vectorised group_by: no Spark job to schedule); other formats and
+    stores are counted by a Spark job over the staging directory.
+    """
+    from pyspark_logsource.offsets import LocalFileSystem
+
+    if fmt == "parquet" and isinstance(fs, LocalFileSystem):
+        return _audit_parquet_local(fs, staging)
     from pyspark.sql import functions as F
 
     rows = (
@@ -390,6 +399,51 @@ def audit_staged(spark: Any, fmt: str, staging: str) -> list[dict[str, Any]]:
         .collect()
     )
     return [r.asDict() for r in rows]
+
+
+def _audit_parquet_local(fs: Any, staging: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out: list[dict[str, Any]] = []
+    base = staging.rstrip("/")
+    for st in fs.walk_files(staging):
+        rel = st.path[len(base) + 1 :]
+        if any(part.startswith(("_", ".")) for part in rel.split("/")):
+            continue  # _SUCCESS, .crc checksums
+        path = _rel_local(st.path)
+        names = pq.read_schema(path).names
+        cols = ["partition", "offset"] + (["topic"] if "topic" in names else [])
+        t = pq.read_table(path, columns=cols)
+        if "topic" not in names:
+            hive = dict(p.split("=", 1) for p in rel.split("/")[:-1] if "=" in p)
+            if "topic" not in hive:
+                raise AuditMismatch(f"staged file {rel} has no topic column and no topic= directory")
+            t = t.append_column("topic", pa.repeat(pa.scalar(unquote(hive["topic"]), pa.string()), t.num_rows))
+        t = t.set_column(t.schema.get_field_index("offset"), "offset", pc.cast(t.column("offset"), pa.int64()))
+        g = t.group_by(["topic", "partition"]).aggregate(
+            [("offset", "count"), ("offset", "min"), ("offset", "max"), ("offset", "sum")]
+        )
+        for r in g.to_pylist():
+            out.append(
+                {
+                    "file": path,
+                    "topic": str(r["topic"]),
+                    "partition": int(r["partition"]),
+                    "count": int(r["offset_count"]),
+                    "first": int(r["offset_min"]),
+                    "last": int(r["offset_max"]),
+                    "sum": int(r["offset_sum"]),
+                }
+            )
+    return out
+
+
+def _rel_local(path: str) -> str:
+    from pyspark_logsource.offsets.filesystem import to_local_path
+
+    return to_local_path(path)
 
 
 def check_audit(plan: LoadPlan, stats: list[dict[str, Any]]) -> list[LoadRange]:
@@ -470,7 +524,7 @@ def write_and_commit(
     w.save(staged.staging)
     t_write = time.time()
     pause_point("after_write")
-    stats = audit_staged(spark, args.format, staged.staging)
+    stats = audit_staged(spark, args.format, staged.staging, store.fs)
     t_audit = time.time()
     try:
         ranges = check_audit(plan, stats)
@@ -539,6 +593,18 @@ def register_source(spark: Any) -> None:
         reg(spark)
 
 
+def _retry(fn: Callable[[], Any], log: Callable[[str], None], attempts: int = 4) -> Any:
+    """Call fn, retrying a retriable broker error (timeout, no leader) with a growing pause."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except LogSourceError as e:
+            if not e.retriable or i == attempts - 1:
+                raise
+            log(f"retrying after {type(e).__name__}: {e}")
+            time.sleep(0.5 * 2**i)
+
+
 def run_load(spark: Any, args: argparse.Namespace, log: Callable[[str], None] = print) -> LoadResult:
     """One batch load: recover, plan, read, write, audit, commit."""
     store = OffsetStore(args.output)
@@ -549,8 +615,9 @@ def run_load(spark: Any, args: argparse.Namespace, log: Callable[[str], None] = 
     committed = store.committed_offsets()
     view = BrokerView(args)
     try:
-        tps = view.partitions()
-        earliest, latest = view.offsets(tps, "earliest"), view.offsets(tps, "latest")
+        tps = _retry(view.partitions, log)
+        earliest = _retry(lambda: view.offsets(tps, "earliest"), log)
+        latest = _retry(lambda: view.offsets(tps, "latest"), log)
     finally:
         view.close()
     plan = plan_load(

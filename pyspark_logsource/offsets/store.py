@@ -200,7 +200,7 @@ class OffsetStore:
             for r in m.ranges:
                 s = stats.setdefault((r.topic, r.partition), {"rows": 0, "loads": 0, "first": r.start})
                 s["rows"] += r.count
-                s["loads"] += 1
+                s["loads"] += 1 if r.count else 0
                 s["last_seq"] = m.seq
                 s["last_ms"] = m.created_ms
         out = []
