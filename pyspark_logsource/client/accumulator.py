@@ -37,7 +37,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "values", "keys", "timestamps", "headers", "size", "created",
         "future", "encoded", "record_count", "base_sequence", "attempts", "retry_at",
-        "deadline", "has_keys", "closed", "restamp",
+        "deadline", "has_keys", "closed", "restamp", "solo",
     )  # fmt: skip
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
@@ -59,6 +59,7 @@ class ProducerBatch:
         self.has_keys = False
         self.closed = False
         self.restamp = False
+        self.solo = False
 
     @classmethod
     def from_encoded(cls, topic: str, partition: int, data: bytearray, record_count: int, now: float) -> ProducerBatch:
@@ -222,30 +223,42 @@ class RecordAccumulator:
 
     # ---------------------------------------------------------- called by the sender
 
-    def drain(self, now: float, in_flight_blocked: set[TopicPartition]) -> tuple[list[ProducerBatch], float | None]:
-        """Take at most one sendable batch per partition; return them and the next wake-up time.
+    def drain(self, now: float, max_run: int = 1, max_bytes: int = 1 << 20) -> tuple[list[list[ProducerBatch]], float | None]:
+        """Take sendable batches: per partition a run of up to ``max_run`` consecutive
+        batches (``max_bytes`` in all); return the runs and the next wake-up time.
 
         Call with the lock held. A partition whose first ready batch waits
-        for a retry backoff sends nothing, so order within it holds.
+        for a retry backoff sends nothing, so order within it holds; a batch
+        marked ``solo`` (its run was partly a duplicate) travels alone.
         """
         urgent = self.flushing > 0 or self.closed
         next_at: float | None = None
-        for tp, b in list(self.open.items()):
-            due = b.created + self.linger
-            if urgent or due <= now or (tp in self.ready and self.ready[tp]):
-                self.close_batch(b)
-            elif next_at is None or due < next_at:
-                next_at = due
+        if self.open:
+            for b in list(self.open.values()):
+                due = b.created + self.linger
+                if urgent or due <= now:
+                    self.close_batch(b)
+                elif next_at is None or due < next_at:
+                    next_at = due
         out = []
-        for tp, q in self.ready.items():
-            if not q or tp in in_flight_blocked:
+        for q in self.ready.values():
+            if not q:
                 continue
             b = q[0]
             if b.retry_at > now:
                 if next_at is None or b.retry_at < next_at:
                     next_at = b.retry_at
                 continue
-            out.append(q.popleft())
+            run = [q.popleft()]
+            size = b.size
+            if not b.solo:
+                while q and len(run) < max_run:
+                    nb = q[0]
+                    if nb.solo or nb.retry_at > now or size + nb.size > max_bytes:
+                        break
+                    size += nb.size
+                    run.append(q.popleft())
+            out.append(run)
         return out, next_at
 
     def requeue(self, b: ProducerBatch, retry_at: float) -> None:

@@ -95,6 +95,7 @@ class BrokerConnection:
             raise NetworkError(f"cannot connect to broker {self.address}: {e.strerror or e}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._reader: threading.Thread | None = None
+        self._rbuf: bytearray | None = None  # receive buffer of the caller-reads mode, reused
         if threaded:
             # Blocking writes; the reader waits in select() so it can notice expired requests.
             self._sock.settimeout(None)
@@ -278,7 +279,9 @@ class BrokerConnection:
 
     def _read_until(self, w: _Waiter, limit: float) -> None:
         deadline = time.monotonic() + limit
-        buf = bytearray(_RECV_SIZE)
+        if self._rbuf is None:
+            self._rbuf = bytearray(_RECV_SIZE)
+        buf = self._rbuf
         view = memoryview(buf)
         while not w.event.is_set():
             left = deadline - time.monotonic()

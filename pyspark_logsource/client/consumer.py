@@ -268,6 +268,9 @@ class Consumer:
 
     def _resolve_positions(self) -> None:
         """Give every partition with an unknown position one (committed offset, else the reset policy)."""
+        # racy pre-check without the lock: the common case is "all positions known"
+        if all(st.position is not None or st.error is not None for st in list(self._parts.values())):
+            return
         with self._lock:
             unknown = [tp for tp, st in self._parts.items() if st.position is None and st.error is None]
             resets = [tp for tp in unknown if self._parts[tp].reset_pending]

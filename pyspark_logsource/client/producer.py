@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from ..errors import (
     ClientClosed,
     ConfigError,
+    DuplicateSequence,
     InvalidRequest,
     LogSourceError,
     NetworkError,
@@ -99,7 +100,10 @@ class Producer:
     ``buffer_memory`` bytes may wait unsent; a full buffer blocks ``send()``
     up to ``max_block_ms``, then raises BufferFull. Retriable errors are
     retried up to ``retries`` times within ``delivery_timeout_ms``.
-    ``max_in_flight`` bounds unanswered requests per broker connection.
+    ``max_in_flight`` bounds unanswered requests per broker connection;
+    ``max_batches_per_request`` lets one request carry several ready batches
+    of a partition (a run, appended atomically; 1 = one batch per request,
+    as Kafka does).
     """
 
     def __init__(
@@ -120,6 +124,7 @@ class Producer:
         request_timeout_ms: float = 30000,
         max_request_size: int = 1024 * 1024,
         max_in_flight: int = 5,
+        max_batches_per_request: int = 16,
         client_id: str | None = None,
     ) -> None:
         if acks in ("all", -1):
@@ -141,6 +146,7 @@ class Producer:
         self.max_request_size = max_request_size
         self.max_block = max_block_ms / 1000.0
         self.batch_size = batch_size
+        self.max_batches_per_request = max(1, int(max_batches_per_request))
         self._client = NetworkClient(
             bootstrap, client_id=client_id or "logsource-producer", request_timeout_ms=request_timeout_ms,
             max_in_flight=max_in_flight,
@@ -407,6 +413,11 @@ class Producer:
     def _chunks(self, table: pa.Table) -> list[pa.RecordBatch]:
         """Split rows into record batches of about ``max(batch_size, 256 KiB)`` bytes."""
         target = min(max(self.batch_size, 256 * 1024), max(self.max_request_size - 1024, 1))
+        # Cheap upper bound first (buffer sizes, no per-row pass): most tables fit one batch.
+        if table.nbytes + RECORD_OVERHEAD * table.num_rows <= target:
+            batches = table.to_batches()
+            if len(batches) == 1:
+                return batches
         batches = table.combine_chunks().to_batches()
         if len(batches) != 1:  # combine_chunks leaves one chunk per column
             batches = [pa.concat_batches(batches)] if batches else []
@@ -445,11 +456,12 @@ class Producer:
 
     def _run(self) -> None:
         acc = self._acc
+        max_run, max_bytes = self.max_batches_per_request, self.max_request_size
         while True:
             with acc.lock:
                 while True:
-                    batches, next_at = acc.drain(time.monotonic(), set())
-                    if batches:
+                    runs, next_at = acc.drain(time.monotonic(), max_run, max_bytes)
+                    if runs:
                         break
                     if acc.closed and not acc.has_pending():
                         return
@@ -458,9 +470,9 @@ class Producer:
                     acc.wakeup.wait(timeout if timeout is None else min(timeout, 1.0))
                     acc.sender_idle = False
                 # Drain more rounds while ready so several requests share one write.
-                rounds = [batches]
+                rounds = [runs]
                 for _ in range(63):
-                    more, _ = acc.drain(time.monotonic(), set())
+                    more, _ = acc.drain(time.monotonic(), max_run, max_bytes)
                     if not more:
                         break
                     rounds.append(more)
@@ -469,8 +481,10 @@ class Producer:
             except Exception as e:  # keep the sender alive; the batches carry the error
                 log.exception("producer sender failed")
                 for r in rounds:
-                    for b in r:
-                        self._fail_or_retry(b, e)
+                    for run in r:
+                        for b in run:
+                            if not b.future.done():
+                                self._fail_or_retry(b, e)
 
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
@@ -516,44 +530,49 @@ class Producer:
                         self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
         self._acc.complete(b, result, error)
 
-    def _send_rounds(self, rounds: list[list[ProducerBatch]]) -> None:
+    def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
         if self.idempotent and self._producer_id < 0:
             try:
                 self._init_producer_id()
             except LogSourceError as e:
                 for r in rounds:
-                    for b in r:
-                        self._fail_or_retry(b, e)
+                    for run in r:
+                        for b in run:
+                            self._fail_or_retry(b, e)
                 return
         if self._refresh_needed:
             self._refresh_needed = False
             try:
                 with self._meta_lock:
-                    self._client.refresh_metadata(list({b.topic for r in rounds for b in r}))
+                    self._client.refresh_metadata(list({run[0].topic for r in rounds for run in r}))
             except LogSourceError:
                 pass
-        # node -> requests in round order; a round holds at most one batch per partition
+        # node -> requests in round order; a round holds at most one run per partition
         by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
         for r in rounds:
             open_reqs: dict[int, tuple[list, dict]] = {}
             sizes: dict[int, int] = {}
-            for b in r:
+            for run in r:
+                head = run[0]
                 try:
-                    self._prepare(b)
-                    node = self._client.leader_for(b.topic, b.partition)
+                    for b in run:
+                        self._prepare(b)
+                    node = self._client.leader_for(head.topic, head.partition)
                 except LogSourceError as e:
-                    self._fail_or_retry(b, e)
+                    for b in run:
+                        self._fail_or_retry(b, e)
                     continue
+                data = run[0].encoded if len(run) == 1 else b"".join([b.encoded for b in run])
                 entry = open_reqs.get(node)
-                if entry is not None and entry[0] and sizes[node] + len(b.encoded) > self.max_request_size:
+                if entry is not None and entry[0] and sizes[node] + len(data) > self.max_request_size:
                     by_node.setdefault(node, []).append(self._request(entry))
                     entry = None
                 if entry is None:
                     entry = open_reqs[node] = ([], {})
                     sizes[node] = 0
-                entry[0].append(ProducePartitionData(b.topic, b.partition, b.encoded))
-                entry[1][b.tp] = b
-                sizes[node] += len(b.encoded)
+                entry[0].append(ProducePartitionData(head.topic, head.partition, data))
+                entry[1][head.tp] = run
+                sizes[node] += len(data)
             for node, entry in open_reqs.items():
                 if entry[0]:
                     by_node.setdefault(node, []).append(self._request(entry))
@@ -561,50 +580,68 @@ class Producer:
             try:
                 conn = self._client.node_connection(node)
             except LogSourceError as e:
-                for _, batches in items:
-                    for b in batches.values():
-                        self._fail_or_retry(b, e)
+                for _, runs in items:
+                    for run in runs.values():
+                        for b in run:
+                            self._fail_or_retry(b, e)
                 continue
-            calls = [(req, self._callback(batches)) for req, batches in items]
-            for b_map in (batches for _, batches in items):
-                for b in b_map.values():
-                    b.attempts += 1
+            calls = [(req, self._callback(runs)) for req, runs in items]
+            for _, runs in items:
+                for run in runs.values():
+                    for b in run:
+                        b.attempts += 1
             try:
                 conn.send_many(calls)
             except LogSourceError:
-                pass  # the callbacks of unsent requests already ran with the error
+                pass  # send_many already ran the callbacks of unsent requests with the error
 
     def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
         return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
 
-    def _callback(self, batches: dict[tuple[str, int], ProducerBatch]) -> Callable:
+    def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
+        def fail(run: list[ProducerBatch], err: BaseException) -> None:
+            for b in run:
+                self._fail_or_retry(b, err)
+
         def on_response(resp: Any, error: BaseException | None) -> None:
             if error is not None:
-                for b in batches.values():
-                    self._fail_or_retry(b, error)
+                for run in runs.values():
+                    fail(run, error)
                 return
             if resp is None:  # acks=0: written, no answer
-                for b in batches.values():
-                    self._finish(b, (b.partition, -1, -1))
+                for run in runs.values():
+                    for b in run:
+                        self._finish(b, (b.partition, -1, -1))
                 return
             if resp.error_code:
                 err = error_for_code(resp.error_code, resp.error_message or "")
-                for b in batches.values():
-                    self._fail_or_retry(b, err)
+                for run in runs.values():
+                    fail(run, err)
                 return
             seen = set()
             for pr in resp.partitions:
-                b = batches.get((pr.topic, pr.partition))
-                if b is None:
+                tp = (pr.topic, pr.partition)
+                run = runs.get(tp)
+                if run is None:
                     continue
-                seen.add(b.tp)
+                seen.add(tp)
                 if pr.error_code:
-                    self._fail_or_retry(b, error_for_code(pr.error_code, pr.error_message or ""))
-                else:
-                    self._finish(b, (b.partition, pr.base_offset, pr.base_offset + b.record_count - 1))
-            for tp, b in batches.items():
+                    err = error_for_code(pr.error_code, pr.error_message or "")
+                    if isinstance(err, DuplicateSequence) and len(run) > 1:
+                        # part of the run was appended before (a retry): resend each batch alone
+                        for b in run:
+                            b.solo = True
+                        err = _ResendAlone(str(err))
+                    fail(run, err)
+                    continue
+                # offsets are consecutive: each batch of the run follows the previous one
+                off = pr.base_offset
+                for b in run:
+                    self._finish(b, (b.partition, off, off + b.record_count - 1))
+                    off += b.record_count
+            for tp, run in runs.items():
                 if tp not in seen:
-                    self._fail_or_retry(b, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
+                    fail(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
 
         return on_response
 
@@ -633,6 +670,12 @@ class Producer:
                 f"{self.delivery_timeout * 1000:.0f}: {error}"
             )
         self._finish(b, error=error)
+
+
+class _ResendAlone(LogSourceError):
+    """Part of a run of batches was a duplicate: resend each batch alone (retriable; never surfaces)."""
+
+    retriable = True
 
 
 def _codec(name: str | None) -> int:

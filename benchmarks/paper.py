@@ -1,0 +1,263 @@
+"""Reproduce the Kafka paper's section 5 experiments on loopback.
+
+One broker PROCESS (``python -m pyspark_logsource.broker`` via
+EmbeddedBroker) and this client process. Like the paper, 200-byte messages,
+the broker flushing to disk asynchronously (its default flush policy):
+
+* producer test: publish N messages with batch size 1 (one message per
+  produce request, requests pipelined, no waiting per message) and batch
+  size 50 (50 messages per request), through ``Producer.send()`` one message
+  at a time, and through ``Producer.send_arrow()`` (the batch-level API);
+* consumer test: one consumer reads all of them back, each fetch up to
+  ~1000 messages / 200 KB, as Arrow batches (``poll_arrow``) and message by
+  message (``poll()``);
+* end-to-end latency at 10,000 msg/s: send -> a long-polling consumer in this
+  process receives it; p50 / p99.
+
+The baseline measured in the same run is a synchronous client: one produce
+request at a time, waiting for each answer (what a naive RPC client does);
+the ratio column is msg/s divided by that baseline with the same batch size.
+
+    .venv/bin/python benchmarks/paper.py                # N = 1,000,000
+    .venv/bin/python benchmarks/paper.py --messages 200000 --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pyspark_logsource import Admin, Consumer, Producer
+from pyspark_logsource.broker.embedded import EmbeddedBroker
+from pyspark_logsource.client.connection import BrokerConnection
+from pyspark_logsource.format.batch import HEADER_SIZE, encode
+from pyspark_logsource.protocol.messages import ProducePartitionData, ProduceRequest
+
+MSG = 200
+PAPER = {
+    "producer batch 1": 50_000,
+    "producer batch 50": 400_000,
+    "consumer": 22_000,
+}
+# One message of a batch costs 16 bytes beside its value (timestamp delta + 2 offsets).
+PER_MSG_BYTES = 16
+
+
+def values(n: int) -> list[bytes]:
+    """n distinct 200-byte messages (a sequence number in front of random-ish filler)."""
+    filler = bytes(np.random.default_rng(1).integers(97, 123, size=MSG, dtype=np.uint8))
+    return [b"%010d" % i + filler[10:] for i in range(n)]
+
+
+def arrow_chunks(n: int, per: int) -> list[pa.Table]:
+    """The same messages as Arrow tables of ``per`` rows (built before timing)."""
+    data = np.frombuffer(b"".join(values(n)), dtype=np.uint8)
+    offsets = np.arange(0, (n + 1) * MSG, MSG, dtype=np.int32)
+    col = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    t = pa.table({"value": col})
+    return [t.slice(i, per) for i in range(0, n, per)]
+
+
+def rate_row(name: str, n: int, seconds: float, paper: int | None, baseline: float | None) -> tuple:
+    rate = n / seconds
+    mb = rate * MSG / 1e6
+    return (name, n, seconds, rate, mb, paper, (rate / baseline) if baseline else None)
+
+
+def produce_send(bootstrap: str, topic: str, msgs: list[bytes], batch: int, in_flight: int, per_request: int) -> float:
+    """Producer.send() per message; batch_size set so that a batch holds ``batch`` messages."""
+    p = Producer(
+        bootstrap, batch_size=1 if batch == 1 else batch * (MSG + PER_MSG_BYTES), linger_ms=5 if batch > 1 else 0,
+        max_in_flight=in_flight, buffer_memory=256 << 20, max_batches_per_request=per_request,
+    )  # fmt: skip
+    p.send(topic, b"warm-up").result(30)
+    send = p.send
+    t0 = time.perf_counter()
+    for v in msgs:
+        send(topic, v)
+    p.flush()
+    dt = time.perf_counter() - t0
+    p.close()
+    return dt
+
+
+def produce_arrow(bootstrap: str, topic: str, chunks: list[pa.Table], in_flight: int, per_request: int) -> float:
+    """Producer.send_arrow() with one record batch per chunk."""
+    per = chunks[0].num_rows
+    p = Producer(
+        bootstrap, batch_size=per * (MSG + PER_MSG_BYTES), max_in_flight=in_flight, buffer_memory=256 << 20,
+        max_batches_per_request=per_request,
+    )  # fmt: skip
+    p.send(topic, b"warm-up").result(30)
+    t0 = time.perf_counter()
+    for t in chunks:
+        p.send_arrow(topic, t, partition=0)
+    p.flush()
+    dt = time.perf_counter() - t0
+    p.close()
+    return dt
+
+
+def produce_sync_baseline(bootstrap: str, topic: str, msgs: list[bytes], batch: int) -> float:
+    """One produce request at a time, waiting for its answer (same encoder, same codec)."""
+    host, port = bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), threaded=False)
+    t0 = time.perf_counter()
+    for i in range(0, len(msgs), batch):
+        data = encode(msgs[i : i + batch])
+        resp = conn.request(ProduceRequest([ProducePartitionData(topic, 0, data)], acks=1))
+        assert resp.partitions[0].error_code == 0
+    dt = time.perf_counter() - t0
+    conn.close()
+    return dt
+
+
+def consume(bootstrap: str, topic: str, n: int, arrow: bool) -> tuple[float, int]:
+    """Read ``n`` messages from offset 0, each fetch up to 200 KB (~1000 messages)."""
+    c = Consumer(bootstrap, max_partition_fetch_bytes=200 * 1024, fetch_max_bytes=4 << 20, fetch_max_wait_ms=100)
+    c.assign([(topic, 0)])
+    c.seek((topic, 0), 0)
+    got = 0
+    checksum = 0
+    t0 = time.perf_counter()
+    if arrow:
+        while got < n:
+            for t in c.poll_arrow(1000).values():
+                got += t.num_rows
+                checksum += t.column("value").chunk(0).buffers()[2].size if t.num_rows else 0
+    else:
+        while got < n:
+            for m in c.poll(1000, max_records=1000):
+                checksum += len(m.value)
+                got += 1
+    dt = time.perf_counter() - t0
+    c.close()
+    return dt, got
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[float, float, float, int]:
+    """Send at ``rate`` msg/s; a consumer thread long-polls; return p50/p99/max in ms and the count."""
+    n = int(rate * seconds)
+    sent_at = np.zeros(n, dtype=np.int64)
+    recv_at = np.zeros(n, dtype=np.int64)
+    p = Producer(bootstrap, linger_ms=0, batch_size=16384)
+    start = p.send(topic, b"warm-up", partition=0).result(30)[1] + 1
+    c = Consumer(bootstrap, fetch_max_wait_ms=500, fetch_min_bytes=1)
+    c.assign([(topic, 0)])
+    c.seek((topic, 0), start)
+    stop = threading.Event()
+
+    def reader() -> None:
+        seen = 0
+        while seen < n and not stop.is_set():
+            for t in c.poll_arrow(200).values():
+                now = time.perf_counter_ns()
+                recv_at[t.column("offset").to_numpy() - start] = now
+                seen += t.num_rows
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    time.sleep(0.5)  # the consumer is now long-polling at the end of the log
+    payload = b"x" * MSG
+    t0 = time.perf_counter_ns()
+    step = 1_000_000_000 // rate
+    for i in range(n):
+        target = t0 + i * step
+        now = time.perf_counter_ns()
+        if target > now:
+            # sleep, never spin: a spinning sender would hold the GIL the I/O threads need
+            time.sleep((target - now) / 1e9)
+        sent_at[i] = time.perf_counter_ns()
+        p.send(topic, payload, partition=0)
+    p.flush()
+    th.join(timeout=30)
+    stop.set()
+    p.close()
+    c.close()
+    ok = recv_at > 0
+    lat = (recv_at[ok] - sent_at[ok]) / 1e6
+    return float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()), int(ok.sum())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000, help="messages per producer/consumer test")
+    ap.add_argument("--baseline-messages", type=int, default=20_000, help="messages for the synchronous baseline")
+    ap.add_argument("--in-flight", type=int, default=64, help="pipelined produce requests per connection")
+    ap.add_argument("--runs", type=int, default=16, help="batches per request in the coalesced rows")
+    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--quick", action="store_true", help="batch-1 rows on at most 100,000 messages")
+    args = ap.parse_args(argv)
+    n = args.messages
+    msgs = values(n)
+    chunks50 = arrow_chunks(n, 50)
+    rows = []
+    with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
+        bs = broker.bootstrap
+        admin = Admin(bs)
+        for t in ("base1", "base50", "p1", "p50", "a50", "c1", "c50", "ca50", "b1000", "lat"):
+            admin.create_topic(t, 1)
+        print(f"broker pid {broker.pid} at {bs}; {n:,} messages of {MSG} bytes", file=sys.stderr)
+        nb = min(args.baseline_messages, n)
+        base1 = nb / produce_sync_baseline(bs, "base1", msgs[:nb], 1)
+        base50 = nb / produce_sync_baseline(bs, "base50", msgs[:nb], 50)
+        rows.append(rate_row("baseline: sync request/answer, batch 1", nb, nb / base1, None, base1))
+        rows.append(rate_row("baseline: sync request/answer, batch 50", nb, nb / base50, None, base50))
+
+        n1 = n if not args.quick else min(n, 100_000)
+        dt = produce_send(bs, "p1", msgs[:n1], 1, args.in_flight, 1)
+        rows.append(rate_row("batch 1: send(), 1 msg/request, pipelined", n1, dt, PAPER["producer batch 1"], base1))
+        dt = produce_send(bs, "p50", msgs, 50, args.in_flight, 1)
+        rows.append(rate_row("batch 50: send(), 50 msgs/request", n, dt, PAPER["producer batch 50"], base50))
+        dt = produce_arrow(bs, "a50", chunks50, args.in_flight, 1)
+        rows.append(rate_row("batch 50: send_arrow(), 50 msgs/request", n, dt, PAPER["producer batch 50"], base50))
+        # Beyond the paper's definition: several ready batches of a partition share one request.
+        dt = produce_send(bs, "c1", msgs[:n1], 1, args.in_flight, args.runs)
+        rows.append(rate_row(f"batch 1: send(), <= {args.runs} batches/request", n1, dt, PAPER["producer batch 1"], base1))
+        dt = produce_send(bs, "c50", msgs, 50, args.in_flight, args.runs)
+        rows.append(rate_row(f"batch 50: send(), <= {args.runs} batches/request", n, dt, PAPER["producer batch 50"], base50))
+        dt = produce_arrow(bs, "ca50", chunks50, args.in_flight, args.runs)
+        rows.append(rate_row(f"batch 50: send_arrow(), <= {args.runs} batches/req", n, dt, PAPER["producer batch 50"], base50))
+
+        chunks1000 = arrow_chunks(n, 1000)
+        dt = produce_arrow(bs, "b1000", chunks1000, args.in_flight, 1)
+        rows.append(rate_row("batch 1000: send_arrow(), 1 batch/request", n, dt, None, base50))
+        del chunks1000
+
+        # consumer: one fetch = up to 200 KB, i.e. ~1000 messages (the paper's setting)
+        for topic, label in (("p50", "50-msg batches"), ("b1000", "1000-msg batches")):
+            dt, got = consume(bs, topic, n, arrow=True)
+            arrow_row = rate_row(f"consumer {label}: poll_arrow()", got, dt, PAPER["consumer"], None)
+            dt, got = consume(bs, topic, n, arrow=False)
+            msg_row = rate_row(f"consumer {label}: poll() per message", got, dt, PAPER["consumer"], None)
+            # consumer ratio: batches vs per-message iteration of the same data
+            rows.append(arrow_row[:6] + (arrow_row[3] / msg_row[3],))
+            rows.append(msg_row[:6] + (1.0,))
+
+        p50, p99, mx, cnt = latency(bs, "lat", 10_000, args.latency_seconds)
+        admin.close()
+
+    print()
+    print(f"{'experiment':44} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'MB/s':>8} {'paper msg/s':>12} {'ratio':>7}")
+    for name, cnt_, sec, rate, mb, paper, ratio in rows:
+        paper_s = f"{paper:,}" if paper else "-"
+        ratio_s = f"{ratio:.1f}x" if ratio else "-"
+        print(f"{name:44} {cnt_:>10,} {sec:>8.2f} {rate:>12,.0f} {mb:>8.1f} {paper_s:>12} {ratio_s:>7}")
+    print()
+    print("ratio: producer rows vs the synchronous baseline with the same batch size; consumer batches vs per-message")
+    print(f"end-to-end latency at 10,000 msg/s ({cnt:,} messages): p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
+          f"max {mx:.2f} ms (target p99 <= 5 ms)")  # fmt: skip
+    print(f"message overhead on disk/wire: {HEADER_SIZE} bytes per batch + {PER_MSG_BYTES} per message "
+          "(paper: 9 bytes per message)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
