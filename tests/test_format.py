@@ -335,3 +335,18 @@ def test_encode_never_writes_a_bad_batch(kwargs, error):
 def test_numpy_scalar_timestamp_and_buffer_values():
     buf = B.encode([bytearray(b"ab"), memoryview(b"cd")], timestamps=np.int64(5))
     assert [(r.timestamp, r.value) for r in B.decode(buf).records()] == [(5, b"ab"), (5, b"cd")]
+
+
+def test_offsets_that_wrap_around_int32_are_corrupt_on_every_path():
+    """[0, 2e9, -2e9, 12]: each step's int32 difference wraps to a positive number, so a check by
+    subtraction would pass it and Arrow would read 2 GB past the data (found by fuzzing)."""
+    buf = B.encode([b"aaaa", b"bbbb", b"cccc"], timestamps=1)
+    value_off = B.HEADER_SIZE + 3 * 8 + 4 * 4
+    struct.pack_into("<4i", buf, value_off, 0, 2_000_000_000, -2_000_000_000, 12)
+    bad = bytes(_reseal(buf))
+    with pytest.raises(CorruptRecord, match="decrease"):
+        B.decode(bad)
+    run = bad + bad
+    for fast in (None, True, False):
+        with pytest.raises(CorruptRecord, match="decrease"):
+            B.to_arrow(run, fast=fast)

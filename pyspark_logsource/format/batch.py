@@ -949,9 +949,11 @@ def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
     np.cumsum(np.repeat(n + 1, 2)[:-1], out=seg_first[1:])
     if offs[seg_first].any():
         raise CorruptRecord("batch offsets do not start at 0")
-    d = np.diff(offs)
-    d[seg_first[1:] - 1] = 0
-    if len(d) and d.min() < 0:
+    # compare, never subtract: a difference of two int32 offsets can wrap around
+    # and make a hostile decrease look like an increase
+    down = offs[1:] < offs[:-1]
+    down[seg_first[1:] - 1] = False  # the drop from one array's end to the next one's 0
+    if down.any():
         raise CorruptRecord("batch offsets decrease")
     last = offs[seg_first + np.repeat(n, 2)].astype(np.int64)
     key_len, value_len = last[0::2], last[1::2]
