@@ -11,6 +11,7 @@ numbers bound what the real Producer / Consumer can reach:
 * produce, 20 batches of 50 per request (what a lingering producer sends)
 * fetch, ~200 KB per request, one request in flight (the paper's consumer test),
   counting messages from batch headers (as a batch consumer does)
+* end-to-end latency at 10,000 msg/s: produce -> a long-polling consumer in another process
 
 Baselines, measured in the same run on the same machine: the same bytes sent
 through a plain loopback TCP socket to a process that only reads them
@@ -126,6 +127,49 @@ def fetch_worker(port: int, topic: str, max_bytes: int, out: mp.Queue) -> None:
     out.put((time.perf_counter() - t0, msgs, nbytes))
 
 
+def latency_consumer(port: int, topic: str, n: int, out: mp.Queue) -> None:
+    """Long-poll the partition; for each record, now - the send time stamped in its value."""
+    import numpy as np
+
+    sock = _connect(port)
+    conn = ClientConnection("bench-latency")
+    lat: list[float] = []
+    offset = 0
+    while len(lat) < n:
+        resp = _request(sock, conn, FetchRequest([FetchPartition(topic, 0, offset, 1 << 20)], max_wait_ms=500))
+        now = time.time()
+        for rb in fmt.decode_all(resp.partitions[0].records):
+            sent = np.frombuffer(b"".join(v[:8] for v in rb.to_arrow().column("value").to_pylist()), dtype=">f8")
+            lat.extend((now - sent).tolist())
+            offset = rb.header.next_offset
+    out.put(lat)
+
+
+def measure_latency(port: int, rate: int, seconds: float, per_request: int) -> tuple[float, float]:
+    """p50/p99 ms from produce to a long-polling consumer at ``rate`` msg/s (producer and consumer in 2 processes)."""
+    import numpy as np
+
+    sock = _connect(port)
+    conn = ClientConnection("bench-latency-p")
+    _request(sock, conn, CreateTopicsRequest([CreatableTopic("latency", 1)]))
+    n = int(rate * seconds)
+    q = mp.get_context("spawn").Queue()
+    p = mp.get_context("spawn").Process(target=latency_consumer, args=(port, "latency", n, q))
+    p.start()
+    time.sleep(1.0)
+    t0 = time.time()
+    for i in range(n // per_request):
+        delay = t0 + i * per_request / rate - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        stamp = struct.pack(">d", time.time())
+        _request(sock, conn, ProduceRequest([ProducePartitionData("latency", 0, fmt.encode([stamp + b"x" * 192] * per_request))]))
+    lat = np.array(q.get()) * 1000
+    p.join()
+    sock.close()
+    return float(np.percentile(lat, 50)), float(np.percentile(lat, 99))
+
+
 def sink_worker(port_q: mp.Queue, expect: int) -> None:
     """Baseline receiver: read ``expect`` bytes and discard them."""
     srv = socket.socket()
@@ -220,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         base = baseline_sendfile(seg, 200 * 1024)
         rows.append(("fetch 200KB", msgs, elapsed, msgs * args.size, seg.stat().st_size / base, nbytes / elapsed))
         sock.close()
+        p50, p99 = measure_latency(b.port, 10_000, 5.0, 10)
     print(f"\nbroker wire throughput, {args.size}-byte messages, loopback, 1 broker process + 1 client process")
     print(f"{'test':<24}{'messages':>11}{'msg/s':>12}{'MB/s':>9}{'paper msg/s':>13}{'baseline MB/s':>15}{'ratio':>7}")
     for name, msgs, elapsed, payload, base_bps, bps in rows:
@@ -227,6 +272,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<24}{msgs:>11,}{msgs / elapsed:>12,.0f}{payload / elapsed / 1e6:>9.1f}"
               f"{(f'{paper:,}' if paper else '-'):>13}{base_bps / 1e6:>15.1f}{bps / base_bps:>7.2f}")  # fmt: skip
     print("ratio = wire bytes/s through the broker / bytes/s of the same transfer without a broker (baseline)")
+    print(f"end-to-end latency at 10,000 msg/s (batches of 10 every ms, long-polling consumer): "
+          f"p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= 5 ms); load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores")  # fmt: skip
 
 
 if __name__ == "__main__":
