@@ -437,8 +437,8 @@ class Consumer:
 
     # ------------------------------------------------------------------ fetcher thread
 
-    def _fetchable(self, now: float) -> dict[int, list[tuple[TopicPartition, _PartitionState]]]:
-        # lock held
+    def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, _PartitionState]]]:
+        # lock held; peek: only answer whether anything is fetchable, change nothing
         total = sum(st.buffered_bytes for st in self._parts.values())
         if total >= self.fetch_max_bytes:
             return {}
@@ -449,12 +449,13 @@ class Consumer:
                 or st.in_flight
                 or st.error is not None
                 or st.retry_at > now
-                or len(st.buffered) >= 2
-                or st.buffered_bytes >= self.max_partition_fetch_bytes
+                or len(st.buffered) >= 3  # prefetch a few responses ahead, bounded by fetch_max_bytes
             ):
                 continue
             leader = self._client.cluster.leader(*tp)
             if leader is None:
+                if peek:
+                    continue
                 self._metadata_stale = True
                 st.retry_at = now + self.retry_backoff
                 continue
@@ -462,6 +463,8 @@ class Consumer:
         return out
 
     def _fetch_loop(self) -> None:
+        # Fetches are chained from the response callback (no thread hop on the hot path);
+        # this thread starts them, refreshes metadata and restarts after backoffs and polls.
         while not self._closed:
             if self._metadata_stale:
                 self._metadata_stale = False
@@ -473,50 +476,44 @@ class Consumer:
                         self._metadata_stale = True
                     time.sleep(self.retry_backoff)
                     continue
-            with self._lock:
-                while not self._closed:
-                    groups = self._fetchable(time.monotonic())
-                    if groups:
-                        break
-                    self._work.wait(0.1)
-                if self._closed:
-                    return
-                plans = []
-                for node, items in groups.items():
-                    reqs = []
-                    for tp, st in items:
-                        st.in_flight = True
-                        reqs.append((tp, st, st.fetch_position, st.epoch))
-                    plans.append((node, reqs))
-            waiters = []
-            for node, reqs in plans:
-                waiters.append(self._send_fetch(node, reqs))
-            for w in waiters:
-                if w is not None:
-                    w.event.wait(self.request_timeout + self.fetch_max_wait_ms / 1000.0 + 1.0)
+            if self._issue_fetches() == 0:
+                with self._lock:
+                    if not self._closed and not self._fetchable(time.monotonic(), peek=True):
+                        self._work.wait(0.1)
 
-    def _send_fetch(self, node: int, reqs: list):
-        from .connection import _Waiter
+    def _issue_fetches(self) -> int:
+        """Send a Fetch to each leader with fetchable partitions; return how many were sent."""
+        with self._lock:
+            if self._closed:
+                return 0
+            groups = self._fetchable(time.monotonic())
+            plans = []
+            for node, items in groups.items():
+                reqs = []
+                for tp, st in items:
+                    st.in_flight = True
+                    reqs.append((tp, st, st.fetch_position, st.epoch))
+                plans.append((node, reqs))
+        for node, reqs in plans:
+            self._send_fetch(node, reqs)
+        return len(plans)
 
+    def _send_fetch(self, node: int, reqs: list) -> None:
         req = FetchRequest(
             [FetchPartition(tp[0], tp[1], off, st.max_bytes) for tp, st, off, _ in reqs],
             max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
         )  # fmt: skip
-        w = _Waiter()
 
         def done(resp, error) -> None:
-            try:
-                self._on_fetch(reqs, resp, error)
-            finally:
-                w(resp, error)
+            self._on_fetch(reqs, resp, error)
+            if error is None and not self._closed:
+                self._issue_fetches()  # chain the next fetch right here, in the I/O thread
 
         try:
             conn = self._client.node_connection(node)
             conn.send(req, done, timeout=self.request_timeout + self.fetch_max_wait_ms / 1000.0)
         except LogSourceError as e:
             self._on_fetch(reqs, None, e)
-            return None
-        return w
 
     def _on_fetch(self, reqs: list, resp, error: BaseException | None) -> None:
         now = time.monotonic()
