@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import LogSourceError
 from .events import VALUE_DDL, EventGenerator, live_chunk
 from .spark import JavaMissing, check_java
 
@@ -124,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except DemoFailed as e:
         print(f"\nlogsource demo: FAILED: {e}", file=sys.stderr)
         return 1
+    except LogSourceError as e:
+        print(f"\nlogsource demo: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nlogsource demo: interrupted", file=sys.stderr)
         return 130
@@ -204,7 +208,7 @@ class Demo:
             for table in gen.chunks(a.events, chunk):
                 futures.extend(producer.send_arrow(self.topic, table))
                 bar.update(table.num_rows)
-            producer.flush()
+            producer.flush(timeout=300)
         produced = 0
         for f in futures:
             _p, base, last = f.result(60)
@@ -384,7 +388,7 @@ class Demo:
                         live["sent"] += per_tick
                         t_next += tick
                         time.sleep(max(0.0, t_next - time.perf_counter()))
-                    p.flush()
+                    p.flush(timeout=60)
             except Exception as e:  # reported by the main thread
                 live["error"] = e
 
