@@ -142,12 +142,13 @@ def consume(bootstrap: str, topic: str, n: int, arrow: bool) -> tuple[float, int
     return dt, got
 
 
-def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[float, float, float, int]:
-    """Send at ``rate`` msg/s; a consumer thread long-polls; return p50/p99/max in ms and the count."""
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: float = 1.0) -> tuple:
+    """Send at ``rate`` msg/s; a consumer thread long-polls; return steady-state p50/p99/max (ms) and
+    count, and the p99 and count over every message."""
     n = int(rate * seconds)
     sent_at = np.zeros(n, dtype=np.int64)
     recv_at = np.zeros(n, dtype=np.int64)
-    p = Producer(bootstrap, linger_ms=0, batch_size=16384)
+    p = Producer(bootstrap, linger_ms=linger_ms, batch_size=16384)
     start = p.send(topic, b"warm-up", partition=0).result(30)[1] + 1
     c = Consumer(bootstrap, fetch_max_wait_ms=500, fetch_min_bytes=1)
     c.assign([(topic, 0)])
@@ -182,8 +183,15 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[floa
     p.close()
     c.close()
     ok = recv_at > 0
-    lat = (recv_at[ok] - sent_at[ok]) / 1e6
-    return float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()), int(ok.sum())
+    lat = (recv_at - sent_at) / 1e6
+    # steady state: drop the first half second of sends (connection and long-poll warm-up)
+    steady = ok & (sent_at >= sent_at[0] + 500_000_000)
+    all_ok = lat[ok]
+    st = lat[steady]
+    return (
+        float(np.percentile(st, 50)), float(np.percentile(st, 99)), float(st.max()), int(steady.sum()),
+        float(np.percentile(all_ok, 99)), int(ok.sum()),
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(arrow_row[:6] + (arrow_row[3] / msg_row[3],))
             rows.append(msg_row[:6] + (1.0,))
 
-        p50, p99, mx, cnt = latency(bs, "lat", 10_000, args.latency_seconds)
+        p50, p99, mx, cnt, p99_all, cnt_all = latency(bs, "lat", 10_000, args.latency_seconds)
         admin.close()
 
     print()
@@ -252,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:44} {cnt_:>10,} {sec:>8.2f} {rate:>12,.0f} {mb:>8.1f} {paper_s:>12} {ratio_s:>7}")
     print()
     print("ratio: producer rows vs the synchronous baseline with the same batch size; consumer batches vs per-message")
-    print(f"end-to-end latency at 10,000 msg/s ({cnt:,} messages): p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
-          f"max {mx:.2f} ms (target p99 <= 5 ms)")  # fmt: skip
+    print(f"end-to-end latency at 10,000 msg/s, linger_ms=1 ({cnt:,} messages after a 0.5 s warm-up): "
+          f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {mx:.2f} ms (target p99 <= 5 ms); "
+          f"p99 including the warm-up ({cnt_all:,} messages): {p99_all:.2f} ms")  # fmt: skip
     print(f"message overhead on disk/wire: {HEADER_SIZE} bytes per batch + {PER_MSG_BYTES} per message "
           "(paper: 9 bytes per message)")  # fmt: skip
     return 0
