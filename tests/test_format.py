@@ -350,3 +350,15 @@ def test_offsets_that_wrap_around_int32_are_corrupt_on_every_path():
     for fast in (None, True, False):
         with pytest.raises(CorruptRecord, match="decrease"):
             B.to_arrow(run, fast=fast)
+
+
+def test_a_batch_ending_past_the_largest_offset_is_corrupt():
+    buf = B.encode([b"a", b"b"], timestamps=1)
+    B.set_base_offset(buf, 2**63 - 2)
+    assert B.validate(buf).last_offset == 2**63 - 1
+    B.set_base_offset(buf, 2**63 - 1)
+    with pytest.raises(CorruptRecord, match="int64"):
+        B.validate(buf)
+    for fast in (True, False):
+        with pytest.raises(CorruptRecord, match="int64"):
+            B.to_arrow(bytes(buf) * 2, fast=fast)

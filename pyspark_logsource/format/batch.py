@@ -99,6 +99,7 @@ NO_SEQUENCE = -1
 #: Upper bound on a decompressed body; a batch that claims more is corrupt.
 MAX_UNCOMPRESSED_BYTES = 1 << 30
 _INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]))
 ARROW_SCHEMA = pa.schema(
@@ -197,6 +198,8 @@ def check_header(h: BatchHeader) -> None:
         )
     if h.attributes & ~KNOWN_ATTRIBUTES:
         raise CorruptRecord(f"unknown batch attributes {h.attributes:#x}")
+    if h.base_offset > _INT64_MAX - h.last_offset_delta:
+        raise CorruptRecord(f"batch at offset {h.base_offset} ends past the largest int64 offset")
 
 
 def verify_crc(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> None:
@@ -867,7 +870,9 @@ def _walk(buf: bytes | bytearray | memoryview, check_crc: bool) -> np.ndarray:
     hs = np.array(rows, dtype=np.int64).reshape(len(rows), 14)
     if len(rows):
         count = hs[:, _H_COUNT]
-        bad = (count < 1) | (hs[:, 7] != count - 1) | ((hs[:, _H_ATTR] & ~KNOWN_ATTRIBUTES) != 0)
+        lod = hs[:, 7]
+        bad = (count < 1) | (lod != count - 1) | ((hs[:, _H_ATTR] & ~KNOWN_ATTRIBUTES) != 0)
+        bad |= hs[:, _H_BASE] > _INT64_MAX - np.maximum(lod, 0)
         if bad.any():
             read_header(buf, int(hs[int(np.argmax(bad)), _H_POS]))
     return hs
