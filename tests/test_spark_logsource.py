@@ -312,6 +312,12 @@ def test_stream_reader_offsets_limits_and_new_partitions(broker):
     assert end == {"s1": {"0": 27, "1": 3, "2": 0}}  # the small partition gets all it needs
     assert r.reportLatestOffset() == {"s1": {"0": 100, "1": 3, "2": 0}}
     assert [(x.partition, x.start, x.end) for x in r.partitions(start, end)] == [(0, 0, 27), (1, 0, 3)]
+    # PySpark 4.0/4.1 call latestOffset() with no arguments: the limit still applies, from the last end.
+    legacy = LogSourceStreamReader(opts)
+    assert legacy.initialOffset() == start
+    assert legacy.latestOffset() == end
+    assert legacy.latestOffset() == {"s1": {"0": 57, "1": 3, "2": 0}}  # only partition 0 has a backlog left
+    legacy.stop()
     r.commit(end)
     assert admin.group_offsets("g-s1") == {("s1", 0): 27, ("s1", 1): 3, ("s1", 2): 0}
     # A new topic matching the pattern is picked up from its beginning.
