@@ -364,8 +364,9 @@ def test_fast_path_accepts_exactly_what_the_general_path_accepts(runs, data):
     """Mutate bytes of a run (CRCs recomputed): the vectorised path either raises
     CorruptRecord like batch-by-batch decoding does, or returns the identical table."""
     parts = []
-    for values, keys, timestamps, _headers, kwargs in runs:
-        parts.append(B.encode(values, keys, timestamps, None, **dict(kwargs, codec=data.draw(st.sampled_from(["none", "none", "lz4"])))))
+    for values, keys, timestamps, headers, kwargs in runs:
+        codec = data.draw(st.sampled_from(["none", "none", "lz4"]))
+        parts.append(B.encode(values, keys, timestamps, headers, **dict(kwargs, codec=codec)))
     victim = data.draw(st.integers(0, len(parts) - 1))
     buf = parts[victim]
     for _ in range(data.draw(st.integers(1, 3))):

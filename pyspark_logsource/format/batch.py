@@ -46,7 +46,7 @@ Alignment: the body starts 61 bytes into the batch, so it is usually not
 aligned buffer, while key and value bytes stay zero-copy views of the input.
 
 Runs: ``to_arrow(buf)`` over many batches (a fetch response, a segment
-region) builds one Arrow table for runs of small header-less batches with a
+region) builds one Arrow table for runs of small batches with a
 handful of vectorised numpy/pyarrow calls for the whole run (decompressing
 compressed bodies first) instead of a few dozen pyarrow objects per batch;
 the result is identical to decoding batch by batch (tests compare both).
@@ -933,8 +933,29 @@ def _binary_run(data: pa.Buffer, rec_off: np.ndarray, data_start: np.ndarray, le
     return pa.Array.from_buffers(pa.binary(), len(group), [validity, pa.py_buffer(offsets), _gather(data, data_start, lens)])
 
 
+def _offset_arrays(data: pa.Buffer, starts: np.ndarray, sizes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gather and check, per batch, ``k`` adjacent int32 offset arrays of ``sizes[i]`` entries each.
+
+    Returns the gathered offsets, the index of each array's first entry in
+    them (batch-major), and each array's last entry as an (m, k) int64 array.
+    """
+    offs = np.frombuffer(_gather(data, starts, 4 * k * sizes), dtype="<i4")
+    seg = np.repeat(sizes, k)
+    first = np.zeros(len(seg), dtype=np.int64)
+    np.cumsum(seg[:-1], out=first[1:])
+    if offs[first].any():
+        raise CorruptRecord("batch offsets do not start at 0")
+    # compare, never subtract: a difference of two int32 offsets can wrap around
+    # and make a hostile decrease look like an increase
+    down = offs[1:] < offs[:-1]
+    down[first[1:] - 1] = False  # the drop from one array's end to the next one's 0
+    if down.any():
+        raise CorruptRecord("batch offsets decrease")
+    return offs, first, offs[first + seg - 1].astype(np.int64).reshape(-1, k)
+
+
 def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
-    """One Arrow table for a run of uncompressed, header-less batches, with O(1) pyarrow calls.
+    """One Arrow table for a run of uncompressed batches, with O(1) numpy/pyarrow calls.
 
     Raises CorruptRecord (or OverflowError past 2 GiB) when any batch is not
     exactly what the format allows; the caller then falls back to decoding
@@ -945,43 +966,71 @@ def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
     total = int(n.sum())
     body = hs[:, _H_POS] + HEADER_SIZE
     body_len = hs[:, _H_LEN] + LOG_OVERHEAD - HEADER_SIZE
-    if ((8 * n + 8 * (n + 1)) > body_len).any():
+    has_h = (attrs & HAS_HEADERS) != 0
+    if ((8 * n + (8 + 4 * has_h) * (n + 1)) > body_len).any():
         raise CorruptRecord("batch body too short for its arrays")
     group, local = _ragged_index(n, total)
     # the key and value offsets of each batch sit side by side: gather both at once
-    offs = np.frombuffer(_gather(data, body + 8 * n, 8 * (n + 1)), dtype="<i4")
-    seg_first = np.zeros(2 * len(n), dtype=np.int64)
-    np.cumsum(np.repeat(n + 1, 2)[:-1], out=seg_first[1:])
-    if offs[seg_first].any():
-        raise CorruptRecord("batch offsets do not start at 0")
-    # compare, never subtract: a difference of two int32 offsets can wrap around
-    # and make a hostile decrease look like an increase
-    down = offs[1:] < offs[:-1]
-    down[seg_first[1:] - 1] = False  # the drop from one array's end to the next one's 0
-    if down.any():
-        raise CorruptRecord("batch offsets decrease")
-    last = offs[seg_first + np.repeat(n, 2)].astype(np.int64)
-    key_len, value_len = last[0::2], last[1::2]
+    offs, first, last = _offset_arrays(data, body + 8 * n, n + 1, 2)
+    key_len, value_len = last[:, 0], last[:, 1]
+    nh = np.zeros(len(n), dtype=np.int64)
+    hk_len = np.zeros(len(n), dtype=np.int64)
+    hv_len = np.zeros(len(n), dtype=np.int64)
+    hsel = np.flatnonzero(has_h)
+    if len(hsel):
+        h_n = n[hsel]
+        lst_at = body[hsel] + 8 * h_n + 8 * (h_n + 1)
+        lst, lst_first, lst_last = _offset_arrays(data, lst_at, h_n + 1, 1)
+        nh[hsel] = lst_last[:, 0]
+        h_nh = nh[hsel]
+        if ((8 * h_n + 12 * (h_n + 1) + 8 * (h_nh + 1)) > body_len[hsel]).any():
+            raise CorruptRecord("batch claims more headers than its body can hold")
+        hoffs, hfirst, hlast = _offset_arrays(data, lst_at + 4 * (h_n + 1), h_nh + 1, 2)
+        hk_len[hsel], hv_len[hsel] = hlast[:, 0], hlast[:, 1]
     bm = (n + 7) // 8
     key_flag = (attrs & HAS_KEY_NULLS) != 0
     value_flag = (attrs & HAS_VALUE_NULLS) != 0
-    bitmaps = body + 8 * n + 8 * (n + 1)
-    key_data = bitmaps + bm * key_flag + bm * value_flag
-    if (key_data + key_len + value_len != body + body_len).any():
+    bitmaps = body + 8 * n + 8 * (n + 1) + has_h * (4 * (n + 1) + 8 * (nh + 1))
+    key_data = bitmaps + bm * key_flag + bm * value_flag + has_h * ((nh + 7) // 8)
+    if (key_data + key_len + value_len + hk_len + hv_len != body + body_len).any():
         raise CorruptRecord("batch body does not match its sections")
-    key_off = offs[seg_first[0::2][group] + local]
-    value_off = offs[seg_first[1::2][group] + local]
-    key = _binary_run(data, key_off, key_data, key_len, group,
+    key = _binary_run(data, offs[first[0::2][group] + local], key_data, key_len, group,
                       _validity(data, bitmaps, key_flag, n, group, local))  # fmt: skip
-    value = _binary_run(data, value_off, key_data + key_len, value_len, group,
+    value = _binary_run(data, offs[first[1::2][group] + local], key_data + key_len, value_len, group,
                         _validity(data, bitmaps + bm * key_flag, value_flag, n, group, local))  # fmt: skip
     offsets = hs[:, _H_BASE][group] + local
     log_append = (attrs & TIMESTAMP_TYPE_BIT) != 0
     deltas = np.frombuffer(_gather(data, body, 8 * n), dtype="<i8")
     ts = np.where(log_append[group], hs[:, _H_MAX_TS][group], deltas + hs[:, _H_BASE_TS][group])
     ts_type = log_append[group].astype(np.int32)
-    cols = [key, value, _np_col(pa.int64(), offsets), _np_col(_TS_MS, ts), _np_col(pa.int32(), ts_type),
-            _null_headers_col(total)]  # fmt: skip
+    if len(hsel):
+        # per record header counts (0 for batches without headers), then one ListArray
+        hidx = np.cumsum(has_h) - 1
+        rows = has_h[group]
+        at = lst_first[hidx[group[rows]]] + local[rows]
+        counts = np.zeros(total, dtype=np.int64)
+        counts[rows] = lst[at + 1].astype(np.int64) - lst[at]
+        list_off = np.zeros(total + 1, dtype=np.int32)
+        np.cumsum(counts, out=list_off[1:])
+        h_total = int(h_nh.sum())
+        hgroup, hlocal = _ragged_index(h_nh, h_total)
+        hdata = key_data[hsel] + key_len[hsel] + value_len[hsel]
+        hkeys = _binary_run(data, hoffs[hfirst[0::2][hgroup] + hlocal], hdata, hk_len[hsel], hgroup, None)
+        hkeys = hkeys.view(pa.string())
+        try:
+            hkeys.validate(full=True)
+        except pa.ArrowInvalid:
+            raise CorruptRecord("batch header keys are not valid UTF-8") from None
+        hvals = _binary_run(data, hoffs[hfirst[1::2][hgroup] + hlocal], hdata + hk_len[hsel], hv_len[hsel], hgroup,
+                            _validity(data, bitmaps[hsel] + bm[hsel] * key_flag[hsel] + bm[hsel] * value_flag[hsel],
+                                      np.ones(len(hsel), dtype=bool), h_nh, hgroup, hlocal))  # fmt: skip
+        entries = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADER_TYPE.value_type))
+        empty = counts == 0
+        headers = pa.ListArray.from_arrays(_np_col(pa.int32(), list_off), entries, type=HEADER_TYPE,
+                                           mask=pa.array(empty) if empty.any() else None)  # fmt: skip
+    else:
+        headers = _null_headers_col(total)
+    cols = [key, value, _np_col(pa.int64(), offsets), _np_col(_TS_MS, ts), _np_col(pa.int32(), ts_type), headers]
     return pa.Table.from_batches([pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)])
 
 
@@ -1018,9 +1067,8 @@ def to_arrow(
 ) -> pa.Table:
     """Decode a run of batches into one Arrow table, trimmed to [start, end).
 
-    A trailing partial batch is ignored. Runs of small batches without
-    headers (as producers with linger 0 write them, compressed or not) are
-    decoded together with a handful of numpy/pyarrow calls instead of a few
+    A trailing partial batch is ignored. Runs of small batches (as
+    producers with linger 0 write them, compressed or not) are decoded together with a handful of numpy/pyarrow calls instead of a few
     dozen per batch; ``fast`` forces (True) or disables (False) that path,
     None decides by the average batch size. The result is the same either way.
     """
@@ -1030,7 +1078,7 @@ def to_arrow(
         return ARROW_SCHEMA.empty_table()
     attrs = hs[:, _H_ATTR]
     codec = attrs & CODEC_MASK
-    eligible = ((attrs & HAS_HEADERS) == 0) & (codec <= compression.ZSTD) & (codec != compression.SNAPPY)
+    eligible = (codec <= compression.ZSTD) & (codec != compression.SNAPPY)
     # split into runs of equal eligibility, in log order
     cuts = np.flatnonzero(eligible[1:] != eligible[:-1]) + 1
     bounds = [0, *cuts.tolist(), m]
