@@ -83,13 +83,19 @@ def test_generator_rejects_bad_sizes():
 # -- command line, conf, Java check -----------------------------------------------------
 
 
-def test_parse_args_defaults_and_errors(capsys):
+def test_parse_args_defaults_and_errors(capsys, tmp_path):
     a = parse_args([])
     assert a.events == 1_000_000 and a.topic == "page_views"
     with pytest.raises(SystemExit) as e:
         parse_args(["--events", "0"])
     assert e.value.code == 2
     assert "--events must be >= 1" in capsys.readouterr().err
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "x").write_text("left by an earlier run")
+    with pytest.raises(SystemExit):
+        parse_args(["--data-dir", str(tmp_path / "old")])
+    assert "is not empty" in capsys.readouterr().err
+    assert parse_args(["--data-dir", str(tmp_path / "new")]).data_dir == tmp_path / "new"
 
 
 def test_summary_table_renders_every_row():
