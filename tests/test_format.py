@@ -362,3 +362,15 @@ def test_a_batch_ending_past_the_largest_offset_is_corrupt():
     for fast in (True, False):
         with pytest.raises(CorruptRecord, match="int64"):
             B.to_arrow(bytes(buf) * 2, fast=fast)
+
+
+def test_a_partial_tail_with_an_impossible_header_is_corrupt_on_every_path():
+    good = bytes(B.encode([b"a"]))
+    tail = bytearray(B.encode([b"b", b"c"]))
+    struct.pack_into(">i", tail, 57, 5)  # record count no longer matches the last offset delta
+    buf = good + bytes(tail[:-3])
+    with pytest.raises(CorruptRecord, match="record count"):
+        list(B.iter_headers(buf))
+    for fast in (None, True, False):
+        with pytest.raises(CorruptRecord, match="record count"):
+            B.to_arrow(buf, fast=fast)

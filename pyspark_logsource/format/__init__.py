@@ -2,7 +2,11 @@
 
 from .batch import (  # noqa: F401
     ARROW_SCHEMA,
+    CREATE_TIME,
     HEADER_SIZE,
+    HEADER_TYPE,
+    LOG_APPEND_TIME,
+    MAX_UNCOMPRESSED_BYTES,
     BatchHeader,
     Record,
     RecordBatch,
@@ -10,9 +14,14 @@ from .batch import (  # noqa: F401
     decode_all,
     encode,
     encode_arrow,
+    from_arrow,
     iter_headers,
     read_header,
+    set_base_offset,
+    set_leader_epoch,
+    stamp_log_append_time,
     to_arrow,
     trim,
     validate,
+    verify_crc,
 )

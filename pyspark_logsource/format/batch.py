@@ -561,6 +561,10 @@ def encode_arrow(
     )  # fmt: skip
 
 
+#: The Arrow -> batch bridge under the name the design uses (``to_arrow`` is the other way).
+from_arrow = encode_arrow
+
+
 def _arrow_header_parts(col: pa.Array) -> list[bytes] | None:
     if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
         raise InvalidRequest(f"headers must be array<struct<key:string,value:binary>>, got {col.type}")
@@ -862,6 +866,7 @@ def _walk(buf: bytes | bytearray | memoryview, check_crc: bool) -> np.ndarray:
         if t[1] < HEADER_SIZE - LOG_OVERHEAD or t[3] != MAGIC:
             read_header(buf, pos)  # raises the precise error
         if pos + size > end:
+            read_header(buf, pos)  # a partial tail is skipped, as iter_headers does, if its header is sane
             break
         if check_crc and crc32c(mv[pos + CRC_START : pos + size]) != t[4]:
             raise CorruptRecord(f"CRC mismatch in batch at offset {t[0]}")
