@@ -374,3 +374,11 @@ def test_a_partial_tail_with_an_impossible_header_is_corrupt_on_every_path():
     for fast in (None, True, False):
         with pytest.raises(CorruptRecord, match="record count"):
             B.to_arrow(buf, fast=fast)
+
+
+def test_to_arrow_honours_max_uncompressed_on_both_paths():
+    run = b"".join(bytes(B.encode([b"x" * 100], codec="zstd", base_offset=i)) for i in range(3))
+    assert B.to_arrow(run, max_uncompressed=200).num_rows == 3
+    for fast in (True, False):
+        with pytest.raises(CorruptRecord, match="more than 50"):
+            B.to_arrow(run, fast=fast, max_uncompressed=50)

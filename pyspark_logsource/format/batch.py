@@ -1069,6 +1069,7 @@ def to_arrow(
     *,
     check_crc: bool = True,
     fast: bool | None = None,
+    max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
 ) -> pa.Table:
     """Decode a run of batches into one Arrow table, trimmed to [start, end).
 
@@ -1096,14 +1097,14 @@ def to_arrow(
         if use_fast:
             try:
                 if codec[lo:hi].any():
-                    flat = _inflate_run(buf, run, MAX_UNCOMPRESSED_BYTES)
+                    flat = _inflate_run(buf, run, max_uncompressed)
                     tables.append(_run_to_arrow(pa.py_buffer(flat), _walk(flat, False)))
                 else:
                     tables.append(_run_to_arrow(pa.py_buffer(buf), run))
                 continue
             except (CorruptRecord, OverflowError):
                 pass  # decode one by one below: that names the bad batch precisely
-        batches = [decode(buf, int(p), check_crc=False).to_arrow() for p in run[:, _H_POS]]
+        batches = [decode(buf, int(p), check_crc=False, max_uncompressed=max_uncompressed).to_arrow() for p in run[:, _H_POS]]
         tables.append(pa.Table.from_batches(batches, schema=ARROW_SCHEMA))
     table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     return trim(table, start_offset, end_offset)
