@@ -382,3 +382,18 @@ def test_to_arrow_honours_max_uncompressed_on_both_paths():
     for fast in (True, False):
         with pytest.raises(CorruptRecord, match="more than 50"):
             B.to_arrow(run, fast=fast, max_uncompressed=50)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_truncation_of_a_full_featured_batch_is_corrupt(codec):
+    buf = bytes(B.encode([b"v1", None, b"v3" * 20], keys=[None, b"k2", b"k3"], timestamps=[3, 1, 2],
+                         headers=[[("a", b"1")], None, [("b", None), ("c", b"")]], codec=codec,
+                         producer_id=7, producer_epoch=1, base_sequence=5))  # fmt: skip
+    for cut in range(len(buf)):
+        part = buf[:cut]
+        with pytest.raises(CorruptRecord):
+            B.decode(part)
+        with pytest.raises(CorruptRecord):
+            B.validate(part)
+        assert B.to_arrow(part).num_rows == 0
+    assert len(B.decode(buf).records()) == 3
