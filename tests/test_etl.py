@@ -237,3 +237,29 @@ def test_status_and_main_exit_codes(tmp_path, capsys):
     assert "nothing committed" in capsys.readouterr().out
     assert etl.main(["--output", str(out)]) == 2
     assert "ConfigError" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_spark_submit_and_cli_entry_points(spark, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    args = args_for(out)
+    store = OffsetStore(str(out))
+    ranges = {("t", 0): (0, 25)}
+    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    root = os.path.join(os.path.dirname(__file__), "..")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    r = subprocess.run(
+        [submit, "--master", "local[1]", os.path.join(root, "pyspark_logsource", "jobs", "etl.py"), "--verify", "--output", str(out)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verify: OK" in r.stdout
+    cli = os.path.join(os.path.dirname(sys.executable), "logsource")
+    r = subprocess.run([cli, "etl", "--status", "--output", str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    row = [line.split() for line in r.stdout.splitlines() if line.startswith("t ")]
+    assert row and row[0][:5] == ["t", "0", "0", "25", "25"], r.stdout

@@ -106,7 +106,7 @@ def log_end(bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
         return admin.list_offsets([(topic, p) for p in range(PARTITIONS)], "latest")
 
 
-def start_producer(bootstrap: str, topic: str, rate: int = 1500) -> subprocess.Popen:
+def start_producer(bootstrap: str, topic: str, rate: int = 400) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(HELPERS / "etl_fill_topic.py"), bootstrap, topic, "--rate", str(rate)],
         stdout=subprocess.PIPE,
@@ -128,7 +128,7 @@ def stop_producer(p: subprocess.Popen) -> None:
 
 def visible_offsets(out: Path) -> dict[int, list[int]]:
     """(partition -> sorted offsets) as a plain pyarrow dataset reader sees the output."""
-    if not any(p for p in out.iterdir() if not p.name.startswith(("_", "."))):
+    if not out.exists() or not any(p for p in out.iterdir() if not p.name.startswith(("_", "."))):
         return {}
     t = pads.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=["partition", "offset"])
     res: dict[int, list[int]] = {}
@@ -147,6 +147,7 @@ def assert_exactly_committed(out: Path) -> dict[tuple[str, int], int]:
     return committed
 
 
+@pytest.mark.timeout(2400)  # 11+ cold Spark driver starts; about a minute each on a busy 2-core machine
 def test_kill_9_batch_job_at_random_moments_and_commit_points(broker, tmp_path, spark):
     topic = "etlkill"
     create_topic(broker.bootstrap, topic)
@@ -157,16 +158,19 @@ def test_kill_9_batch_job_at_random_moments_and_commit_points(broker, tmp_path, 
     rng = random.Random(4)
     # where each attempt dies: during the write (random delay after the load starts) or paused at a
     # named point: after the staging write, before the manifest put, between put and renames, mid-renames
-    schedule = ["random"] * 4 + ["after_write"] * 2 + ["commit"] * 3 + ["publish"] * 2 + ["publish_mid"] * 2
+    schedule = ["random"] * 3 + ["after_write"] * 2 + ["commit"] * 2 + ["publish"] * 2 + ["publish_mid"] * 2
     rng.shuffle(schedule)
+    schedule += ["random"] * 3  # spares, used only if a random kill came after its job had finished
     kills: dict[str, int] = {}
     clean = 0
     try:
         for where in schedule:
+            if sum(kills.values()) >= 11:
+                break
             job = Job(argv, pause_at=None if where == "random" else where)
             if where == "random":
                 if job.wait_for("loading ") and job.proc.poll() is None:
-                    time.sleep(rng.uniform(0.2, 3.0))
+                    time.sleep(rng.uniform(0.2, 2.0))
             else:
                 job.wait_for("LOGSOURCE_ETL_PAUSED_AT " + where)
             if job.kill9():
@@ -202,6 +206,7 @@ def test_kill_9_batch_job_at_random_moments_and_commit_points(broker, tmp_path, 
     assert not (out / "_staging").exists() or list((out / "_staging").iterdir()) == []
 
 
+@pytest.mark.timeout(2400)
 def test_kill_9_streaming_job_restarts_from_checkpoint(broker, tmp_path, spark):
     topic = "etlstream"
     create_topic(broker.bootstrap, topic)
