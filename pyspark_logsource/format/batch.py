@@ -711,7 +711,11 @@ def decode(
     check_crc: bool = True,
     max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
 ) -> RecordBatch:
-    """Decode the batch at ``pos``; raise CorruptRecord on any inconsistency."""
+    """Decode the batch at ``pos``; raise CorruptRecord on any inconsistency.
+
+    Key and value columns of an uncompressed batch are views of ``buf``
+    (zero-copy): do not mutate ``buf`` in place while they are in use.
+    """
     h = read_header(buf, pos)
     if len(buf) - pos < h.size:
         raise CorruptRecord(f"truncated batch at offset {h.base_offset}: {len(buf) - pos} of {h.size} bytes")
