@@ -209,7 +209,9 @@ class Producer:
             if acc.closed:
                 raise ClientClosed("producer is closed")
             if sticky:
-                partition = self._sticky.partition(topic, n)
+                partition = self._sticky._current.get(topic, n)  # inlined StickyPartitioner.partition
+                if partition >= n:
+                    partition = self._sticky.partition(topic, n)
             if acc.used + size > acc.buffer_memory and acc.used:
                 acc.reserve(size)
             else:
