@@ -167,13 +167,13 @@ def test_send_arrow_routes_rows_and_reports_ranges(broker, admin):
 
 def test_long_poll_returns_early_when_data_arrives(broker, admin):
     topic = new_topic(admin, 1)
-    with Consumer(broker.bootstrap, fetch_max_wait_ms=3000, auto_offset_reset="latest") as c:
+    with Consumer(broker.bootstrap, fetch_max_wait_ms=8000, auto_offset_reset="latest") as c:
         c.assign([(topic, 0)])
         assert c.position((topic, 0)) == 0
         t0 = time.monotonic()
         assert c.poll(400) == []
         waited = time.monotonic() - t0
-        assert 0.35 <= waited < 2.0
+        assert 0.35 <= waited < 3.0
 
         def later():
             time.sleep(0.5)
@@ -187,8 +187,8 @@ def test_long_poll_returns_early_when_data_arrives(broker, admin):
         elapsed = time.monotonic() - t0
         th.join()
         assert [m.value for m in msgs] == [b"hello"]
-        # the broker answered the long poll when data arrived, not after fetch_max_wait_ms
-        assert elapsed < 2.5
+        # the broker answered the long poll when data arrived, not after fetch_max_wait_ms (8 s)
+        assert elapsed < 5.0
 
 
 def test_seek_rewinds_and_poll_arrow(broker, admin):
