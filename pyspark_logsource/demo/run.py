@@ -160,7 +160,6 @@ class Demo:
         self.latencies: list[int] = []
         self.produced = 0
         self.spark = None
-        self.broker = None
         self.bootstrap = ""
 
     def run(self) -> int:
@@ -169,7 +168,6 @@ class Demo:
         _step(1, self.STEPS, f"Embedded broker (Java {self.java} found for Spark)")
         t0 = time.perf_counter()
         with EmbeddedBroker(self.data_dir / "broker", mode=self.args.broker_mode) as broker:
-            self.broker = broker
             self.bootstrap = broker.bootstrap
             where = f"child process {broker.pid}" if broker.pid else "a thread of this process"
             _say(f"broker listening on {self.bootstrap} ({where}), data in {self.data_dir / 'broker'}")
@@ -202,7 +200,6 @@ class Demo:
         with Admin(self.bootstrap) as admin:
             admin.create_topic(self.topic, partitions=a.partitions, exist_ok=True)
         gen = EventGenerator(seed=a.seed)
-        self.generator = gen
         sample = gen.chunk(1)
         _say(f"an event: key={sample['key'][0].as_py().decode()} value={sample['value'][0].as_py().decode()}")
         compression = None if a.compression == "none" else a.compression
