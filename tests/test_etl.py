@@ -263,3 +263,22 @@ def test_spark_submit_and_cli_entry_points(spark, tmp_path):
     assert r.returncode == 0, r.stderr
     row = [line.split() for line in r.stdout.splitlines() if line.startswith("t ")]
     assert row and row[0][:5] == ["t", "0", "0", "25", "25"], r.stdout
+
+
+def test_streaming_checkpoint_leftovers_are_removed(tmp_path):
+    out = tmp_path / "out"
+    cp = out / "_checkpoint"
+    for d in ("offsets", "commits"):
+        (cp / d).mkdir(parents=True)
+    (out / "_spark_metadata").mkdir()
+    # what a driver killed while writing batch 3's offsets leaves behind, next to real entries
+    (cp / "offsets" / "2").write_text("v1\n{}\n{}\n")
+    (cp / "offsets" / ".3.0b2eaf28.tmp").write_text("v1\n")
+    (cp / "offsets" / "..3.0b2eaf28.tmp.crc").write_bytes(b"crc")
+    (cp / "commits" / "2").write_text("v1\n{}\n")
+    (out / "_spark_metadata" / ".1.abc.tmp").write_text("v1\n")
+    assert etl.clean_checkpoint_leftovers(str(cp), str(out)) == 3
+    assert sorted(p.name for p in (cp / "offsets").iterdir()) == ["2"]
+    assert [p.name for p in (cp / "commits").iterdir()] == ["2"]
+    assert list((out / "_spark_metadata").iterdir()) == []
+    assert etl.clean_checkpoint_leftovers(str(cp), str(out)) == 0

@@ -761,6 +761,9 @@ def run_streaming(spark: Any, args: argparse.Namespace, log: Callable[[str], Non
         r = r.option(k, v)
     df = transform(r.load(), args)
     checkpoint = args.checkpoint or OffsetStore(args.output).path("_checkpoint")
+    removed = clean_checkpoint_leftovers(checkpoint, args.output)
+    if removed:
+        log(f"recovery: removed {removed} temporary file(s) a killed driver left in the checkpoint")
     w = df.writeStream.format(args.format).option("checkpointLocation", checkpoint).option("path", args.output)
     if args.format == "csv":
         w = w.option("header", "true")
@@ -781,6 +784,25 @@ def run_streaming(spark: Any, args: argparse.Namespace, log: Callable[[str], Non
     if q.exception():
         raise q.exception()
     return q
+
+
+def clean_checkpoint_leftovers(checkpoint: str, output: str) -> int:
+    """Delete the temporary files a killed driver leaves in Spark's metadata logs.
+
+    Spark writes each offsets/commits/_spark_metadata entry to a hidden ``.<batch>.<uuid>.tmp`` and
+    renames it; a kill -9 in between leaves the temp file, which is never a log entry. Spark 4.1
+    refuses to start batch 0 when offsets/ is not empty (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY),
+    so a driver killed during its first batch could not restart without this cleanup.
+    """
+    store = OffsetStore(checkpoint)
+    removed = 0
+    dirs = [store.path("offsets"), store.path("commits"), OffsetStore(output).path("_spark_metadata")]
+    for d in dirs:
+        for st in store.fs.list(d):
+            if not st.is_dir and st.name.startswith(".") and (st.name.endswith(".tmp") or st.name.endswith(".tmp.crc")):
+                store.fs.delete(st.path)
+                removed += 1
+    return removed
 
 
 def verify_streaming(spark: Any, output: str, checkpoint: str | None = None, log: Callable[[str], None] = print) -> VerifyReport:
