@@ -138,7 +138,7 @@ def main() -> int:
             for step in ("write", "audit", "commit"):
                 s = best.timings.get(step, 0.0)
                 print(f"{'':>12} {'  of which ' + step:<46} {s:>8.2f}")
-            print(f"{'':>12} {'  of which plan + recovery (broker lookups)':<46} {e - best.seconds:>8.2f}")
+            print(f"{'':>12} {'  of which recovery, plan, source setup':<46} {e - best.seconds:>8.2f}")
             print()
             print(f"exactly-once overhead: {100 * (e / b - 1):+.1f}% (target <= +10%), {best.files} files committed")
             spark.stop()
