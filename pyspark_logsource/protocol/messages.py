@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from .primitives import ProtocolError, Reader, Writer
+from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 
 # ------------------------------------------------------------------ api keys
 
@@ -77,8 +77,25 @@ def encode_request_header(h: RequestHeader) -> bytes:
 _HEADER_FIXED = struct.Struct(">hhi")
 
 
+_HEADER_FIXED_ID = struct.Struct(">hhih")
+
+
 def decode_request_header(r: Reader) -> RequestHeader:
     """Decode a request header from the start of a frame."""
+    pos = r.pos
+    if r.end - pos >= 10:
+        key, version, cid, n = _HEADER_FIXED_ID.unpack_from(r.buf, pos)
+        if n == -1:
+            r.pos = pos + 10
+            return RequestHeader(key, version, cid, None)
+        if 0 <= n <= r.end - pos - 10:
+            try:
+                client_id = str(r.buf[pos + 10 : pos + 10 + n], "utf-8")
+            except UnicodeDecodeError:
+                pass  # the general path below raises the ProtocolError
+            else:
+                r.pos = pos + 10 + n
+                return RequestHeader(key, version, cid, client_id)
     if r.end - r.pos < 8:
         raise ProtocolError(f"truncated request header: {r.end - r.pos} bytes")
     key, version, cid = _HEADER_FIXED.unpack_from(r.buf, r.pos)
@@ -438,7 +455,28 @@ def _enc_produce_req(w: Writer, m: ProduceRequest) -> None:
     )
 
 
+# The common produce request: no transactional id, one topic, one partition, records to the end.
+_PRODUCE_REQ_HEAD = struct.Struct(">hhiih")  # txn len (-1), acks, timeout, topic count, name length
+_PRODUCE_REQ_PART = struct.Struct(">iii")  # partition count, partition, records length
+
+
 def _dec_produce_req(r: Reader) -> ProduceRequest:
+    # Fast path: one unpack per fixed run of fields; anything else takes the general path below,
+    # which re-reads from the same position and raises the precise error.
+    buf, pos, end = r.buf, r.pos, r.end
+    if end - pos >= 26:
+        txn_len, acks, timeout, ntopics, name_len = _PRODUCE_REQ_HEAD.unpack_from(buf, pos)
+        head = pos + 14 + name_len
+        if txn_len == -1 and ntopics == 1 and name_len >= 0 and head + 12 <= end:
+            nparts, partition, n = _PRODUCE_REQ_PART.unpack_from(buf, head)
+            if nparts == 1 and n >= 0 and head + 12 + n == end:
+                try:
+                    name = str(buf[pos + 14 : head], "utf-8")
+                except UnicodeDecodeError:
+                    name = None
+                if name is not None:
+                    r.pos = end
+                    return ProduceRequest([ProducePartitionData(name, partition, buf[head + 12 : end])], acks, timeout)
     txn, acks, timeout = r.nstring(), r.i16(), r.i32()
     out: list[ProducePartitionData] = []
     for _ in range(r.count(6)):
@@ -461,7 +499,26 @@ def _enc_produce_resp(w: Writer, m: ProduceResponse) -> None:
     w.array(_group(m.partitions).items(), lambda w, kv: (w.string(kv[0]), w.array(kv[1], part)))
 
 
+_PRODUCE_RESP_BODY_HEAD = struct.Struct(">ih")  # topic count, name length
+_PRODUCE_RESP_BODY_PART = struct.Struct(">iihhqqq")  # 1 partition, partition, error, null message, 3 offsets
+
+
 def _dec_produce_resp(r: Reader, m: ProduceResponse) -> None:
+    buf, pos, end = r.buf, r.pos, r.end
+    if end - pos >= 6:
+        ntopics, name_len = _PRODUCE_RESP_BODY_HEAD.unpack_from(buf, pos)
+        head = pos + 6 + name_len
+        if ntopics == 1 and name_len >= 0 and head + 36 == end:
+            nparts, p, err, msg_len, base, lat, lso = _PRODUCE_RESP_BODY_PART.unpack_from(buf, head)
+            if nparts == 1 and msg_len == -1:
+                try:
+                    name = str(buf[pos + 6 : head], "utf-8")
+                except UnicodeDecodeError:
+                    name = None
+                if name is not None:
+                    r.pos = end
+                    m.partitions = [ProducePartitionResponse(name, p, err, base, lat, lso, None)]
+                    return
     out: list[ProducePartitionResponse] = []
     for _ in range(r.count(6)):
         name = r.string()
@@ -909,8 +966,45 @@ def is_supported(api_key: int, api_version: int) -> bool:
 _ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError)
 
 
+_I16 = struct.Struct(">h")
+_PRODUCE_REQ_FRAME_HEAD = struct.Struct(">ihhi")  # size, api key, version, correlation id
+_PRODUCE_REQ_BODY_HEAD = struct.Struct(">hhiih")  # txn -1, acks, timeout, 1 topic, name length
+_PRODUCE_REQ_BODY_PART = struct.Struct(">iii")  # 1 partition, partition, records length
+
+
+def _encode_produce_request_fast(header: RequestHeader, m: ProduceRequest) -> list[Any] | None:
+    if len(m.partitions) != 1 or m.transactional_id is not None or type(m) is not ProduceRequest:
+        return None
+    p = m.partitions[0]
+    rec = p.records
+    if not isinstance(rec, (bytes, bytearray)):
+        return None
+    name = p.topic.encode("utf-8")
+    client = header.client_id.encode("utf-8") if header.client_id is not None else None
+    if len(name) > 0x7FFF or (client is not None and len(client) > 0x7FFF):
+        return None
+    n = len(rec)
+    size = 8 + 2 + (len(client) if client is not None else 0) + 14 + len(name) + 12 + n
+    out = bytearray(_PRODUCE_REQ_FRAME_HEAD.pack(size, header.api_key, header.api_version, header.correlation_id))
+    out += _I16.pack(len(client)) + client if client is not None else b"\xff\xff"
+    out += _PRODUCE_REQ_BODY_HEAD.pack(-1, m.acks, m.timeout_ms, 1, len(name))
+    out += name
+    out += _PRODUCE_REQ_BODY_PART.pack(1, p.partition, n)
+    if n >= ZERO_COPY_THRESHOLD:
+        return [out, rec]
+    out += rec
+    return [out]
+
+
 def encode_request(header: RequestHeader, request: Any) -> list[Any]:
     """Encode a whole request frame; returns its parts (see Writer)."""
+    if header.api_key == 0 and type(request) is ProduceRequest:
+        try:
+            fast = _encode_produce_request_fast(header, request)
+        except _ENCODE_ERRORS:
+            fast = None  # the general path raises the precise error
+        if fast is not None:
+            return fast
     api = APIS[header.api_key]
     if not isinstance(request, api.request):
         raise TypeError(f"{type(request).__name__} does not match api key {header.api_key}")
@@ -929,8 +1023,39 @@ def decode_request_body(header: RequestHeader, r: Reader) -> Any:
     return req
 
 
+# A produce response for one partition without error messages, as one pack:
+# size, correlation id, error code, null message, 1 topic, name length (name follows),
+# then 1 partition, partition, error code, null message, base offset, append time, log start.
+_PRODUCE_RESP_HEAD = struct.Struct(">iihhih")
+_PRODUCE_RESP_PART = struct.Struct(">iihhqqq")
+
+
+def _encode_produce_response_fast(correlation_id: int, response: ProduceResponse) -> list[Any] | None:
+    parts = response.partitions
+    if response.error_code or response.error_message is not None or len(parts) != 1:
+        return None
+    p = parts[0]
+    if p.error_message is not None:
+        return None
+    name = p.topic.encode("utf-8")
+    if len(name) > 0x7FFF:
+        return None
+    out = bytearray(_PRODUCE_RESP_HEAD.pack(50 + len(name), correlation_id, 0, -1, 1, len(name)))
+    out += name
+    out += _PRODUCE_RESP_PART.pack(1, p.partition, p.error_code, -1, p.base_offset, p.log_append_time_ms,
+                                   p.log_start_offset)  # fmt: skip
+    return [out]
+
+
 def encode_response(correlation_id: int, api_key: int, response: Response) -> list[Any]:
     """Encode a whole response frame; returns its parts (FileRegions stay as parts)."""
+    if api_key == 0:
+        try:
+            fast = _encode_produce_response_fast(correlation_id, response)
+        except _ENCODE_ERRORS:
+            fast = None  # the general path raises the precise error
+        if fast is not None:
+            return fast
     w = Writer()
     w.i16(response.error_code)
     w.nstring(response.error_message)
