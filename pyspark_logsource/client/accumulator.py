@@ -19,6 +19,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 
 from ..errors import BufferFull, ClientClosed, RequestTimedOut
 from ..format.batch import HEADER_SIZE
@@ -29,6 +30,50 @@ RECORD_OVERHEAD = 16
 BATCH_OVERHEAD = HEADER_SIZE + 16
 
 TopicPartition = tuple[str, int]
+
+
+#: One condition shared by every batch future: a ``Future()`` makes its own Condition and
+#: RLock, which cost more than the rest of opening a batch (and with batch size 1 a
+#: batch is opened per record). A shared condition only means a wake-up may be for
+#: another future, so the waits below loop until their own future is done.
+_SHARED_CONDITION = threading.Condition()
+_DONE_STATES = (FINISHED, CANCELLED, CANCELLED_AND_NOTIFIED)
+
+
+class BatchFuture(Future):
+    """A ``concurrent.futures.Future`` that is cheap to create (shared condition)."""
+
+    def __init__(self) -> None:  # noqa: D107 - Future.__init__ without its own Condition
+        self._condition = _SHARED_CONDITION
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiters = []
+        self._done_callbacks = []
+
+    def _wait_done(self, timeout: float | None) -> None:
+        if self._state in _DONE_STATES:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state not in _DONE_STATES:
+                if deadline is None:
+                    self._condition.wait()
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._condition.wait(left)
+
+    def result(self, timeout: float | None = None):
+        """As ``Future.result``."""
+        self._wait_done(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None):
+        """As ``Future.exception``."""
+        self._wait_done(timeout)
+        return super().exception(0)
 
 
 class ProducerBatch:
@@ -49,7 +94,7 @@ class ProducerBatch:
         self.headers: list | None = None
         self.size = BATCH_OVERHEAD
         self.created = now
-        self.future: Future = Future()
+        self.future: Future = BatchFuture()
         self.encoded: bytearray | None = None
         self.record_count = 0
         self.base_sequence: int | None = None

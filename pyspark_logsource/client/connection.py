@@ -189,12 +189,17 @@ class BrokerConnection:
             cb(None, None)
 
     def _release(self, n: int) -> None:
-        if self._slots is not None:
-            for _ in range(n):
-                try:
-                    self._slots.release()
-                except ValueError:
-                    break
+        if self._slots is not None and n > 0:
+            # one release of n: a waiting sender wakes once and finds all n slots free
+            # (n single releases let it wake after the first and send one request at a time)
+            try:
+                self._slots.release(n)
+            except ValueError:
+                for _ in range(n):
+                    try:
+                        self._slots.release()
+                    except ValueError:
+                        break
 
     def _write(self, parts: list[Any]) -> None:
         for p in parts:
