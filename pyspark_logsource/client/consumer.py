@@ -36,7 +36,7 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..format.batch import ARROW_SCHEMA, HEADER_SIZE, decode, iter_headers, read_header, to_arrow, trim
+from ..format.batch import ARROW_SCHEMA, decode, iter_headers, read_header, to_arrow, trim
 from ..protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -90,16 +90,21 @@ class _Fetched:
         return trim(self.table, position, None)
 
 
+#: Runs of at least this many batches are decoded together by ``format.batch.to_arrow``; its
+#: vectorised path has a fixed cost of a few hundred us (measured: 10 one-record batches 173 us
+#: one by one vs 336 us together; 20 fifty-record batches 759 us vs 443 us).
+RUN_DECODE_MIN_BATCHES = 16
+
+
 def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = True) -> pa.Table:
     """Decode every whole batch of a fetch response into one Arrow table."""
-    if len(data) >= HEADER_SIZE:
-        h = read_header(data, 0)
-        if h.size == len(data):
-            # one batch: its own decoder is zero-copy and cheapest
-            return pa.Table.from_batches([decode(data, 0, check_crc=check_crc).to_arrow()], schema=ARROW_SCHEMA)
-    # a run of batches decodes together (vectorised over small batches: 50-record batches
-    # measured 1.29 ms -> 0.66 ms per 1000 records, 1-record batches 45 ms -> 2.7 ms)
-    return to_arrow(data, check_crc=check_crc)
+    positions = []
+    for pos, _ in iter_headers(data):
+        positions.append(pos)
+        if len(positions) >= RUN_DECODE_MIN_BATCHES:
+            return to_arrow(data, check_crc=check_crc)
+    batches = [decode(data, pos, check_crc=check_crc).to_arrow() for pos in positions]
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
 def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message]:

@@ -233,11 +233,11 @@ class PartitionLog:
                     n += 1
         return n
 
-    def _write_recovery_point(self) -> None:
+    def _write_recovery_point(self, value: int | None = None, tmp_suffix: str = ".tmp") -> None:
         path = self.directory / RECOVERY_POINT_FILE
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + tmp_suffix)
         with open(tmp, "w") as f:
-            f.write(f"{self._recovery_point}\n")
+            f.write(f"{self._recovery_point if value is None else value}\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -441,11 +441,19 @@ class PartitionLog:
             except OSError as e:
                 raise StorageError(f"flush of {seg.log_path} failed: {e}") from e
         with self._lock:
-            if target > self._recovery_point:
+            advanced = target > self._recovery_point
+            if advanced:
                 self._recovery_point = target
-                self._write_recovery_point()
             self._last_flush_ms = _now_ms()
-            return self._recovery_point
+            rp = self._recovery_point
+        if advanced:
+            # The file's fsync runs outside the partition lock: under it, every flush.ms it
+            # stalled the appends (and the broker's event loop) for the length of an fsync.
+            # The flush lock orders it against truncation (which takes that lock too); a
+            # roll may write a higher value concurrently, and whichever lands last is still a
+            # point below which everything is on disk.
+            self._write_recovery_point(target, ".flush.tmp")
+        return rp
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
@@ -514,7 +522,7 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch at or after the one holding ``offset``; return the new log end."""
-        with self._lock:
+        with self._flush_lock, self._lock:  # no flush may write an older recovery point after ours
             self._check_open()
             if offset >= self._leo:
                 return self._leo
@@ -542,7 +550,7 @@ class PartitionLog:
         """Drop every segment and restart the log, empty, at ``offset`` (a follower far behind the leader)."""
         if offset < 0:
             raise InvalidRequest(f"cannot start a log at negative offset {offset}")
-        with self._lock:
+        with self._flush_lock, self._lock:
             self._check_open()
             gone = list(self._view.segments)
             for seg in gone:
