@@ -230,7 +230,11 @@ class Broker:
                             out = bytearray()
                         result = await self._await(result, ev, peer_s)
                     if result is not None:  # None: acks=0
-                        out = await self._send(writer, ServerConnection.response_parts(ev.header, result), out)
+                        parts = ServerConnection.response_parts(ev.header, result)
+                        if len(parts) == 1 and not is_region(parts[0]):
+                            out += parts[0]  # the common small response: no coroutine per request
+                        else:
+                            out = await self._send(writer, parts, out)
                 if out:
                     writer.write(out)
                 bad = bad or conn.frames.error

@@ -43,6 +43,47 @@ _RECV_SIZE = 1 << 20
 _IOV_MAX = 512
 
 
+class _Window:
+    """The in-flight bound of a connection: slots taken per request, returned per answer.
+
+    When the window is full, a sender waits until a quarter of it is free again
+    (or the answers stop coming) rather than for one slot: otherwise, once the
+    pipeline is full, every answer frees one slot, the next request goes out
+    alone, and client and broker settle into one request per system call each way.
+    """
+
+    __slots__ = ("_cond", "free", "size", "_refill")
+
+    def __init__(self, size: int) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self.size = size
+        self.free = size
+        self._refill = max(1, size // 4)
+
+    def acquire(self, want: int, timeout: float) -> int:
+        """Take between 1 and ``want`` slots; 0 if none freed up within ``timeout`` seconds."""
+        with self._cond:
+            if self.free == 0:
+                need = min(want, self._refill)
+                deadline = time.monotonic() + timeout
+                while self.free < need:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if self.free == 0:
+                    return 0
+            k = min(want, self.free)
+            self.free -= k
+            return k
+
+    def release(self, n: int) -> None:
+        """Return ``n`` slots."""
+        with self._cond:
+            self.free = min(self.size, self.free + n)
+            self._cond.notify_all()
+
+
 class _Waiter:
     """Blocking wait for one response (used by ``request()``)."""
 
@@ -86,7 +127,7 @@ class BrokerConnection:
         self._proto = ClientConnection(client_id)
         self._lock = threading.Lock()  # guards the protocol state, the socket writes and _pending
         self._pending: deque[tuple[int, Callback, float]] = deque()
-        self._slots = threading.BoundedSemaphore(max_in_flight) if max_in_flight > 0 else None
+        self._slots = _Window(max_in_flight) if max_in_flight > 0 else None
         self._closed = False
         self._error: BaseException | None = None
         try:
@@ -133,10 +174,9 @@ class BrokerConnection:
             while i < len(items):
                 k = 1
                 if self._slots is not None:
-                    if not self._slots.acquire(timeout=self.request_timeout):
+                    k = self._slots.acquire(len(items) - i, self.request_timeout)
+                    if k == 0:
                         raise RequestTimedOut(f"no in-flight slot on {self.address} within the request timeout")
-                    while i + k < len(items) and self._slots.acquire(blocking=False):
-                        k += 1
                 self._send_group(items[i : i + k], timeout)
                 i += k
         except LogSourceError as e:
@@ -190,16 +230,7 @@ class BrokerConnection:
 
     def _release(self, n: int) -> None:
         if self._slots is not None and n > 0:
-            # one release of n: a waiting sender wakes once and finds all n slots free
-            # (n single releases let it wake after the first and send one request at a time)
-            try:
-                self._slots.release(n)
-            except ValueError:
-                for _ in range(n):
-                    try:
-                        self._slots.release()
-                    except ValueError:
-                        break
+            self._slots.release(n)
 
     def _write(self, parts: list[Any]) -> None:
         for p in parts:
