@@ -86,6 +86,14 @@ class FrameDecoder:
             if len(buf) - 4 < self._need:
                 return frames
             end = 4 + self._need
+            if end == len(buf):
+                # the buffer ends with this frame (a big fetch answer, or the last request of a
+                # read): hand the buffer itself out instead of copying it
+                del buf[:4]
+                frames.append(buf)
+                self._buf = bytearray()
+                self._need = -1
+                return frames
             frames.append(buf[4:end])
             # bytearray deletes from the front in O(1) (it moves its start pointer)
             del buf[:end]
