@@ -422,13 +422,21 @@ class LogSourceCommitMessage(WriterCommitMessage):
     last_offsets: dict[str, int] = field(default_factory=dict)
 
 
+#: Default ``batch.size`` of a write task's producer. A Spark task writes whole Arrow batches, so
+#: Kafka's 16 KiB default (the producer's send_arrow then cuts 256 KiB batches) only multiplies
+#: batches, futures and broker appends: 2M 200-byte rows, same run, CPU jvm+python+broker
+#: 5.8 s -> 5.0 s (1 MiB). The producer caps a batch at its max request size (1 MiB).
+SINK_BATCH_BYTES = 1 << 20
+
+
 def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSourceCommitMessage:
     """Send Spark Arrow batches with one idempotent producer (the work of one write task)."""
     from .client import Producer
 
-    kwargs: dict[str, Any] = dict(acks=opts.acks, linger_ms=opts.linger_ms, compression=opts.compression, enable_idempotence=True)
-    if opts.batch_size:
-        kwargs["batch_size"] = opts.batch_size
+    kwargs: dict[str, Any] = dict(
+        acks=opts.acks, linger_ms=opts.linger_ms, compression=opts.compression, enable_idempotence=True,
+        batch_size=opts.batch_size or SINK_BATCH_BYTES,
+    )  # fmt: skip
     producer = Producer(opts.bootstrap, **kwargs)
     msg = LogSourceCommitMessage()
     futures: list[Any] = []

@@ -138,6 +138,11 @@ def test_options_forms_and_defaults():
     assert o.ending == TimestampSpec(per_partition={"a": {0: 2000}})
     w = parse_write_options({"bootstrap.servers": "h:1", "topic": "t", "kafka.compression.type": "LZ4", "acks": "1"})
     assert (w.topic, w.compression, w.acks) == ("t", "lz4", 1)
+    assert w.batch_size is None  # the write task then uses datasource.SINK_BATCH_BYTES
+    assert parse_write_options({"bootstrap.servers": "h:1", "topic": "t", "kafka.batch.size": "65536"}).batch_size == 65536
+    assert o.max_bytes_per_fetch == 32 << 20
+    assert opts(**{"kafka.fetch.max.bytes": "4096"}).max_bytes_per_fetch == 4096
+    assert opts(**{"fetch.max.bytes": "8192", "kafka.fetch.max.bytes": "4096"}).max_bytes_per_fetch == 8192
     for bad in ({"compression": "snappy"}, {"acks": "2"}, {"topic": " "}, {"linger.ms": "-1"}):
         with pytest.raises(ConfigError):
             parse_write_options({"bootstrap.servers": "h:1", **bad})

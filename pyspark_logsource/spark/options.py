@@ -257,7 +257,11 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
         fail_on_data_loss=parse_bool(opts, "failOnDataLoss", True),
         include_headers=parse_bool(opts, "includeHeaders", False),
         group_id=(opts.get("groupid") or opts.get("kafka.group.id") or None),
-        max_bytes_per_fetch=parse_int(opts, "fetch.max.bytes", 32 << 20, minimum=1024) or (32 << 20),
+        max_bytes_per_fetch=(
+            parse_int(opts, "fetch.max.bytes", None, minimum=1024)
+            or parse_int(opts, "kafka.fetch.max.bytes", 32 << 20, minimum=1024)
+            or (32 << 20)
+        ),
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
     )
 
@@ -295,7 +299,7 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         compression=codec,
         linger_ms=int(linger or 0),
         acks=acks,
-        batch_size=parse_int(opts, "batch.size", None, minimum=1),
+        batch_size=parse_int(opts, "batch.size", None, minimum=1) or parse_int(opts, "kafka.batch.size", None, minimum=1),
         auto_create_topic=parse_bool(opts, "autoCreateTopic", False),
         num_partitions=parse_int(opts, "numPartitions", 1, minimum=1) or 1,
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
