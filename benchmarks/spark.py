@@ -8,6 +8,20 @@ rows to a topic vs to Parquet. The ratio (logsource / parquet) is the figure;
 target <= 2x. Streaming: end-to-end latency from ``send()`` to the row being
 visible in a ``foreachBatch`` sink at ``--rate`` msg/s, p50 and p99 (target
 p99 <= 1 s).
+
+The ``floor`` column is Spark's own cost of a Python data source on this
+machine: a trivial source whose tasks yield one pre-built Arrow batch of the
+exact read schema over and over (same rows per task, same row size, same
+batch size as logsource hands Spark), and for writes a Python Arrow writer
+that drops what it gets. No Python data source can beat it, so
+``logsource / floor`` is what the data source itself costs and
+``floor / parquet`` is what Spark's Python path costs.
+
+Every source is warmed up first (JIT, one Python worker per core with its
+imports) and each timing is the best of ``--repeat`` runs, interleaved, since
+the machine is shared. With psutil installed, CPU seconds of the JVM and of
+the Python workers are printed too (they say more than wall time on a loaded
+machine).
 """
 
 from __future__ import annotations
@@ -43,6 +57,121 @@ def make_rows(n: int, size: int = 200, chunk: int = 500_000):
         yield pa.table({"key": keys, "value": values})
 
 
+def floor_source(row_size: int = 200):
+    """A trivial Python data source that yields one pre-built batch of logsource's read schema."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+
+    from pyspark_logsource.datasource import COALESCE_BYTES
+    from pyspark_logsource.spark.arrow import arrow_read_schema, spark_read_schema
+
+    class FloorReader(DataSourceReader):
+        def __init__(self, rows: int, tasks: int) -> None:
+            self.rows, self.tasks = rows, tasks
+
+        def partitions(self):
+            per = -(-self.rows // self.tasks)
+            return [InputPartition((i, min(per, self.rows - i * per))) for i in range(self.tasks) if self.rows > i * per]
+
+        def read(self, partition):
+            task, n = partition.value
+            per_batch = max(1, COALESCE_BYTES // (row_size + 30))
+            m = min(n, per_batch)
+            # Built in a few ms (the floor must not pay for making data): one random value repeated,
+            # keys k0..k999 as in make_rows.
+            pattern = np.random.default_rng(task).integers(97, 123, size=row_size, dtype=np.uint8)
+            values = pa.BinaryArray.from_buffers(
+                pa.binary(), m,
+                [None, pa.py_buffer(np.arange(0, (m + 1) * row_size, row_size, dtype=np.int32)), pa.py_buffer(np.tile(pattern, m))],
+            )  # fmt: skip
+            keys = pa.array(np.char.mod("k%d", np.arange(1000)).astype("S"), pa.binary()).take(pa.array(np.arange(m) % 1000))
+            rb = pa.RecordBatch.from_arrays(
+                [
+                    keys,
+                    values,
+                    pa.array(["bench"] * m, pa.string()),
+                    pa.array(np.full(m, task, np.int32)),
+                    pa.array(np.arange(m, dtype=np.int64)),
+                    pa.array(np.full(m, 1_700_000_000_000_000, np.int64)).cast(pa.timestamp("us", tz="UTC")),
+                    pa.array(np.zeros(m, np.int32)),
+                ],
+                schema=arrow_read_schema(False),
+            )
+            for s in range(0, n, m):
+                yield rb if s + m <= n else rb.slice(0, n - s)
+
+    class FloorWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            for _ in iterator:
+                pass
+            return WriterCommitMessage()
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "logsource_floor"
+
+        def schema(self):
+            return spark_read_schema(False)
+
+        def reader(self, schema):
+            return FloorReader(int(self.options["rows"]), int(self.options["tasks"]))
+
+        def writer(self, schema, overwrite):
+            return FloorWriter()
+
+    return FloorSource
+
+
+class CpuMeter:
+    """CPU seconds of the JVM and of Spark's Python workers (children of this process), if psutil is there."""
+
+    def __init__(self) -> None:
+        try:
+            import psutil
+        except ImportError:
+            self.psutil = None
+        else:
+            self.psutil = psutil
+
+    def sample(self) -> tuple[float, float, float] | None:
+        if self.psutil is None:
+            return None
+        jvm = py = 0.0
+        for c in self.psutil.Process().children(recursive=True):
+            try:
+                t = c.cpu_times()
+                cmd = " ".join(c.cmdline()[:3])
+                if "java" in c.name() or "java" in cmd:
+                    jvm += t.user + t.system
+                elif "pyspark.daemon" in cmd:
+                    # the daemon's reaped children are the finished workers
+                    py += t.user + t.system + t.children_user + t.children_system
+            except self.psutil.Error:
+                pass
+        me = self.psutil.Process().cpu_times()
+        return jvm, py, me.user + me.system  # this process: the driver's Python and the broker thread
+
+
+def best_of(repeat: int, fns: dict, cpu: CpuMeter) -> dict:
+    """Run each fn ``repeat`` times interleaved; per name (best wall s, cpu at that run, value)."""
+    out: dict = {}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            c0 = cpu.sample()
+            t, v = timed(fn)
+            c1 = cpu.sample()
+            dc = tuple(b - a for a, b in zip(c0, c1, strict=True)) if c0 and c1 else None
+            if name not in out or t < out[name][0]:
+                out[name] = (t, dc, v)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -50,6 +179,7 @@ def main() -> int:
     ap.add_argument("--stream-seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--skip-stream", action="store_true")
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per measurement (best is reported)")
     args = ap.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -61,7 +191,7 @@ def main() -> int:
     from pyspark_logsource import register as register_logsource
 
     work = tempfile.mkdtemp(prefix="logsource-bench-")
-    results: list[tuple[str, float, float]] = []
+    results: list[tuple[str, dict]] = []
     try:
         with EmbeddedBroker(os.path.join(work, "broker")) as broker:
             bs = broker.bootstrap
@@ -97,38 +227,91 @@ def main() -> int:
             producer.close()
             print(f"loaded {args.rows:,} rows in {time.perf_counter() - t0:.1f}s", flush=True)
 
+            tasks = args.partitions * 2
             src = (
                 spark.read.format("logsource")
                 .option("bootstrap.servers", bs)
-                .option("subscribe", "bench")
-                .option("minPartitions", str(args.partitions * 2))
+                .option("minPartitions", str(tasks))
             )
-            # Warm up both paths (JVM, Python workers) so that the first timing is not penalised.
-            src.load().limit(10).collect()
-            spark.read.parquet(pq_dir).limit(10).collect()
+            spark.dataSource.register(floor_source())
+            floor = spark.read.format("logsource_floor").option("tasks", str(tasks))
+            cpu = CpuMeter()
 
+            # Warm up every path on a small copy with as many tasks as cores and more: the JIT,
+            # and one Python worker per core with its imports (a fresh worker costs seconds here).
+            warm_rows = min(args.rows, 200_000)
+            admin.create_topic("warm", partitions=args.partitions)
+            warm_pq = os.path.join(work, "warm_parquet")
+            os.makedirs(warm_pq)
+            wp = Producer(bs, linger_ms=20, acks=1)
+            for i, t in enumerate(make_rows(warm_rows, chunk=50_000)):
+                wp.send_arrow("warm", t)
+                pq.write_table(t, os.path.join(warm_pq, f"part-{i:05d}.parquet"))
+            wp.flush()
+            wp.close()
+            wdf = spark.read.parquet(warm_pq)
+            for df in (src.option("subscribe", "warm").load(), floor.option("rows", str(warm_rows)).load(), wdf):
+                df.count()
+                df.select(F.sum(F.length("value"))).collect()
+            wdf.write.format("logsource").option("bootstrap.servers", bs).option("topic", "warm").mode("append").save()
+            wdf.write.format("logsource_floor").mode("append").save()
+            wdf.write.mode("overwrite").parquet(os.path.join(work, "warm_out"))
+
+            sources = {
+                "logsource": lambda: src.option("subscribe", "bench").load(),
+                "floor": lambda: floor.option("rows", str(args.rows)).load(),
+                "parquet": lambda: spark.read.parquet(pq_dir),
+            }
             for label, q in (
                 ("read count()", lambda df: df.count()),
                 ("read sum(length(value))", lambda df: df.select(F.sum(F.length("value"))).collect()[0][0]),
             ):
-                t_ls, v_ls = timed(lambda q=q: q(src.load()))
-                t_pq, v_pq = timed(lambda q=q: q(spark.read.parquet(pq_dir)))
-                assert v_ls == v_pq, (label, v_ls, v_pq)
-                results.append((label, t_ls, t_pq))
+                r = best_of(args.repeat, {k: (lambda q=q, f=f: q(f())) for k, f in sources.items()}, cpu)
+                assert r["logsource"][2] == r["parquet"][2] == r["floor"][2], (label, r)
+                results.append((label, r))
 
-            # Write: the Parquet copy as the Spark input for both sinks.
+            # Write: the Parquet copy as the Spark input for all sinks.
             df = spark.read.parquet(pq_dir)
             out_pq = os.path.join(work, "out_parquet")
-            t_ls, _ = timed(lambda: df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "bench_w").mode("append").save())
-            t_pq, _ = timed(lambda: df.write.mode("overwrite").parquet(out_pq))
+            runs = 0
+
+            def write_ls() -> None:
+                nonlocal runs
+                runs += 1
+                df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "bench_w").mode("append").save()
+
+            r = best_of(
+                args.repeat,
+                {
+                    "logsource": write_ls,
+                    "floor": lambda: df.write.format("logsource_floor").mode("append").save(),
+                    "parquet": lambda: df.write.mode("overwrite").parquet(out_pq),
+                },
+                cpu,
+            )
             written = sum(admin.list_offsets([("bench_w", p) for p in range(args.partitions)], "latest").values())
-            assert written == args.rows, written
-            results.append(("write", t_ls, t_pq))
+            assert written == args.rows * runs, (written, runs)
+            results.append(("write", r))
 
             print()
-            print(f"{'rows':>12} {'operation':<26} {'logsource s':>12} {'parquet s':>10} {'ratio':>7} {'rows/s logsource':>17}")
-            for label, a, b in results:
-                print(f"{args.rows:>12,} {label:<26} {a:>12.2f} {b:>10.2f} {a / b:>6.2f}x {args.rows / a:>17,.0f}")
+            print(f"best of {args.repeat} interleaved runs; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            print(
+                f"{'rows':>12} {'operation':<24} {'logsource s':>11} {'floor s':>8} {'parquet s':>9} "
+                f"{'ls/parquet':>10} {'floor/parquet':>13} {'ls/floor':>8} {'rows/s logsource':>16}"
+            )
+            for label, r in results:
+                a, f, b = r["logsource"][0], r["floor"][0], r["parquet"][0]
+                print(
+                    f"{args.rows:>12,} {label:<24} {a:>11.2f} {f:>8.2f} {b:>9.2f} "
+                    f"{a / b:>9.2f}x {f / b:>12.2f}x {a / f:>7.2f}x {args.rows / a:>16,.0f}"
+                )
+            if cpu.psutil is not None:
+                print()
+                print("CPU seconds in those runs: JVM / Python workers / this process (driver + the broker thread)")
+                print(f"{'operation':<24} {'logsource':>18} {'floor':>18} {'parquet':>18}")
+                for label, r in results:
+                    cells = ["{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-" for k in ("logsource", "floor", "parquet")]
+                    print(f"{label:<24} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
             sys.stdout.flush()
 
             if not args.skip_stream:
