@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from itertools import repeat
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import (
@@ -36,7 +37,7 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..format.batch import ARROW_SCHEMA, decode, iter_headers, read_header, to_arrow, trim
+from ..format.batch import ARROW_SCHEMA, decode, iter_headers, read_header, to_arrow
 from ..protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -87,7 +88,58 @@ class _Fetched:
         if self.table is None:
             self.table = records_to_arrow(self.data, self.check_crc)
             self.data = None  # type: ignore[assignment]
-        return trim(self.table, position, None)
+        t = self.table
+        if t.num_rows == 0:
+            return t
+        # offsets are sorted: skip the rows before ``position`` (format.batch.trim does the same
+        # through ChunkedArray.to_numpy, whose first call imports pandas: ~0.4 s on the first poll)
+        lo = int(np.searchsorted(int64_values(t.column(_OFFSET)), position, side="left"))
+        return t.slice(lo) if lo else t
+
+
+_OFFSET = ARROW_SCHEMA.get_field_index("offset")
+_warm = threading.Lock()
+_warmed = False
+
+
+def _warm_up_decoder() -> None:
+    """Decode a tiny run of batches once per process, in the fetcher thread at start.
+
+    The first call of the vectorised run decoder loads pyarrow.compute and pandas
+    (0.3-0.7 s measured); done lazily, that stalled the first poll that met a run of
+    16+ batches (end-to-end latency: the first ~200 ms of a stream waited 100-300 ms).
+    """
+    global _warmed
+    with _warm:
+        if _warmed:
+            return
+        _warmed = True
+    try:
+        from ..format.batch import encode, set_base_offset
+
+        a, b = encode([b"x"]), encode([b"y"])
+        set_base_offset(b, 1)
+        to_arrow(a + b, fast=True)
+    except Exception:  # a warm-up must never break a consumer
+        log.debug("decoder warm-up failed", exc_info=True)
+
+
+def int64_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """The values of an int64 (or timestamp) column as numpy, zero-copy for one chunk.
+
+    Reads the data buffers directly: pyarrow's ``to_numpy`` imports pandas on its
+    first call, which stalled a consumer's first poll by ~0.4 s.
+    """
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    parts = []
+    for c in chunks:
+        if c.null_count or c.type.bit_width != 64:
+            parts.append(c.to_numpy(zero_copy_only=False).astype(np.int64))
+        else:
+            parts.append(np.frombuffer(c.buffers()[1], dtype=np.int64, count=len(c), offset=c.offset * 8))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 #: Runs of at least this many batches are decoded together by ``format.batch.to_arrow``; its
@@ -112,8 +164,8 @@ def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message
     n = t.num_rows
     if n == 0:
         return []
-    offsets = t.column("offset").to_numpy().tolist()
-    ts = t.column("timestamp").cast(pa.int64()).to_numpy().tolist()
+    offsets = int64_values(t.column("offset")).tolist()
+    ts = int64_values(t.column("timestamp")).tolist()
     keys = t.column("key").to_pylist()
     values = t.column("value").to_pylist()
     hcol = t.column("headers")
@@ -474,6 +526,7 @@ class Consumer:
         return out
 
     def _fetch_loop(self) -> None:
+        _warm_up_decoder()
         # Fetches are chained from the response callback (no thread hop on the hot path);
         # this thread starts them, refreshes metadata and restarts after backoffs and polls.
         while not self._closed:
