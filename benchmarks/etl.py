@@ -65,8 +65,9 @@ def main() -> int:
             t0 = time.perf_counter()
             with Producer(bs, linger_ms=20, acks=1) as producer:
                 futures = []
-                for t in make_rows(args.rows):
-                    futures.extend(producer.send_arrow(topic, t))
+                # chunks round-robin over the partitions, so that the load has one Spark task per partition
+                for i, t in enumerate(make_rows(args.rows)):
+                    futures.extend(producer.send_arrow(topic, t, partition=i % args.partitions))
                 producer.flush()
                 for f in futures:
                     f.result()
