@@ -593,8 +593,15 @@ class DefaultSource(LogSource):
     """Auto-registered by Spark for any importable top-level ``pyspark_*`` module."""
 
 
-def register(spark: Any, *, enable_filter_pushdown: bool = True) -> None:
-    """Register ``logsource`` with a SparkSession (and turn on Python filter pushdown)."""
+def register(spark: Any, *, enable_filter_pushdown: bool = False) -> None:
+    """Register ``logsource`` with a SparkSession; optionally turn on Python filter pushdown.
+
+    Pushdown is off unless asked for because PySpark <= 4.3 caches the read
+    planned with pushed filters on the DataFrame's relation and reuses it for
+    later queries of the same DataFrame that push nothing (a plain
+    ``df.count()`` after ``df.where(...).count()`` then sees the filtered
+    rows). With pushdown on, filter a freshly loaded DataFrame each time.
+    """
     spark.dataSource.register(LogSource)
     if enable_filter_pushdown:
         try:

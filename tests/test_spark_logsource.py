@@ -198,7 +198,7 @@ def test_pushdown_narrows_planned_ranges(spark, broker, t3):
     # Through Spark with pushdown on: fewer tasks and the same answer as without.
     from pyspark_logsource import register
 
-    register(spark)
+    register(spark, enable_filter_pushdown=True)
     q = "topic = 't3' AND partition = 1 AND offset >= 10 AND offset < 20 AND timestamp >= TIMESTAMP '{}'"
     cond = q.format(ts(15).strftime("%Y-%m-%d %H:%M:%S"))
     df = load(spark, bs, subscribePattern="t3.*").where(cond)
@@ -211,8 +211,29 @@ def test_pushdown_narrows_planned_ranges(spark, broker, t3):
         df = load(spark, bs, subscribePattern="t3.*").where(cond)
         assert df.rdd.getNumPartitions() == 4  # nothing pushed: every partition planned
         assert sorted(r.offset for r in df.collect()) == [15, 16, 17, 18, 19]
+        # With pushdown off (the default of register()), reusing one DataFrame for a filtered and then an
+        # unfiltered query gives both right answers.
+        register(spark)
+        assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
+        base = load(spark, bs, subscribePattern="t3.*")
+        assert base.where(cond).count() == 5
+        assert base.count() == load(spark, bs, subscribePattern="t3.*").count() > 5
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+@pytest.mark.xfail(reason="PySpark <= 4.3 reuses the read planned with pushed filters for later "
+                   "unfiltered queries of the same DataFrame (why register() leaves pushdown off)", strict=False)
+def test_pushdown_result_does_not_leak_into_a_reused_dataframe(spark, broker):
+    bs = broker.bootstrap
+    Admin(bs).create_topic("leak", partitions=1, exist_ok=True)
+    with Producer(bs) as p:
+        for i in range(20):
+            p.send("leak", f"v{i}".encode(), partition=0)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    base = load(spark, bs, subscribe="leak")
+    assert base.where("offset >= 15").count() == 5
+    assert base.count() == 20
 
 
 # --------------------------------------------------------------------------- writes

@@ -124,4 +124,5 @@ def _register(session) -> None:
         return
     reg = getattr(pkg, "register", None)
     if reg is not None:
-        reg(session)
+        # The demo filters only freshly loaded DataFrames, where pushdown is safe (see register()).
+        reg(session, enable_filter_pushdown=True)
