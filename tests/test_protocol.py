@@ -245,6 +245,30 @@ def test_frame_claiming_2gb_is_refused_before_allocation():
     assert FrameDecoder(max_frame_bytes=10).feed(struct.pack(">i", 10) + b"x" * 10) == [bytearray(b"x" * 10)]
 
 
+BIG = 1 << 20  # big fetch answers arrive in many reads
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 7, 1000, BIG - 1, BIG,
+                                    BIG + 12345]), min_size=1, max_size=5),
+    cuts=st.lists(st.one_of(st.integers(1, 8), st.integers(1, 1 << 21)), min_size=1, max_size=12),
+)
+def test_frames_survive_any_chunking_including_big_frames(sizes, cuts):
+    frames = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    dec = FrameDecoder(max_frame_bytes=8 << 20)
+    got: list[bytes] = []
+    pos = 0
+    for step in [*cuts, len(stream)]:  # the cuts in turn, then the rest at once
+        got += [bytes(f) for f in dec.feed(memoryview(stream)[pos : pos + step])]
+        pos = min(pos + step, len(stream))
+        if pos < len(stream):
+            assert dec.buffered == pos - sum(4 + len(f) for f in got)
+    assert got == frames
+    assert not dec.in_frame and dec.buffered == 0
+
+
 def test_lying_lengths_inside_a_frame_are_refused():
     hdr = struct.pack(">hhih", 3, 0, 1, -1)
     # metadata topics array claiming 2**31-1 items in a 5-byte body
