@@ -302,13 +302,7 @@ class BrokerConnection:
                 if not self._closed:
                     self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
                 return
-            if n == 0:
-                self._fail(NetworkError(f"broker {self.address} closed the connection"))
-                return
-            try:
-                self._dispatch(view[:n])
-            except ProtocolError as e:
-                self._fail(NetworkError(f"bad response from broker {self.address}: {e}"))
+            if not self._received(view, n):
                 return
             if self._pending and self._pending[0][2] < time.monotonic():
                 self._check_deadlines()
@@ -332,14 +326,20 @@ class BrokerConnection:
             except OSError as e:
                 self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
                 return
-            if n == 0:
-                self._fail(NetworkError(f"broker {self.address} closed the connection"))
+            if not self._received(view, n):
                 return
-            try:
-                self._dispatch(view[:n])
-            except ProtocolError as e:
-                self._fail(NetworkError(f"bad response from broker {self.address}: {e}"))
-                return
+
+    def _received(self, view: memoryview, n: int) -> bool:
+        """Hand ``n`` received bytes to the decoder; False when the connection is finished."""
+        if n == 0:
+            self._fail(NetworkError(f"broker {self.address} closed the connection"))
+            return False
+        try:
+            self._dispatch(view[:n])
+        except ProtocolError as e:
+            self._fail(NetworkError(f"bad response from broker {self.address}: {e}"))
+            return False
+        return True
 
     def _check_deadlines(self) -> None:
         if self._pending and self._pending[0][2] < time.monotonic():
