@@ -23,20 +23,7 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import pyarrow as pa
-
-
-def make_rows(n: int, size: int = 200, chunk: int = 500_000):
-    """Arrow tables of n size-byte values, built column-wise (no per-row Python)."""
-    rng = np.random.default_rng(0)
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
-    for s in range(0, n, chunk):
-        m = min(chunk, n - s)
-        data = alphabet[rng.integers(0, len(alphabet), size=m * size)]
-        offsets = pa.array(np.arange(0, (m + 1) * size, size, dtype=np.int32))
-        values = pa.BinaryArray.from_buffers(pa.binary(), m, [None, offsets.buffers()[1], pa.py_buffer(data.tobytes())])
-        yield pa.table({"value": values})
+from rows import make_rows  # benchmarks/ is sys.path[0] when run as a script
 
 
 def main() -> int:

@@ -36,25 +36,13 @@ import time
 
 import numpy as np
 import pyarrow as pa
+from rows import make_rows  # benchmarks/ is sys.path[0] when run as a script
 
 
 def timed(fn) -> tuple[float, object]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
-
-
-def make_rows(n: int, size: int = 200, chunk: int = 500_000):
-    """Arrow tables of ``n`` distinct ``size``-byte values, built column-wise."""
-    rng = np.random.default_rng(0)
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
-    for s in range(0, n, chunk):
-        m = min(chunk, n - s)
-        data = alphabet[rng.integers(0, len(alphabet), size=m * size)]
-        offsets = pa.array(np.arange(0, (m + 1) * size, size, dtype=np.int32))
-        values = pa.BinaryArray.from_buffers(pa.binary(), m, [None, offsets.buffers()[1], pa.py_buffer(data.tobytes())])
-        keys = pa.array(np.char.mod("k%d", np.arange(s, s + m) % 1000).astype("S"), pa.binary())
-        yield pa.table({"key": keys, "value": values})
 
 
 def floor_source(row_size: int = 200):
@@ -218,7 +206,7 @@ def main() -> int:
             producer = Producer(bs, linger_ms=20, acks=1)
             t0 = time.perf_counter()
             futures = []
-            for i, t in enumerate(make_rows(args.rows)):
+            for i, t in enumerate(make_rows(args.rows, keys=True)):
                 futures.extend(producer.send_arrow("bench", t))
                 pq.write_table(t, os.path.join(pq_dir, f"part-{i:05d}.parquet"))
             producer.flush()
@@ -244,7 +232,7 @@ def main() -> int:
             warm_pq = os.path.join(work, "warm_parquet")
             os.makedirs(warm_pq)
             wp = Producer(bs, linger_ms=20, acks=1)
-            for i, t in enumerate(make_rows(warm_rows, chunk=50_000)):
+            for i, t in enumerate(make_rows(warm_rows, chunk=50_000, keys=True)):
                 wp.send_arrow("warm", t)
                 pq.write_table(t, os.path.join(warm_pq, f"part-{i:05d}.parquet"))
             wp.flush()

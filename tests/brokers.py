@@ -43,25 +43,24 @@ from pyspark_logsource.protocol import (
 )
 
 
-@contextlib.contextmanager
-def broker_process(data_dir: str | Path | None = None, **config: Any) -> Iterator[EmbeddedBroker]:
-    """A broker in a child process (``kill()`` is a real SIGKILL); config keys with dots via ``config={...}``."""
+def _broker(mode: str, data_dir: str | Path | None, config: dict[str, Any]) -> EmbeddedBroker:
     extra = config.pop("config", {})
     props = {k.replace("_", "."): v for k, v in config.items()}
     props.update(extra)
-    b = EmbeddedBroker(data_dir, mode="process", config=props)
-    with b:
+    return EmbeddedBroker(data_dir, mode=mode, config=props)
+
+
+@contextlib.contextmanager
+def broker_process(data_dir: str | Path | None = None, **config: Any) -> Iterator[EmbeddedBroker]:
+    """A broker in a child process (``kill()`` is a real SIGKILL); config keys with dots via ``config={...}``."""
+    with _broker("process", data_dir, config) as b:
         yield b
 
 
 @contextlib.contextmanager
 def broker_thread(data_dir: str | Path | None = None, **config: Any) -> Iterator[EmbeddedBroker]:
     """A broker on a daemon thread of this process."""
-    extra = config.pop("config", {})
-    props = {k.replace("_", "."): v for k, v in config.items()}
-    props.update(extra)
-    b = EmbeddedBroker(data_dir, mode="thread", config=props)
-    with b:
+    with _broker("thread", data_dir, config) as b:
         yield b
 
 
