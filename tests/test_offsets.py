@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 
@@ -35,6 +36,23 @@ def test_create_is_put_if_absent(tmp_path):
     assert fs.read(p) == b"three"
     # no temporary files are left behind by either outcome
     assert [s.name for s in fs.list(str(tmp_path / "a"))] == ["x.json"]
+
+
+def test_full_disk_during_create_leaves_nothing_behind(tmp_path, monkeypatch):
+    fs = LocalFileSystem()
+    p = str(tmp_path / "a" / "x.json")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        fs.create(p, b"one")
+    monkeypatch.undo()
+    assert not fs.exists(p)
+    assert list(fs.list(str(tmp_path / "a"))) == []  # no temporary file either
+    fs.create(p, b"two")  # the name is still free once the disk has room again
+    assert fs.read(p) == b"two"
 
 
 def test_create_race_has_exactly_one_winner(tmp_path):
@@ -198,6 +216,31 @@ def test_half_written_staging_is_discarded(tmp_path):
     # the range is loaded again by the next load, under the same sequence number
     staged2, man2 = stage_load(store, {("t", 0): (5, 9)})
     assert staged2.seq == staged.seq
+    c.commit(man2)
+    assert store.committed_offsets() == {("t", 0): 9}
+
+
+def test_full_disk_at_the_commit_point_keeps_the_previous_state(tmp_path, monkeypatch):
+    store = OffsetStore(str(tmp_path))
+    c = Committer(store)
+    c.commit(stage_load(store, {("t", 0): (0, 5)})[1])
+    before = published(store)
+    _, man = stage_load(store, {("t", 0): (5, 9)})
+    real_create = store.fs.create
+
+    def create(path, data, overwrite=False):
+        if "/manifests/" in path.replace(os.sep, "/"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_create(path, data, overwrite)
+
+    monkeypatch.setattr(store.fs, "create", create)
+    with pytest.raises(OSError, match="No space left"):
+        c.commit(man)
+    monkeypatch.undo()
+    assert store.committed_offsets() == {("t", 0): 5}
+    assert published(store) == before
+    Committer(store).recover()  # the next run discards the uncommitted staging
+    staged, man2 = stage_load(store, {("t", 0): (5, 9)})
     c.commit(man2)
     assert store.committed_offsets() == {("t", 0): 9}
 

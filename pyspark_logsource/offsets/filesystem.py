@@ -123,12 +123,12 @@ class LocalFileSystem(FileSystem):
         d = os.path.dirname(p) or "."
         os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, f".{os.path.basename(p)}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
         try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                if self.fsync:
+                    os.fsync(f.fileno())
             if overwrite:
                 os.replace(tmp, p)
             else:
@@ -136,13 +136,11 @@ class LocalFileSystem(FileSystem):
                     os.link(tmp, p)
                 except FileExistsError:
                     raise FileExistsError(errno.EEXIST, "file exists", path) from None
-                finally:
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-        except BaseException:
+        finally:
+            # after link() the temp name is a second name of the file; after a failed write it is
+            # all that is left: either way it goes (a failed write must not leave litter behind)
             if os.path.exists(tmp):
                 os.unlink(tmp)
-            raise
         self._sync_dir(d)
 
     def read(self, path: str) -> bytes:
