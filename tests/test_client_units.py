@@ -121,3 +121,12 @@ def test_accumulator_memory_bound():
     with acc.lock:
         acc.reserve(200)  # freed memory is usable again
         assert acc.used == 200
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_small_batch_over_2_gib_is_message_too_large(keyed):
+    big = bytes(3 << 29)  # 1.5 GiB of zero pages (calloc): two of them overflow int32 offsets
+    values = [b"v", big, big] if not keyed else [b"v", b"w", b"x"]
+    keys = None if not keyed else [b"k", big, big]
+    with pytest.raises(MessageTooLarge):
+        encode_records(values, keys, [1, 2, 3], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)

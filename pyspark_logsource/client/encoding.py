@@ -55,21 +55,20 @@ def encode_records(
     max_ts = max(timestamps) if n > 1 else base_ts
     deltas = [t - base_ts for t in timestamps] if n > 1 else [0]
     value_off = [0, *accumulate(map(len, values))]
-    attrs = codec
-    if keys is None:
-        key_off = [0] * (n + 1)
-        head = _offsets_struct(n).pack(*deltas, *key_off, *value_off)
-        parts = [head, bytes((n + 7) // 8), b"".join(values)]
-        attrs |= HAS_KEY_NULLS
-    else:
-        key_off = [0, *accumulate(map(len, keys))]
-        head = _offsets_struct(n).pack(*deltas, *key_off, *value_off)
-        parts = [head, b"".join(keys), b"".join(values)]
+    key_off = [0] * (n + 1) if keys is None else [0, *accumulate(map(len, keys))]
     if value_off[-1] > 0x7FFFFFFF or key_off[-1] > 0x7FFFFFFF:
+        # before packing or joining anything: encode() raises the typed MessageTooLarge
         return encode(
             values, keys, timestamps, None, codec=codec,
             producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
         )  # fmt: skip
+    head = _offsets_struct(n).pack(*deltas, *key_off, *value_off)
+    attrs = codec
+    if keys is None:
+        parts = [head, bytes((n + 7) // 8), b"".join(values)]
+        attrs |= HAS_KEY_NULLS
+    else:
+        parts = [head, b"".join(keys), b"".join(values)]
     if codec != compression.NONE:
         raw = b"".join(parts)
         parts = [_U32LE.pack(len(raw)), compression.compress(codec, raw)]
