@@ -236,7 +236,7 @@ def test_metadata_unknown_auto_create_and_invalid(client):
 def test_create_and_delete_topic_errors(client):
     topic = new_topic(client, 2)
     assert client.create_topic(topic, 2) == TopicAlreadyExists.code
-    for bad in ["", "a/b", "..", "x" * 250, "sp ace"]:
+    for bad in ["", "a/b", "..", "x" * 250, "sp ace", "__mine"]:
         assert client.create_topic(bad, 1) == InvalidTopic.code
     assert client.create_topic("zero-parts", 0) == InvalidPartitions.code
     assert client.create_topic("bad-config", 1, {"retention.ms": "soon"}) == InvalidConfig.code

@@ -69,7 +69,6 @@ from ..protocol import (
     TopicMetadata,
 )
 from ..topics import is_internal, validate_topic_name
-from .groups import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from .server import Broker
@@ -271,6 +270,8 @@ class Handlers:
                 if seen[t.name] > 1:
                     raise InvalidRequest(f"topic {t.name!r} appears more than once in the request")
                 validate_topic_name(t.name)
+                if is_internal(t.name):
+                    raise InvalidTopic(f"topic names starting with '__' are reserved for the broker: {t.name!r}")
                 n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
                 if not 1 <= n <= self.config.max_partitions_per_topic:
                     raise InvalidPartitions(
@@ -300,7 +301,7 @@ class Handlers:
             try:
                 if not self.config.delete_topic_enable:
                     raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
-                if name == OFFSETS_TOPIC:
+                if is_internal(name):
                     raise InvalidRequest(f"internal topic {name!r} cannot be deleted")
                 if name not in self.logs.topics():
                     raise _topic_error(name)
