@@ -508,3 +508,34 @@ def test_unknown_codec_is_rejected(tmp_path):
     with pytest.raises(UnsupportedCompressionType) as e:
         log.append(b)
     assert e.value.code == 76 and log.log_end_offset == 0
+
+
+def test_full_disk_mid_append_appends_nothing(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from pyspark_logsource.broker.log import segment as segment_mod
+    from pyspark_logsource.errors import StorageError
+
+    log = open_log(tmp_path)
+    log.append(make_batch(0, 4))
+    size, leo = log.size_bytes, log.log_end_offset
+    real_pwrite, calls = os.pwrite, []
+
+    def half_then_full(fd, data, offset):
+        calls.append(len(data))
+        if len(calls) == 1:  # a short write, then the disk is full
+            return real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment_mod.os, "pwrite", half_then_full)
+    with pytest.raises(StorageError, match="No space left"):
+        log.append(make_batch(0, 50))
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert (log.size_bytes, log.log_end_offset) == (size, leo)
+    assert os.path.getsize(log.active_segment.log_path) == size  # the half-written batch is cut off
+    assert log.append(make_batch(0, 3)).base_offset == leo  # the disk has room again
+    log.close()
+    log = open_log(tmp_path)
+    assert [r.value for r in all_records(log)] == [value_for(i) for i in range(4)] + [value_for(i) for i in range(3)]
