@@ -17,7 +17,7 @@ import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -415,11 +415,9 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 @dataclass
 class LogSourceCommitMessage(WriterCommitMessage):
-    """What one write task produced: rows and, per partition, the last offset written."""
+    """What one write task produced: the number of rows it sent."""
 
     rows: int = 0
-    batches: int = 0
-    last_offsets: dict[str, int] = field(default_factory=dict)
 
 
 #: Default ``batch.size`` of a write task's producer. A Spark task writes whole Arrow batches, so
@@ -450,22 +448,18 @@ def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSou
                 futures.extend(producer.send_arrow(topic, sub))
             # Surface a failure early and keep the futures list short.
             if len(futures) > 256:
-                _collect(futures[:128], msg)
+                _collect(futures[:128])
                 futures = futures[128:]
         producer.flush()
-        _collect(futures, msg)
+        _collect(futures)
     finally:
         producer.close()
     return msg
 
 
-def _collect(futures: list[Any], msg: LogSourceCommitMessage) -> None:
+def _collect(futures: list[Any]) -> None:
     for f in futures:
-        res = f.result()
-        msg.batches += 1
-        if isinstance(res, tuple) and len(res) >= 3:
-            key = str(res[0])
-            msg.last_offsets[key] = max(msg.last_offsets.get(key, -1), int(res[2]))
+        f.result()  # raises the send's error, failing the task
 
 
 def _split_by_topic(t: pa.Table, default_topic: str | None) -> Iterator[tuple[str, pa.Table]]:

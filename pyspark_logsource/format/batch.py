@@ -75,7 +75,6 @@ LOG_OVERHEAD = 12  # base_offset + batch_length: what precedes batch_length's co
 CRC_START = 21
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
-_LENGTH_PREFIX = struct.Struct(">qi")
 _CRC = struct.Struct(">I")
 _ATTR_MAXTS = struct.Struct(">hiqq")  # attributes .. max_timestamp, at offset 21
 _U32LE = struct.Struct("<I")

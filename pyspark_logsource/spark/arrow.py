@@ -114,11 +114,6 @@ def to_spark_batch(
     return out
 
 
-def empty_spark_batch(include_headers: bool) -> pa.RecordBatch:
-    """A zero-row batch of the read schema."""
-    schema = arrow_read_schema(include_headers)
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
-
 
 # ---------------------------------------------------------------------------
 # Write side

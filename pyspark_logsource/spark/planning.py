@@ -15,7 +15,7 @@ import datetime as _dt
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Union
 
 from ..errors import ConfigError, OffsetOutOfRange, UnknownTopicOrPartition
@@ -265,16 +265,11 @@ class Pushed:
     ts_lo_us: int | None = None  # inclusive, microseconds
     ts_hi_us: int | None = None  # exclusive, microseconds
     empty: bool = False
-    described: list[str] = field(default_factory=list)
 
     @property
     def ts_lo_ms(self) -> int | None:
         """Smallest millisecond timestamp that can pass (ceil of the microsecond bound)."""
         return None if self.ts_lo_us is None else -((-self.ts_lo_us) // 1000)
-
-    def has_ts(self) -> bool:
-        """Whether a timestamp bound must be applied to the rows in the executor."""
-        return self.ts_lo_us is not None or self.ts_hi_us is not None
 
 
 def _int_value(v: Any) -> int | None:
@@ -340,9 +335,7 @@ def push_filters(filters: Iterable[Any], pushed: Pushed | None = None) -> tuple[
                     hi = us + 1 if isinstance(f, LessThanOrEqual) else us
                     p.ts_hi_us = hi if p.ts_hi_us is None else min(p.ts_hi_us, hi)
                 ok = True
-        if ok:
-            p.described.append(repr(f))
-        else:
+        if not ok:
             rest.append(f)
     if (p.topics is not None and not p.topics) or (p.partitions is not None and not p.partitions):
         p.empty = True
@@ -442,7 +435,3 @@ def advance_only(prev: Mapping[TP, int], now: Mapping[TP, int]) -> dict[TP, int]
             out[tp] = o
     return out
 
-
-def with_pushed(opts: ReadOptions, **changes: Any) -> ReadOptions:
-    """A copy of ReadOptions with some fields changed."""
-    return replace(opts, **changes)
