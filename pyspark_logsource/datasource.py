@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from pyspark.sql.types import StructType
 from .errors import ConfigError, OffsetOutOfRange, UnknownTopicOrPartition
 from .spark import arrow as sarrow
 from .spark import planning
+from .spark.broker import BrokerOffsets, check_data_loss
 from .spark.options import (
     ReadOptions,
     WriteOptions,
@@ -79,31 +80,8 @@ except ImportError:  # PySpark 4.0
 # Broker access (opened lazily, never pickled)
 
 
-class _Broker:
-    """The offset lookups planning needs, over an Admin client."""
-
-    def __init__(self, bootstrap: str, client_id: str | None) -> None:
-        from .client import Admin
-
-        self.admin = Admin(bootstrap, client_id=client_id or "logsource-spark")
-
-    def lookup(self, tps: Sequence[TP], spec: Any) -> dict[TP, int]:
-        if not tps:
-            return {}
-        return {tuple(k): int(v) for k, v in self.admin.list_offsets(list(tps), spec).items()}  # type: ignore[misc]
-
-    def partitions_for(self, topic: str) -> list[int]:
-        return list(self.admin.partitions_for(topic))
-
-    def list_topics(self) -> list[str]:
-        return list(self.admin.list_topics())
-
-    def close(self) -> None:
-        self.admin.close()
-
-
-def _with_broker(opts: ReadOptions | WriteOptions):
-    return _Broker(opts.bootstrap, opts.client_id)
+def _with_broker(opts: ReadOptions | WriteOptions) -> BrokerOffsets:
+    return BrokerOffsets(opts.bootstrap, opts.client_id)
 
 
 # ---------------------------------------------------------------------------
@@ -124,7 +102,7 @@ def plan_batch(opts: ReadOptions, pushed: Pushed, broker: Any) -> list[OffsetRan
     )
     end = planning.resolve(opts.ending, tps, broker.lookup, name="endingOffsets", default="latest", strategy="latest")
     earliest = broker.lookup(tps, "earliest")
-    start = _check_data_loss(start, earliest, opts.fail_on_data_loss, "the planned start")
+    start = check_data_loss(start, earliest, opts.fail_on_data_loss, "the planned start")
     for tp in tps:
         if start[tp] > end[tp] and _explicit(opts.starting) and _explicit(opts.ending):
             raise ConfigError(f"starting offset {start[tp]} is after ending offset {end[tp]} for {tp[0]}-{tp[1]}")
@@ -135,23 +113,6 @@ def plan_batch(opts: ReadOptions, pushed: Pushed, broker: Any) -> list[OffsetRan
 
 def _explicit(spec: Any) -> bool:
     return isinstance(spec, dict)
-
-
-def _check_data_loss(start: dict[TP, int], earliest: dict[TP, int], fail: bool, what: str) -> dict[TP, int]:
-    """Offsets below the log start were deleted (retention): fail, or skip them with a warning."""
-    lost = {tp: (o, earliest[tp]) for tp, o in start.items() if tp in earliest and o < earliest[tp]}
-    if not lost:
-        return start
-    desc = ", ".join(f"{t}-{p} [{o}, {e})" for (t, p), (o, e) in sorted(lost.items())[:10])
-    if fail:
-        raise OffsetOutOfRange(
-            f"offsets were deleted before they were read (retention): {desc}. {what} is below the log start. "
-            "Set failOnDataLoss=false to skip them with a warning."
-        )
-    msg = f"logsource: skipping offsets deleted by retention (failOnDataLoss=false): {desc}"
-    log.warning(msg)
-    warnings.warn(msg, stacklevel=2)
-    return {tp: max(o, earliest.get(tp, o)) for tp, o in start.items()}
 
 
 #: Fetched batches are coalesced up to this size before they go to Spark: the producer's batches
@@ -277,7 +238,7 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        self._broker: _Broker | None = None
+        self._broker: BrokerOffsets | None = None
         self._advertised: dict[TP, int] = {}
         self._reported: dict[TP, int] | None = None
         self._last_end: dict[TP, int] | None = None
@@ -289,7 +250,7 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return state
 
     @property
-    def broker(self) -> _Broker:
+    def broker(self) -> BrokerOffsets:
         if self._broker is None:
             self._broker = _with_broker(self.opts)
         return self._broker
@@ -384,7 +345,7 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for tp in tps:
             s.setdefault(tp, earliest[tp])
         s = {tp: s[tp] for tp in tps}
-        s = _check_data_loss(s, earliest, self.opts.fail_on_data_loss, "the micro-batch start")
+        s = check_data_loss(s, earliest, self.opts.fail_on_data_loss, "the micro-batch start")
         s = {tp: min(o, e[tp]) for tp, o in s.items()}
         return list(planning.split_ranges(planning.plan_ranges(s, e), self.opts.min_partitions))
 
