@@ -7,11 +7,22 @@ the commit protocol (stage, put the manifest, publish, roll forward), and
 
 from __future__ import annotations
 
-from .commit import Committer, RecoveryReport, StagedLoad, pause_point
-from .filesystem import FileStatus, FileSystem, LocalFileSystem, get_filesystem, register_filesystem
+from .commit import MODES, Committer, RecoveryReport, StagedLoad, committed_paths, pause_point, resolve_mode
+from .filesystem import (
+    FileStatus,
+    FileSystem,
+    LocalFileSystem,
+    get_filesystem,
+    register_filesystem,
+    uri_scheme,
+)
 from .store import CommittedFile, FileRange, LoadRange, Manifest, OffsetStore, format_table, offsets_dict
 
 __all__ = [
+    "MODES",
+    "committed_paths",
+    "resolve_mode",
+    "uri_scheme",
     "CommittedFile",
     "Committer",
     "FileRange",

@@ -12,8 +12,11 @@ operations; :class:`LocalFileSystem` implements them for local ``file:`` paths
   and two writers never both win.
 - ``rename(src, dst)`` never overwrites ``dst`` (HDFS semantics).
 
-An HDFS or S3 client implements the same class (``get_filesystem`` picks one
-by URI scheme; :func:`register_filesystem` adds schemes).
+Every other store (``hdfs://``, ``s3a://``, ``abfs://``, ``gs://``, ``viewfs://``,
+``file://``) is reached through Hadoop's own FileSystem API in the running
+SparkSession's JVM (:mod:`.hadoop`), with the cluster's configuration and
+credentials: ``get_filesystem`` picks it for any URI with a scheme unless
+:func:`register_filesystem` registered another implementation for that scheme.
 """
 
 from __future__ import annotations
@@ -24,10 +27,8 @@ import shutil
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlparse
-
-from ..errors import ConfigError
 
 
 class FileStatus(NamedTuple):
@@ -41,6 +42,14 @@ class FileStatus(NamedTuple):
 
 class FileSystem(ABC):
     """The operations a Hadoop-style store offers; paths are strings of that store."""
+
+    #: True when rename is an atomic metadata operation (local disks, HDFS); False when a rename
+    #: copies the bytes (object stores). The commit protocol publishes by rename only when True.
+    atomic_rename: bool = True
+
+    def local_path(self, path: str) -> str | None:
+        """The local path of ``path`` when the store is the local disk (pyarrow can read it), else None."""
+        return None
 
     @abstractmethod
     def create(self, path: str, data: bytes, overwrite: bool = False) -> None:
@@ -69,6 +78,14 @@ class FileSystem(ABC):
     @abstractmethod
     def mkdirs(self, path: str) -> None:
         """Create a directory and its parents (no error if it exists)."""
+
+    def size(self, path: str) -> int:
+        """Length of a file in bytes (FileNotFoundError if absent)."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        for st in self.list(parent):
+            if st.name == name:
+                return st.size
+        raise FileNotFoundError(2, "no such file", path)
 
     def join(self, *parts: str) -> str:
         """Join path components with '/'."""
@@ -106,6 +123,9 @@ class LocalFileSystem(FileSystem):
         # fsync makes a committed manifest survive a machine crash, not just a process kill.
         self.fsync = fsync
 
+    def local_path(self, path: str) -> str | None:
+        return os.path.abspath(_local_path(path))
+
     def _sync_dir(self, d: str) -> None:
         if not self.fsync:
             return
@@ -142,6 +162,9 @@ class LocalFileSystem(FileSystem):
             if os.path.exists(tmp):
                 os.unlink(tmp)
         self._sync_dir(d)
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(_local_path(path))
 
     def read(self, path: str) -> bytes:
         with open(_local_path(path), "rb") as f:
@@ -205,25 +228,35 @@ class LocalFileSystem(FileSystem):
 
 _REGISTRY: dict[str, Callable[[str], FileSystem]] = {
     "": lambda uri: LocalFileSystem(),
-    "file": lambda uri: LocalFileSystem(),
 }
 
 
-def register_filesystem(scheme: str, factory: Callable[[str], FileSystem]) -> None:
-    """Make get_filesystem return factory(uri) for URIs with this scheme (e.g. 'hdfs')."""
-    _REGISTRY[scheme.lower()] = factory
-
-
-def get_filesystem(uri: str) -> FileSystem:
-    """Return the FileSystem for a path or URI; ConfigError for an unknown scheme."""
-    scheme = urlparse(uri).scheme.lower() if "://" in uri or uri.startswith("file:") else ""
-    factory = _REGISTRY.get(scheme)
+def register_filesystem(scheme: str, factory: Callable[[str], FileSystem] | None) -> None:
+    """Make get_filesystem return factory(uri) for URIs with this scheme (None: back to Hadoop's)."""
     if factory is None:
-        raise ConfigError(
-            f"no filesystem registered for scheme {scheme!r} in {uri!r}; "
-            f"known: {sorted(s for s in _REGISTRY if s)} (use register_filesystem)"
-        )
-    return factory(uri)
+        _REGISTRY.pop(scheme.lower(), None)
+    else:
+        _REGISTRY[scheme.lower()] = factory
+
+
+def uri_scheme(uri: str) -> str:
+    """The lower-case scheme of a URI, '' for a plain path."""
+    return urlparse(uri).scheme.lower() if "://" in uri or uri.startswith("file:") else ""
+
+
+def get_filesystem(uri: str, spark: Any = None) -> FileSystem:
+    """The FileSystem for a path or URI: local for plain paths, Hadoop's (through Spark) for a scheme.
+
+    A factory registered for the scheme wins. ConfigError when a scheme needs Hadoop and no
+    SparkSession runs, or when the cluster's Hadoop has no filesystem for the scheme.
+    """
+    scheme = uri_scheme(uri)
+    factory = _REGISTRY.get(scheme)
+    if factory is not None:
+        return factory(uri)
+    from .hadoop import HadoopFileSystem
+
+    return HadoopFileSystem(uri, spark)
 
 
 def to_local_path(uri: str) -> str:

@@ -32,6 +32,9 @@ MANIFEST_VERSION = 1
 META_DIR = "_logsource"
 MANIFEST_DIR = META_DIR + "/manifests"
 STAGING_DIR = "_staging"
+#: prefix of a direct-mode load's directory: OUT/load=<seq>-<id>/ (a Hive-style partition column)
+LOAD_DIR_PREFIX = "load="
+TORN_DIR = META_DIR + "/torn"
 _MANIFEST_NAME = re.compile(r"^(\d{20})\.json$")
 
 TopicPartition = tuple[str, int]
@@ -86,6 +89,9 @@ class Manifest:
     files: list[CommittedFile]
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     version: int = MANIFEST_VERSION
+    #: "rename": staged under _staging/ and published by rename after the commit;
+    #: "direct": written in place under load=<load_id>/, the manifest is the only commit step
+    mode: str = "rename"
 
     def end_offsets(self) -> dict[TopicPartition, int]:
         """Cumulative end offset per (topic, partition) after this load."""
@@ -118,6 +124,7 @@ class Manifest:
                 files=files,
                 created_ms=int(d["created_ms"]),
                 version=int(d["version"]),
+                mode=str(d.get("mode", "rename")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptRecord(f"manifest {where or '?'} is not a valid manifest: {e}") from e
