@@ -6,7 +6,7 @@ Loads ``--rows`` 200-byte messages from a topic into Parquet twice per round:
 
 - baseline: ``spark.read.format("logsource")`` over the same offset ranges
   ``.write.parquet(...)``, no offsets stored anywhere;
-- etl: ``jobs/etl.py``'s load (plan from the committed offsets, stage, audit by
+- etl: ``pyspark_logsource.etl``'s load (plan from the committed offsets, stage, audit by
   re-counting the written files, put the manifest, publish by rename).
 
 Rounds alternate the order; the table reports the fastest of each. The figure is
@@ -38,9 +38,8 @@ def main() -> int:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from pyspark_logsource import Admin, EmbeddedBroker, Producer
+    from pyspark_logsource import Admin, EmbeddedBroker, Producer, etl
     from pyspark_logsource import register as register_logsource
-    from pyspark_logsource.jobs import etl
 
     work = tempfile.mkdtemp(prefix="logsource-etl-bench-")
     topic = "etlbench"

@@ -1,5 +1,8 @@
 """The ETL job's write/audit/commit path, planning and options, on the shared SparkSession.
 
+The load tests run three ways: a plain path (the local filesystem), a file:// URI (Hadoop's
+FileSystem through Spark's JVM, commit by rename) and a file:// URI in direct mode (the commit
+protocol for object stores: written in place, the manifest is the only commit step).
 The broker-backed end-to-end runs and the kill -9 tests are in tests/test_etl_failures.py.
 """
 
@@ -11,9 +14,9 @@ import os
 import pyarrow.dataset as pads
 import pytest
 
+from pyspark_logsource import etl
 from pyspark_logsource.errors import AuditMismatch, ConfigError, OffsetOutOfRange
-from pyspark_logsource.jobs import etl
-from pyspark_logsource.offsets import OffsetStore
+from pyspark_logsource.offsets.filesystem import to_local_path
 
 pytestmark = pytest.mark.spark
 
@@ -36,8 +39,22 @@ def records(spark, ranges: dict[tuple[str, int], tuple[int, int]], *, values=Non
     return spark.createDataFrame(rows, schema).repartition(3)
 
 
-def args_for(out, *extra):
-    return etl.parse_args(["--output", str(out), "--bootstrap-servers", "localhost:1", "--subscribe", "t", *extra])
+TARGETS = ["local", "hadoop", "direct"]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
+    """How the output is named: a plain path, a file:// URI, a file:// URI committed in direct mode."""
+    return request.param
+
+
+def out_for(target, path) -> str:
+    return str(path) if target == "local" else "file://" + str(path)
+
+
+def args_for(out, *extra, target="local"):
+    mode = ["--commit-mode", "direct"] if target == "direct" else []
+    return etl.parse_args(["--output", str(out), "--bootstrap-servers", "localhost:1", "--subscribe", "t", *mode, *extra])
 
 
 def plan_for(store, ranges):
@@ -45,59 +62,75 @@ def plan_for(store, ranges):
     return etl.LoadPlan({tp: s for tp, (s, _) in ranges.items()}, {tp: e for tp, (_, e) in ranges.items()}, committed)
 
 
+def write_and_commit(spark, df, cfg, ranges):
+    sink = etl.DirectorySink(cfg, spark)
+    sink.recover(lambda s: None)
+    return sink.write_and_commit(spark, etl.transform(df, cfg), plan_for(sink.store, ranges), lambda s: None)
+
+
+def store_of(spark, out):
+    return etl.open_store(str(out), spark)
+
+
+def data_dirs(store):
+    """Directories of committed files below the load directory (direct mode) or the root."""
+    return sorted({os.path.dirname(f.split("/", 1)[1] if f.startswith("load=") else f) for f in store.committed_files()})
+
+
 def visible_rows(out):
     """Rows a plain pyarrow dataset reader sees (it skips _ and . names, like Spark)."""
     return pads.dataset(str(out), format="parquet", partitioning="hive").to_table()
 
 
-def test_load_commits_exactly_the_rows(spark, tmp_path):
-    out = tmp_path / "out"
-    args = args_for(out)
-    store = OffsetStore(str(out))
+def test_load_commits_exactly_the_rows(spark, tmp_path, target):
+    out = out_for(target, tmp_path / "out")
+    args = args_for(out, target=target)
     ranges = {("t", 0): (0, 50), ("t", 1): (0, 7)}
-    res = etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    res = write_and_commit(spark, records(spark, ranges), args, ranges)
+    store = store_of(spark, out)
     assert res.seq == 1 and res.rows == 57
     assert store.committed_offsets() == {("t", 0): 50, ("t", 1): 7}
     assert etl.summary_lines(res) == ["t-0: from 0 to 50 (50 rows)", "t-1: from 0 to 7 (7 rows)"]
-    df = spark.read.parquet(str(out))
+    df = spark.read.parquet(out)
     assert df.count() == 57
     assert {"topic", "partition", "offset", "key", "value", "timestamp"} <= set(df.columns)
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(50)] + [(1, o) for o in range(7)]
-    assert visible_rows(out).num_rows == 57
-    # published names carry topic+partition+offsets where a file holds one partition
+    assert visible_rows(tmp_path / "out").num_rows == 57
     names = [os.path.basename(f) for f in store.committed_files()]
     assert all(n.endswith(".snappy.parquet") for n in names)
-    single = [n for n in names if n.startswith("t+")]
-    for n in single:
-        t, p, first, last = n.split(".")[0].split("+")
-        assert t == "t" and int(first) <= int(last)
+    if target == "direct":
+        # written in place, in the load's own directory: nothing renamed
+        assert {f.split("/")[0] for f in store.committed_files()} == {"load=" + store.latest().load_id}
+    else:
+        # published names carry topic+partition+offsets where a file holds one partition
+        for n in [n for n in names if n.startswith("t+")]:
+            t, p, first, last = n.split(".")[0].split("+")
+            assert t == "t" and int(first) <= int(last)
     # a second load continues from the committed offsets
     ranges2 = {("t", 0): (50, 60)}
-    res2 = etl.write_and_commit(spark, etl.transform(records(spark, ranges2), args), store, plan_for(store, ranges2), args)
+    res2 = write_and_commit(spark, records(spark, ranges2), args, ranges2)
     assert res2.seq == 2
     assert store.committed_offsets() == {("t", 0): 60, ("t", 1): 7}
-    assert spark.read.parquet(str(out)).count() == 67
-    assert etl.verify(spark, str(out), log=lambda s: None).ok
+    assert spark.read.parquet(out).count() == 67
+    assert etl.verify(spark, out, log=lambda s: None).ok
 
 
-def test_hive_partitioning_by_topic_date_hour(spark, tmp_path):
-    out = tmp_path / "out"
-    args = args_for(out, "--partition-by", "topic,date,hour", "--decode", "utf8")
-    store = OffsetStore(str(out))
+def test_hive_partitioning_by_topic_date_hour(spark, tmp_path, target):
+    out = out_for(target, tmp_path / "out")
+    args = args_for(out, "--partition-by", "topic,date,hour", "--decode", "utf8", target=target)
     ranges = {("t", 0): (0, 40), ("u", 0): (0, 5)}
-    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
-    dirs = sorted({os.path.dirname(f) for f in store.committed_files()})
-    assert dirs == [
+    write_and_commit(spark, records(spark, ranges), args, ranges)
+    assert data_dirs(store_of(spark, out)) == [
         "topic=t/date=2026-11-21/hour=22",
         "topic=t/date=2026-11-21/hour=23",
         "topic=u/date=2026-11-21/hour=22",
     ]
-    df = spark.read.parquet(str(out))
+    df = spark.read.parquet(out)
     assert df.count() == 45
     row = df.where("topic = 't' and offset = 31").collect()[0]
-    assert row.value == "t-0-31" and str(row.hour) in ("23", "23") and row.partition == 0
-    assert etl.verify(spark, str(out), log=lambda s: None).ok
+    assert row.value == "t-0-31" and str(row.hour) == "23" and row.partition == 0
+    assert etl.verify(spark, out, log=lambda s: None).ok
 
 
 def test_json_decode_keeps_bad_values(spark, tmp_path):
@@ -107,9 +140,8 @@ def test_json_decode_keeps_bad_values(spark, tmp_path):
     def values(t, p, o):
         return b"not json {" if o == 3 else f'{{"user": "u{o}", "n": {o}}}'.encode()
 
-    store = OffsetStore(str(out))
     ranges = {("t", 0): (0, 6)}
-    etl.write_and_commit(spark, etl.transform(records(spark, ranges, values=values), args), store, plan_for(store, ranges), args)
+    write_and_commit(spark, records(spark, ranges, values=values), args, ranges)
     rows = {r.offset: r for r in spark.read.parquet(str(out)).collect()}
     assert len(rows) == 6
     assert rows[5].user == "u5" and rows[5].n == 5 and rows[5]._corrupt_record is None
@@ -117,27 +149,25 @@ def test_json_decode_keeps_bad_values(spark, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
-def test_other_formats(spark, tmp_path, fmt):
-    out = tmp_path / "out"
-    args = args_for(out, "--format", fmt)
-    store = OffsetStore(str(out))
+def test_other_formats(spark, tmp_path, fmt, target):
+    out = out_for(target, tmp_path / "out")
+    args = args_for(out, "--format", fmt, target=target)
     ranges = {("t", 0): (0, 20)}
-    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    write_and_commit(spark, records(spark, ranges), args, ranges)
     r = spark.read.format(fmt)
     if fmt == "csv":
         r = r.option("header", "true")
-    assert r.load(str(out)).count() == 20
-    assert all(f.endswith("." + fmt) for f in store.committed_files())
-    assert etl.verify(spark, str(out), log=lambda s: None).ok
+    assert r.load(out).count() == 20
+    assert all(f.endswith("." + fmt) for f in store_of(spark, out).committed_files())
+    assert etl.verify(spark, out, log=lambda s: None).ok
 
 
 @pytest.mark.parametrize(
     "kind,match", [("drop", "19 row"), ("dup", "21 row"), ("dupgap", "duplicate or gap"), ("extra", "not in the plan")]
 )
-def test_audit_mismatch_commits_nothing(spark, tmp_path, kind, match):
-    out = tmp_path / "out"
-    args = args_for(out)
-    store = OffsetStore(str(out))
+def test_audit_mismatch_commits_nothing(spark, tmp_path, kind, match, target):
+    out = out_for(target, tmp_path / "out")
+    args = args_for(out, target=target)
     ranges = {("t", 0): (0, 20)}
     if kind == "drop":
         df = records(spark, ranges, drop={("t", 0, 7)})
@@ -148,30 +178,55 @@ def test_audit_mismatch_commits_nothing(spark, tmp_path, kind, match):
     else:
         df = records(spark, {("t", 0): (0, 20), ("t", 9): (0, 2)})
     with pytest.raises(AuditMismatch, match=match):
-        etl.write_and_commit(spark, etl.transform(df, args), store, plan_for(store, ranges), args)
+        write_and_commit(spark, df, args, ranges)
+    store = store_of(spark, out)
     assert store.manifest_seqs() == [] and store.committed_offsets() == {}
     assert not store.fs.exists(store.staging_root) or store.fs.list(store.staging_root) == []
-    assert [f for f in store.fs.walk_files(str(out)) if "/_" not in f.path] == []
+    assert [f for f in store.fs.walk_files(out) if "/_" not in f.path and "/." not in f.path] == []
 
 
-def test_verify_detects_tampering(spark, tmp_path):
-    out = tmp_path / "out"
-    args = args_for(out)
-    store = OffsetStore(str(out))
+def test_verify_detects_tampering(spark, tmp_path, target):
+    out = out_for(target, tmp_path / "out")
+    args = args_for(out, target=target)
     ranges = {("t", 0): (0, 30)}
-    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
-    assert etl.verify(spark, str(out), log=lambda s: None).ok
+    write_and_commit(spark, records(spark, ranges), args, ranges)
+    assert etl.verify(spark, out, log=lambda s: None).ok
     # a stray file copied into the tree duplicates rows: verify names both problems
-    victim = store.path(store.committed_files()[0])
+    store = store_of(spark, out)
+    victim = to_local_path(store.path(store.committed_files()[0]))
     with open(victim, "rb") as f:
         data = f.read()
     with open(os.path.join(os.path.dirname(victim), "copy.parquet"), "wb") as f:
         f.write(data)
-    rep = etl.verify(spark, str(out), log=lambda s: None)
+    rep = etl.verify(spark, out, log=lambda s: None)
     assert not rep.ok
     assert any("not named by any manifest" in p for p in rep.problems)
     assert any("rows" in p for p in rep.problems)
-    assert etl.main(["--verify", "--output", str(out)]) == 1
+    assert etl.main(["--verify", "--output", out]) == 1
+
+
+def test_direct_mode_recovery_deletes_a_dead_load(spark, tmp_path):
+    """Direct mode: a load that died after Spark wrote its directory but before the manifest."""
+    out = out_for("direct", tmp_path / "out")
+    args = args_for(out, target="direct")
+    ranges = {("t", 0): (0, 10)}
+    write_and_commit(spark, records(spark, ranges), args, ranges)
+    sink = etl.DirectorySink(args, spark)
+    staged = sink.committer.begin()
+    ranges2 = {("t", 0): (10, 20)}
+    sink.write(etl.transform(records(spark, ranges2), args), staged.staging)  # then the job dies
+    # a plain directory reader sees the dead load; a reader of the committed paths does not
+    assert spark.read.parquet(out).count() == 20
+    from pyspark_logsource.offsets import committed_paths
+
+    assert spark.read.parquet(*committed_paths(sink.store)).count() == 10
+    logs = []
+    sink.recover(logs.append)
+    assert "deleted 1 uncommitted" in logs[0]
+    assert spark.read.parquet(out).count() == 10
+    res = write_and_commit(spark, records(spark, ranges2), args, ranges2)
+    assert res.seq == 2 and spark.read.parquet(out).count() == 20
+    assert etl.verify(spark, out, log=lambda s: None).ok
 
 
 def test_plan_load():
@@ -205,6 +260,9 @@ def test_plan_load():
         (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--partition-by", "day"], "partition-by"),
         (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--max-offsets-per-load", "0"], "positive"),
         (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--starting-offsets", "5"], "earliest"),
+        (["--output", "o", "--subscribe", "t", "--output-format", "iceberg"], "--table"),
+        (["--output", "o", "--subscribe", "t", "--output-format", "iceberg", "--table", "db.t", "--format", "csv"], "parquet"),
+        (["--output", "o", "--status", "--verify"], "at most one"),
     ],
 )
 def test_bad_options_are_config_errors(argv, match):
@@ -215,6 +273,19 @@ def test_bad_options_are_config_errors(argv, match):
 def test_bootstrap_default(monkeypatch):
     monkeypatch.setenv("LOGSOURCE_BOOTSTRAP", "somehost:1234")
     assert etl.parse_args(["--output", "o", "--subscribe", "t"]).bootstrap_servers == "somehost:1234"
+
+
+def test_config_is_frozen_and_round_trips_to_argv():
+    cfg = etl.EtlConfig(output="/o", bootstrap_servers="h:1", subscribe="t", partition_by="topic,date", max_offsets_per_load="7")
+    assert cfg.partition_by == ("topic", "date") and cfg.max_offsets_per_load == 7
+    with pytest.raises(AttributeError):
+        cfg.output = "/elsewhere"  # type: ignore[misc]
+    assert etl.parse_args(cfg.to_argv()) == cfg
+    assert cfg.replace(format="json").format == "json"
+    with pytest.raises(ConfigError, match="table"):
+        cfg.replace(sink="iceberg")
+    with pytest.raises(ConfigError, match="commit-mode"):
+        cfg.replace(commit_mode="copy")
 
 
 def test_properties_file(tmp_path):
@@ -246,9 +317,8 @@ def test_spark_submit_and_cli_entry_points(spark, tmp_path):
 
     out = tmp_path / "out"
     args = args_for(out)
-    store = OffsetStore(str(out))
     ranges = {("t", 0): (0, 25)}
-    etl.write_and_commit(spark, etl.transform(records(spark, ranges), args), store, plan_for(store, ranges), args)
+    write_and_commit(spark, records(spark, ranges), args, ranges)
     root = os.path.join(os.path.dirname(__file__), "..")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")

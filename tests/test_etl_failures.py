@@ -197,7 +197,7 @@ def test_kill_9_batch_job_at_random_moments_and_commit_points(broker, tmp_path, 
     # a run with no new data commits nothing and says so
     job = Job(argv)
     assert job.finish() == 0 and "committed nothing" in job.output, job.output
-    from pyspark_logsource.jobs import etl
+    from pyspark_logsource import etl
 
     rep = etl.verify(spark, str(out), log=lambda s: None)
     assert rep.ok, rep.problems
@@ -228,7 +228,7 @@ def test_kill_9_streaming_job_restarts_from_checkpoint(broker, tmp_path, spark):
     job = Job(base + ["--trigger", "availableNow"])
     assert job.finish() == 0, job.output
     ends = log_end(broker.bootstrap, topic)
-    from pyspark_logsource.jobs import etl
+    from pyspark_logsource import etl
 
     rep = etl.verify_streaming(spark, str(out), log=lambda s: None)
     assert rep.ok, rep.problems

@@ -242,20 +242,20 @@ class Demo:
     # -- 3. exactly-once ETL ----------------------------------------------------------
 
     def etl(self) -> None:
-        from ..jobs import etl
+        from .. import etl
 
         _step(3, self.STEPS, "Exactly-once ETL into Parquet (load, load again, verify)")
         out = self.data_dir / "parquet" / self.topic
-        argv = ["--bootstrap-servers", self.bootstrap, "--subscribe", self.topic, "--output", str(out),
-                "--decode", "json", "--value-schema", VALUE_DDL]  # fmt: skip
-        _say("same as: logsource etl " + " ".join(f"'{x}'" if " " in x else x for x in argv))
-        args = etl.parse_args(argv)
+        cfg = etl.EtlConfig(
+            output=str(out), bootstrap_servers=self.bootstrap, subscribe=self.topic, decode="json", value_schema=VALUE_DDL
+        )
+        _say("same as: logsource etl " + " ".join(f"'{x}'" if " " in x else x for x in cfg.to_argv()))
         log = _indented_log
         loaded = []
         for attempt in (1, 2):
             _say(f"run {attempt}:")
             t0 = time.perf_counter()
-            res = etl.run_load(self.spark, args, log=log)
+            res = etl.run_load(self.spark, cfg, log=log)
             secs = time.perf_counter() - t0
             loaded.append(res.rows)
             what = f"committed load {res.seq}: {res.rows:,} rows" if res.seq is not None else "nothing new: 0 rows"
