@@ -26,8 +26,8 @@ import time
 import zlib
 from typing import NamedTuple
 
+from .. import format as fmt
 from ..errors import TopicAlreadyExists
-from ..format import batch as fmt
 from .log import LogManager
 
 log = logging.getLogger(__name__)

@@ -37,10 +37,16 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..format.batch import ARROW_SCHEMA, decode, iter_headers, read_header, to_arrow
-from ..protocol.messages import (
+from ..format import (
+    ARROW_SCHEMA,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    decode,
+    iter_headers,
+    read_header,
+    to_arrow,
+)
+from ..protocol.messages import (
     FetchPartition,
     FetchRequest,
     ListOffsetsPartition,
@@ -115,7 +121,7 @@ def _warm_up_decoder() -> None:
             return
         _warmed = True
     try:
-        from ..format.batch import encode, set_base_offset
+        from ..format import encode, set_base_offset
 
         a, b = encode([b"x"]), encode([b"y"])
         set_base_offset(b, 1)
@@ -150,12 +156,11 @@ RUN_DECODE_MIN_BATCHES = 16
 
 def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = True) -> pa.Table:
     """Decode every whole batch of a fetch response into one Arrow table."""
-    positions = []
-    for pos, _ in iter_headers(data):
-        positions.append(pos)
-        if len(positions) >= RUN_DECODE_MIN_BATCHES:
-            return to_arrow(data, check_crc=check_crc)
-    batches = [decode(data, pos, check_crc=check_crc).to_arrow() for pos in positions]
+    walked = iter_headers(data)
+    if len(walked) >= RUN_DECODE_MIN_BATCHES or not all(h.is_arrow_body for _, h in walked):
+        # Kafka-layout batches (and control batches among them) are the run decoder's job
+        return to_arrow(data, check_crc=check_crc)
+    batches = [decode(data, pos, check_crc=check_crc).to_arrow() for pos, _ in walked]
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from ..errors import CorruptRecord, InvalidRequest, OffsetOutOfRange, error_for_code
-from ..format.batch import decode, iter_headers, read_header
+from ..format import decode, iter_headers, read_header
 from ..protocol.messages import FetchPartition, FetchRequest
 from .connection import NetworkClient
 
@@ -72,6 +72,12 @@ def read_range(
             if data:
                 for bpos, h in iter_headers(data):
                     if h.next_offset <= pos:
+                        continue
+                    if h.is_control:  # a transaction marker holds no data records
+                        pos = h.next_offset
+                        progressed = True
+                        if pos >= end:
+                            break
                         continue
                     rb = decode(data, bpos, check_crc=check_crc).to_arrow()
                     lo = max(0, pos - h.base_offset)

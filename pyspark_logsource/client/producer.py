@@ -17,7 +17,6 @@ with its original offsets instead of being appended twice.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,8 +39,7 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..format import compression
-from ..format.batch import CRC_START, encode_arrow
+from ..format import compression, encode_arrow, set_producer
 from ..format.crc import crc32c
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from ..topics import validate_topic_name
@@ -52,8 +50,6 @@ from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 
 log = logging.getLogger(__name__)
 
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at byte 43
-_CRC = struct.Struct(">I")
 _INT32_MAX = (1 << 31) - 1
 
 #: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
@@ -86,8 +82,7 @@ def _as_headers(headers: Any) -> list[tuple[str, bytes | None]]:
 
 def restamp_producer(buf: bytearray, producer_id: int, epoch: int, base_sequence: int) -> None:
     """Write producer id/epoch/base sequence into an encoded batch and fix its CRC."""
-    _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, epoch, base_sequence)
-    _CRC.pack_into(buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+    set_producer(buf, producer_id, epoch, base_sequence)
 
 
 class Producer:

@@ -28,14 +28,12 @@ from ...errors import (
     CorruptRecord,
     DuplicateSequence,
     InvalidRequest,
-    MessageTooLarge,
     OffsetOutOfRange,
     StorageError,
-    UnsupportedCompressionType,
 )
-from ...format import batch as fmt
-from ...format.compression import NAMES as _CODEC_NAMES
-from ...format.crc import crc32c
+from ...format import header as fmt
+from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from ...format.kafka import validate_kafka_records
 from ...topics import validate_topic_name
 from .config import LogConfig
 from .producer_state import ProducerStateManager
@@ -45,7 +43,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
-LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2  # Kafka's ListOffsets sentinels
 
 __all__ = ["AppendInfo", "FileRegion", "PartitionLog", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP"]
 
@@ -63,42 +60,6 @@ class AppendInfo(NamedTuple):
 class _View(NamedTuple):
     bases: list[int]
     segments: tuple[LogSegment, ...]
-
-
-_unpack_header = fmt.HEADER.unpack_from
-_make_header = fmt.BatchHeader._make
-_MIN_LENGTH = fmt.HEADER_SIZE - fmt.LOG_OVERHEAD
-
-
-_pack_offset = fmt._BASE_OFFSET.pack_into
-_pack_epoch = fmt._LEADER_EPOCH.pack_into
-
-
-def _validate_run(mv: memoryview, total: int, max_size: int) -> list[tuple[int, tuple]]:
-    """Header checks, size bound and CRC of every batch in ``mv``: the checks of
-    ``fmt.validate``, inlined on raw header tuples because they run for every batch appended.
-    Returns (position, header tuple) per batch."""
-    out = []
-    pos = 0
-    while pos < total:
-        if total - pos < fmt.HEADER_SIZE:
-            raise CorruptRecord(f"truncated batch header: {total - pos} bytes, need {fmt.HEADER_SIZE}")
-        t = _unpack_header(mv, pos)
-        _, length, _, magic, crc, attrs, lod, _, _, _, _, _, count = t
-        if magic != fmt.MAGIC or length < _MIN_LENGTH or count < 1 or lod != count - 1 or attrs & ~fmt.KNOWN_ATTRIBUTES:
-            fmt.check_header(_make_header(t))  # raises the precise CorruptRecord
-        size = length + fmt.LOG_OVERHEAD
-        if size > max_size:
-            raise MessageTooLarge(f"batch of {size} bytes exceeds the limit of {max_size} bytes")
-        if pos + size > total:
-            raise CorruptRecord(f"truncated batch at position {pos}: {total - pos} of {size} bytes")
-        if crc32c(mv[pos + fmt.CRC_START : pos + size]) != crc:
-            raise CorruptRecord(f"CRC mismatch in batch at position {pos}")
-        if attrs & fmt.CODEC_MASK not in _CODEC_NAMES:
-            raise UnsupportedCompressionType(f"batch at position {pos} uses unknown codec {attrs & fmt.CODEC_MASK}")
-        out.append((pos, t))
-        pos += size
-    return out
 
 
 def _now_ms() -> int:
@@ -311,7 +272,11 @@ class PartitionLog:
         total = len(mv)
         if total == 0:
             raise CorruptRecord("empty record set")
-        batches = _validate_run(mv, total, self.config.max_message_bytes)
+        # header checks, size bound, CRC and codec of every batch: one call, the format's walker
+        batches = fmt.walk(mv, check_crc=True, max_size=self.config.max_message_bytes, strict=True)
+        for pos, h in batches:
+            if not h.is_arrow_body:  # a Kafka client's batch: its varint records must parse
+                validate_kafka_records(mv, pos, h)
         now = int(time.time() * 1000)
         with self._lock:
             if self._closed:
@@ -325,39 +290,39 @@ class PartitionLog:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
 
-    def _append_locked(self, mv: memoryview, batches: list[tuple[int, tuple]], leader_epoch: int, now: int) -> AppendInfo:
+    def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int,
+                       now: int) -> AppendInfo:  # fmt: skip
         lat = self.config.log_append_time
         producers = None
         offset = self._leo
         duplicates = []
         stamped = []  # (position, base offset, size, max timestamp, record count)
-        for pos, t in batches:
-            idempotent = t[9] >= 0 and t[11] >= 0  # producer id, base sequence
+        for pos, h in batches:
+            idempotent = h.producer_id >= 0 and h.base_sequence >= 0
             if idempotent:
-                h = _make_header(t)
                 if producers is None:
                     producers = self.producer_state.begin()
                 dup = producers.check(h)
                 if dup is not None:
                     duplicates.append(dup)
                     continue
-            _pack_offset(mv, pos, offset)
-            _pack_epoch(mv, pos + 12, leader_epoch)
-            max_ts = t[8]
+            fmt.stamp_append(mv, pos, h, offset, leader_epoch)
+            max_ts = h.max_timestamp
             if lat:
                 fmt.stamp_log_append_time(mv, now, pos)
                 max_ts = now
             if idempotent:
                 producers.record(h._replace(base_offset=offset, leader_epoch=leader_epoch, max_timestamp=max_ts))
-            stamped.append((pos, offset, t[1] + fmt.LOG_OVERHEAD, max_ts, t[12]))
-            offset += t[12]
+            count = h.record_count
+            stamped.append((pos, offset, h.batch_length + fmt.LOG_OVERHEAD, max_ts, count))
+            offset += count
         if duplicates:
             if stamped:
                 raise DuplicateSequence(
                     f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
                 )
             return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
-                              sum(t[12] for _, t in batches), True)  # fmt: skip
+                              sum(h.record_count for _, h in batches), True)  # fmt: skip
         active = self._view.segments[-1]
         if active.size and active.should_roll(len(mv), offset - 1, now):
             active = self._roll_locked(now)

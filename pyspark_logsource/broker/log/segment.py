@@ -18,7 +18,8 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 
 from ...errors import CorruptRecord
-from ...format import batch as fmt
+from ...format import header as fmt
+from ...format.runs import decode
 from .config import LogConfig
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
 
@@ -116,33 +117,36 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index = 0
         size = os.fstat(self._fd).st_size
-        pos, buf, buf_start = 0, b"", 0
+        pos, want = 0, _RECOVERY_CHUNK
         why = ""
-        while pos < size:
-            rel = pos - buf_start
-            if len(buf) - rel < fmt.HEADER_SIZE:
-                buf, buf_start, rel = os.pread(self._fd, _RECOVERY_CHUNK, pos), pos, 0
-            try:
-                h = fmt.read_header(buf, rel)
-            except CorruptRecord as e:
-                why = str(e)
-                break
-            if h.base_offset != self.next_offset:
-                why = f"base offset {h.base_offset}, expected {self.next_offset}"
-                break
-            if pos + h.size > size:
-                why = f"torn batch: {size - pos} of {h.size} bytes"
-                break
-            if check_crc:
-                if len(buf) - rel < h.size:
-                    buf, buf_start, rel = os.pread(self._fd, max(_RECOVERY_CHUNK, h.size), pos), pos, 0
-                try:
-                    fmt.verify_crc(buf, rel, h)
-                except CorruptRecord as e:
-                    why = str(e)
+        while pos < size and not why:
+            buf = os.pread(self._fd, want, pos)
+            errors: list[Exception] = []
+            batches = fmt.walk(buf, check_crc=check_crc, errors=errors)
+            for rel, h in batches:
+                if h.base_offset != self.next_offset:
+                    why = f"base offset {h.base_offset}, expected {self.next_offset}"
                     break
-            self._track(h, pos, index=True)
-            pos += h.size
+                self._track(h, pos + rel, index=True)
+            else:
+                if batches:
+                    rel, h = batches[-1]
+                    pos += rel + h.size
+                    want = _RECOVERY_CHUNK
+                if errors:
+                    why = str(errors[0])
+                elif not batches:
+                    # the next batch is larger than the chunk, or the tail is torn
+                    try:
+                        h = fmt.read_header(buf)
+                    except CorruptRecord as e:
+                        why = str(e)
+                        break
+                    if pos + h.size > size:
+                        why = f"torn batch: {size - pos} of {h.size} bytes"
+                    want = h.size
+                continue
+            pos += rel  # the batch with the unexpected base offset is where the log ends
         cut = size - pos
         if cut:
             log.warning("%s: truncating %d bytes at position %d (%s)", self.log_path, cut, pos, why)
@@ -289,7 +293,7 @@ class LogSegment:
             if h.max_timestamp >= timestamp:
                 if h.timestamp_type == fmt.LOG_APPEND_TIME:
                     return h.base_offset
-                rb = fmt.decode(os.pread(self._fd, h.size, pos)).to_arrow()
+                rb = decode(os.pread(self._fd, h.size, pos)).to_arrow()
                 ts = rb.column(3).cast("int64").to_numpy()
                 return h.base_offset + int(np.argmax(ts >= timestamp))
             pos += h.size
