@@ -223,7 +223,7 @@ def _array_codec(item_size: int, read_item: Read, write_item: Write, flexible: b
 
 def _default_of(f: Field, version: int) -> Any:
     if f.default is not None:
-        return f.default
+        return None if f.default == "null" else f.default  # Kafka's JSON spelling of a null default
     if f.is_array or f.fields:
         return None if _in(versions(f.nullable), version) else []
     if f.type == "string" and f.nullable != "none":

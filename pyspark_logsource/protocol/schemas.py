@@ -27,11 +27,12 @@ API_VERSIONS_RESPONSE = message(
       F("api_key", "int16"), F("min_version", "int16"), F("max_version", "int16")),
     F("throttle_time_ms", "int32", "1+"),
     F("supported_features", "[]SupportedFeatureKey", "3+",
-      F("name", "string"), F("min_version", "int16"), F("max_version", "int16"),
+      F("name", "string", "3+"), F("min_version", "int16", "3+"), F("max_version", "int16", "3+"),
       tag=0, tagged="3+"),
     F("finalized_features_epoch", "int64", "3+", tag=1, tagged="3+", default=-1),
     F("finalized_features", "[]FinalizedFeatureKey", "3+",
-      F("name", "string"), F("max_version_level", "int16"), F("min_version_level", "int16"),
+      F("name", "string", "3+"), F("max_version_level", "int16", "3+"),
+      F("min_version_level", "int16", "3+"),
       tag=2, tagged="3+"),
     F("zk_migration_ready", "bool", "3+", tag=3, tagged="3+", default=False),
 )
@@ -53,8 +54,8 @@ METADATA_RESPONSE = message(
     F("throttle_time_ms", "int32", "3+"),
     F("brokers", "[]MetadataResponseBroker", "0+",
       F("node_id", "int32"), F("host", "string"), F("port", "int32"),
-      F("rack", "string", "1+", nullable="1+")),
-    F("cluster_id", "string", "2+", nullable="2+"),
+      F("rack", "string", "1+", nullable="1+", default="null")),
+    F("cluster_id", "string", "2+", nullable="2+", default="null"),
     F("controller_id", "int32", "1+", default=-1),
     F("topics", "[]MetadataResponseTopic", "0+",
       F("error_code", "int16"),
@@ -74,25 +75,26 @@ METADATA_RESPONSE = message(
 
 PRODUCE_REQUEST = message(
     "ProduceRequest", "3-9", "9+",
-    F("transactional_id", "string", "3+", nullable="3+"),
+    F("transactional_id", "string", "3+", nullable="3+", default="null"),
     F("acks", "int16"),
     F("timeout_ms", "int32"),
     F("topic_data", "[]TopicProduceData", "0+",
-      F("name", "string"),
+      F("name", "string", "0-12"),
       F("partition_data", "[]PartitionProduceData", "0+",
         F("index", "int32"), F("records", "records", "0+", nullable="0+"))),
 )
 PRODUCE_RESPONSE = message(
     "ProduceResponse", "3-9", "9+",
     F("responses", "[]TopicProduceResponse", "0+",
-      F("name", "string"),
+      F("name", "string", "0-12"),
       F("partition_responses", "[]PartitionProduceResponse", "0+",
         F("index", "int32"), F("error_code", "int16"), F("base_offset", "int64"),
         F("log_append_time_ms", "int64", "2+", default=-1),
         F("log_start_offset", "int64", "5+", default=-1),
         F("record_errors", "[]BatchIndexAndErrorMessage", "8+",
-          F("batch_index", "int32"), F("batch_index_error_message", "string", "8+", nullable="8+")),
-        F("error_message", "string", "8+", nullable="8+"))),
+          F("batch_index", "int32", "8+"),
+          F("batch_index_error_message", "string", "8+", nullable="8+", default="null")),
+        F("error_message", "string", "8+", nullable="8+", default="null"))),
     F("throttle_time_ms", "int32", "1+"),
 )
 
@@ -100,7 +102,7 @@ PRODUCE_RESPONSE = message(
 
 FETCH_REQUEST = message(
     "FetchRequest", "4-12", "12+",
-    F("cluster_id", "string", "12+", nullable="12+", tag=0, tagged="12+"),
+    F("cluster_id", "string", "12+", nullable="12+", tag=0, tagged="12+", default="null"),
     F("replica_id", "int32", "0-14", default=-1),
     F("max_wait_ms", "int32"),
     F("min_bytes", "int32"),
@@ -134,8 +136,17 @@ FETCH_RESPONSE = message(
         F("high_watermark", "int64"),
         F("last_stable_offset", "int64", "4+", default=-1),
         F("log_start_offset", "int64", "5+", default=-1),
+        F("diverging_epoch", "EpochEndOffset", "12+",
+          F("epoch", "int32", "12+", default=-1), F("end_offset", "int64", "12+", default=-1),
+          tag=0, tagged="12+"),
+        F("current_leader", "LeaderIdAndEpoch", "12+",
+          F("leader_id", "int32", "12+", default=-1), F("leader_epoch", "int32", "12+", default=-1),
+          tag=1, tagged="12+"),
+        F("snapshot_id", "SnapshotId", "12+",
+          F("end_offset", "int64", default=-1), F("epoch", "int32", default=-1),
+          tag=2, tagged="12+"),
         F("aborted_transactions", "[]AbortedTransaction", "4+",
-          F("producer_id", "int64"), F("first_offset", "int64"), nullable="4+"),
+          F("producer_id", "int64", "4+"), F("first_offset", "int64", "4+"), nullable="4+"),
         F("preferred_read_replica", "int32", "11+", default=-1),
         F("records", "records", "0+", nullable="0+"))),
 )
@@ -184,8 +195,9 @@ FIND_COORDINATOR_RESPONSE = message(
     F("host", "string", "0-3"),
     F("port", "int32", "0-3"),
     F("coordinators", "[]Coordinator", "4+",
-      F("key", "string"), F("node_id", "int32"), F("host", "string"), F("port", "int32"),
-      F("error_code", "int16"), F("error_message", "string", "4+", nullable="4+")),
+      F("key", "string", "4+"), F("node_id", "int32", "4+"), F("host", "string", "4+"),
+      F("port", "int32", "4+"), F("error_code", "int16", "4+"),
+      F("error_message", "string", "4+", nullable="4+")),
 )
 
 # ------------------------------------------------------------------ OffsetCommit (8)
@@ -195,10 +207,10 @@ OFFSET_COMMIT_REQUEST = message(
     F("group_id", "string"),
     F("generation_id_or_member_epoch", "int32", "1+", default=-1),
     F("member_id", "string", "1+"),
-    F("group_instance_id", "string", "7+", nullable="7+"),
+    F("group_instance_id", "string", "7+", nullable="7+", default="null"),
     F("retention_time_ms", "int64", "2-4", default=-1),
     F("topics", "[]OffsetCommitRequestTopic", "0+",
-      F("name", "string"),
+      F("name", "string", "0-9"),
       F("partitions", "[]OffsetCommitRequestPartition", "0+",
         F("partition_index", "int32"), F("committed_offset", "int64"),
         F("committed_leader_epoch", "int32", "6+", default=-1),
@@ -209,7 +221,7 @@ OFFSET_COMMIT_RESPONSE = message(
     "OffsetCommitResponse", "2-8", "8+",
     F("throttle_time_ms", "int32", "3+"),
     F("topics", "[]OffsetCommitResponseTopic", "0+",
-      F("name", "string"),
+      F("name", "string", "0-9"),
       F("partitions", "[]OffsetCommitResponsePartition", "0+",
         F("partition_index", "int32"), F("error_code", "int16"))),
 )
@@ -220,19 +232,19 @@ OFFSET_FETCH_REQUEST = message(
     "OffsetFetchRequest", "1-7", "6+",
     F("group_id", "string", "0-7"),
     F("topics", "[]OffsetFetchRequestTopic", "0-7",
-      F("name", "string"), F("partition_indexes", "[]int32"), nullable="2-7"),
+      F("name", "string", "0-7"), F("partition_indexes", "[]int32", "0-7"), nullable="2-7"),
     F("require_stable", "bool", "7+"),
 )
 OFFSET_FETCH_RESPONSE = message(
     "OffsetFetchResponse", "1-7", "6+",
     F("throttle_time_ms", "int32", "3+"),
     F("topics", "[]OffsetFetchResponseTopic", "0-7",
-      F("name", "string"),
-      F("partitions", "[]OffsetFetchResponsePartition", "0+",
-        F("partition_index", "int32"), F("committed_offset", "int64"),
+      F("name", "string", "0-7"),
+      F("partitions", "[]OffsetFetchResponsePartition", "0-7",
+        F("partition_index", "int32", "0-7"), F("committed_offset", "int64", "0-7"),
         F("committed_leader_epoch", "int32", "5-7", default=-1),
-        F("metadata", "string", "0+", nullable="0+"),
-        F("error_code", "int16"))),
+        F("metadata", "string", "0-7", nullable="0-7"),
+        F("error_code", "int16", "0-7"))),
     F("error_code", "int16", "2-7"),
 )
 
@@ -278,8 +290,8 @@ CREATE_TOPICS_RESPONSE = message(
       F("num_partitions", "int32", "5+", default=-1),
       F("replication_factor", "int16", "5+", default=-1),
       F("configs", "[]CreatableTopicConfigs", "5+",
-        F("name", "string"), F("value", "string", "5+", nullable="5+"), F("read_only", "bool"),
-        F("config_source", "int8", default=-1), F("is_sensitive", "bool"),
+        F("name", "string", "5+"), F("value", "string", "5+", nullable="5+"), F("read_only", "bool", "5+"),
+        F("config_source", "int8", "5+", default=-1), F("is_sensitive", "bool", "5+"),
         nullable="5+")),
 )
 
@@ -288,7 +300,7 @@ CREATE_TOPICS_RESPONSE = message(
 DELETE_TOPICS_REQUEST = message(
     "DeleteTopicsRequest", "1-6", "4+",
     F("topics", "[]DeleteTopicState", "6+",
-      F("name", "string", "6+", nullable="6+"), F("topic_id", "uuid", "6+")),
+      F("name", "string", "6+", nullable="6+", default="null"), F("topic_id", "uuid", "6+")),
     F("topic_names", "[]string", "0-5"),
     F("timeout_ms", "int32"),
 )
@@ -299,7 +311,7 @@ DELETE_TOPICS_RESPONSE = message(
       F("name", "string", "0+", nullable="6+"),
       F("topic_id", "uuid", "6+"),
       F("error_code", "int16"),
-      F("error_message", "string", "5+", nullable="5+")),
+      F("error_message", "string", "5+", nullable="5+", default="null")),
 )
 
 # ------------------------------------------------------------------ DescribeConfigs (32)
@@ -325,7 +337,7 @@ DESCRIBE_CONFIGS_RESPONSE = message(
         F("config_source", "int8", "1+", default=-1),
         F("is_sensitive", "bool"),
         F("synonyms", "[]DescribeConfigsSynonym", "1+",
-          F("name", "string"), F("value", "string", "1+", nullable="1+"), F("source", "int8")),
+          F("name", "string", "1+"), F("value", "string", "1+", nullable="0+"), F("source", "int8", "1+")),
         F("config_type", "int8", "3+"),
         F("documentation", "string", "3+", nullable="0+"))),
 )
@@ -341,14 +353,173 @@ DESCRIBE_CLUSTER_RESPONSE = message(
     "DescribeClusterResponse", "0-1", "0+",
     F("throttle_time_ms", "int32"),
     F("error_code", "int16"),
-    F("error_message", "string", "0+", nullable="0+"),
+    F("error_message", "string", "0+", nullable="0+", default="null"),
     F("endpoint_type", "int8", "1+", default=1),
     F("cluster_id", "string"),
     F("controller_id", "int32", default=-1),
     F("brokers", "[]DescribeClusterBroker", "0+",
       F("broker_id", "int32"), F("host", "string"), F("port", "int32"),
-      F("rack", "string", "0+", nullable="0+")),
+      F("rack", "string", "0+", nullable="0+", default="null")),
     F("cluster_authorized_operations", "int32", default=I32_MIN),
+)
+
+# ------------------------------------------------------------------ group membership (not served yet)
+#
+# The classic group protocol, at the versions kafka-python 3.x (JoinGroup <= 7,
+# SyncGroup <= 5), librdkafka 2.x (JoinGroup <= 5, SyncGroup and Heartbeat <= 3,
+# LeaveGroup <= 1) and the Java client 3.x/4.x (the newest below) negotiate.
+# librdkafka enables its group consumer only if JoinGroup, SyncGroup, Heartbeat
+# and LeaveGroup v0 are advertised, so every range starts at 0. Not in SCHEMAS
+# until the group coordinator is wired.
+
+# ------------------------------------------------------------------ JoinGroup (11)
+
+JOIN_GROUP_REQUEST = message(
+    "JoinGroupRequest", "0-9", "6+",
+    F("group_id", "string"),
+    F("session_timeout_ms", "int32"),
+    F("rebalance_timeout_ms", "int32", "1+", default=-1),
+    F("member_id", "string"),
+    F("group_instance_id", "string", "5+", nullable="5+", default="null"),
+    F("protocol_type", "string"),
+    F("protocols", "[]JoinGroupRequestProtocol", "0+",
+      F("name", "string"), F("metadata", "bytes")),
+    F("reason", "string", "8+", nullable="8+", default="null"),
+)
+JOIN_GROUP_RESPONSE = message(
+    "JoinGroupResponse", "0-9", "6+",
+    F("throttle_time_ms", "int32", "2+"),
+    F("error_code", "int16"),
+    F("generation_id", "int32", default=-1),
+    F("protocol_type", "string", "7+", nullable="7+", default="null"),
+    F("protocol_name", "string", "0+", nullable="7+"),
+    F("leader", "string"),
+    F("skip_assignment", "bool", "9+", default=False),
+    F("member_id", "string"),
+    F("members", "[]JoinGroupResponseMember", "0+",
+      F("member_id", "string"),
+      F("group_instance_id", "string", "5+", nullable="5+", default="null"),
+      F("metadata", "bytes")),
+)
+
+# ------------------------------------------------------------------ Heartbeat (12)
+
+HEARTBEAT_REQUEST = message(
+    "HeartbeatRequest", "0-4", "4+",
+    F("group_id", "string"),
+    F("generation_id", "int32"),
+    F("member_id", "string"),
+    F("group_instance_id", "string", "3+", nullable="3+", default="null"),
+)
+HEARTBEAT_RESPONSE = message(
+    "HeartbeatResponse", "0-4", "4+",
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16"),
+)
+
+# ------------------------------------------------------------------ LeaveGroup (13)
+
+LEAVE_GROUP_REQUEST = message(
+    "LeaveGroupRequest", "0-5", "4+",
+    F("group_id", "string"),
+    F("member_id", "string", "0-2"),
+    F("members", "[]MemberIdentity", "3+",
+      F("member_id", "string", "3+"),
+      F("group_instance_id", "string", "3+", nullable="3+", default="null"),
+      F("reason", "string", "5+", nullable="5+", default="null")),
+)
+LEAVE_GROUP_RESPONSE = message(
+    "LeaveGroupResponse", "0-5", "4+",
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16"),
+    F("members", "[]MemberResponse", "3+",
+      F("member_id", "string", "3+"),
+      F("group_instance_id", "string", "3+", nullable="3+"),
+      F("error_code", "int16", "3+")),
+)
+
+# ------------------------------------------------------------------ SyncGroup (14)
+
+SYNC_GROUP_REQUEST = message(
+    "SyncGroupRequest", "0-5", "4+",
+    F("group_id", "string"),
+    F("generation_id", "int32"),
+    F("member_id", "string"),
+    F("group_instance_id", "string", "3+", nullable="3+", default="null"),
+    F("protocol_type", "string", "5+", nullable="5+", default="null"),
+    F("protocol_name", "string", "5+", nullable="5+", default="null"),
+    F("assignments", "[]SyncGroupRequestAssignment", "0+",
+      F("member_id", "string"), F("assignment", "bytes")),
+)
+SYNC_GROUP_RESPONSE = message(
+    "SyncGroupResponse", "0-5", "4+",
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16"),
+    F("protocol_type", "string", "5+", nullable="5+", default="null"),
+    F("protocol_name", "string", "5+", nullable="5+", default="null"),
+    F("assignment", "bytes"),
+)
+
+# ------------------------------------------------------------------ DescribeGroups (15)
+
+DESCRIBE_GROUPS_REQUEST = message(
+    "DescribeGroupsRequest", "0-6", "5+",
+    F("groups", "[]string"),
+    F("include_authorized_operations", "bool", "3+"),
+)
+DESCRIBE_GROUPS_RESPONSE = message(
+    "DescribeGroupsResponse", "0-6", "5+",
+    F("throttle_time_ms", "int32", "1+"),
+    F("groups", "[]DescribedGroup", "0+",
+      F("error_code", "int16"),
+      F("error_message", "string", "6+", nullable="6+", default="null"),
+      F("group_id", "string"), F("group_state", "string"),
+      F("protocol_type", "string"), F("protocol_data", "string"),
+      F("members", "[]DescribedGroupMember", "0+",
+        F("member_id", "string"),
+        F("group_instance_id", "string", "4+", nullable="4+", default="null"),
+        F("client_id", "string"), F("client_host", "string"),
+        F("member_metadata", "bytes"), F("member_assignment", "bytes")),
+      F("authorized_operations", "int32", "3+", default=I32_MIN)),
+)
+
+# ------------------------------------------------------------------ ListGroups (16)
+
+LIST_GROUPS_REQUEST = message(
+    "ListGroupsRequest", "0-5", "3+",
+    F("states_filter", "[]string", "4+"),
+    F("types_filter", "[]string", "5+"),
+)
+LIST_GROUPS_RESPONSE = message(
+    "ListGroupsResponse", "0-5", "3+",
+    F("throttle_time_ms", "int32", "1+"),
+    F("error_code", "int16"),
+    F("groups", "[]ListedGroup", "0+",
+      F("group_id", "string"), F("protocol_type", "string"),
+      F("group_state", "string", "4+"), F("group_type", "string", "5+")),
+)
+
+# ------------------------------------------------------------------ consumer protocol (embedded)
+#
+# The "consumer" protocol's member metadata (JoinGroup protocols[].metadata) and
+# assignment (SyncGroup assignments[].assignment): an int16 version, then this
+# body. Kafka reads a newer version with its newest format (fields are only
+# ever appended), so decode with min(version, 3) and ignore trailing bytes.
+
+CONSUMER_PROTOCOL_SUBSCRIPTION = message(
+    "ConsumerProtocolSubscription", "0-3", "none",
+    F("topics", "[]string"),
+    F("user_data", "bytes", "0+", nullable="0+", default="null"),
+    F("owned_partitions", "[]TopicPartition", "1+",
+      F("topic", "string", "1+"), F("partitions", "[]int32", "1+")),
+    F("generation_id", "int32", "2+", default=-1),
+    F("rack_id", "string", "3+", nullable="3+", default="null"),
+)
+CONSUMER_PROTOCOL_ASSIGNMENT = message(
+    "ConsumerProtocolAssignment", "0-3", "none",
+    F("assigned_partitions", "[]TopicPartition", "0+",
+      F("topic", "string"), F("partitions", "[]int32")),
+    F("user_data", "bytes", "0+", nullable="0+", default="null"),
 )
 
 #: api key -> (request schema, response schema)
