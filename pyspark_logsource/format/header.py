@@ -73,6 +73,10 @@ ARROW_ATTRIBUTES = KAFKA_ATTRIBUTES | HAS_KEY_NULLS | HAS_VALUE_NULLS | HAS_HEAD
 KNOWN_ATTRIBUTES = ARROW_ATTRIBUTES
 _ARROW_ILLEGAL = ~ARROW_ATTRIBUTES
 _KAFKA_ILLEGAL = ~KAFKA_ATTRIBUTES
+#: attributes & _HIGH_MASK for every legal batch: one mask and one set lookup check both layouts
+#: (a negative int16 keeps bit 15 after the mask, so it is never in the set)
+_HIGH_MASK = 0xFFFF & ~KAFKA_ATTRIBUTES
+_LEGAL_HIGH = frozenset([0] + [ARROW_BODY | b for b in range(0, 0x800, 0x100)])
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 NO_PRODUCER_ID = -1
@@ -247,11 +251,11 @@ def walk(
             _, length, _, magic, crc, attrs, lod, _, _, _, _, _, count = t
             h = _new(BatchHeader, t)
             if (
-                magic != MAGIC
-                or length < _MIN_LENGTH
+                lod != count - 1
                 or count < 1
-                or lod != count - 1
-                or attrs & (_ARROW_ILLEGAL if attrs & ARROW_BODY else _KAFKA_ILLEGAL)
+                or magic != MAGIC
+                or length < _MIN_LENGTH
+                or attrs & _HIGH_MASK not in _LEGAL_HIGH
                 or t[0] > _INT64_MAX - lod
             ):
                 check_header(h)  # raises the precise CorruptRecord

@@ -103,6 +103,10 @@ class KafkaRecordBatch:
 
 def _read_varints(d: np.ndarray, pos: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints starting at ``pos`` (at most ``width`` bytes each): (values, byte lengths)."""
+    b0 = d[pos]
+    if not (b0 & 0x80).any():  # the common case: every varint is one byte (small deltas, counts)
+        v = (b0 >> 1).astype(np.int64) ^ -(b0 & 1).astype(np.int64)
+        return v, _ones(len(pos))
     b = d[pos[:, None] + np.arange(width)]
     stop = b < 0x80
     if not stop.any(axis=1).all():
@@ -113,6 +117,10 @@ def _read_varints(d: np.ndarray, pos: np.ndarray, width: int) -> tuple[np.ndarra
     u = np.bitwise_or.reduce(groups << (np.arange(width, dtype=np.uint64) * np.uint64(7)), axis=1)
     v = (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64)
     return v, length
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, dtype=np.int64)
 
 
 def _varint32s(d: np.ndarray, pos: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
