@@ -27,7 +27,7 @@ def make_sink(cfg: EtlConfig, spark: Any = None) -> Sink:
     if cfg.sink == "iceberg":
         from .iceberg import IcebergSink
 
-        return IcebergSink(cfg)
+        return IcebergSink(cfg, spark)
     from .directory import DirectorySink
 
     return DirectorySink(cfg, spark)

@@ -33,7 +33,9 @@ def needs_spark(cfg: EtlConfig) -> bool:
     """--status/--repair of a local directory need no Spark; every URI goes through Spark's Hadoop."""
     if cfg.action in ("load", "verify"):
         return True
-    return cfg.sink == "directory" and uri_scheme(cfg.output) != ""
+    if cfg.sink == "iceberg":
+        return bool(cfg.catalog)  # a production catalog's table may live on any Hadoop store
+    return uri_scheme(cfg.output) != ""
 
 
 def status(cfg: EtlConfig, spark: Any = None, log: Log = print) -> int:
