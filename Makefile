@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench install java clean
+.PHONY: demo test lint bench install java kcat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,14 @@ install: $(STAMP)
 java:
 	@bash scripts/ensure-java.sh
 
+# The Kafka-client interop tests run the real kcat binary; install Debian's when it is missing.
+kcat:
+	@bash scripts/ensure-kcat.sh
+
 demo: install java
 	$(BIN)/logsource demo $(DEMO_ARGS)
 
-test: install java
+test: install java kcat
 	$(BIN)/python -m ruff check pyspark_logsource tests benchmarks
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
