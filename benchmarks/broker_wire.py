@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
 from pyspark_logsource.format import batch as fmt  # noqa: E402
 from pyspark_logsource.protocol import (  # noqa: E402
+    ApiVersionsRequest,
     ClientConnection,
     CreatableTopic,
     CreateTopicsRequest,
@@ -55,10 +56,19 @@ PAPER = {  # Kreps et al. 2011, section 5 (msg/s)
 }
 
 
+#: the non-flexible Produce version our Producer negotiates with our broker
+PRODUCE_VERSION = 8
+
+
 def _connect(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
+
+
+def _hello(sock: socket.socket, conn: ClientConnection) -> None:
+    """ApiVersions first, as our clients do: negotiate versions and ask for Arrow-bodied fetches."""
+    conn.negotiated(_request(sock, conn, ApiVersionsRequest(arrow_body=True)))
 
 
 def _request(sock: socket.socket, conn: ClientConnection, req) -> object:
@@ -76,7 +86,7 @@ def produce_worker(port: int, topic: str, msgs_per_batch: int, batches_per_req: 
     batch = bytes(fmt.encode(values))
     records = batch * batches_per_req
     conn = ClientConnection("bench")
-    _, template = conn.request_bytes(ProduceRequest([ProducePartitionData(topic, 0, records)]))
+    _, template = conn.request_bytes(ProduceRequest([ProducePartitionData(topic, 0, records)]), PRODUCE_VERSION)
     conn = ClientConnection("bench")
     sock = _connect(port)
     dec = FrameDecoder()
@@ -94,8 +104,8 @@ def produce_worker(port: int, topic: str, msgs_per_batch: int, batches_per_req: 
         for f in dec.feed(sock.recv(1 << 20)):
             r = Reader(f)
             r.i32()
-            resp = decode_response_body(0, r)
-            errors += resp.error_code != 0 or resp.partitions[0].error_code != 0
+            resp = decode_response_body(0, PRODUCE_VERSION, r)
+            errors += resp.partitions[0].error_code != 0
             done += 1
     elapsed = time.perf_counter() - t0
     sock.close()
@@ -106,6 +116,7 @@ def fetch_worker(port: int, topic: str, max_bytes: int, out: mp.Queue) -> None:
     """Read the partition from offset 0 to its end, one fetch in flight, counting batch headers."""
     sock = _connect(port)
     conn = ClientConnection("bench-fetch")
+    _hello(sock, conn)
     offset, msgs, nbytes = 0, 0, 0
     t0 = time.perf_counter()
     while True:
@@ -133,6 +144,7 @@ def latency_consumer(port: int, topic: str, n: int, out: mp.Queue) -> None:
 
     sock = _connect(port)
     conn = ClientConnection("bench-latency")
+    _hello(sock, conn)
     lat: list[float] = []
     offset = 0
     while len(lat) < n:
@@ -151,6 +163,7 @@ def measure_latency(port: int, rate: int, seconds: float, per_request: int) -> t
 
     sock = _connect(port)
     conn = ClientConnection("bench-latency-p")
+    _hello(sock, conn)
     _request(sock, conn, CreateTopicsRequest([CreatableTopic("latency", 1)]))
     n = int(rate * seconds)
     q = mp.get_context("spawn").Queue()

@@ -39,8 +39,8 @@ from pyspark_logsource.protocol import (
     OffsetFetchRequest,
     ProducePartitionData,
     ProduceRequest,
-    Response,
 )
+from pyspark_logsource.protocol.messages import ApiVersionsRequest
 
 
 def _broker(mode: str, data_dir: str | Path | None, config: dict[str, Any]) -> EmbeddedBroker:
@@ -76,12 +76,18 @@ class BrokerError(Exception):
 class WireClient:
     """A blocking, one-connection client on top of the sans-IO codec (tests only)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 15.0, client_id: str = "wire-test") -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, client_id: str = "wire-test",
+                 arrow_body: bool | None = True) -> None:  # fmt: skip
+        """``arrow_body``: ask for Arrow-bodied fetches (True), Kafka's layout (False), or send no
+        ApiVersions at all (None: the raw first request a fuzzer or old client would send)."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.conn = ClientConnection(client_id)
         self._ready: list = []
+        if arrow_body is not None:
+            self.api_versions = self.request(ApiVersionsRequest(arrow_body=arrow_body))
+            self.conn.negotiated(self.api_versions)
 
     def close(self) -> None:
         """Close the socket."""
@@ -101,7 +107,7 @@ class WireClient:
         self.sock.sendall(data)
         return cid
 
-    def receive(self) -> Response:
+    def receive(self) -> Any:
         """Block for the next response."""
         while not self._ready:
             data = self.sock.recv(1 << 20)
@@ -110,12 +116,13 @@ class WireClient:
             self._ready.extend(self.conn.receive_data(data))
         return self._ready.pop(0).response
 
-    def request(self, request: Any, check: bool = True) -> Response:
+    def request(self, request: Any, check: bool = True) -> Any:
         """Send and wait for the response; raise BrokerError on a top-level error if ``check``."""
         self.send(request)
         resp = self.receive()
-        if check and resp.error_code:
-            raise BrokerError(resp.error_code, resp.error_message)
+        code = getattr(resp, "error_code", 0)
+        if check and code:
+            raise BrokerError(code, getattr(resp, "error_message", None))
         return resp
 
     def send_raw(self, data: bytes) -> None:

@@ -27,6 +27,8 @@ from pyspark_logsource.errors import (
 )
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.protocol import (
+    ARROW_BODY_FEATURE,
+    SUPPORTED_VERSIONS,
     ApiVersionsRequest,
     ClientConnection,
     CreatableTopic,
@@ -268,7 +270,11 @@ def test_delete_topic_wakes_waiting_fetch(broker, client):
 
 def test_api_versions(client):
     resp = client.request(ApiVersionsRequest())
-    assert {a.api_key for a in resp.api_keys} == {0, 1, 2, 3, 8, 9, 18, 19, 20, 22}
+    assert {a.api_key for a in resp.api_keys} == {0, 1, 2, 3, 8, 9, 10, 18, 19, 20, 22, 32, 60}
+    assert {(a.api_key, a.min_version, a.max_version) for a in resp.api_keys} == {
+        (k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items()
+    }
+    assert [f.name for f in resp.supported_features] == [ARROW_BODY_FEATURE]
 
 
 # ------------------------------------------------------------------ bad input
@@ -314,20 +320,31 @@ def test_acks_zero_appends_without_response(client):
     assert client.list_offset(topic, 0, -1).offset == 5
 
 
-def test_unsupported_api_key_and_version_keep_connection(client):
-    client.send_raw(frame(struct.pack(">hhih", 77, 0, 1234, -1)))
-    client.send_raw(frame(struct.pack(">hhih", 1, 9, 1235, -1)))
+def test_unknown_api_versions_version_gets_v0_body_with_error_35_and_keeps_connection(client):
+    # a client newer than the broker: Kafka answers with a v0 body, error 35 and its ranges
+    client.send_raw(frame(struct.pack(">hhih", 18, 99, 1234, -1) + b"\x00" * 5))
     dec = FrameDecoder()
     frames = []
-    while len(frames) < 2:
+    while not frames:
         frames += dec.feed(client.sock.recv(1000))
-    for cid, f in zip((1234, 1235), frames, strict=True):
-        got_cid, code = struct.unpack_from(">ih", f)
-        assert got_cid == cid and code == UnsupportedVersion.code
-    # the connection is still in sync (ids from the codec continue independently)
+    got_cid, code, n = struct.unpack_from(">ihi", frames[0])
+    assert (got_cid, code) == (1234, UnsupportedVersion.code) and n == len(SUPPORTED_VERSIONS)
+    ranges = {struct.unpack_from(">hhh", frames[0], 10 + 6 * i) for i in range(n)}
+    assert ranges == {(k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items()}
+    # the connection is still in sync
     new = WireClient.__new__(WireClient)
     new.sock, new.conn, new._ready = client.sock, client.conn, []
     assert new.request(ApiVersionsRequest()).api_keys
+
+
+@pytest.mark.parametrize("key,version", [(77, 0), (1, 99), (0, 0), (0, 2)])
+def test_unsupported_api_key_or_version_closes_the_connection_like_kafka(broker, key, version):
+    # the body's layout is unknown, so the stream cannot be resynchronised: Kafka closes it
+    with WireClient(broker.bootstrap, arrow_body=None) as c:
+        c.send_raw(frame(struct.pack(">hhih", key, version, 1, -1) + b"\x00" * 16))
+        assert c.is_closed_by_peer()
+    with WireClient(broker.bootstrap) as c:
+        assert c.request(ApiVersionsRequest()).api_keys  # the broker is fine
 
 
 def test_requests_before_a_malformed_frame_are_answered_then_connection_closes(broker, client):

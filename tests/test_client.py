@@ -31,9 +31,12 @@ from pyspark_logsource.errors import (
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with broker_process(tmp_path_factory.mktemp("client-broker"), config={"message.max.bytes": "100000"}) as b:
+@pytest.fixture(scope="module", params=["arrow-body", "kafka-only"])
+def broker(request, tmp_path_factory):
+    """Our broker as we use it, and as a plain Kafka broker (our clients then speak Kafka's layout)."""
+    arrow = "true" if request.param == "arrow-body" else "false"
+    with broker_process(tmp_path_factory.mktemp("client-broker"),
+                        config={"message.max.bytes": "100000", "logsource.arrow.body.enable": arrow}) as b:  # fmt: skip
         yield b
 
 

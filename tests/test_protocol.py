@@ -15,12 +15,16 @@ from pyspark_logsource.errors import UnsupportedVersion
 from pyspark_logsource.format import batch
 from pyspark_logsource.protocol import (
     APIS,
+    CODECS,
+    SUPPORTED_VERSIONS,
     ApiKey,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
     ClientConnection,
+    ConfigEntry,
+    ConfigResource,
     CreatableTopic,
     CreateTopicResult,
     CreateTopicsRequest,
@@ -28,10 +32,17 @@ from pyspark_logsource.protocol import (
     DeleteTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     FrameDecoder,
     FrameTooLarge,
     InitProducerIdRequest,
@@ -95,6 +106,9 @@ REQUESTS = [
     CreateTopicsRequest([CreatableTopic("a", 3, 1, {"retention.ms": "10", "x": None})], 100, True),
     DeleteTopicsRequest(["a", "b"], 77),
     InitProducerIdRequest("tx", 9, 42, 3),
+    FindCoordinatorRequest("group-1", 0),
+    DescribeConfigsRequest([ConfigResource(2, "a", ["retention.ms"]), ConfigResource(4, "0", None)], True, True),
+    DescribeClusterRequest(True, 1),
 ]
 
 RESPONSES = [
@@ -115,6 +129,10 @@ RESPONSES = [
     CreateTopicsResponse(topics=[CreateTopicResult("a", 0, None, 3), CreateTopicResult("b", 36, "exists", -1)]),
     DeleteTopicsResponse(topics=[DeleteTopicResult("a"), DeleteTopicResult("b", 3, "unknown")]),
     InitProducerIdResponse(producer_id=1 << 40, producer_epoch=7),
+    FindCoordinatorResponse(0, None, 3, "host", 9092, 0, "group-1"),
+    DescribeConfigsResponse([DescribeConfigsResult(2, "a", 0, None, [ConfigEntry("retention.ms", "10", False, 1)]),
+                             DescribeConfigsResult(4, "0", 42, "nope")]),
+    DescribeClusterResponse(0, None, "cluster", 0, [BrokerMetadata(0, "h", 1, None)]),
 ]
 
 
@@ -142,43 +160,105 @@ def _grouped(req):
     return req
 
 
+def _key_of_response(resp) -> int:
+    return next(k for k, a in APIS.items() if a.response is type(resp))
+
+
+#: every (api key, version) the codec table holds
+PAIRS = sorted(CODECS)
+
+
+def _wire_request(req, version):
+    client, server = ClientConnection("client-1"), ServerConnection()
+    cid, data = client.request_bytes(req, version)
+    (ev,) = server.receive_data(data)
+    assert isinstance(ev, RequestReceived)
+    assert ev.header == RequestHeader(int(req.API_KEY), version, cid, "client-1")
+    return _normalise(ev.request)
+
+
+def _wire_response(resp, version):
+    key = _key_of_response(resp)
+    req = next(r for r in REQUESTS if isinstance(r, APIS[key].request))
+    client = ClientConnection()
+    cid, _ = client.send_request(req, version)
+    parts = ServerConnection.response_parts(RequestHeader(key, version, cid, None), resp)
+    (got,) = client.receive_data(frame_bytes(parts))
+    assert got.correlation_id == cid and got.api_key == key and client.in_flight == 0
+    return _normalise(got.response)
+
+
 @pytest.mark.parametrize("req", REQUESTS, ids=lambda r: type(r).__name__)
-def test_request_round_trip(req):
-    client = ClientConnection("client-1")
-    server = ServerConnection()
+def test_request_round_trip_at_the_newest_version(req):
+    key = int(req.API_KEY)
+    client, server = ClientConnection("client-1"), ServerConnection()
     cid, data = client.request_bytes(req)
     # deliver one byte at a time: framing must reassemble
     events = []
     for i in range(len(data)):
         events += server.receive_data(data[i : i + 1])
     assert len(events) == 1 and isinstance(events[0], RequestReceived)
-    ev = events[0]
-    assert ev.header == RequestHeader(int(req.API_KEY), 0, cid, "client-1")
-    assert _normalise(ev.request) == _grouped(_normalise(req))
+    assert events[0].header == RequestHeader(key, client.versions[key], cid, "client-1")
+    assert _normalise(events[0].request) == _grouped(_normalise(req))
+
+
+@pytest.mark.parametrize("key,version", PAIRS)
+def test_every_version_round_trips_what_it_carries(key, version):
+    # what a version cannot carry comes back as Kafka's default; one more trip changes nothing
+    for req in (r for r in REQUESTS if int(r.API_KEY) == key):
+        if key == ApiKey.OFFSET_FETCH and version < 2 and req.partitions is None:
+            continue  # v0/v1 cannot ask for all partitions
+        once = _wire_request(req, version)
+        assert _wire_request(once, version) == once
+        if isinstance(getattr(req, "partitions", None), list) and hasattr(req.partitions[0], "topic"):
+            assert [(p.topic, p.partition) for p in once.partitions] == \
+                [(p.topic, p.partition) for p in _grouped(_normalise(req)).partitions]
+    for resp in (r for r in RESPONSES if _key_of_response(r) == key):
+        once = _wire_response(resp, version)
+        assert _wire_response(once, version) == once
 
 
 @pytest.mark.parametrize("resp", RESPONSES, ids=lambda r: type(r).__name__)
-def test_response_round_trip(resp):
-    key = next(k for k, a in APIS.items() if a.response is type(resp))
-    req_type = APIS[key].request
-    client = ClientConnection()
-    req = next(r for r in REQUESTS if type(r) is req_type)
-    cid, _ = client.send_request(req)
-    parts = ServerConnection.response_parts(RequestHeader(key, 0, cid, None), resp)
-    (got,) = client.receive_data(frame_bytes(parts))
-    assert got.correlation_id == cid and got.api_key == key
-    assert _normalise(got.response) == _grouped(_normalise(resp))
-    assert client.in_flight == 0
+def test_response_round_trip_at_the_newest_version(resp):
+    key = _key_of_response(resp)
+    assert _wire_response(resp, SUPPORTED_VERSIONS[key][1]) == _grouped(_normalise(resp))
 
 
-def test_top_level_error_omits_body():
+def test_flexible_versions_use_header_v2_and_response_header_v1_except_api_versions():
+    # Metadata v12 is flexible: client id stays a classic string, then an empty tagged-field section
+    _, data = ClientConnection("c").request_bytes(MetadataRequest(["t"]), 12)
+    assert data[4:14] == struct.pack(">hhih", 3, 12, 0, 1) and data[14:15] == b"c" and data[15] == 0
+    parts = ServerConnection.response_parts(RequestHeader(3, 12, 7), MetadataResponse())
+    assert frame_bytes(parts)[4:9] == struct.pack(">i", 7) + b"\x00"
+    # ApiVersions v3 is flexible, but its response header is v0 so that old clients can read it
+    parts = ServerConnection.response_parts(RequestHeader(18, 3, 7), ApiVersionsResponse())
+    assert frame_bytes(parts)[4:10] == struct.pack(">ih", 7, 0)
+
+
+def test_produce_fast_paths_write_the_same_bytes_as_the_schema_codec():
+    from pyspark_logsource.protocol import codecs
+    from pyspark_logsource.protocol.primitives import Writer
+
+    req = ProduceRequest([ProducePartitionData("topic", 3, b"x" * 100)], acks=-1, timeout_ms=999)
+    resp = ProduceResponse([ProducePartitionResponse("topic", 3, 0, 42, 1234, 7)], throttle_time_ms=5)
+    for version in range(3, 9):
+        header = RequestHeader(0, version, 11, "cli")
+        fast = frame_bytes(encode_request(header, req))
+        w = Writer()
+        CODECS[(0, version)][0].write(w, codecs.APIS[0].req_to(req, version))
+        assert fast == frame_bytes(w.frame(codecs.encode_request_header(header)))
+        fast = frame_bytes(ServerConnection.response_parts(header, resp))
+        w = Writer()
+        CODECS[(0, version)][1].write(w, codecs.APIS[0].resp_to(resp, version))
+        assert fast == frame_bytes(w.frame(struct.pack(">i", 11)))
+
+
+def test_top_level_errors_live_in_each_apis_own_fields():
     client = ClientConnection()
-    cid, _ = client.send_request(MetadataRequest())
-    parts = ServerConnection.response_parts(
-        RequestHeader(3, 0, cid), MetadataResponse(error_code=42, error_message="bad", topics=[TopicMetadata("x")])
-    )
+    cid, _ = client.send_request(InitProducerIdRequest())
+    parts = ServerConnection.response_parts(RequestHeader(22, 4, cid), InitProducerIdResponse(error_code=47))
     (got,) = client.receive_data(frame_bytes(parts))
-    assert got.response.error_code == 42 and got.response.error_message == "bad" and got.response.topics == []
+    assert got.response.error_code == 47
 
 
 def test_pipelined_requests_and_responses_in_one_buffer():
@@ -200,30 +280,34 @@ def test_acks_zero_expects_no_response():
     assert client.in_flight == 1
 
 
-def test_unknown_api_key_and_version_give_unsupported_version():
+def test_unknown_api_key_and_version_are_unsupported_requests():
     server, client = ServerConnection(), ClientConnection()
-    for key, version in [(99, 0), (int(ApiKey.FETCH), 7), (-1, 0)]:
+    for key, version in [(99, 0), (int(ApiKey.FETCH), 13), (int(ApiKey.PRODUCE), 2), (-1, 0)]:
         body = struct.pack(">hhih", key, version, 5, -1) + b"whatever"
         (ev,) = server.receive_data(struct.pack(">i", len(body)) + body)
-        assert isinstance(ev, UnsupportedRequest) and ev.header.correlation_id == 5
-        parts = ServerConnection.unsupported_parts(ev.header)
-        # the client decodes the body-less error whatever the api it asked for
-        cid, _ = client.send_request(ApiVersionsRequest())
-        data = bytearray(frame_bytes(parts))
-        struct.pack_into(">i", data, 4, cid)
-        (got,) = client.receive_data(data)
-        assert got.response.error_code == UnsupportedVersion.code
-        assert "not supported" in got.response.error_message
+        assert isinstance(ev, UnsupportedRequest) and ev.header.correlation_id == 5 and not ev.answerable
+    # an unknown ApiVersions version: a v0 body with error 35 and our ranges, which the client reads
+    body = struct.pack(">hhih", 18, 9, 5, -1) + b"whatever"
+    (ev,) = server.receive_data(struct.pack(">i", len(body)) + body)
+    assert isinstance(ev, UnsupportedRequest) and ev.answerable
+    cid, _ = client.send_request(ApiVersionsRequest(), 4)
+    data = bytearray(frame_bytes(ServerConnection.unsupported_parts(ev.header)))
+    struct.pack_into(">i", data, 4, cid)
+    (got,) = client.receive_data(data)
+    assert got.response.error_code == UnsupportedVersion.code
+    assert {(a.api_key, a.min_version, a.max_version) for a in got.response.api_keys} == {
+        (k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items()
+    }
 
 
 def test_correlation_mismatch_and_unsolicited_response_raise():
     client = ClientConnection()
-    parts = ServerConnection.response_parts(RequestHeader(18, 0, 0), ApiVersionsResponse())
+    parts = ServerConnection.response_parts(RequestHeader(18, 4, 0), ApiVersionsResponse())
     with pytest.raises(ProtocolError, match="no request in flight"):
         client.receive_data(frame_bytes(parts))
     client = ClientConnection()
     client.send_request(ApiVersionsRequest())
-    parts = ServerConnection.response_parts(RequestHeader(18, 0, 99), ApiVersionsResponse())
+    parts = ServerConnection.response_parts(RequestHeader(18, 4, 99), ApiVersionsResponse())
     with pytest.raises(ProtocolError, match="correlation id 99"):
         client.receive_data(frame_bytes(parts))
 
@@ -270,13 +354,13 @@ def test_frames_survive_any_chunking_including_big_frames(sizes, cuts):
 
 
 def test_lying_lengths_inside_a_frame_are_refused():
-    hdr = struct.pack(">hhih", 3, 0, 1, -1)
+    hdr = struct.pack(">hhih", 3, 1, 1, -1)
     # metadata topics array claiming 2**31-1 items in a 5-byte body
     body = hdr + struct.pack(">i", 2**31 - 1) + b"\x00"
     with pytest.raises(ProtocolError, match="cannot fit"):
         ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
     # produce records claiming 1 GB
-    body = hdr[:0] + struct.pack(">hhih", 0, 0, 1, -1) + struct.pack(">hhi", -1, 1, 0)
+    body = hdr[:0] + struct.pack(">hhih", 0, 3, 1, -1) + struct.pack(">hhi", -1, 1, 0)
     body += struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + struct.pack(">ii", 0, 1 << 30)
     with pytest.raises(ProtocolError, match="truncated bytes"):
         ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
@@ -328,7 +412,7 @@ def test_fetch_response_with_file_regions_is_zero_copy():
         )
         client = ClientConnection()
         cid, _ = client.send_request(FetchRequest([FetchPartition("t", i, 0) for i in range(3)]))
-        parts = ServerConnection.response_parts(RequestHeader(1, 0, cid), resp)
+        parts = ServerConnection.response_parts(RequestHeader(1, SUPPORTED_VERSIONS[1][1], cid), resp)
         assert [p for p in parts if is_region(p)] == [regions[0], regions[2]]
         size = struct.unpack_from(">i", parts[0])[0]
         assert size + 4 == sum(part_length(p) for p in parts)
@@ -351,9 +435,9 @@ def test_fetch_response_with_file_regions_is_zero_copy():
 
 def test_encoding_out_of_range_values_raises_protocol_error():
     with pytest.raises(ProtocolError, match="too long"):
-        encode_request(RequestHeader(3, 0, 0), MetadataRequest(["x" * 40000]))
+        encode_request(RequestHeader(3, 1, 0), MetadataRequest(["x" * 40000]))
     with pytest.raises(ProtocolError, match="cannot encode"):
-        encode_request(RequestHeader(1, 0, 0), FetchRequest([FetchPartition("t", 2**40, 0)]))
+        encode_request(RequestHeader(1, 11, 0), FetchRequest([FetchPartition("t", 2**40, 0)]))
 
 
 # ------------------------------------------------------------------ fuzzing
@@ -362,7 +446,12 @@ def test_encoding_out_of_range_values_raises_protocol_error():
 def _valid_frames() -> list[bytes]:
     out = []
     for req in REQUESTS:
-        out.append(ClientConnection("fuzz").request_bytes(req)[1])
+        lo, hi = SUPPORTED_VERSIONS[int(req.API_KEY)]
+        for version in range(lo, hi + 1):
+            try:
+                out.append(ClientConnection("fuzz").request_bytes(req, version)[1])
+            except ProtocolError:
+                pass  # a request this version cannot express
     return out
 
 
@@ -399,18 +488,20 @@ def test_fuzz_server_mutated_frames(frame, flips, cut):
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, len(RESPONSES) - 1), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
-       st.binary(max_size=40))
-def test_fuzz_client_mutated_responses(idx, flips, tail):
+@given(st.integers(0, len(RESPONSES) - 1), st.integers(0, 20),
+       st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6), st.binary(max_size=40))
+def test_fuzz_client_mutated_responses(idx, pick, flips, tail):
     resp = RESPONSES[idx]
-    key = next(k for k, a in APIS.items() if a.response is type(resp))
-    body = bytearray(frame_bytes(ServerConnection.response_parts(RequestHeader(key, 0, 0), resp)))[8:]
+    key = _key_of_response(resp)
+    lo, hi = SUPPORTED_VERSIONS[key]
+    version = lo + pick % (hi - lo + 1)
+    body = bytearray(frame_bytes(ServerConnection.response_parts(RequestHeader(key, version, 0), resp)))[8:]
     for pos, val in flips:
         if body:
             body[pos % len(body)] = val
     body += tail if len(tail) % 3 == 0 else b""
     try:
-        decode_response_body(key, Reader(bytes(body)))
+        decode_response_body(key, version, Reader(bytes(body)))
     except ProtocolError:
         pass
 

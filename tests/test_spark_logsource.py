@@ -56,12 +56,15 @@ READ_SCHEMA = StructType(
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """A real broker process (tests/brokers.py), checking retention often for the data-loss test."""
+@pytest.fixture(scope="module", params=["arrow-body", "kafka-only"])
+def broker(request, tmp_path_factory):
+    """A real broker process (tests/brokers.py), checking retention often for the data-loss test; once as
+    we use it, once as a plain Kafka broker (the source, sink and clients then speak Kafka's layout)."""
     from brokers import broker_process
 
-    with broker_process(tmp_path_factory.mktemp("ls-broker"), config={"log.retention.check.interval.ms": "200"}) as b:
+    arrow = "true" if request.param == "arrow-body" else "false"
+    config = {"log.retention.check.interval.ms": "200", "logsource.arrow.body.enable": arrow}
+    with broker_process(tmp_path_factory.mktemp("ls-broker"), config=config) as b:
         yield b
 
 

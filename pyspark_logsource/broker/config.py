@@ -39,6 +39,8 @@ DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": str(7 * 24 * 60),
     "max.partitions.per.topic": "10000",
     "cluster.id": "",
+    # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
+    "logsource.arrow.body.enable": "true",
 }
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
@@ -138,6 +140,7 @@ class BrokerConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     max_partitions_per_topic: int = 10000
     cluster_id: str | None = None
+    arrow_body_enable: bool = True
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
 
@@ -181,6 +184,7 @@ class BrokerConfig:
             offsets_retention_ms=_int(p, "offsets.retention.minutes", 1) * 60_000,
             max_partitions_per_topic=_int(p, "max.partitions.per.topic", 1),
             cluster_id=p["cluster.id"].strip() or None,
+            arrow_body_enable=_bool(p, "logsource.arrow.body.enable"),
             log=log_config,
             properties=p,
         )

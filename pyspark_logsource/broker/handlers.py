@@ -14,11 +14,15 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from .. import format as fmt
 from ..errors import (
+    CoordinatorNotAvailable,
     CorruptRecord,
     InvalidGroupId,
     InvalidPartitions,
@@ -32,23 +36,35 @@ from ..errors import (
     UnknownTopicOrPartition,
     code_of,
 )
-from ..format import batch as fmt
 from ..protocol import (
+    ARROW_BODY_FEATURE,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
     SUPPORTED_VERSIONS,
     ApiKey,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
+    ConfigEntry,
     CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsPartitionResponse,
@@ -66,6 +82,7 @@ from ..protocol import (
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
+    SupportedFeature,
     TopicMetadata,
 )
 from ..topics import is_internal, validate_topic_name
@@ -75,7 +92,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_EARLIEST, _LATEST = -2, -1
+
+@dataclass(slots=True)
+class Session:
+    """What the broker knows of one client connection."""
+
+    peer: str
+    #: the client asked for Arrow-bodied batches (ApiVersions tag); Kafka clients get Kafka's layout
+    arrow_body: bool = False
 
 
 def _topic_error(topic: str) -> LogSourceError:
@@ -93,7 +117,7 @@ class Handlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
-        self.by_key: dict[int, Callable[[Any], Any]] = {
+        self.by_key: dict[int, Callable[[Any, Session], Any]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
@@ -104,6 +128,9 @@ class Handlers:
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
 
     @property
@@ -118,9 +145,10 @@ class Handlers:
 
     # ------------------------------------------------------------ Produce
 
-    def produce(self, req: ProduceRequest) -> ProduceResponse | None:
+    def produce(self, req: ProduceRequest, session: Session) -> ProduceResponse | None:
         """Append each partition's batches as received (validated, stamped, never re-encoded)."""
         out = []
+        arrow_ok = self.config.arrow_body_enable
         acks_ok = req.acks in (-1, 0, 1)
         for p in req.partitions:
             r = ProducePartitionResponse(p.topic, p.partition)
@@ -132,6 +160,9 @@ class Handlers:
                 lg = self._get_log(p.topic, p.partition)
                 if p.records is None or len(p.records) == 0:
                     raise CorruptRecord("produce request without record batches")
+                if not arrow_ok and _has_arrow_body(p.records):
+                    raise CorruptRecord("Arrow-bodied batches are disabled on this broker "
+                                        "(logsource.arrow.body.enable=false)")  # fmt: skip
                 info = lg.append(p.records)
                 r.base_offset = info.base_offset
                 r.log_append_time_ms = info.log_append_time
@@ -148,7 +179,7 @@ class Handlers:
 
     # ------------------------------------------------------------ Fetch
 
-    def _read(self, req: FetchRequest) -> tuple[FetchResponse, int, bool]:
+    def _read(self, req: FetchRequest, session: Session) -> tuple[FetchResponse, int, bool]:
         budget = min(req.max_bytes, self.config.fetch_max_bytes)
         total = 0
         error = False
@@ -164,8 +195,10 @@ class Handlers:
                     region = lg.read(fp.fetch_offset, limit)
                     # only the first non-empty partition may exceed the limits (to make progress)
                     if region.length <= limit or total == 0:
-                        r.records = region
+                        r.records = region if session.arrow_body else _kafka_layout(region)
                         total += region.length
+                if req.isolation_level:
+                    r.aborted_transactions = []  # no transactions yet: nothing was aborted
             except LogSourceError as e:
                 r.error_code = code_of(e)
                 r.records = None
@@ -173,9 +206,9 @@ class Handlers:
             out.append(r)
         return FetchResponse(partitions=out), total, error
 
-    async def fetch(self, req: FetchRequest) -> FetchResponse:
+    async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
         """Long poll: answer at once if min_bytes are there (or an error), else when an append brings them."""
-        resp, total, error = self._read(req)
+        resp, total, error = self._read(req, session)
         if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not req.partitions:
             return resp
         loop = asyncio.get_running_loop()
@@ -193,22 +226,22 @@ class Handlers:
             finally:
                 timer.cancel()
                 self.broker.remove_waiter(keys, fut)
-            resp, total, error = self._read(req)
+            resp, total, error = self._read(req, session)
             if error or total >= req.min_bytes:
                 return resp
 
     # ------------------------------------------------------------ ListOffsets
 
-    def list_offsets(self, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    def list_offsets(self, req: ListOffsetsRequest, session: Session) -> ListOffsetsResponse:
         """Earliest (-2), latest (-1) or first offset with timestamp >= T (-1 when none)."""
         out = []
         for p in req.partitions:
             r = ListOffsetsPartitionResponse(p.topic, p.partition)
             try:
                 lg = self._get_log(p.topic, p.partition)
-                if p.timestamp == _EARLIEST:
+                if p.timestamp == EARLIEST_TIMESTAMP:
                     r.offset = lg.log_start_offset
-                elif p.timestamp == _LATEST:
+                elif p.timestamp == LATEST_TIMESTAMP:
                     r.offset = lg.log_end_offset
                 elif p.timestamp < 0:
                     raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
@@ -216,6 +249,7 @@ class Handlers:
                     found = lg.offset_for_timestamp(p.timestamp)
                     if found is not None:
                         r.offset, r.timestamp = found, _timestamp_at(lg, found)
+                r.leader_epoch = 0
             except LogSourceError as e:
                 r.error_code = code_of(e)
             out.append(r)
@@ -228,7 +262,7 @@ class Handlers:
         parts = [PartitionMetadata(i, me, 0, [me], [me], []) for i in range(n)]
         return TopicMetadata(topic, parts, is_internal(topic))
 
-    def metadata(self, req: MetadataRequest) -> MetadataResponse:
+    def metadata(self, req: MetadataRequest, session: Session) -> MetadataResponse:
         """This broker, and each topic with explicit leadership (this broker leads every partition)."""
         host, port = self.broker.advertised
         topics = self.logs.topics()
@@ -258,7 +292,7 @@ class Handlers:
 
     # ------------------------------------------------------------ Create / Delete topics
 
-    def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    def create_topics(self, req: CreateTopicsRequest, session: Session) -> CreateTopicsResponse:
         """Create each topic (or only validate); per-topic errors."""
         out = []
         seen: dict[str, int] = {}
@@ -281,6 +315,15 @@ class Handlers:
                     raise InvalidReplicationFactor(
                         f"replication factor {t.replication_factor} is larger than the 1 available broker"
                     )
+                if t.assignments:
+                    me = self.config.broker_id
+                    if t.num_partitions != -1 or t.replication_factor != -1:
+                        raise InvalidRequest("give either replica assignments or partitions and replication factor")
+                    if sorted(t.assignments) != list(range(len(t.assignments))) or any(
+                        b != [me] for b in t.assignments.values()
+                    ):
+                        raise InvalidReplicationFactor(f"replica assignments must be [{me}] for partitions 0..n-1")
+                    n = len(t.assignments)
                 overrides = {k: v for k, v in t.config.items() if v is not None}
                 self.logs.default_config.with_overrides(overrides)  # InvalidConfig before anything is made
                 if t.name in self.logs.topics():
@@ -288,12 +331,13 @@ class Handlers:
                 if not req.validate_only:
                     self.broker.create_topic(t.name, n, overrides)
                 r.num_partitions = n
+                r.replication_factor = 1
             except LogSourceError as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
             out.append(r)
         return CreateTopicsResponse(topics=out)
 
-    def delete_topics(self, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    def delete_topics(self, req: DeleteTopicsRequest, session: Session) -> DeleteTopicsResponse:
         """Delete each topic, forget its group offsets, wake its fetchers."""
         out = []
         for name in req.topics:
@@ -313,7 +357,7 @@ class Handlers:
 
     # ------------------------------------------------------------ group offsets
 
-    def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    def offset_commit(self, req: OffsetCommitRequest, session: Session) -> OffsetCommitResponse:
         """Store the group's offsets durably, all valid partitions in one append."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
@@ -338,7 +382,7 @@ class Handlers:
                     r.error_code = code_of(e)
         return OffsetCommitResponse(partitions=out)
 
-    def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    def offset_fetch(self, req: OffsetFetchRequest, session: Session) -> OffsetFetchResponse:
         """Committed offsets (-1 where the group has none)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
@@ -355,16 +399,67 @@ class Handlers:
 
     # ------------------------------------------------------------ misc
 
-    def api_versions(self, req: ApiVersionsRequest) -> ApiVersionsResponse:
-        """Every api key this broker speaks, with its version range."""
-        return ApiVersionsResponse(api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])
+    def api_versions(self, req: ApiVersionsRequest, session: Session) -> ApiVersionsResponse:
+        """Every api key this broker speaks with its version range, and our Arrow-body feature if enabled."""
+        features = []
+        if self.config.arrow_body_enable:
+            features.append(SupportedFeature(ARROW_BODY_FEATURE, 1, 1))
+            session.arrow_body = req.arrow_body
+        return ApiVersionsResponse(
+            api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())],
+            supported_features=features,
+        )
 
-    def init_producer_id(self, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    def init_producer_id(self, req: InitProducerIdRequest, session: Session) -> InitProducerIdResponse:
         """A producer id unique across restarts, and its epoch (bumped when the id is passed back)."""
         if req.transactional_id is not None:
             raise InvalidRequest("transactions are not supported; send transactional_id=null")
         pid, epoch = self.broker.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
         return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+
+    def find_coordinator(self, req: FindCoordinatorRequest, session: Session) -> FindCoordinatorResponse:
+        """This broker coordinates every group; transactions have no coordinator (not supported)."""
+        if req.key_type != 0:
+            raise CoordinatorNotAvailable("transactions are not supported: there is no transaction coordinator")
+        if not req.key:
+            raise InvalidGroupId("group id is empty")
+        host, port = self.broker.advertised
+        return FindCoordinatorResponse(node_id=self.config.broker_id, host=host, port=port, key=req.key)
+
+    def describe_configs(self, req: DescribeConfigsRequest, session: Session) -> DescribeConfigsResponse:
+        """A topic's effective log settings (overrides have source 1, defaults 5) or the broker's settings."""
+        out = []
+        topics = self.logs.topics()
+        for res in req.resources:
+            r = DescribeConfigsResult(res.resource_type, res.resource_name)
+            try:
+                if res.resource_type == RESOURCE_TOPIC:
+                    if res.resource_name not in topics:
+                        raise _topic_error(res.resource_name)
+                    overrides = self.logs.topic_overrides(res.resource_name)
+                    effective = self.logs.topic_config(res.resource_name).to_properties()
+                    entries = [ConfigEntry(k, v, False, 1 if k in overrides else 5) for k, v in sorted(effective.items())]
+                elif res.resource_type == RESOURCE_BROKER:
+                    if res.resource_name not in ("", str(self.config.broker_id)):
+                        raise InvalidRequest(f"unknown broker {res.resource_name!r}")
+                    entries = [ConfigEntry(k, v, True, 4) for k, v in sorted(self.config.properties.items())]
+                else:
+                    raise InvalidRequest(f"resource type {res.resource_type} is not supported (2 topic, 4 broker)")
+                if res.keys is not None:
+                    wanted = set(res.keys)
+                    entries = [e for e in entries if e.name in wanted]
+                r.configs = entries
+            except LogSourceError as e:
+                r.error_code, r.error_message = code_of(e), e.message or str(e)
+            out.append(r)
+        return DescribeConfigsResponse(out)
+
+    def describe_cluster(self, req: DescribeClusterRequest, session: Session) -> DescribeClusterResponse:
+        """The cluster id, this broker as the controller, and the broker list."""
+        host, port = self.broker.advertised
+        me = self.config.broker_id
+        return DescribeClusterResponse(cluster_id=self.broker.cluster_id or "", controller_id=me,
+                                       brokers=[BrokerMetadata(me, host, port)])  # fmt: skip
 
 
 def _timestamp_at(lg: Any, offset: int) -> int:
@@ -372,13 +467,29 @@ def _timestamp_at(lg: Any, offset: int) -> int:
     try:
         region = lg.read(offset, 1)
         data = os.pread(region.file.fileno(), region.length, region.position)
-        rb = fmt.decode(data, 0)
-        if rb.header.timestamp_type == fmt.LOG_APPEND_TIME:
-            return rb.header.max_timestamp
-        ts = rb.to_arrow().column("timestamp")[offset - rb.header.base_offset]
-        return ts.cast(pa.int64()).as_py()
+        table = fmt.to_arrow(data)
+        ts = table.filter(pc.equal(table.column("offset"), offset)).column("timestamp")
+        return ts.cast(pa.int64())[0].as_py() if len(ts) else -1
     except (LogSourceError, OSError, ValueError, IndexError):
         return -1
+
+
+def _has_arrow_body(records: Any) -> bool:
+    try:
+        return any(fmt.is_arrow_body(h) for _, h in fmt.iter_headers(records))
+    except LogSourceError:
+        return False  # malformed: the log's own validation gives the precise error
+
+
+def _kafka_layout(region: Any) -> Any:
+    """The region as Kafka clients must see it: as stored, unless it holds Arrow-bodied batches,
+    which are converted to Kafka's layout (a trailing partial batch is dropped, as clients allow)."""
+    if region.length == 0 or not getattr(region, "may_hold_arrow", True):
+        return region
+    data = os.pread(region.file.fileno(), region.length, region.position)
+    if len(data) != region.length:
+        raise CorruptRecord(f"log region shrank while being read ({len(data)} of {region.length} bytes)")
+    return fmt.to_kafka(data)
 
 
 def _wake(fut: asyncio.Future) -> None:

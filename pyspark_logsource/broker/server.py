@@ -28,10 +28,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import LogSourceError, UnknownServerError, code_of
-from ..protocol import APIS, ProtocolError, RequestReceived, ServerConnection, is_region
+from ..protocol import ProtocolError, RequestReceived, ServerConnection, is_region
 from .config import BrokerConfig, parse_overrides
+from .error_responses import error_response
 from .groups import GroupOffsetStore
-from .handlers import Handlers
+from .handlers import Handlers, Session
 from .log import LogManager
 from .producer_ids import ProducerIdManager
 
@@ -193,6 +194,7 @@ class Broker:
             if c.socket_receive_buffer_bytes > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, c.socket_receive_buffer_bytes)
         conn = ServerConnection(c.socket_request_max_bytes)
+        session = Session(peer_s)
         log.debug("connection from %s", peer_s)
         try:
             while True:
@@ -219,16 +221,21 @@ class Broker:
                         bad = e
                         break
                     if not isinstance(ev, RequestReceived):
-                        log.warning("client %s sent unsupported api key %d version %d", peer_s,
-                                    ev.header.api_key, ev.header.api_version)  # fmt: skip
+                        log.warning("client %s (%s) sent unsupported api key %d version %d", peer_s,
+                                    ev.header.client_id, ev.header.api_key, ev.header.api_version)  # fmt: skip
+                        if not ev.answerable:
+                            # Kafka closes the connection: the body's layout is unknown
+                            bad = ProtocolError(f"unsupported api key {ev.header.api_key} "
+                                                f"version {ev.header.api_version}")  # fmt: skip
+                            break
                         out += b"".join(conn.unsupported_parts(ev.header))
                         continue
-                    result = self._call(ev, peer_s)
+                    result = self._call(ev, session)
                     if asyncio.iscoroutine(result):
                         if out:
                             writer.write(out)
                             out = bytearray()
-                        result = await self._await(result, ev, peer_s)
+                        result = await self._await(result, ev, session)
                     if result is not None:  # None: acks=0
                         parts = ServerConnection.response_parts(ev.header, result)
                         if len(parts) == 1 and not is_region(parts[0]):
@@ -253,26 +260,27 @@ class Broker:
         finally:
             writer.close()
 
-    def _error_response(self, ev: RequestReceived, peer: str, e: Exception) -> Any:
+    def _error_response(self, ev: RequestReceived, session: Session, e: Exception) -> Any:
         h = ev.header
         if isinstance(e, LogSourceError):
-            log.info("request %d from %s (client %s) failed: %s", h.api_key, peer, h.client_id, e)
-            return APIS[h.api_key].response(error_code=code_of(e), error_message=e.message or str(e))
-        log.error("request %d from %s (client %s) hit a broker error", h.api_key, peer, h.client_id, exc_info=e)
-        return APIS[h.api_key].response(error_code=UnknownServerError.code, error_message=f"{type(e).__name__}: {e}")
+            log.info("request %d from %s (client %s) failed: %s", h.api_key, session.peer, h.client_id, e)
+            return error_response(h.api_key, ev.request, code_of(e), e.message or str(e))
+        log.error("request %d from %s (client %s) hit a broker error", h.api_key, session.peer, h.client_id,
+                  exc_info=e)  # fmt: skip
+        return error_response(h.api_key, ev.request, UnknownServerError.code, f"{type(e).__name__}: {e}")
 
-    def _call(self, ev: RequestReceived, peer: str) -> Any:
+    def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""
         try:
-            return self.handlers.by_key[ev.header.api_key](ev.request)
+            return self.handlers.by_key[ev.header.api_key](ev.request, session)
         except Exception as e:
-            return self._error_response(ev, peer, e)
+            return self._error_response(ev, session, e)
 
-    async def _await(self, coro: Any, ev: RequestReceived, peer: str) -> Any:
+    async def _await(self, coro: Any, ev: RequestReceived, session: Session) -> Any:
         try:
             return await coro
         except Exception as e:
-            return self._error_response(ev, peer, e)
+            return self._error_response(ev, session, e)
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any], pending: bytearray) -> bytearray:
         """Queue a response: bytes join ``pending``; big regions go out with sendfile. Returns what is pending."""

@@ -28,10 +28,11 @@ from ..errors import (
     NetworkError,
     RequestTimedOut,
     UnknownTopicOrPartition,
+    UnsupportedVersion,
     error_for_code,
 )
 from ..protocol.connection import ClientConnection
-from ..protocol.messages import MetadataRequest, MetadataResponse
+from ..protocol.messages import ApiKey, ApiVersionsRequest, MetadataRequest, MetadataResponse
 from ..protocol.primitives import ProtocolError, is_region
 from .metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
 
@@ -100,9 +101,10 @@ class _Waiter:
 
 
 def raise_for_response(resp: Any) -> Any:
-    """Raise the typed error of a response's top-level error code, with the broker's message."""
-    if resp.error_code:
-        raise error_for_code(resp.error_code, resp.error_message or "")
+    """Raise the typed error of a response's top-level error code (where its API has one)."""
+    code = getattr(resp, "error_code", 0)
+    if code:
+        raise error_for_code(code, getattr(resp, "error_message", None) or "")
     return resp
 
 
@@ -144,6 +146,47 @@ class BrokerConnection:
             self._reader.start()
         else:
             self._sock.settimeout(self.request_timeout)
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _negotiate(self) -> None:
+        """ApiVersions first, as Kafka clients do: pick each API's version and learn the broker's features.
+
+        A broker that does not know our ApiVersions version answers with a v0
+        body, error 35 and its ranges; we retry at the highest version it has.
+        """
+        proto = self._proto
+        version = proto.versions[ApiKey.API_VERSIONS]
+        for _ in range(3):
+            proto.versions[ApiKey.API_VERSIONS] = version
+            w = _Waiter()
+            self.send(ApiVersionsRequest(arrow_body=True), w)
+            if self.threaded:
+                if not w.event.wait(self.request_timeout + 1.0):
+                    self._fail(RequestTimedOut(f"no ApiVersions answer from broker {self.address}"))
+            else:
+                self._read_until(w, self.request_timeout + 1.0)
+            if w.error is not None:
+                raise w.error
+            resp = w.response
+            if resp.error_code == UnsupportedVersion.code:
+                theirs = next((a for a in resp.api_keys if a.api_key == ApiKey.API_VERSIONS), None)
+                if theirs is None or theirs.max_version >= version:
+                    raise UnsupportedVersion(f"broker {self.address} refused ApiVersions v{version}")
+                version = theirs.max_version
+                continue
+            raise_for_response(resp)
+            proto.negotiated(resp)
+            return
+        raise UnsupportedVersion(f"no ApiVersions version in common with broker {self.address}")
+
+    @property
+    def arrow_body(self) -> bool:
+        """True if the broker stores and serves our Arrow-bodied batches (else: Kafka's layout only)."""
+        return self._proto.arrow_body
 
     @property
     def closed(self) -> bool:
@@ -421,6 +464,11 @@ class NetworkClient:
                 return old
             self._conns[addr] = c
         return c
+
+    @property
+    def arrow_body(self) -> bool:
+        """True if the brokers store and serve our Arrow-bodied batches; else Kafka's layout is used."""
+        return self.any_connection().arrow_body
 
     def any_connection(self) -> BrokerConnection:
         """A connection to any reachable broker (bootstrap list first, then known brokers)."""

@@ -590,7 +590,7 @@ class Consumer:
             for _, st, _, _ in reqs:
                 st.in_flight = False
             if error is None and resp is not None and resp.error_code:
-                error = error_for_code(resp.error_code, resp.error_message or "")
+                error = error_for_code(resp.error_code, "fetch failed")
             if error is not None:
                 if not self._closed:
                     log.debug("fetch failed: %s", error)

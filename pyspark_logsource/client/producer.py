@@ -39,7 +39,7 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..format import compression, encode_arrow, set_producer
+from ..format import arrow_to_kafka, compression, encode_arrow, set_producer
 from ..format.crc import crc32c
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from ..topics import validate_topic_name
@@ -160,6 +160,7 @@ class Producer:
         self._seq_lock = threading.Lock()
         self._refresh_needed = False
         self._closed = False
+        self._arrow_body: bool | None = None  # learnt from the broker's ApiVersions on first use
         self._sender = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
         self._sender.start()
 
@@ -304,7 +305,7 @@ class Producer:
         futures = []
         for p, sub in groups:
             for chunk in self._chunks(sub):
-                data = encode_arrow(chunk, codec=self.codec)
+                data = self._in_broker_layout(encode_arrow(chunk, codec=self.codec))
                 futures.append(self._enqueue_encoded(topic, p, data, chunk.num_rows))
         return futures
 
@@ -446,6 +447,12 @@ class Producer:
 
     # ------------------------------------------------------------------ internals: sender thread
 
+    def _in_broker_layout(self, data: bytearray) -> bytearray:
+        """Our Arrow-bodied batch as is, or in Kafka's layout for a broker without our extension."""
+        if self._arrow_body is None:
+            self._arrow_body = self._client.arrow_body
+        return data if self._arrow_body else arrow_to_kafka(data)
+
     def _init_producer_id(self) -> None:
         resp = self._client.request(InitProducerIdRequest())
         self._producer_id, self._producer_epoch = resp.producer_id, resp.producer_epoch
@@ -496,10 +503,10 @@ class Producer:
             elif b.base_sequence is not None:
                 seq = b.base_sequence
             if b.encoded is None:
-                b.encoded = encode_records(
+                b.encoded = self._in_broker_layout(encode_records(
                     b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
                     producer_id=self._producer_id, producer_epoch=self._producer_epoch, base_sequence=seq,
-                )  # fmt: skip
+                ))  # fmt: skip
                 # The lists are no longer needed; memory stays accounted until the answer.
                 b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
             elif self.idempotent and (b.restamp or b.attempts == 0):
@@ -609,11 +616,6 @@ class Producer:
                 for run in runs.values():
                     for b in run:
                         self._finish(b, (b.partition, -1, -1))
-                return
-            if resp.error_code:
-                err = error_for_code(resp.error_code, resp.error_message or "")
-                for run in runs.values():
-                    fail(run, err)
                 return
             seen = set()
             for pr in resp.partitions:

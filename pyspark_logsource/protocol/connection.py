@@ -13,21 +13,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedVersion
-from .messages import (
+from .codecs import (
     APIS,
-    RequestHeader,
-    Response,
+    SUPPORTED_VERSIONS,
     decode_request_body,
     decode_request_header,
     decode_response_body,
-    encode_error_response,
+    encode_api_versions_fallback,
     encode_request,
     encode_response,
     is_supported,
 )
+from .messages import ARROW_BODY_FEATURE, ApiKey, ApiVersionsResponse, RequestHeader
 from .primitives import FrameTooLarge, ProtocolError, Reader
 
 _I32 = struct.Struct(">i")
+
+#: Versions our clients stop at even when the broker has newer ones: Produce v9 is flexible, v8
+#: carries the same fields and has the hand-written fast path (one message per request is a hot path).
+CLIENT_MAX_VERSIONS = {int(ApiKey.PRODUCE): 8}
 
 #: Default bound on a frame (socket.request.max.bytes): 100 MiB.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -113,9 +117,19 @@ class RequestReceived:
 
 @dataclass(slots=True)
 class UnsupportedRequest:
-    """A frame with an unknown api key or version: answer with an error response."""
+    """A frame with an unknown api key or version.
+
+    Kafka answers an unknown ApiVersions version with a v0 body and error 35
+    (:meth:`ServerConnection.unsupported_parts`); for any other key it closes
+    the connection, since the body's layout is unknown.
+    """
 
     header: RequestHeader
+
+    @property
+    def answerable(self) -> bool:
+        """True if Kafka's protocol has an answer for it (ApiVersions); else close the connection."""
+        return self.header.api_key == ApiKey.API_VERSIONS
 
 
 class ServerConnection:
@@ -143,18 +157,14 @@ class ServerConnection:
         return RequestReceived(header, decode_request_body(header, r))
 
     @staticmethod
-    def response_parts(header: RequestHeader, response: Response) -> list[Any]:
+    def response_parts(header: RequestHeader, response: Any) -> list[Any]:
         """Parts of the response frame for ``header``'s request."""
-        return encode_response(header.correlation_id, header.api_key, response)
+        return encode_response(header, response)
 
     @staticmethod
     def unsupported_parts(header: RequestHeader) -> list[Any]:
-        """Parts of the UnsupportedVersion error response for an unsupported request."""
-        return encode_error_response(
-            header.correlation_id,
-            UnsupportedVersion.code,
-            f"api key {header.api_key} version {header.api_version} is not supported",
-        )
+        """Kafka's answer to an ApiVersions request of a version it does not know."""
+        return encode_api_versions_fallback(header.correlation_id)
 
 
 # ------------------------------------------------------------------ client side
@@ -166,7 +176,7 @@ class ResponseReceived:
 
     correlation_id: int
     api_key: int
-    response: Response
+    response: Any
 
 
 class ClientConnection:
@@ -175,31 +185,71 @@ class ClientConnection:
     Correlation ids are assigned here; responses must arrive in request order
     (the broker answers each connection's requests in order), which is checked.
     Produce requests with ``acks=0`` get no response and are not awaited.
+
+    Versions: until :meth:`negotiated` sees the broker's ApiVersions answer,
+    requests go at our highest version; after it, at the highest version both
+    sides speak (:attr:`versions`).
     """
 
     def __init__(self, client_id: str | None = None, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.client_id = client_id
         self.frames = FrameDecoder(max_frame_bytes)
         self._next_id = 0
-        self._pending: list[tuple[int, int]] = []  # (correlation_id, api_key), oldest first
+        self._pending: list[tuple[int, int, int]] = []  # (correlation_id, api_key, version), oldest first
         self._head = 0
+        #: api key -> the version to send (after negotiation)
+        self.versions: dict[int, int] = {k: min(hi, CLIENT_MAX_VERSIONS.get(k, hi))
+                                         for k, (_, hi) in SUPPORTED_VERSIONS.items()}  # fmt: skip
+        #: the broker's features (ApiVersions v3+): name -> (min, max)
+        self.features: dict[str, tuple[int, int]] = {}
+        #: api key -> the broker's (min, max), for error messages
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+
+    def negotiated(self, resp: ApiVersionsResponse) -> None:
+        """Pick, per api key, the highest version both sides speak (keys without overlap are dropped)."""
+        self.broker_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+        chosen = {}
+        for key, (lo, hi) in SUPPORTED_VERSIONS.items():
+            hi = min(hi, CLIENT_MAX_VERSIONS.get(key, hi))
+            theirs = self.broker_versions.get(key)
+            if theirs is not None and max(lo, theirs[0]) <= min(hi, theirs[1]):
+                chosen[key] = min(hi, theirs[1])
+        self.versions = chosen
+        self.features = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+
+    @property
+    def arrow_body(self) -> bool:
+        """True if the broker stores and serves our Arrow-bodied batches."""
+        return ARROW_BODY_FEATURE in self.features
+
+    def version_for(self, api_key: int) -> int:
+        """The version requests of ``api_key`` are sent at; UnsupportedVersion if the broker has none we speak."""
+        v = self.versions.get(api_key)
+        if v is None:
+            theirs = self.broker_versions.get(api_key)
+            raise UnsupportedVersion(
+                f"the broker speaks api key {api_key} at versions {theirs}, we at {SUPPORTED_VERSIONS.get(api_key)}"
+                if theirs else f"the broker does not support api key {api_key}"
+            )
+        return v
 
     @property
     def in_flight(self) -> int:
         """Requests sent whose response has not arrived yet."""
         return len(self._pending) - self._head
 
-    def send_request(self, request: Any, api_version: int = 0) -> tuple[int, list[Any]]:
-        """Encode ``request``; return (correlation id, frame parts)."""
-        cid = self._next_id
-        self._next_id = (cid + 1) & 0x7FFFFFFF
+    def send_request(self, request: Any, api_version: int | None = None) -> tuple[int, list[Any]]:
+        """Encode ``request`` (at the negotiated version unless given); return (correlation id, frame parts)."""
         key = int(request.API_KEY)
-        parts = encode_request(RequestHeader(key, api_version, cid, self.client_id), request)
+        version = self.version_for(key) if api_version is None else api_version
+        cid = self._next_id
+        parts = encode_request(RequestHeader(key, version, cid, self.client_id), request)
+        self._next_id = (cid + 1) & 0x7FFFFFFF
         if not (key == 0 and request.acks == 0):
-            self._pending.append((cid, key))
+            self._pending.append((cid, key, version))
         return cid, parts
 
-    def request_bytes(self, request: Any, api_version: int = 0) -> tuple[int, bytes]:
+    def request_bytes(self, request: Any, api_version: int | None = None) -> tuple[int, bytes]:
         """Like send_request, but the frame as one bytes object."""
         cid, parts = self.send_request(request, api_version)
         return cid, b"".join(parts)
@@ -212,14 +262,14 @@ class ClientConnection:
             cid = r.i32()
             if self._head >= len(self._pending):
                 raise ProtocolError(f"response with correlation id {cid} but no request in flight")
-            want, key = self._pending[self._head]
+            want, key, version = self._pending[self._head]
             if cid != want:
                 raise ProtocolError(f"response correlation id {cid}, expected {want}")
             self._head += 1
             if self._head > 1024 and self._head * 2 > len(self._pending):
                 del self._pending[: self._head]
                 self._head = 0
-            out.append(ResponseReceived(cid, key, decode_response_body(key, r)))
+            out.append(ResponseReceived(cid, key, decode_response_body(key, version, r)))
         return out
 
 

@@ -163,6 +163,67 @@ class Reader:
             raise ProtocolError("null where an array is required")
         return out
 
+    def uvarint(self) -> int:
+        """Read an unsigned varint (at most 5 bytes: Kafka's lengths and tags are int32)."""
+        buf, pos, end = self.buf, self.pos, self.end
+        result = shift = 0
+        while True:
+            if pos >= end:
+                raise ProtocolError("truncated varint")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = pos
+                return result
+            shift += 7
+            if shift > 28:
+                raise ProtocolError("varint is longer than 5 bytes")
+
+    def compact_nstring(self) -> str | None:
+        """Read a compact nullable string: uvarint length+1 (0 = null) + UTF-8 bytes."""
+        n = self.uvarint() - 1
+        if n == -1:
+            return None
+        self._need(n, "string")
+        raw = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"string is not UTF-8: {e}") from None
+
+    def compact_string(self) -> str:
+        """Read a compact non-null string."""
+        s = self.compact_nstring()
+        if s is None:
+            raise ProtocolError("null where a string is required")
+        return s
+
+    def compact_nbytes(self) -> memoryview | None:
+        """Read compact nullable bytes (uvarint length+1, 0 = null); a zero-copy slice."""
+        n = self.uvarint() - 1
+        if n == -1:
+            return None
+        self._need(n, "bytes")
+        mv = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return mv
+
+    def compact_count(self, min_item_size: int = 1) -> int:
+        """Read a compact array count (uvarint n+1); -1 for null. Bounded by the bytes left."""
+        n = self.uvarint() - 1
+        if n > 0 and n * min_item_size > self.end - self.pos:
+            raise ProtocolError(f"array of {n} items cannot fit in {self.end - self.pos} bytes")
+        return n
+
+    def take(self, n: int, what: str) -> memoryview:
+        """Read ``n`` raw bytes (zero-copy)."""
+        self._need(n, what)
+        mv = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return mv
+
     def done(self, what: str) -> None:
         """Require that the whole frame was consumed."""
         if self.pos != self.end:
@@ -234,6 +295,52 @@ class Writer:
         self.buf += _I32.pack(n)
         if n:
             self._push(b, n)
+
+    def uvarint(self, v: int) -> None:
+        """Write an unsigned varint."""
+        if v < 0:
+            raise ProtocolError(f"negative unsigned varint {v}")
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        self.buf += out
+
+    def compact_nstring(self, s: str | None) -> None:
+        """Write a compact nullable string."""
+        if s is None:
+            self.buf += b"\x00"
+            return
+        b = s.encode("utf-8")
+        if len(b) > 0x7FFF:
+            raise ProtocolError(f"string of {len(b)} bytes is too long for the protocol")
+        self.uvarint(len(b) + 1)
+        self.buf += b
+
+    compact_string = compact_nstring
+
+    def compact_nbytes(self, b: Any) -> None:
+        """Write compact nullable bytes, or a region (sent zero-copy) with its length."""
+        if b is None:
+            self.buf += b"\x00"
+            return
+        if isinstance(b, _BYTES_TYPES):
+            n = b.nbytes if isinstance(b, memoryview) else len(b)
+            self.uvarint(n + 1)
+            if n >= ZERO_COPY_THRESHOLD:
+                self._push(b, n)
+            else:
+                self.buf += b
+            return
+        n = b.length
+        self.uvarint(n + 1)
+        if n:
+            self._push(b, n)
+
+    def raw(self, b: bytes) -> None:
+        """Write bytes as they are."""
+        self.buf += b
 
     def _push(self, part: Any, n: int) -> None:
         if self.buf:

@@ -207,6 +207,12 @@ class LogManager:
                 raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
             return self.default_config.with_overrides(self._overrides.get(topic, {}))
 
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic-level settings set for a topic (canonical names), without the defaults."""
+        with self._lock:
+            overrides = self._overrides.get(topic, {})
+            return self.default_config.with_overrides(overrides).to_properties(overrides) if overrides else {}
+
     def delete_topic(self, topic: str) -> None:
         """Remove a topic now; its files go after ``file.delete.delay.ms`` (served regions stay valid)."""
         with self._lock:

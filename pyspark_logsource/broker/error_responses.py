@@ -1,0 +1,50 @@
+"""Kafka's error response of each API: the request's entries, each carrying one error code.
+
+A handler that fails as a whole (a bad group id, a broker bug) still owes the
+client a response in the API's own shape; this is Kafka's
+``AbstractRequest.getErrorResponse``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import protocol as p
+
+
+def error_response(api_key: int, req: Any, code: int, message: str | None) -> Any:
+    """The response to ``req`` where every entry (or the top level) carries ``code``."""
+    k = p.ApiKey
+    if api_key == k.PRODUCE:
+        return p.ProduceResponse([p.ProducePartitionResponse(x.topic, x.partition, code, error_message=message)
+                                  for x in req.partitions])  # fmt: skip
+    if api_key == k.FETCH:
+        return p.FetchResponse([p.FetchPartitionResponse(x.topic, x.partition, code) for x in req.partitions],
+                               error_code=code)  # fmt: skip
+    if api_key == k.LIST_OFFSETS:
+        return p.ListOffsetsResponse([p.ListOffsetsPartitionResponse(x.topic, x.partition, code)
+                                      for x in req.partitions])  # fmt: skip
+    if api_key == k.METADATA:
+        return p.MetadataResponse(topics=[p.TopicMetadata(t, error_code=code) for t in req.topics or ()])
+    if api_key == k.OFFSET_COMMIT:
+        return p.OffsetCommitResponse([p.OffsetCommitPartitionResponse(x.topic, x.partition, code)
+                                       for x in req.partitions])  # fmt: skip
+    if api_key == k.OFFSET_FETCH:
+        return p.OffsetFetchResponse([p.OffsetFetchPartitionResponse(t, q, error_code=code)
+                                      for t, q in req.partitions or ()], error_code=code)  # fmt: skip
+    if api_key == k.FIND_COORDINATOR:
+        return p.FindCoordinatorResponse(code, message, key=req.key)
+    if api_key == k.API_VERSIONS:
+        return p.ApiVersionsResponse(code)
+    if api_key == k.CREATE_TOPICS:
+        return p.CreateTopicsResponse([p.CreateTopicResult(t.name, code, message) for t in req.topics])
+    if api_key == k.DELETE_TOPICS:
+        return p.DeleteTopicsResponse([p.DeleteTopicResult(t, code, message) for t in req.topics])
+    if api_key == k.INIT_PRODUCER_ID:
+        return p.InitProducerIdResponse(code)
+    if api_key == k.DESCRIBE_CONFIGS:
+        return p.DescribeConfigsResponse([p.DescribeConfigsResult(r.resource_type, r.resource_name, code, message)
+                                          for r in req.resources])  # fmt: skip
+    if api_key == k.DESCRIBE_CLUSTER:
+        return p.DescribeClusterResponse(code, message)
+    raise ValueError(f"no error response for api key {api_key}")

@@ -1,0 +1,358 @@
+"""The codec table: one request and one response codec per (API key, version).
+
+Frames (all integers big-endian)::
+
+    frame     size int32, then a request or a response
+    request   header v1: api_key int16, api_version int16, correlation_id int32, client_id STRING?
+              header v2 (flexible versions): header v1 + tagged fields; then the body
+    response  header v0: correlation_id int32; header v1 (flexible versions, except
+              ApiVersions, whose response header is always v0): + tagged fields; then the body
+
+Bodies follow :mod:`.schemas`. Produce has hand-written fast paths for the
+non-flexible versions our clients use (one topic, one partition), because a
+produce of one message per request is a hot path; they produce exactly the
+bytes of the general codec (the tests compare both).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from ..errors import UnsupportedVersion
+from . import adapters as a
+from . import messages as m
+from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
+from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
+from .schemas import API_VERSIONS_REQUEST, SCHEMAS
+
+#: Tag of our extension field in ApiVersionsRequest (v3+): the client accepts Arrow-bodied
+#: batches in Fetch. Kafka brokers skip unknown tags, so it is safe to send to any broker.
+LOGSOURCE_ARROW_TAG = 10_000
+
+_API_VERSIONS_REQUEST_EXT = Message(
+    API_VERSIONS_REQUEST.name, API_VERSIONS_REQUEST.valid, API_VERSIONS_REQUEST.flexible,
+    API_VERSIONS_REQUEST.fields + (F("logsource_arrow_body", "bool", "3+", tag=LOGSOURCE_ARROW_TAG, tagged="3+",
+                                     default=False),),
+)  # fmt: skip
+
+
+class Api:
+    """An API: its typed messages, adapters and one codec pair per version."""
+
+    __slots__ = ("key", "request", "response", "req_to", "req_from", "resp_to", "resp_from", "min_version",
+                 "max_version", "codecs")  # fmt: skip
+
+    def __init__(self, key: int, request: type, response: type, adapters: str) -> None:
+        self.key, self.request, self.response = key, request, response
+        self.req_to = getattr(a, f"{adapters}_req_to")
+        self.req_from = getattr(a, f"{adapters}_req_from")
+        self.resp_to = getattr(a, f"{adapters}_resp_to")
+        self.resp_from = getattr(a, f"{adapters}_resp_from")
+        req_schema, resp_schema = SCHEMAS[key]
+        if key == m.ApiKey.API_VERSIONS:
+            req_schema = _API_VERSIONS_REQUEST_EXT
+        self.min_version, self.max_version = req_schema.version_range()
+        #: version -> (request codec, response codec)
+        self.codecs = {v: (Codec(req_schema, v), Codec(resp_schema, v))
+                       for v in range(self.min_version, self.max_version + 1)}  # fmt: skip
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in [
+        Api(m.ApiKey.PRODUCE, m.ProduceRequest, m.ProduceResponse, "produce"),
+        Api(m.ApiKey.FETCH, m.FetchRequest, m.FetchResponse, "fetch"),
+        Api(m.ApiKey.LIST_OFFSETS, m.ListOffsetsRequest, m.ListOffsetsResponse, "list_offsets"),
+        Api(m.ApiKey.METADATA, m.MetadataRequest, m.MetadataResponse, "metadata"),
+        Api(m.ApiKey.OFFSET_COMMIT, m.OffsetCommitRequest, m.OffsetCommitResponse, "offset_commit"),
+        Api(m.ApiKey.OFFSET_FETCH, m.OffsetFetchRequest, m.OffsetFetchResponse, "offset_fetch"),
+        Api(m.ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest, m.FindCoordinatorResponse, "find_coordinator"),
+        Api(m.ApiKey.API_VERSIONS, m.ApiVersionsRequest, m.ApiVersionsResponse, "api_versions"),
+        Api(m.ApiKey.CREATE_TOPICS, m.CreateTopicsRequest, m.CreateTopicsResponse, "create_topics"),
+        Api(m.ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest, m.DeleteTopicsResponse, "delete_topics"),
+        Api(m.ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse, "init_pid"),
+        Api(m.ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse, "describe_configs"),
+        Api(m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"),
+    ]
+}
+
+#: api key -> (min version, max version) this implementation speaks; what ApiVersions advertises.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {k: (api.min_version, api.max_version) for k, api in APIS.items()}
+
+#: (api key, version) -> (request codec, response codec): the table.
+CODECS: dict[tuple[int, int], tuple[Codec, Codec]] = {
+    (k, v): pair for k, api in APIS.items() for v, pair in api.codecs.items()
+}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """True if this implementation speaks ``api_key`` at ``api_version``."""
+    return (api_key, api_version) in CODECS
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """True if (key, version) uses compact types and tagged fields (request header v2)."""
+    return CODECS[(api_key, api_version)][0].flexible
+
+
+def response_header_is_flexible(api_key: int, api_version: int) -> bool:
+    """Response header v1? (ApiVersions always answers with header v0, so old clients can parse it.)"""
+    return api_key != m.ApiKey.API_VERSIONS and is_flexible(api_key, api_version)
+
+
+# ------------------------------------------------------------------ headers
+
+_HEADER_FIXED = struct.Struct(">hhi")
+_HEADER_FIXED_ID = struct.Struct(">hhih")
+
+
+def encode_request_header(h: m.RequestHeader) -> bytes:
+    """Request header v1, or v2 when the (key, version) is flexible."""
+    w = Writer()
+    w.i16(h.api_key)
+    w.i16(h.api_version)
+    w.i32(h.correlation_id)
+    w.nstring(h.client_id)
+    if is_supported(h.api_key, h.api_version) and is_flexible(h.api_key, h.api_version):
+        write_empty_tagged_fields(w)
+    return bytes(w.buf)
+
+
+def decode_request_header(r: Reader) -> m.RequestHeader:
+    """Decode the v1 part of a request header (the v2 tagged fields are read with the body)."""
+    pos = r.pos
+    if r.end - pos >= 10:
+        key, version, cid, n = _HEADER_FIXED_ID.unpack_from(r.buf, pos)
+        if n == -1:
+            r.pos = pos + 10
+            return m.RequestHeader(key, version, cid, None)
+        if 0 <= n <= r.end - pos - 10:
+            try:
+                client_id = str(r.buf[pos + 10 : pos + 10 + n], "utf-8")
+            except UnicodeDecodeError:
+                pass  # the general path below raises the ProtocolError
+            else:
+                r.pos = pos + 10 + n
+                return m.RequestHeader(key, version, cid, client_id)
+    if r.end - r.pos < 8:
+        raise ProtocolError(f"truncated request header: {r.end - r.pos} bytes")
+    key, version, cid = _HEADER_FIXED.unpack_from(r.buf, r.pos)
+    r.pos += 8
+    return m.RequestHeader(key, version, cid, r.nstring())
+
+
+# ------------------------------------------------------------------ requests
+
+_ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError, KeyError)
+
+
+def encode_request(header: m.RequestHeader, request: Any) -> list[Any]:
+    """Encode a whole request frame at ``header.api_version``; returns its parts (see Writer)."""
+    key, version = header.api_key, header.api_version
+    pair = CODECS.get((key, version))
+    if pair is None:
+        raise UnsupportedVersion(f"api key {key} version {version} is not implemented")
+    api = APIS[key]
+    if not isinstance(request, api.request):
+        raise TypeError(f"{type(request).__name__} does not match api key {key}")
+    if key == 0 and not pair[0].flexible:
+        try:
+            fast = _encode_produce_request_fast(header, request)
+        except _ENCODE_ERRORS:
+            fast = None  # the general path raises the precise error
+        if fast is not None:
+            return fast
+    w = Writer()
+    try:
+        pair[0].write(w, api.req_to(request, version))
+    except _ENCODE_ERRORS as e:
+        raise ProtocolError(f"cannot encode {type(request).__name__} v{version}: {e}") from e
+    return w.frame(encode_request_header(header))
+
+
+def decode_request_body(header: m.RequestHeader, r: Reader) -> Any:
+    """Decode a request's body (and its header's tagged fields) for a supported (key, version)."""
+    key, version = header.api_key, header.api_version
+    codec = CODECS[(key, version)][0]
+    if codec.flexible:
+        skip_tagged_fields(r)
+    elif key == 0:
+        fast = _decode_produce_request_fast(r)
+        if fast is not None:
+            return fast
+    req = APIS[key].req_from(codec.read(r), version)
+    if key not in _TRAILING_BYTES_IGNORED:
+        r.done(f"{codec.message.name} v{version}")
+    return req
+
+
+#: Requests whose trailing bytes are ignored, as Kafka's broker ignores them (it never checks that a
+#: request body was consumed). librdkafka 2.x sends Metadata v9+ for all topics with the topics
+#: array's 4-byte placeholder left in place: a null compact array (0x00), then 3 bytes too many.
+_TRAILING_BYTES_IGNORED = frozenset({m.ApiKey.METADATA})
+
+
+# ------------------------------------------------------------------ responses
+
+
+def encode_response(header: m.RequestHeader, response: Any) -> list[Any]:
+    """Encode the response frame to ``header``'s request; returns its parts (FileRegions stay parts)."""
+    key, version = header.api_key, header.api_version
+    resp_codec = CODECS[(key, version)][1]
+    if key == 0 and not resp_codec.flexible:
+        try:
+            fast = _encode_produce_response_fast(header.correlation_id, version, response)
+        except _ENCODE_ERRORS:
+            fast = None
+        if fast is not None:
+            return fast
+    head = bytearray(header.correlation_id.to_bytes(4, "big", signed=True))
+    if response_header_is_flexible(key, version):
+        head += b"\x00"
+    w = Writer()
+    try:
+        resp_codec.write(w, APIS[key].resp_to(response, version))
+    except _ENCODE_ERRORS as e:
+        raise ProtocolError(f"cannot encode {type(response).__name__} v{version}: {e}") from e
+    return w.frame(bytes(head))
+
+
+def encode_api_versions_fallback(correlation_id: int) -> list[Any]:
+    """Kafka's answer to an ApiVersions version it does not know: a v0 body with error 35
+    (UnsupportedVersion) and the supported ranges, so the client can retry at a version we speak."""
+    resp = m.ApiVersionsResponse(UnsupportedVersion.code, [m.ApiVersion(k, lo, hi)
+                                 for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])  # fmt: skip
+    w = Writer()
+    CODECS[(m.ApiKey.API_VERSIONS, 0)][1].write(w, a.api_versions_resp_to(resp, 0))
+    return w.frame(correlation_id.to_bytes(4, "big", signed=True))
+
+
+def decode_response_body(api_key: int, api_version: int, r: Reader) -> Any:
+    """Decode a response (after the correlation id) to a request of (key, version)."""
+    if response_header_is_flexible(api_key, api_version):
+        skip_tagged_fields(r)
+    codec = CODECS[(api_key, api_version)][1]
+    if api_key == 0 and not codec.flexible:
+        fast = _decode_produce_response_fast(r, api_version)
+        if fast is not None:
+            return fast
+    if api_key == m.ApiKey.API_VERSIONS and api_version > 0:
+        # an unsupported version is answered with a v0 body carrying error 35
+        if r.end - r.pos >= 2 and r.buf[r.pos : r.pos + 2] == UnsupportedVersion.code.to_bytes(2, "big"):
+            save = r.pos
+            try:
+                d = CODECS[(api_key, 0)][1].read(r)
+                r.done("ApiVersionsResponse v0")
+                return a.api_versions_resp_from(d, 0)
+            except ProtocolError:
+                r.pos = save
+    resp = APIS[api_key].resp_from(codec.read(r), api_version)
+    r.done(f"{codec.message.name} v{api_version}")
+    return resp
+
+
+# ------------------------------------------------------------------ Produce fast paths (v3-v8)
+
+_PRODUCE_REQ_FRAME_HEAD = struct.Struct(">ihhi")  # size, api key, version, correlation id
+_I16 = struct.Struct(">h")
+_PRODUCE_REQ_HEAD = struct.Struct(">hhiih")  # txn len (-1), acks, timeout, topic count, name length
+_PRODUCE_REQ_PART = struct.Struct(">iii")  # partition count, partition, records length
+
+
+def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest) -> list[Any] | None:
+    if len(req.partitions) != 1 or req.transactional_id is not None:
+        return None
+    p = req.partitions[0]
+    rec = p.records
+    if not isinstance(rec, (bytes, bytearray)):
+        return None
+    name = p.topic.encode("utf-8")
+    client = header.client_id.encode("utf-8") if header.client_id is not None else None
+    if len(name) > 0x7FFF or (client is not None and len(client) > 0x7FFF):
+        return None
+    n = len(rec)
+    size = 8 + 2 + (len(client) if client is not None else 0) + 14 + len(name) + 12 + n
+    out = bytearray(_PRODUCE_REQ_FRAME_HEAD.pack(size, header.api_key, header.api_version, header.correlation_id))
+    out += _I16.pack(len(client)) + client if client is not None else b"\xff\xff"
+    out += _PRODUCE_REQ_HEAD.pack(-1, req.acks, req.timeout_ms, 1, len(name))
+    out += name
+    out += _PRODUCE_REQ_PART.pack(1, p.partition, n)
+    if n >= ZERO_COPY_THRESHOLD:
+        return [out, rec]
+    out += rec
+    return [out]
+
+
+def _decode_produce_request_fast(r: Reader) -> m.ProduceRequest | None:
+    # one topic, one partition, no transactional id, records to the end of the frame
+    buf, pos, end = r.buf, r.pos, r.end
+    if end - pos < 26:
+        return None
+    txn_len, acks, timeout, ntopics, name_len = _PRODUCE_REQ_HEAD.unpack_from(buf, pos)
+    head = pos + 14 + name_len
+    if txn_len != -1 or ntopics != 1 or name_len < 0 or head + 12 > end:
+        return None
+    nparts, partition, n = _PRODUCE_REQ_PART.unpack_from(buf, head)
+    if nparts != 1 or n < 0 or head + 12 + n != end:
+        return None
+    try:
+        name = str(buf[pos + 14 : head], "utf-8")
+    except UnicodeDecodeError:
+        return None
+    r.pos = end
+    return m.ProduceRequest([m.ProducePartitionData(name, partition, buf[head + 12 : end])], acks, timeout)
+
+
+# response v3-v8, one topic and one partition without messages: per version the struct of
+# (partition count, index, error, base offset, log append time[, log start][, 0 record errors, null message])
+_PRODUCE_RESP_HEAD = struct.Struct(">iiih")  # size, correlation id, topic count, name length
+_PRODUCE_RESP_PART = {
+    **{v: struct.Struct(">iihqq") for v in (3, 4)},
+    **{v: struct.Struct(">iihqqq") for v in (5, 6, 7)},
+    8: struct.Struct(">iihqqqih"),
+}
+_I32 = struct.Struct(">i")
+
+
+def _encode_produce_response_fast(cid: int, version: int, resp: m.ProduceResponse) -> list[Any] | None:
+    parts = resp.partitions
+    if len(parts) != 1 or parts[0].error_message is not None:
+        return None
+    p = parts[0]
+    name = p.topic.encode("utf-8")
+    if len(name) > 0x7FFF:
+        return None
+    st = _PRODUCE_RESP_PART[version]
+    fields = [1, p.partition, p.error_code, p.base_offset, p.log_append_time_ms]
+    if version >= 5:
+        fields.append(p.log_start_offset)
+    if version >= 8:
+        fields += [0, -1]
+    out = bytearray(_PRODUCE_RESP_HEAD.pack(4 + 6 + len(name) + st.size + 4, cid, 1, len(name)))
+    out += name
+    out += st.pack(*fields)
+    out += _I32.pack(resp.throttle_time_ms)
+    return [out]
+
+
+def _decode_produce_response_fast(r: Reader, version: int) -> m.ProduceResponse | None:
+    buf, pos, end = r.buf, r.pos, r.end
+    if end - pos < 6:
+        return None
+    ntopics, name_len = struct.unpack_from(">ih", buf, pos)
+    st = _PRODUCE_RESP_PART[version]
+    head = pos + 6 + name_len
+    if ntopics != 1 or name_len < 0 or head + st.size + 4 != end:
+        return None
+    vals = st.unpack_from(buf, head)
+    if vals[0] != 1 or (version >= 8 and (vals[-2] != 0 or vals[-1] != -1)):
+        return None
+    try:
+        name = str(buf[pos + 6 : head], "utf-8")
+    except UnicodeDecodeError:
+        return None
+    lso = vals[5] if version >= 5 else -1
+    throttle = _I32.unpack_from(buf, end - 4)[0]
+    r.pos = end
+    return m.ProduceResponse([m.ProducePartitionResponse(name, vals[1], vals[2], vals[3], vals[4], lso)], throttle)
