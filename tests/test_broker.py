@@ -533,3 +533,50 @@ def test_thread_mode_broker_round_trip(tmp_path):
         with WireClient(b.bootstrap) as c:
             assert [r.value for r in c.fetch_all("in-thread", 0)] == [b"hello"]
     assert not b.running
+
+
+# ------------------------------------------------------------------ layouts served to Kafka clients
+
+
+def test_kafka_clients_get_kafka_batches_by_sendfile_and_arrow_batches_converted(tmp_path):
+    from pyspark_logsource.broker.handlers import Session
+    from pyspark_logsource.broker.log.segment import FileRegion
+
+    with broker_thread(tmp_path) as b, WireClient(b.bootstrap) as c:
+        for t in ("kafka-made", "arrow-made"):
+            assert c.create_topic(t) == 0
+        kafka_batch = fmt.encode_kafka([b"k1", b"k2"], [b"a", None], headers=[[("h", b"1")], []])
+        assert c.produce("kafka-made", 0, kafka_batch).error_code == 0
+        assert c.produce("arrow-made", 0, fmt.encode([b"v1", b"v2"], [b"a", None])).error_code == 0
+        handlers = b._broker.handlers
+        kafka_client, our_client = Session("kafka"), Session("ours", arrow_body=True)
+
+        def records(topic, session):
+            resp, _, _ = handlers._read(FetchRequest([FetchPartition(topic, 0, 0)]), session)
+            return resp.partitions[0].records
+
+        # a topic written by Kafka producers: the stored region itself, for sendfile
+        assert isinstance(records("kafka-made", kafka_client), FileRegion)
+        assert isinstance(records("kafka-made", our_client), FileRegion)
+        # Arrow-bodied batches: ours as stored, Kafka clients' converted to Kafka's layout
+        assert isinstance(records("arrow-made", our_client), FileRegion)
+        converted = records("arrow-made", kafka_client)
+        assert isinstance(converted, bytes)
+        assert not any(fmt.is_arrow_body(h) for _, h in fmt.iter_headers(converted))
+        assert [(r.key, r.value) for r in fmt.decode_kafka(converted).records()] == [(b"a", b"v1"), (None, b"v2")]
+        # and over the wire, a Kafka-layout reader sees both topics in Kafka's layout
+        with WireClient(b.bootstrap, arrow_body=False) as k:
+            for t in ("kafka-made", "arrow-made"):
+                data = bytes(k.fetch(t, 0, 0).records)
+                assert data and not any(fmt.is_arrow_body(h) for _, h in fmt.iter_headers(data))
+
+
+def test_broker_with_arrow_body_disabled_is_a_plain_kafka_broker(tmp_path):
+    with broker_thread(tmp_path, config={"logsource.arrow.body.enable": "false"}) as b, WireClient(b.bootstrap) as c:
+        assert c.api_versions.supported_features == []
+        assert c.create_topic("plain") == 0
+        r = c.produce("plain", 0, fmt.encode([b"arrow"]))
+        assert r.error_code == CorruptRecord.code and "logsource.arrow.body.enable" in r.error_message
+        assert c.produce("plain", 0, fmt.encode_kafka([b"kafka"])).error_code == 0
+        data = bytes(c.fetch("plain", 0, 0).records)
+        assert [r.value for r in fmt.decode_kafka(data).records()] == [b"kafka"]

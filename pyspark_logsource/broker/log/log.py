@@ -327,7 +327,7 @@ class PartitionLog:
         if active.size and active.should_roll(len(mv), offset - 1, now):
             active = self._roll_locked(now)
         try:
-            active.append(mv, stamped)
+            active.append(mv, stamped, arrow=any(h.is_arrow_body for _, h in batches))
         except OSError as e:
             raise StorageError(f"append to {active.log_path} failed: {e}") from e
         if producers is not None:

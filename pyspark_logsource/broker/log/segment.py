@@ -36,11 +36,16 @@ def segment_name(base_offset: int) -> str:
 
 
 class FileRegion(NamedTuple):
-    """Whole batches in a segment file, ready for ``os.sendfile(sock, file.fileno(), position, length)``."""
+    """Whole batches in a segment file, ready for ``os.sendfile(sock, file.fileno(), position, length)``.
+
+    ``may_hold_arrow``: the segment holds Arrow-bodied batches, so a Kafka client
+    must get this region converted; False means Kafka's layout only (sendfile as is).
+    """
 
     file: BinaryIO
     position: int
     length: int
+    may_hold_arrow: bool = True
 
 
 class LogSegment:
@@ -65,6 +70,9 @@ class LogSegment:
         self.created_ms: int | None = None
         self.deleted = False
         self._bytes_since_index = 0
+        #: some batch has our Arrow body (Kafka clients then need this segment's regions converted);
+        #: an existing file is assumed to until a scan has read its headers
+        self.holds_arrow = self.size > 0
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -116,6 +124,7 @@ class LogSegment:
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index = 0
+        self.holds_arrow = False
         size = os.fstat(self._fd).st_size
         pos, want = 0, _RECOVERY_CHUNK
         why = ""
@@ -162,6 +171,8 @@ class LogSegment:
 
     def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool) -> None:
         base = h.base_offset
+        if h.is_arrow_body:
+            self.holds_arrow = True
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, base
         if index and self._bytes_since_index >= self.config.index_interval_bytes and pos:
@@ -171,12 +182,14 @@ class LogSegment:
         self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
         self.next_offset = base + h.record_count
 
-    def append(self, data: memoryview, batches: list[tuple[int, int, int, int, int]]) -> None:
+    def append(self, data: memoryview, batches: list[tuple[int, int, int, int, int]], *, arrow: bool = True) -> None:
         """Write stamped batches at the end and index them.
 
         ``batches`` holds, per batch: position in ``data``, base offset, size,
-        max timestamp, record count.
+        max timestamp, record count; ``arrow``: some of them have our Arrow body.
         """
+        if arrow:
+            self.holds_arrow = True  # before the bytes are published to readers
         start = self.size
         written = os.pwrite(self._fd, data, start)
         try:
@@ -259,12 +272,12 @@ class LogSegment:
         limit = size
         if max_offset is not None:
             if h.base_offset >= max_offset:
-                return FileRegion(self.file, pos, 0)
+                return FileRegion(self.file, pos, 0, self.holds_arrow)
             mpos, mh = self.find(max_offset - 1, size)
             limit = mpos + mh.size if mh is not None else size
         target = pos + max(0, max_bytes)
         if target >= limit:
-            return FileRegion(self.file, pos, limit - pos)
+            return FileRegion(self.file, pos, limit - pos, self.holds_arrow)
         _, p = self.offset_index.lookup_position(target)
         p = max(p, pos)
         while p < limit:
@@ -273,7 +286,7 @@ class LogSegment:
                 break
             p += hh.size
         end = p if p > pos else pos + h.size
-        return FileRegion(self.file, pos, end - pos)
+        return FileRegion(self.file, pos, end - pos, self.holds_arrow)
 
     def iter_headers(self, from_offset: int, size: int | None = None) -> Iterator[fmt.BatchHeader]:
         """Headers of the batches from the one holding ``from_offset`` (one pread each, no bodies)."""
