@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 __version__ = "0.1.0"
+
+
+def _python_for_spark_workers() -> None:
+    # A script run as `.venv/bin/python app.py` would otherwise have Spark start its Python
+    # workers (and data source planners) with the system `python3`, which lacks pyarrow and this
+    # package. The JVM inherits the environment when the SparkSession starts, so pointing
+    # PYSPARK_PYTHON at the running interpreter here works for sessions created after the import.
+    # A choice the user made (the variable, or spark.pyspark.python, which Spark prefers) stands.
+    if not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+
+
+_python_for_spark_workers()
 
 
 # The Spark data source is imported lazily so that `import pyspark_logsource` stays light;
