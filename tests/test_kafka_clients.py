@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from brokers import WireClient, broker_process
 
-from pyspark_logsource.errors import CorruptRecord
 from pyspark_logsource.format import encode_kafka
 from pyspark_logsource.protocol.messages import InitProducerIdRequest
 
@@ -494,15 +493,10 @@ def test_kafka_python_idempotent_producer_writes_no_duplicates(broker):
 # ================================================================== all clients on one topic
 
 
-def is_plain(b: Any) -> bool:
-    return b.config.get("logsource.arrow.body.enable") == "false"
-
-
 def test_mixed_topic_reads_back_identically_through_every_client(any_broker):
     """kcat, kafka-python, confluent-kafka and our Producer (Arrow-bodied batches) write one partition in
     turns; kcat, confluent-kafka, kafka-python and our Consumer read exactly the same records back.
-
-    On the plain Kafka broker our Producer sits out (see the strict xfail below); our Consumer reads."""
+    On the plain Kafka broker our Producer writes Kafka's layout."""
     bs, topic = any_broker.bootstrap, fresh_topic("mixed")
     create_topic(bs, topic, 1)
     want: list[Rec] = []
@@ -525,10 +519,9 @@ def test_mixed_topic_reads_back_identically_through_every_client(any_broker):
         recs = records(25, base_ts=base + 100_000, tag=f"ck{round_}")
         ck_produce(bs, topic, recs, "snappy", idempotent=bool(round_))
         want.extend(recs)
-        if not is_plain(any_broker):
-            recs = records(25, base_ts=base + 200_000, tag=f"ours{round_}")
-            our_produce(bs, topic, recs, "zstd" if round_ else "none")
-            want.extend(recs)
+        recs = records(25, base_ts=base + 200_000, tag=f"ours{round_}")
+        our_produce(bs, topic, recs, "zstd" if round_ else "none")
+        want.extend(recs)
     results = {name: read(bs, topic) for name, read in READERS.items()}
     reference = results["confluent-kafka"]
     assert [o for o, _ in reference] == list(range(len(want)))
@@ -544,17 +537,14 @@ def test_mixed_topic_reads_back_identically_through_every_client(any_broker):
             same(without_offsets(got), want)
 
 
-@pytest.mark.xfail(strict=True, raises=CorruptRecord, reason=(
-    "client/producer.py always encodes Arrow-bodied batches (client/encoding.py); on a broker with "
-    "logsource.arrow.body.enable=false (its ApiVersions answer has no Arrow tag; the client sees it as "
-    "connection.arrow_body == False) it should encode Kafka's layout, as conf/server.properties says; "
-    "the broker refuses the batch: CorruptRecord 'Arrow-bodied batches are disabled on this broker'"))
 def test_our_producer_writes_kafka_layout_to_a_plain_broker(plain_broker):
+    """Without the broker's Arrow-body feature our Producer encodes Kafka's layout; every client reads it."""
     bs, topic = plain_broker.bootstrap, fresh_topic("ours-on-plain")
     create_topic(bs, topic, 1)
     recs = records(20, tag="ours-plain")
     assert our_produce(bs, topic, recs, "lz4") == list(range(20))
     same(without_offsets(kp_consume(bs, topic)), recs)
+    same(without_offsets(ck_consume(bs, topic)), recs)
     same(without_offsets(our_consume(bs, topic)), recs)
 
 
