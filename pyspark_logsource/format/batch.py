@@ -1,7 +1,7 @@
 """The record batch API under its historical module name.
 
 The layout now has one owner per part: ``header.py`` (the 61-byte header,
-stamping, the header walker), ``arrow_body.py`` (our Arrow body),
+stamping, the header walker), ``arrow_body.py`` and ``arrow_decode.py`` (our Arrow body),
 ``kafka.py`` (Kafka's varint records) and ``runs.py`` (runs of batches of
 either layout into Arrow). This module re-exports them for existing importers.
 """
@@ -14,12 +14,14 @@ from .arrow_body import (  # noqa: F401
     HEADER_TYPE,
     MAX_UNCOMPRESSED_BYTES,
     Record,
-    RecordBatch,
-    decode_arrow,
     encode,
     encode_arrow,
     encode_records,
     from_arrow,
+)
+from .arrow_decode import (  # noqa: F401
+    RecordBatch,
+    decode_arrow,
 )
 from .header import (  # noqa: F401
     ARROW_ATTRIBUTES,

@@ -35,11 +35,13 @@ from .arrow_body import (
     _arrow_binary_parts,
     _arrow_header_parts,
     _assemble,
+    encode,
+)
+from .arrow_decode import (
     _gather,
     _np_col,
     _null_headers_col,
     decode_arrow,
-    encode,
 )
 from .header import (
     ARROW_BODY,
@@ -175,7 +177,7 @@ def _slow_varint(data: bytes, p: int) -> tuple[int, int]:
 class _Parsed:
     """Field positions of every record of one or more records sections laid end to end."""
 
-    __slots__ = ("data", "d", "n", "batch", "local", "ts_delta", "key_start", "key_len", "val_start",
+    __slots__ = ("data", "d", "n", "batch", "local", "ts_delta", "off_delta", "key_start", "key_len", "val_start",
                  "val_len", "header_counts", "headers")  # fmt: skip
 
 
@@ -190,8 +192,12 @@ def _sections(buf, headers: Sequence[BatchHeader], positions: Sequence[int], max
     return out
 
 
-def _parse(sections: list, counts: Sequence[int]) -> _Parsed:
-    """Locate every field of every record; raise CorruptRecord unless each section is exactly ``count`` records."""
+def _parse(sections: list, counts: Sequence[int], lods: Sequence[int] | None = None) -> _Parsed:
+    """Locate every field of every record; raise CorruptRecord unless each section is exactly ``count`` records.
+
+    Without ``lods`` offset deltas must be 0..n-1 (the produce path); with each batch's
+    last offset delta they must increase within [0, lod] (compaction leaves gaps).
+    """
     data = b"".join([*sections, bytes(_PAD)])
     bounds = []
     ends: list[int] = []
@@ -245,8 +251,15 @@ def _parse(sections: list, counts: Sequence[int]) -> _Parsed:
     q = q + ln
     check(q, "timestamp delta")
     off_delta, ln = _varint32s(d, q, "offset delta")
-    if (off_delta != local).any():
-        raise CorruptRecord("record offset deltas are not 0..n-1")
+    if lods is None or len(lods) != len(cnt) or all(lod == c - 1 for lod, c in zip(lods, counts, strict=False)):
+        if (off_delta != local).any():
+            raise CorruptRecord("record offset deltas are not 0..n-1")
+    else:
+        up = np.ones(n, dtype=bool)
+        up[1:] = off_delta[1:] > off_delta[:-1]
+        up[first] = off_delta[first] >= 0
+        if not up.all() or (off_delta > np.asarray(lods, dtype=np.int64)[batch]).any():
+            raise CorruptRecord("record offset deltas do not increase within the batch's offsets")
     q = q + ln
     check(q, "offset delta")
     key_len, ln = _varint32s(d, q, "key length")
@@ -272,6 +285,7 @@ def _parse(sections: list, counts: Sequence[int]) -> _Parsed:
     out = _Parsed()
     out.data, out.d, out.n, out.batch, out.local = data, d, n, batch, local
     out.ts_delta, out.key_start, out.key_len, out.val_start, out.val_len = ts_delta, key_start, key_len, val_start, val_len
+    out.off_delta = off_delta
     out.header_counts = hcount
     out.headers = _parse_headers(data, q[with_headers].tolist(), end[with_headers].tolist(),
                                  hcount[with_headers].tolist()) if len(with_headers) else None  # fmt: skip
@@ -332,7 +346,7 @@ def _table(p: _Parsed, headers: Sequence[BatchHeader]) -> pa.Table:
     cols = [
         _binary(data, p.key_start, p.key_len),
         _binary(data, p.val_start, p.val_len),
-        _np_col(pa.int64(), base[g] + p.local),
+        _np_col(pa.int64(), base[g] + p.off_delta),
         _np_col(_TS_MS, ts),
         _np_col(pa.int32(), lat[g].astype(np.int32)),
         _headers_col(data, p),
@@ -377,7 +391,7 @@ def decode_kafka_run(
     if not headers:
         return ARROW_SCHEMA.empty_table()
     sections = _sections(buf, headers, positions, max_uncompressed)
-    return _table(_parse(sections, [h.record_count for h in headers]), headers)
+    return _table(_parse(sections, [h.record_count for h in headers], [h.last_offset_delta for h in headers]), headers)
 
 
 def decode_kafka(
@@ -405,27 +419,29 @@ def validate_kafka_records(
     header: BatchHeader | None = None,
     *,
     max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
-) -> None:
+) -> bool:
     """Structural check of a Kafka-layout batch's records (the broker's produce-path check).
 
     The records parse, their number is the header's record_count, offset
     deltas are 0..n-1, every length stays inside its record, no byte is left
     over; a compressed section is decompressed chunk by chunk, bounded by
     ``max_uncompressed``. Raises CorruptRecord. The header and CRC are the
-    walker's job (pass its ``header`` to skip re-reading it).
+    walker's job (pass its ``header`` to skip re-reading it). Returns whether
+    some record has a null key (compacted topics refuse those).
     """
     h = read_header(batch, pos) if header is None else header
     if h.attributes & ARROW_BODY:
         raise CorruptRecord("validate_kafka_records needs a Kafka-layout batch")
     if len(batch) - pos < h.size:
         raise CorruptRecord(f"truncated batch at offset {h.base_offset}")
-    _parse(_sections(batch, [h], [pos], max_uncompressed), [h.record_count])
+    p = _parse(_sections(batch, [h], [pos], max_uncompressed), [h.record_count])
+    return bool((p.key_len < 0).any())
 
 
 # ---------------------------------------------------------------- encoding
 
 
-def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array) -> bytes:
+def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, off_delta: np.ndarray | None = None) -> bytes:
     """The records section of a batch without headers, built with O(1) numpy/pyarrow calls.
 
     Each record is [len][attrs][tsDelta][offsetDelta][keyLen] key [valueLen] value [0 headers].
@@ -443,7 +459,8 @@ def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array) ->
         return out
 
     klen, vlen = lens(key), lens(value)
-    fields = [_encode_varints(ts_delta), _encode_varints(np.arange(n, dtype=np.int64)), _encode_varints(klen)]
+    od = np.arange(n, dtype=np.int64) if off_delta is None else off_delta
+    fields = [_encode_varints(ts_delta), _encode_varints(od), _encode_varints(klen)]
     vl_bytes, vl_len = _encode_varints(vlen)
     body = 1 + sum(f[1] for f in fields) + np.maximum(klen, 0) + vl_len + np.maximum(vlen, 0) + 1
     ln_bytes, ln_len = _encode_varints(body)
@@ -480,11 +497,13 @@ def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array) ->
     return out.to_pybytes()[:total] if out is not None else b""
 
 
-def _records_loop(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, headers: pa.Array) -> bytes:
+def _records_loop(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, headers: pa.Array,
+                  off_delta: np.ndarray | None = None) -> bytes:  # fmt: skip
     """The records section with headers (a Python loop: headers are rare)."""
     out = []
-    for i, (t, k, v, hs) in enumerate(zip(ts_delta.tolist(), key.to_pylist(), value.to_pylist(),
-                                          headers.to_pylist(), strict=True)):  # fmt: skip
+    ods = range(len(ts_delta)) if off_delta is None else off_delta.tolist()
+    for i, t, k, v, hs in zip(ods, ts_delta.tolist(), key.to_pylist(), value.to_pylist(),
+                              headers.to_pylist(), strict=True):  # fmt: skip
         parts = [b"\x00", _varint(t), _varint(i)]
         parts += [_varint(-1)] if k is None else [_varint(len(k)), k]
         parts += [_varint(-1)] if v is None else [_varint(len(v)), v]
@@ -500,21 +519,28 @@ def _records_loop(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, headers:
     return b"".join(out)
 
 
-def _kafka_batch(h: BatchHeader, ts_delta: np.ndarray, rb: pa.RecordBatch, attributes: int) -> bytearray:
+def _kafka_batch(h: BatchHeader, ts_delta: np.ndarray, rb: pa.RecordBatch | pa.Table, attributes: int,
+                 off_delta: np.ndarray | None = None) -> bytearray:  # fmt: skip
+    """A Kafka-layout batch of ``rb``'s rows with ``h``'s header fields; ``off_delta``: the
+    records' offset deltas (default 0..n-1), the header keeping ``h.last_offset_delta``."""
     headers = rb.column(5)
+    key, value = rb.column(0), rb.column(1)
+    if isinstance(rb, pa.Table):
+        headers, key, value = headers.combine_chunks(), key.combine_chunks(), value.combine_chunks()
+    n = len(key)
     if headers.null_count == len(headers):
-        records = _records_vectorised(ts_delta, rb.column(0), rb.column(1))
+        records = _records_vectorised(ts_delta, key, value, off_delta)
     else:
-        records = _records_loop(ts_delta, rb.column(0), rb.column(1), headers)
+        records = _records_loop(ts_delta, key, value, headers, off_delta)
     codec = attributes & CODEC_MASK
     if codec != compression.NONE:
         records = compression.kafka_compress(codec, records)
     out = bytearray(HEADER_SIZE) + records
     return write_header(
-        out, attributes=attributes & KAFKA_ATTRIBUTES, record_count=h.record_count,
+        out, attributes=attributes & KAFKA_ATTRIBUTES, record_count=n,
         base_timestamp=h.base_timestamp, max_timestamp=h.max_timestamp, base_offset=h.base_offset,
         leader_epoch=h.leader_epoch, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence,
+        base_sequence=h.base_sequence, last_offset_delta=h.last_offset_delta,
     )  # fmt: skip
 
 
@@ -546,6 +572,8 @@ def kafka_to_arrow_batch(batch: bytes | bytearray | memoryview, pos: int = 0, *,
     h = read_header(batch, pos)
     if h.attributes & ARROW_BODY:
         raise CorruptRecord("kafka_to_arrow_batch needs a Kafka-layout batch")
+    if h.last_offset_delta != h.record_count - 1:  # our Arrow body has no offset deltas
+        raise CorruptRecord(f"batch at offset {h.base_offset} has offset gaps (compacted): it stays in Kafka's layout")
     if check_crc:
         verify_crc(batch, pos, h)
     p = _parse(_sections(batch, [h], [pos], MAX_UNCOMPRESSED_BYTES), [h.record_count])

@@ -20,6 +20,8 @@ from .arrow_body import (
     ARROW_SCHEMA,
     HEADER_TYPE,
     MAX_UNCOMPRESSED_BYTES,
+)
+from .arrow_decode import (
     RecordBatch,
     _decompress_body,
     _gather,
