@@ -422,11 +422,6 @@ def test_live_broker_closes_oversized_and_negative_frames(fuzz_broker):
     assert fuzz_broker.canary.request(m.ApiVersionsRequest()).error_code == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found by fuzzing: broker/log/log.py retire() renames <topic>-<p> to <topic>-<p>.<32 hex>-delete, "
-    "which is longer than 255 bytes for topic names near Kafka's limit of 249: OSError ENAMETOOLONG -> "
-    "DeleteTopics answers UNKNOWN_SERVER_ERROR (-1) and the broker logs a traceback. Kafka truncates the "
-    "topic part of the delete directory's name (LocalLog.logDeleteDirName)"))
 def test_live_broker_deletes_a_topic_with_the_longest_legal_name(tmp_path):
     name = "d" * 249
     with broker_process(tmp_path) as b, WireClient(b.bootstrap) as c:

@@ -65,6 +65,13 @@ def _write_properties(path: Path, props: Mapping[str, object]) -> None:
     tmp.replace(path)
 
 
+def _delete_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<p>.<uuid>-delete``, with the topic cut so the name fits a file name (255 bytes), as
+    Kafka's LocalLog.logDeleteDirName does: topic names may be 249 characters long."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[: max(0, 255 - len(suffix))] + suffix
+
+
 class LogManager:
     """Owns the partition logs in ``log_dirs``; thread-safe."""
 
@@ -223,7 +230,7 @@ class LogManager:
             due = time.monotonic() + self.topic_config(topic).file_delete_delay_ms / 1000
             for key in keys:
                 lg = self._logs.pop(key)
-                lg.retire(lg.directory.with_name(f"{lg.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"))
+                lg.retire(lg.directory.with_name(_delete_dir_name(topic, lg.partition)))
                 self._doomed.append((due, lg))
             self._overrides.pop(topic, None)
         log.info("deleted topic %s (%d partitions)", topic, len(keys))
