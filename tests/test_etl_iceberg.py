@@ -139,3 +139,11 @@ def test_orphan_files_of_a_dead_load_are_removed(spark, tmp_path, topic):
     sink.recover(logs.append)
     assert "orphan" in logs[0] and not os.path.exists(os.path.dirname(dead))
     assert len([d for d in os.listdir(data) if d.startswith("load-")]) == 1
+
+
+def test_embedded_catalog_needs_a_local_output():
+    from pyspark_logsource.errors import ConfigError
+
+    cfg = etl.parse_args(["--output", "hdfs://nn:8020/lake", "--output-format", "iceberg", "--table", "db.t", "--status"])
+    with pytest.raises(ConfigError, match="local --output"):
+        IcebergSink(cfg)
