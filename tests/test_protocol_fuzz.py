@@ -83,7 +83,7 @@ def _scalar(type_: str, nullable: bool) -> st.SearchStrategy[Any]:
     elif type_ == "float64":
         s = st.floats(allow_nan=False)
     elif type_ == "string":
-        s = st.one_of(st.sampled_from(["", "t", "fuzz-topic", "__consumer_offsets", "a" * 200]),
+        s = st.one_of(st.sampled_from(["", "t", "fuzz-topic", "__consumer_offsets", "a" * 249]),
                       st.text(max_size=12))  # fmt: skip
     elif type_ == "bytes":
         s = st.binary(max_size=24)
