@@ -200,6 +200,84 @@ class UnsupportedCompressionType(LogSourceError):
     code = 76
 
 
+class InvalidRecord(LogSourceError):
+    """A record is not valid for its topic (Kafka's INVALID_RECORD: e.g. no key on a compacted topic)."""
+
+    code = 87
+
+
+# Group coordination (Kafka's codes).
+
+
+class CoordinatorLoadInProgress(LogSourceError):
+    """The coordinator is still loading the group's state; retry."""
+
+    code = 14
+    retriable = True
+
+
+class NotCoordinator(LogSourceError):
+    """This broker is not the coordinator of the group; find the coordinator again."""
+
+    code = 16
+    retriable = True
+
+
+class IllegalGeneration(LogSourceError):
+    """The generation id is not the group's current one (a rebalance happened); rejoin."""
+
+    code = 22
+
+
+class InconsistentGroupProtocol(LogSourceError):
+    """The member's protocol type or protocols do not match the group's."""
+
+    code = 23
+
+
+class UnknownMemberId(LogSourceError):
+    """The member id is not a member of the group (it left or its session expired); rejoin."""
+
+    code = 25
+
+
+class InvalidSessionTimeout(LogSourceError):
+    """session.timeout.ms is outside [group.min.session.timeout.ms, group.max.session.timeout.ms]."""
+
+    code = 26
+
+
+class RebalanceInProgress(LogSourceError):
+    """The group is rebalancing; the member must rejoin."""
+
+    code = 27
+    retriable = True
+
+
+class NonEmptyGroup(LogSourceError):
+    """The group has members; the operation needs an empty group."""
+
+    code = 68
+
+
+class GroupIdNotFound(LogSourceError):
+    """The group does not exist."""
+
+    code = 69
+
+
+class MemberIdRequired(LogSourceError):
+    """JoinGroup v4+: rejoin with the member id given in this response."""
+
+    code = 79
+
+
+class GroupMaxSizeReached(LogSourceError):
+    """The group has group.max.size members already."""
+
+    code = 81
+
+
 # Client-side errors: they never travel on the wire, so their codes are
 # outside Kafka's range.
 

@@ -38,6 +38,11 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.num.partitions": "1",
     "offsets.retention.minutes": str(7 * 24 * 60),
     "max.partitions.per.topic": "10000",
+    # group coordinator; Kafka's initial delay is 3000 ms, ours is short so a group forms quickly
+    "group.initial.rebalance.delay.ms": "300",
+    "group.min.session.timeout.ms": "500",
+    "group.max.session.timeout.ms": "1800000",
+    "group.max.size": "2147483647",
     "cluster.id": "",
     # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
     "logsource.arrow.body.enable": "true",
@@ -139,6 +144,10 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     max_partitions_per_topic: int = 10000
+    group_initial_rebalance_delay_ms: int = 300
+    group_min_session_timeout_ms: int = 500
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
     cluster_id: str | None = None
     arrow_body_enable: bool = True
     log: LogConfig = field(default_factory=LogConfig)
@@ -183,6 +192,10 @@ class BrokerConfig:
             offsets_topic_num_partitions=_int(p, "offsets.topic.num.partitions", 1),
             offsets_retention_ms=_int(p, "offsets.retention.minutes", 1) * 60_000,
             max_partitions_per_topic=_int(p, "max.partitions.per.topic", 1),
+            group_initial_rebalance_delay_ms=_int(p, "group.initial.rebalance.delay.ms", 0),
+            group_min_session_timeout_ms=_int(p, "group.min.session.timeout.ms", 1),
+            group_max_session_timeout_ms=_int(p, "group.max.session.timeout.ms", 1),
+            group_max_size=_int(p, "group.max.size", 1),
             cluster_id=p["cluster.id"].strip() or None,
             arrow_body_enable=_bool(p, "logsource.arrow.body.enable"),
             log=log_config,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import protocol as p
+from ..protocol import group_messages as g
 
 
 def error_response(api_key: int, req: Any, code: int, message: str | None) -> Any:
@@ -47,4 +48,12 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
                                           for r in req.resources])  # fmt: skip
     if api_key == k.DESCRIBE_CLUSTER:
         return p.DescribeClusterResponse(code, message)
+    if api_key in (k.JOIN_GROUP, k.SYNC_GROUP, k.HEARTBEAT, k.LIST_GROUPS):
+        cls = {k.JOIN_GROUP: g.JoinGroupResponse, k.SYNC_GROUP: g.SyncGroupResponse, k.HEARTBEAT: g.HeartbeatResponse,
+               k.LIST_GROUPS: g.ListGroupsResponse}[api_key]  # fmt: skip
+        return cls(error_code=code)
+    if api_key == k.LEAVE_GROUP:
+        return g.LeaveGroupResponse(code, [g.LeaveGroupMemberResponse(mid, code) for mid in req.members])
+    if api_key == k.DESCRIBE_GROUPS:
+        return g.DescribeGroupsResponse([g.DescribedGroup(gid, code, error_message=message) for gid in req.groups])
     raise ValueError(f"no error response for api key {api_key}")

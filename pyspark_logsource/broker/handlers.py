@@ -86,6 +86,7 @@ from ..protocol import (
     TopicMetadata,
 )
 from ..topics import is_internal, validate_topic_name
+from .groups.handlers import GroupHandlers
 
 if TYPE_CHECKING:
     from .server import Broker
@@ -100,6 +101,8 @@ class Session:
     peer: str
     #: the client asked for Arrow-bodied batches (ApiVersions tag); Kafka clients get Kafka's layout
     arrow_body: bool = False
+    #: the client id of the request being handled (group members are named after it)
+    client_id: str | None = None
 
 
 def _topic_error(topic: str) -> LogSourceError:
@@ -132,6 +135,7 @@ class Handlers:
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
+        self.by_key.update(GroupHandlers(broker).by_key())
 
     @property
     def logs(self):
@@ -358,9 +362,11 @@ class Handlers:
     # ------------------------------------------------------------ group offsets
 
     def offset_commit(self, req: OffsetCommitRequest, session: Session) -> OffsetCommitResponse:
-        """Store the group's offsets durably, all valid partitions in one append."""
+        """Store the group's offsets durably, all valid partitions in one append (a member's commit
+        must name the group's current generation)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
+        self.broker.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
         out = []
         entries = []
         topics = self.logs.topics()

@@ -31,7 +31,8 @@ from ..errors import LogSourceError, UnknownServerError, code_of
 from ..protocol import ProtocolError, RequestReceived, ServerConnection, is_region
 from .config import BrokerConfig, parse_overrides
 from .error_responses import error_response
-from .groups import GroupOffsetStore
+from .groups import GroupCoordinator, GroupOffsetStore
+from .groups.coordinator import GroupSettings
 from .handlers import Handlers, Session
 from .log import LogManager
 from .producer_ids import ProducerIdManager
@@ -53,6 +54,7 @@ class Broker:
         self.config = config
         self.logs: LogManager | None = None
         self.groups: GroupOffsetStore | None = None
+        self.coordinator: GroupCoordinator | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.cluster_id: str | None = config.cluster_id
         self.handlers = Handlers(self)
@@ -100,6 +102,9 @@ class Broker:
             self._load_meta()
             self.groups = GroupOffsetStore(self.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
                                            c.socket_request_max_bytes)  # fmt: skip
+            settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
+                                     c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
+            self.coordinator = GroupCoordinator(settings, self.groups.store_group, self.groups.group_meta)
             self.producer_ids = ProducerIdManager(c.log_dirs[0])
             self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK)
         except BaseException:
@@ -123,6 +128,8 @@ class Broker:
             for f in futs:
                 if not f.done():
                     f.cancel()
+        if self.coordinator is not None:
+            self.coordinator.close()
         if self.logs is not None:
             self.logs.close()
             log.info("broker %d stopped; logs flushed and closed", self.config.broker_id)
@@ -272,6 +279,7 @@ class Broker:
     def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""
         try:
+            session.client_id = ev.header.client_id
             return self.handlers.by_key[ev.header.api_key](ev.request, session)
         except Exception as e:
             return self._error_response(ev, session, e)

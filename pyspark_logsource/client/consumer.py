@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from typing import NamedTuple
 
@@ -56,6 +56,7 @@ from ..protocol.messages import (
     OffsetFetchRequest,
 )
 from .connection import NetworkClient
+from .group import GroupMembership
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,13 @@ class Message(NamedTuple):
 class _Fetched:
     """Record bytes of one fetch response for one partition, decoded lazily."""
 
-    __slots__ = ("fetch_offset", "data", "size", "table", "row", "epoch", "check_crc")
+    __slots__ = ("fetch_offset", "data", "size", "table", "row", "epoch", "check_crc", "next_offset")
 
-    def __init__(self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True) -> None:
+    def __init__(self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True,
+                 next_offset: int = -1) -> None:  # fmt: skip
         self.check_crc = check_crc
+        #: offset after the last batch: the position once consumed (compaction may leave a gap before it)
+        self.next_offset = next_offset
         self.fetch_offset = fetch_offset
         self.data = data
         self.size = len(data)
@@ -217,6 +221,12 @@ class Consumer:
         retry_backoff_ms: float = 100,
         check_crcs: bool = True,
         client_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: float = 5000,
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: tuple[str, ...] = ("range",),
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError(f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}")
@@ -244,6 +254,11 @@ class Consumer:
         self._fetch_error: BaseException | None = None
         self._fetch_error_since = 0.0
         self._metadata_stale = False
+        self._group: GroupMembership | None = None  # set by subscribe()
+        self._group_options = dict(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                                   max_poll_interval_ms=max_poll_interval_ms,
+                                   assignors=list(partition_assignment_strategy))  # fmt: skip
+        self._auto_commit = (enable_auto_commit, auto_commit_interval_ms)
         self._fetcher = threading.Thread(target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True)
         self._fetcher.start()
 
@@ -264,6 +279,15 @@ class Consumer:
             self._parts = {tp: old.get(tp) or _PartitionState(self.max_partition_fetch_bytes) for tp in tps}
             self._order = list(self._parts)
             self._work.notify_all()
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
+                  on_assign: Callable | None = None, on_revoke: Callable | None = None) -> None:  # fmt: skip
+        """Join the group (``group_id``) for these topics or this regex; poll() rebalances (see client/group.py)."""
+        if self._group is None:
+            self._group = GroupMembership(",".join(f"{h}:{p}" for h, p in self._client.bootstrap), self._need_group(),
+                                          client_id=self._client.client_id, **self._group_options)  # fmt: skip
+        self._group.configure(*self._auto_commit, on_assign, on_revoke)
+        self._group.subscribe(list(topics) if topics is not None else None, pattern)
 
     def assignment(self) -> list[TopicPartition]:
         """The assigned partitions."""
@@ -396,7 +420,9 @@ class Consumer:
             items.append(OffsetCommitPartition(t, p, int(off), meta))
         if not items:
             return
-        resp = self._client.request(OffsetCommitRequest(group, items))
+        grp = self._group
+        gen, member = (grp.generation, grp.member_id) if grp is not None and grp.member_id else (-1, "")
+        resp = self._client.request(OffsetCommitRequest(group, items, gen, member))
         for r in resp.partitions:
             if r.error_code:
                 raise error_for_code(r.error_code, f"offset commit for {r.topic}-{r.partition}")
@@ -417,6 +443,7 @@ class Consumer:
                 t = f.arrow(st.position)
                 if t.num_rows == 0:
                     self._pop(st)
+                    st.position = max(st.position, f.next_offset)  # past a compaction gap
                     continue
                 room = max_records - len(out)
                 part = t.slice(0, room)
@@ -424,6 +451,7 @@ class Consumer:
                 st.position = int(part.column("offset")[-1].as_py()) + 1
                 if part.num_rows == t.num_rows:
                     self._pop(st)
+                    st.position = max(st.position, f.next_offset)  # past a compaction gap
             return len(out) >= max_records
 
         self._wait_and_take(timeout_ms, take, lambda: bool(out))
@@ -436,11 +464,13 @@ class Consumer:
         def take(tp: TopicPartition, st: _PartitionState) -> bool:
             tables = []
             while st.buffered:
-                t = st.buffered[0].arrow(st.position)
+                f = st.buffered[0]
+                t = f.arrow(st.position)
                 self._pop(st)
                 if t.num_rows:
                     tables.append(t)
                     st.position = int(t.column("offset")[-1].as_py()) + 1
+                st.position = max(st.position, f.next_offset)  # past a compaction gap
             if tables:
                 out[tp] = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
             return False
@@ -455,6 +485,8 @@ class Consumer:
 
     def _wait_and_take(self, timeout_ms: float, take, have) -> None:
         self._check_open()
+        if self._group is not None:
+            self._group.tick(self)
         deadline = time.monotonic() + max(0.0, timeout_ms) / 1000.0
         while True:
             self._resolve_positions()
@@ -654,7 +686,7 @@ class Consumer:
                 if last_next <= off:
                     continue
                 st.max_bytes = self.max_partition_fetch_bytes
-                st.buffered.append(_Fetched(off, data, epoch, self.check_crcs))
+                st.buffered.append(_Fetched(off, data, epoch, self.check_crcs, last_next))
                 st.buffered_bytes += len(data)
                 st.fetch_position = last_next
                 got = True
@@ -672,6 +704,8 @@ class Consumer:
         """Stop the fetcher and close the connections."""
         if self._closed:
             return
+        if self._group is not None:
+            self._group.close(self)
         with self._lock:
             self._closed = True
             self._work.notify_all()

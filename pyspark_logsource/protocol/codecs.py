@@ -21,6 +21,8 @@ from typing import Any
 
 from ..errors import UnsupportedVersion
 from . import adapters as a
+from . import group_adapters as ga
+from . import group_messages as gm
 from . import messages as m
 from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
@@ -43,12 +45,12 @@ class Api:
     __slots__ = ("key", "request", "response", "req_to", "req_from", "resp_to", "resp_from", "min_version",
                  "max_version", "codecs")  # fmt: skip
 
-    def __init__(self, key: int, request: type, response: type, adapters: str) -> None:
+    def __init__(self, key: int, request: type, response: type, adapters: str, module: Any = a) -> None:
         self.key, self.request, self.response = key, request, response
-        self.req_to = getattr(a, f"{adapters}_req_to")
-        self.req_from = getattr(a, f"{adapters}_req_from")
-        self.resp_to = getattr(a, f"{adapters}_resp_to")
-        self.resp_from = getattr(a, f"{adapters}_resp_from")
+        self.req_to = getattr(module, f"{adapters}_req_to")
+        self.req_from = getattr(module, f"{adapters}_req_from")
+        self.resp_to = getattr(module, f"{adapters}_resp_to")
+        self.resp_from = getattr(module, f"{adapters}_resp_from")
         req_schema, resp_schema = SCHEMAS[key]
         if key == m.ApiKey.API_VERSIONS:
             req_schema = _API_VERSIONS_REQUEST_EXT
@@ -68,6 +70,12 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.OFFSET_COMMIT, m.OffsetCommitRequest, m.OffsetCommitResponse, "offset_commit"),
         Api(m.ApiKey.OFFSET_FETCH, m.OffsetFetchRequest, m.OffsetFetchResponse, "offset_fetch"),
         Api(m.ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest, m.FindCoordinatorResponse, "find_coordinator"),
+        Api(m.ApiKey.JOIN_GROUP, gm.JoinGroupRequest, gm.JoinGroupResponse, "join_group", ga),
+        Api(m.ApiKey.HEARTBEAT, gm.HeartbeatRequest, gm.HeartbeatResponse, "heartbeat", ga),
+        Api(m.ApiKey.LEAVE_GROUP, gm.LeaveGroupRequest, gm.LeaveGroupResponse, "leave_group", ga),
+        Api(m.ApiKey.SYNC_GROUP, gm.SyncGroupRequest, gm.SyncGroupResponse, "sync_group", ga),
+        Api(m.ApiKey.DESCRIBE_GROUPS, gm.DescribeGroupsRequest, gm.DescribeGroupsResponse, "describe_groups", ga),
+        Api(m.ApiKey.LIST_GROUPS, gm.ListGroupsRequest, gm.ListGroupsResponse, "list_groups", ga),
         Api(m.ApiKey.API_VERSIONS, m.ApiVersionsRequest, m.ApiVersionsResponse, "api_versions"),
         Api(m.ApiKey.CREATE_TOPICS, m.CreateTopicsRequest, m.CreateTopicsResponse, "create_topics"),
         Api(m.ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest, m.DeleteTopicsResponse, "delete_topics"),

@@ -26,14 +26,17 @@ import time
 import zlib
 from typing import NamedTuple
 
-from .. import format as fmt
-from ..errors import TopicAlreadyExists
-from .log import LogManager
+from ... import format as fmt
+from ...errors import TopicAlreadyExists
+from ..log import LogManager
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _KEY_VERSION = 1
+#: key version of a group's membership record (Kafka's GroupMetadataKey is version 2 too); the
+#: value is the coordinator's own encoding, the last one per group wins (compaction keeps it)
+_GROUP_KEY_VERSION = 2
 _VALUE = struct.Struct(">hqq")  # version, offset, commit timestamp ms; then metadata utf-8
 
 
@@ -65,6 +68,19 @@ def _decode_key(key: bytes) -> tuple[str, str, int] | None:
         return None
 
 
+def _encode_group_key(group: str) -> bytes:
+    g = group.encode()
+    return struct.pack(f">hH{len(g)}s", _GROUP_KEY_VERSION, len(g), g)
+
+
+def _decode_group_key(key: bytes) -> str | None:
+    try:
+        version, glen = struct.unpack_from(">hH", key, 0)
+        return key[4 : 4 + glen].decode() if version == _GROUP_KEY_VERSION and len(key) == 4 + glen else None
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
 def _encode_value(offset: int, metadata: str | None, ts: int) -> bytes:
     meta = b"\xff" if metadata is None else b"\x00" + metadata.encode()
     return _VALUE.pack(0, offset, ts) + meta
@@ -87,6 +103,8 @@ class GroupOffsetStore:
                  max_message_bytes: int = 100 * 1024 * 1024) -> None:  # fmt: skip
         self.logs = logs
         self.offsets: dict[tuple[str, str, int], CommittedOffset] = {}
+        #: group -> its last membership record (see :mod:`.coordinator`)
+        self.group_meta: dict[str, bytes] = {}
         if OFFSETS_TOPIC not in logs.topics():
             try:
                 logs.create_topic(
@@ -120,7 +138,16 @@ class GroupOffsetStore:
                     latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
                 offset = batches[-1].header.next_offset
             for raw_key, raw_value in latest.items():
-                key = _decode_key(raw_key) if raw_key is not None else None
+                if raw_key is None:
+                    continue
+                gkey = _decode_group_key(raw_key)
+                if gkey is not None:
+                    if raw_value is None:
+                        self.group_meta.pop(gkey, None)
+                    else:
+                        self.group_meta[gkey] = raw_value
+                    continue
+                key = _decode_key(raw_key)
                 if key is None:
                     continue
                 value = _decode_value(raw_value) if raw_value is not None else None
@@ -146,6 +173,15 @@ class GroupOffsetStore:
         self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
         for t, p, o, m in entries:
             self.offsets[(group, t, p)] = CommittedOffset(o, m, now)
+
+    def store_group(self, group: str, value: bytes | None) -> None:
+        """Durably record the group's membership (``None``: a tombstone, the group is gone)."""
+        data = fmt.encode([value], [_encode_group_key(group)])
+        self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
+        if value is None:
+            self.group_meta.pop(group, None)
+        else:
+            self.group_meta[group] = value
 
     def fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset]:
         """Committed offsets of ``group``; with ``partitions=None`` every partition it committed."""

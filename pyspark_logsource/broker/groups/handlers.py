@@ -1,0 +1,72 @@
+"""Request handlers of the group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+ListGroups); JoinGroup and SyncGroup are coroutines answered when the rebalance completes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InvalidGroupId
+from ...protocol import group_messages as g
+from ...protocol.messages import ApiKey
+from .coordinator import GroupState
+
+if TYPE_CHECKING:
+    from ..handlers import Session
+    from ..server import Broker
+
+
+class GroupHandlers:
+    """The group APIs of one broker (its coordinator and offset store)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
+        return {ApiKey.JOIN_GROUP: self.join_group, ApiKey.SYNC_GROUP: self.sync_group,
+                ApiKey.HEARTBEAT: self.heartbeat, ApiKey.LEAVE_GROUP: self.leave_group,
+                ApiKey.DESCRIBE_GROUPS: self.describe_groups, ApiKey.LIST_GROUPS: self.list_groups}  # fmt: skip
+
+    async def join_group(self, req: g.JoinGroupRequest, session: Session) -> g.JoinGroupResponse:
+        """Join; parked until the rebalance completes."""
+        host = session.peer.rsplit(":", 1)[0]
+        return await self.broker.coordinator.join(req, req.api_version, session.client_id or "", "/" + host)
+
+    async def sync_group(self, req: g.SyncGroupRequest, session: Session) -> g.SyncGroupResponse:
+        """Assignment; parked until the leader sent it."""
+        return await self.broker.coordinator.sync(req)
+
+    def heartbeat(self, req: g.HeartbeatRequest, session: Session) -> g.HeartbeatResponse:
+        return self.broker.coordinator.heartbeat(req)
+
+    def leave_group(self, req: g.LeaveGroupRequest, session: Session) -> g.LeaveGroupResponse:
+        return self.broker.coordinator.leave(req)
+
+    def describe_groups(self, req: g.DescribeGroupsRequest, session: Session) -> g.DescribeGroupsResponse:
+        """Membership groups as the coordinator has them; offset-only groups as Empty; unknown ones Dead."""
+        out = []
+        known = self.broker.groups.groups()
+        for gid in req.groups:
+            if not gid:
+                out.append(g.DescribedGroup(gid, InvalidGroupId.code, error_message="group id is empty"))
+                continue
+            d = self.broker.coordinator.describe(gid)
+            if d is None:
+                state = GroupState.EMPTY if gid in known else GroupState.DEAD
+                d = g.DescribedGroup(gid, 0, state.value)
+            out.append(d)
+        return g.DescribeGroupsResponse(out)
+
+    def list_groups(self, req: g.ListGroupsRequest, session: Session) -> g.ListGroupsResponse:
+        """Every group with members or committed offsets, filtered by state (v4+) and type (v5+)."""
+        coord = self.broker.coordinator
+        listed = {gid: g.ListedGroup(gid, "", GroupState.EMPTY.value) for gid in self.broker.groups.groups()}
+        for gid in list(coord.groups):
+            d = coord.describe(gid)
+            if d is not None and (d.state != GroupState.EMPTY.value or gid in listed or d.protocol_type):
+                listed[gid] = g.ListedGroup(gid, d.protocol_type, d.state)
+        states = {s.lower() for s in req.states_filter}
+        types = {t.lower() for t in req.types_filter}
+        groups = [x for _, x in sorted(listed.items()) if (not states or x.state.lower() in states)
+                  and (not types or x.group_type in types)]  # fmt: skip
+        return g.ListGroupsResponse(0, groups)

@@ -1,0 +1,196 @@
+"""Consumer groups against real processes: a broker process, member processes (tests/group_member.py),
+a producer running throughout, kill -9 of a member; and the coordinator and assignors without sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from brokers import broker_process
+
+from pyspark_logsource.broker.groups.coordinator import GroupCoordinator, GroupSettings, GroupState
+from pyspark_logsource.client.admin import Admin
+from pyspark_logsource.client.assignors import range_assign, roundrobin_assign
+from pyspark_logsource.client.producer import Producer
+from pyspark_logsource.errors import IllegalGeneration, InvalidGroupId, InvalidSessionTimeout, UnknownMemberId
+from pyspark_logsource.protocol import group_messages as g
+
+MEMBER = Path(__file__).with_name("group_member.py")
+SESSION_MS = 2000
+
+# ------------------------------------------------------------------ assignors
+
+
+def test_range_is_algorithm_1():
+    subs = {"b": ["t"], "a": ["t"], "c": ["t", "u"]}
+    out = range_assign(subs, {"t": 7, "u": 2})
+    assert out == {"a": [("t", 0), ("t", 1), ("t", 2)], "b": [("t", 3), ("t", 4)],
+                   "c": [("t", 5), ("t", 6), ("u", 0), ("u", 1)]}  # fmt: skip
+
+
+def test_roundrobin_deals_in_turn_and_skips_unsubscribed():
+    out = roundrobin_assign({"a": ["t", "u"], "b": ["t"]}, {"t": 3, "u": 2})
+    assert sorted(out["a"] + out["b"]) == [("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1)]
+    assert out["b"] == [("t", 1)] and ("u", 0) in out["a"]
+
+
+# ------------------------------------------------------------------ coordinator state machine (no sockets)
+
+
+def _join(gid: str, member: str = "", version: int = 5, session: int = 1000) -> g.JoinGroupRequest:
+    sub = g.encode_subscription(g.Subscription(["t"]))
+    return g.JoinGroupRequest(gid, session, 1000, member, "consumer", [g.JoinGroupProtocol("range", sub)],
+                              api_version=version)  # fmt: skip
+
+
+def test_coordinator_states_and_errors():
+    async def run() -> None:
+        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100))
+        with pytest.raises(InvalidGroupId):
+            await c.join(_join(""), 5)
+        with pytest.raises(InvalidSessionTimeout):
+            await c.join(_join("g", session=10), 5)
+        r = await c.join(_join("g"), 5)
+        assert r.error_code == 79 and r.member_id  # MEMBER_ID_REQUIRED
+        a, b = await asyncio.gather(c.join(_join("g", r.member_id), 5), c.join(_join("g", version=3), 3))
+        assert a.generation_id == b.generation_id == 1 and c.state_of("g") == GroupState.COMPLETING_REBALANCE
+        leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+        assert len(leader.members) == 2 and follower.members == []
+        plan = {leader.member_id: g.encode_assignment(g.Assignment([("t", 0)])),
+                follower.member_id: g.encode_assignment(g.Assignment([("t", 1)]))}  # fmt: skip
+        s1, s2 = await asyncio.gather(c.sync(g.SyncGroupRequest("g", 1, leader.member_id, plan)),
+                                      c.sync(g.SyncGroupRequest("g", 1, follower.member_id)))  # fmt: skip
+        assert g.decode_assignment(s2.assignment).partitions == [("t", 1)] and c.state_of("g") == GroupState.STABLE
+        with pytest.raises(UnknownMemberId):
+            c.heartbeat(g.HeartbeatRequest("g", 1, "nobody"))
+        with pytest.raises(IllegalGeneration):
+            c.heartbeat(g.HeartbeatRequest("g", 0, leader.member_id))
+        with pytest.raises(IllegalGeneration):
+            c.validate_commit("g", 7, leader.member_id)
+        c.validate_commit("g", -1, "")  # a simple commit (Spark's lag commits) is always accepted
+        # the follower stops heartbeating: its session expires, the leader is told to rejoin
+        for _ in range(8):
+            await asyncio.sleep(0.15)
+            hb = c.heartbeat(g.HeartbeatRequest("g", 1, leader.member_id))
+            if hb.error_code:
+                break
+        assert hb.error_code == 27 and c.state_of("g") == GroupState.PREPARING_REBALANCE  # REBALANCE_IN_PROGRESS
+        r = await c.join(_join("g", leader.member_id), 5)
+        assert r.generation_id == 2 and [m.member_id for m in r.members] == [leader.member_id]
+        with pytest.raises(UnknownMemberId):
+            c.heartbeat(g.HeartbeatRequest("g", 2, follower.member_id))
+        assert c.leave(g.LeaveGroupRequest("g", [leader.member_id])).error_code == 0
+        await asyncio.sleep(0.05)
+        assert c.state_of("g") == GroupState.EMPTY
+
+    asyncio.run(run())
+
+
+# ------------------------------------------------------------------ real processes
+
+
+class _Member:
+    def __init__(self, bootstrap: str, out: Path) -> None:
+        self.out = out
+        self.proc = subprocess.Popen([sys.executable, str(MEMBER), bootstrap, "grp", "t", str(out), str(SESSION_MS)],
+                                     stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def lines(self) -> list[list[str]]:
+        return [ln.split() for ln in self.out.read_text().splitlines() if ln] if self.out.exists() else []
+
+    def assignment(self) -> set[int]:
+        a = [ln for ln in self.lines() if ln[0] == "A"]
+        return {int(p) for p in a[-1][2].split(",") if p} if a and len(a[-1]) > 2 else set()
+
+
+def _wait(cond, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _owned_once(members: list[_Member]) -> bool:
+    owned = [p for m in members for p in m.assignment()]
+    return sorted(owned) == list(range(6))
+
+
+@pytest.mark.slow
+def test_group_of_processes_rebalances_and_survives_kill_9(tmp_path):
+    with broker_process(tmp_path / "broker") as b:
+        Admin(b.bootstrap).create_topic("t", partitions=6)
+        produced = Counter()
+        stop = threading.Event()
+
+        def produce() -> None:
+            p = Producer(b.bootstrap, linger_ms=5)
+            i = 0
+            while not stop.is_set():
+                p.send("t", value=str(i).encode(), partition=i % 6)
+                produced[i % 6] += 1
+                i += 1
+                if i % 50 == 0:
+                    p.flush()
+                    time.sleep(0.05)
+            p.flush()
+            p.close()
+
+        prod = threading.Thread(target=produce)
+        prod.start()
+        members = [_Member(b.bootstrap, tmp_path / f"m{i}") for i in range(3)]
+        try:
+            _wait(lambda: _owned_once(members) and all(len(m.assignment()) == 2 for m in members), 20, "3 members")
+            members.append(_Member(b.bootstrap, tmp_path / "m3"))
+            _wait(lambda: _owned_once(members) and members[3].assignment(), 20, "the 4th member's share")
+            assert sorted(len(m.assignment()) for m in members) == [1, 1, 2, 2]
+            victim = max(members, key=lambda m: len(m.assignment()))
+            lost = victim.assignment()
+            os.kill(victim.proc.pid, signal.SIGKILL)
+            victim.proc.wait()
+            alive = [m for m in members if m is not victim]
+            took = _wait(lambda: _owned_once(alive), SESSION_MS / 1000 + 10, "the dead member's partitions")
+            assert lost <= {p for m in alive for p in m.assignment()}
+            print(f"partitions of the killed member owned again after {took:.2f}s (session {SESSION_MS} ms)")
+            time.sleep(1.0)
+            stop.set()
+            prod.join()
+
+            def consumed() -> dict[int, Counter]:
+                seen: dict[int, Counter] = defaultdict(Counter)
+                for m in members:
+                    for ln in m.lines():
+                        if ln[0] == "R":
+                            seen[int(ln[1])][int(ln[2])] += 1
+                return seen
+
+            _wait(lambda: all(len(consumed()[p]) == produced[p] for p in range(6)), 30, "every record consumed")
+        finally:
+            stop.set()
+            for m in members:
+                if m.proc.poll() is None:
+                    m.proc.terminate()
+                    m.proc.wait(10)
+        seen = consumed()
+        # duplicates only for offsets at or after the dead member's last commit of that partition
+        last_commit = {}
+        for ln in victim.lines():
+            if ln[0] == "C":
+                last_commit[int(ln[1])] = int(ln[2])
+        dups = 0
+        for p in range(6):
+            assert set(seen[p]) == set(range(produced[p])), f"partition {p} lost records"
+            for off, n in seen[p].items():
+                if n > 1:
+                    dups += n - 1
+                    assert p in lost and off >= last_commit.get(p, 0), f"duplicate {p}@{off} before the last commit"
+        print(f"{sum(produced.values())} records, {dups} duplicates (all after the dead member's last commit)")
