@@ -8,7 +8,7 @@ Fields are Kafka's v2 record batch header (big-endian)::
      16  magic              int8    MAGIC
      17  crc                uint32  CRC-32C of bytes [21, end)
      21  attributes         int16   codec | timestamp type | txn | control | layout bits
-     23  last_offset_delta  int32   record_count - 1 (offsets are consecutive)
+     23  last_offset_delta  int32   record_count - 1; more in a compacted Kafka-layout batch
      27  base_timestamp     int64   ms
      35  max_timestamp      int64   ms
      43  producer_id        int64   -1 when not idempotent
@@ -23,6 +23,13 @@ produced in, so both kinds of consumers keep ``sendfile``. The HAS_* bits
 describe the Arrow body and are illegal without ARROW_BODY; a Kafka-layout
 batch may only use bits 0-6 (codec, timestamp type, transactional, control,
 KIP-534 delete horizon).
+
+Offsets in a batch are consecutive when it is appended. Compaction keeps a
+batch's base offset and last offset delta and drops records, so a compacted
+batch has ``last_offset_delta >= record_count - 1`` and gaps between its
+records. Only Kafka's layout can say that (each record carries its offset
+delta); the cleaner writes every batch that loses records in Kafka's layout,
+so an Arrow-body batch always holds consecutive offsets ``base_offset + i``.
 
 This module is the only place that knows byte offsets in the header:
 everything else reads :class:`BatchHeader` fields and calls the stamp
@@ -180,13 +187,22 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     return h
 
 
-def check_header(h: BatchHeader) -> None:
-    """Sanity checks that need no body: magic, length, counts, legal attributes."""
+def check_header(h: BatchHeader, *, consecutive: bool = False) -> None:
+    """Sanity checks that need no body: magic, length, counts, legal attributes.
+
+    ``consecutive`` (the produce path) demands ``last_offset_delta == record_count - 1``;
+    otherwise a Kafka-layout batch may span more offsets than it has records (compaction).
+    """
     if h.magic != MAGIC:
         raise CorruptRecord(f"unknown batch magic {h.magic} at offset {h.base_offset}")
     if h.batch_length < _MIN_LENGTH:
         raise CorruptRecord(f"batch length {h.batch_length} is smaller than the header")
-    if h.record_count < 1 or h.last_offset_delta != h.record_count - 1:
+    gapped = h.last_offset_delta != h.record_count - 1
+    if (
+        h.record_count < 1
+        or h.last_offset_delta < h.record_count - 1
+        or (gapped and (consecutive or h.attributes & ARROW_BODY))
+    ):
         raise CorruptRecord(
             f"batch record count {h.record_count} does not match last offset delta {h.last_offset_delta}"
         )
@@ -251,14 +267,14 @@ def walk(
             _, length, _, magic, crc, attrs, lod, _, _, _, _, _, count = t
             h = _new(BatchHeader, t)
             if (
-                lod != count - 1
+                (lod != count - 1 and (strict or lod < count - 1 or attrs & ARROW_BODY))
                 or count < 1
                 or magic != MAGIC
                 or length < _MIN_LENGTH
                 or attrs & _HIGH_MASK not in _LEGAL_HIGH
                 or t[0] > _INT64_MAX - lod
             ):
-                check_header(h)  # raises the precise CorruptRecord
+                check_header(h, consecutive=strict)  # raises the precise CorruptRecord
             size = length + LOG_OVERHEAD
             if size > limit:
                 raise MessageTooLarge(f"batch of {size} bytes exceeds the limit of {limit} bytes")
@@ -339,14 +355,19 @@ def write_header(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
+    last_offset_delta: int | None = None,
 ) -> bytearray:
     """Fill the header of ``out`` (a finished batch whose first HEADER_SIZE bytes are a
-    placeholder): batch length from ``len(out)``, then the CRC. Returns ``out``."""
+    placeholder): batch length from ``len(out)``, then the CRC. Returns ``out``.
+
+    ``last_offset_delta`` defaults to ``record_count - 1``; a compacted batch keeps its original one.
+    """
+    lod = record_count - 1 if last_offset_delta is None else last_offset_delta
     if len(out) - LOG_OVERHEAD > _INT32_MAX:
         raise MessageTooLarge("batch exceeds 2 GiB")
     try:
         HEADER.pack_into(
-            out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attributes, record_count - 1,
+            out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attributes, lod,
             base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
         )  # fmt: skip
     except struct.error as e:

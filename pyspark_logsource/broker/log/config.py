@@ -28,6 +28,9 @@ LOG_APPEND_TIME = "LogAppendTime"
 _MIN_BATCH = 61  # a record batch header; no batch can be smaller
 
 _DAY_MS = 24 * 3600 * 1000
+DELETE, COMPACT, COMPACT_DELETE = "delete", "compact", "compact,delete"
+_STRINGS = frozenset({"message_timestamp_type", "cleanup_policy"})
+_FLOATS = frozenset({"min_cleanable_dirty_ratio"})
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,19 @@ class LogConfig:
     max_message_bytes: int = (1 << 20) + 12  # Kafka's 1048588: 1 MiB plus the log overhead
     message_timestamp_type: str = CREATE_TIME
     file_delete_delay_ms: int = 60_000
+    #: "delete" (retention), "compact" (keep the last record per key) or both ("compact,delete")
+    cleanup_policy: str = DELETE
+    delete_retention_ms: int = _DAY_MS  # how long tombstones outlive compaction
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     # Broker-wide (used by LogManager, ignored per topic).
     retention_check_interval_ms: int = 300_000
     flush_scheduler_interval_ms: int = 1000
+    cleaner_enable: int = 1
+    #: memory of the cleaner's offset map (Kafka's 128 MiB); bounds the dirty segments one pass takes
+    cleaner_dedupe_buffer_size: int = 128 << 20
+    cleaner_backoff_ms: int = 15_000
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, why: str) -> None:
@@ -56,7 +69,12 @@ class LogConfig:
 
         for name, attr in _ATTR.items():
             v = getattr(self, attr)
-            if attr != "message_timestamp_type" and (isinstance(v, bool) or not isinstance(v, int)):
+            if attr in _STRINGS:
+                continue
+            if attr in _FLOATS:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise InvalidConfig(f"{name} must be a number, got {v!r}")
+            elif isinstance(v, bool) or not isinstance(v, int):
                 raise InvalidConfig(f"{name} must be an integer, got {v!r}")
         need(_MIN_BATCH <= self.segment_bytes <= INT_MAX, "segment.bytes", f"must be in [{_MIN_BATCH}, {INT_MAX}]")
         need(self.segment_ms >= 1, "segment.ms", "must be >= 1")
@@ -73,8 +91,30 @@ class LogConfig:
             f"must be {CREATE_TIME} or {LOG_APPEND_TIME}",
         )
         need(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", "must be >= 0")
+        need(
+            self.cleanup_policy in (DELETE, COMPACT, COMPACT_DELETE),
+            "cleanup.policy",
+            f"must be {DELETE}, {COMPACT} or {COMPACT_DELETE}",
+        )
+        need(self.delete_retention_ms >= 0, "delete.retention.ms", "must be >= 0")
+        need(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be >= 0")
+        need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", "must be >= 1")
+        need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", "must be in [0, 1]")
+        need(self.cleaner_enable in (0, 1), "log.cleaner.enable", "must be true or false")
+        need(self.cleaner_dedupe_buffer_size >= 1024, "log.cleaner.dedupe.buffer.size", "must be >= 1024")
+        need(self.cleaner_backoff_ms >= 1, "log.cleaner.backoff.ms", "must be >= 1")
         need(self.retention_check_interval_ms >= 1, "log.retention.check.interval.ms", "must be >= 1")
         need(self.flush_scheduler_interval_ms >= 1, "log.flush.scheduler.interval.ms", "must be >= 1")
+
+    @property
+    def compact(self) -> bool:
+        """The cleaner compacts this log (keyless records are refused on append)."""
+        return self.cleanup_policy != DELETE
+
+    @property
+    def delete(self) -> bool:
+        """Retention (retention.ms, retention.bytes) deletes old segments of this log."""
+        return self.cleanup_policy != COMPACT
 
     @property
     def log_append_time(self) -> bool:
@@ -106,11 +146,16 @@ class LogConfig:
                 if strict:
                     raise InvalidConfig(f"unknown log config {key!r}")
                 continue
-            values[attr] = raw if attr == "message_timestamp_type" else _parse_int(key, raw)
+            if attr in _STRINGS:
+                values[attr] = _parse_str(attr, raw)
+            elif attr in _FLOATS:
+                values[attr] = _parse_float(key, raw)
+            elif attr == "cleaner_enable":
+                values[attr] = _parse_bool(key, raw)
+            else:
+                values[attr] = _parse_int(key, raw)
         for attr, (ms, _) in hours_minutes.items():
             values.setdefault(attr, ms)
-        if "message_timestamp_type" in values:
-            values["message_timestamp_type"] = str(values["message_timestamp_type"]).strip()
         start = base if base is not None else cls()
         return dataclasses.replace(start, **values)
 
@@ -128,6 +173,32 @@ class LogConfig:
                 continue
             out[name] = str(getattr(self, attr))
         return out
+
+
+def _parse_str(attr: str, raw: object) -> str:
+    v = str(raw).strip()
+    if attr == "cleanup_policy":  # Kafka accepts a list in any order: "delete,compact"
+        parts = sorted({p.strip().lower() for p in v.split(",") if p.strip()})
+        return COMPACT_DELETE if parts == [COMPACT, DELETE] else ",".join(parts)
+    return v
+
+
+def _parse_float(key: str, raw: object) -> float:
+    if isinstance(raw, bool):
+        raise InvalidConfig(f"{key} must be a number, got {raw!r}")
+    try:
+        return float(str(raw).strip())
+    except ValueError:
+        raise InvalidConfig(f"{key} must be a number, got {raw!r}") from None
+
+
+def _parse_bool(key: str, raw: object) -> int:
+    v = str(raw).strip().lower()
+    if v in ("true", "1"):
+        return 1
+    if v in ("false", "0"):
+        return 0
+    raise InvalidConfig(f"{key} must be true or false, got {raw!r}")
 
 
 def _parse_int(key: str, raw: object) -> int:
@@ -154,6 +225,14 @@ _ATTR = {
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "log.cleaner.enable": "cleaner_enable",
+    "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
+    "log.cleaner.backoff.ms": "cleaner_backoff_ms",
     "log.retention.check.interval.ms": "retention_check_interval_ms",
     "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
 }
@@ -171,6 +250,11 @@ _ALIASES = dict(
         "message.max.bytes": "max_message_bytes",
         "log.message.timestamp.type": "message_timestamp_type",
         "log.segment.delete.delay.ms": "file_delete_delay_ms",
+        "log.cleanup.policy": "cleanup_policy",
+        "log.cleaner.delete.retention.ms": "delete_retention_ms",
+        "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+        "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
+        "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
     },
 )
 # Coarser broker spellings: key -> (attribute, unit in ms, precedence rank).

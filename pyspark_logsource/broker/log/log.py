@@ -27,6 +27,7 @@ from typing import NamedTuple
 from ...errors import (
     CorruptRecord,
     DuplicateSequence,
+    InvalidRecord,
     InvalidRequest,
     OffsetOutOfRange,
     StorageError,
@@ -36,8 +37,9 @@ from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ...format.kafka import validate_kafka_records
 from ...topics import validate_topic_name
 from .config import LogConfig
+from .loader import complete_swaps, fault_point, fsync_dir, write_swap_meta
 from .producer_state import ProducerStateManager
-from .segment import DELETED_SUFFIX, LOG_SUFFIX, FileRegion, LogSegment
+from .segment import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,7 @@ class PartitionLog:
         for p in list(d.iterdir()):
             if p.name.endswith(DELETED_SUFFIX) or p.name.endswith(".tmp"):
                 p.unlink(missing_ok=True)  # deletions and writes that a crash interrupted
+        swapped = complete_swaps(d, self.config, self.name)  # before the segments are listed
         marker = d / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         marker.unlink(missing_ok=True)  # from here on, a crash must not look clean
@@ -126,13 +129,16 @@ class PartitionLog:
             seg = LogSegment(d, base, self.config)
             flushed = i + 1 < len(bases) and bases[i + 1] <= recovery_point
             seg_cut = 0
-            if clean or flushed:
+            if (clean or flushed) and base not in swapped:
                 seg.load()
             else:
                 recovered += 1
                 seg_cut = seg.recover()
                 cut += seg_cut
-            if segments and seg.base_offset != segments[-1].next_offset:
+            # compaction may leave a gap between segments (its last records removed), never an overlap
+            if segments and not (seg.base_offset == segments[-1].next_offset or (
+                self.config.compact and seg.base_offset > segments[-1].next_offset
+            )):  # fmt: skip
                 log.warning("%s: segment %d does not follow offset %d; dropping it and later segments",
                             self.name, base, segments[-1].next_offset)
                 seg.destroy()
@@ -274,9 +280,15 @@ class PartitionLog:
             raise CorruptRecord("empty record set")
         # header checks, size bound, CRC and codec of every batch: one call, the format's walker
         batches = fmt.walk(mv, check_crc=True, max_size=self.config.max_message_bytes, strict=True)
+        compact = self.config.compact
         for pos, h in batches:
-            if not h.is_arrow_body:  # a Kafka client's batch: its varint records must parse
-                validate_kafka_records(mv, pos, h)
+            if h.is_arrow_body:
+                keyless = compact and h.attributes & fmt.HAS_KEY_NULLS
+            else:  # a Kafka client's batch: its varint records must parse
+                keyless = validate_kafka_records(mv, pos, h) and compact
+            if keyless:
+                raise InvalidRecord(f"compacted topic {self.topic} refuses records without a key "
+                                    f"(batch at position {pos})")  # fmt: skip
         now = int(time.time() * 1000)
         with self._lock:
             if self._closed:
@@ -452,10 +464,12 @@ class PartitionLog:
             now = _now_ms() if now_ms is None else now_ms
             segs = self._view.segments
             n = 0
-            if self.config.retention_ms >= 0:
+            if not self.config.delete:
+                n = 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
+            elif self.config.retention_ms >= 0:
                 while n < len(segs) - 1 and now - segs[n].max_timestamp > self.config.retention_ms:
                     n += 1
-            if self.config.retention_bytes >= 0:
+            if self.config.retention_bytes >= 0 and self.config.delete:
                 excess = sum(s.size for s in segs) - self.config.retention_bytes
                 for s in segs[:n]:
                     excess -= s.size
@@ -474,6 +488,42 @@ class PartitionLog:
         for seg in gone:
             seg.rename_for_delete()
             self._pending_deletes.append((due, seg))
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
+        """Swap the cleaned segment ``new`` (files ``*.cleaned``) in for ``old``: Kafka's suffix protocol.
+
+        ``old`` must still be consecutive inactive segments of the log (retention or a
+        truncation may have removed them meanwhile: then nothing changes and False
+        is returned, ``new`` is destroyed). See :mod:`.loader` for the steps and how
+        a restart finishes or rolls back a swap a crash interrupted.
+        """
+        with self._lock:
+            segs = self._view.segments
+            i = next((j for j, s in enumerate(segs) if s is old[0]), -1)
+            if self._closed or i < 0 or i + len(old) >= len(segs) or any(
+                a is not b for a, b in zip(segs[i : i + len(old)], old, strict=False)
+            ):
+                new.destroy()
+                return False
+            meta = write_swap_meta(self.directory, new.base_offset, [s.base_offset for s in old])
+            new.seal_time_index()
+            new.flush()
+            fault_point("cleaned")
+            new.change_suffix(SWAP_SUFFIX)
+            fsync_dir(self.directory)  # committed: a restart now completes the swap
+            fault_point("swap")
+            keep = (*segs[:i], new, *segs[i + len(old):])
+            self._view = _View([s.base_offset for s in keep], keep)  # readers see the cleaned segment
+            due = time.monotonic() + self.config.file_delete_delay_ms / 1000
+            for seg in old:
+                seg.rename_for_delete()  # open handles (regions being served) stay valid
+                self._pending_deletes.append((due, seg))
+            fault_point("deleted")
+            new.change_suffix("")
+            fsync_dir(self.directory)
+            fault_point("renamed")
+            meta.unlink(missing_ok=True)
+            return True
 
     def run_pending_deletes(self, force: bool = False) -> int:
         """Close and unlink segments whose ``file.delete.delay.ms`` passed; return how many."""

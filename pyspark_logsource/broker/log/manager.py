@@ -28,6 +28,7 @@ from ...errors import (
     UnknownTopicOrPartition,
 )
 from ...topics import validate_topic_name
+from .cleaner import CleanStats, LogCleaner
 from .config import LogConfig
 from .log import PartitionLog
 
@@ -35,6 +36,12 @@ log = logging.getLogger(__name__)
 
 TOPIC_CONFIG_FILE = "config.properties"
 DELETE_DIR_SUFFIX = "-delete"
+#: topic-level defaults of internal topics (Kafka compacts its offsets topic; keys are group/topic/partition)
+INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {"__consumer_offsets": {"cleanup.policy": "compact"}}
+
+
+def _with_internal_defaults(topic: str, overrides: Mapping[str, str]) -> dict[str, str]:
+    return {**INTERNAL_TOPIC_DEFAULTS.get(topic, {}), **overrides}
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -88,11 +95,17 @@ class LogManager:
         self._last_retention = time.monotonic()
         self._closed = False
         self._background = background
+        self.cleaner = LogCleaner(default_config.cleaner_dedupe_buffer_size)
         self._load_logs()
         self._thread: threading.Thread | None = None
+        self._cleaner_thread: threading.Thread | None = None
         if background:
             self._thread = threading.Thread(target=self._run, name="log-manager", daemon=True)
             self._thread.start()
+            if default_config.cleaner_enable:
+                # its own thread: a long cleaning pass must not delay flushes and retention
+                self._cleaner_thread = threading.Thread(target=self._run_cleaner, name="log-cleaner", daemon=True)
+                self._cleaner_thread.start()
 
     # ------------------------------------------------------------ loading
 
@@ -117,7 +130,7 @@ class LogManager:
                 topic, partition = parsed
                 if (topic, partition) in self._logs:
                     raise StorageError(f"partition {topic}-{partition} exists in two log dirs ({child})")
-                overrides = _read_properties(child / TOPIC_CONFIG_FILE)
+                overrides = _with_internal_defaults(topic, _read_properties(child / TOPIC_CONFIG_FILE))
                 try:
                     config = self.default_config.with_overrides(overrides)
                 except InvalidConfig as e:
@@ -158,6 +171,7 @@ class LogManager:
                 overrides = self._overrides.get(topic, {})
             else:
                 overrides = {str(k): str(v) for k, v in config_overrides.items()}
+            overrides = _with_internal_defaults(topic, overrides)
             config = self.default_config.with_overrides(overrides)
             directory = self._pick_dir() / f"{topic}-{partition}"
             try:
@@ -281,8 +295,30 @@ class LogManager:
             except Exception:  # the thread must outlive any one failure
                 log.exception("log manager background task failed")
 
+    def clean_logs(self, *, force: bool = False, now_ms: int | None = None) -> list[CleanStats]:
+        """One cleaning pass over every compacted log that needs one (``force``: every compacted log)."""
+        out = []
+        for lg in self.logs():
+            if lg.config.compact and not lg.closed:
+                try:
+                    stats = self.cleaner.clean(lg, force=force, now_ms=now_ms)
+                except StorageError as e:
+                    if not lg.closed:
+                        log.error("cleaning %s failed: %s", lg.name, e)
+                    continue
+                if stats is not None:
+                    out.append(stats)
+        return out
+
+    def _run_cleaner(self) -> None:
+        while not self._stop.wait(self.default_config.cleaner_backoff_ms / 1000):
+            try:
+                self.clean_logs()
+            except Exception:  # the thread must outlive any one failure; the log stays as it was
+                log.exception("log cleaner pass failed")
+
     def close(self) -> None:
-        """Stop the background thread, flush and close every log (each marked clean)."""
+        """Stop the background threads, flush and close every log (each marked clean)."""
         with self._lock:
             if self._closed:
                 return
@@ -290,6 +326,8 @@ class LogManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._cleaner_thread is not None:
+            self._cleaner_thread.join()
         for lg in self.logs():
             lg.close()
         self._finish_deletes(force=True)

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
+#: the log cleaner's suffixes (Kafka's): a segment being written, and one ready to replace its originals
+CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"
 _RECOVERY_CHUNK = 8 << 20
 
 
@@ -51,19 +53,23 @@ class FileRegion(NamedTuple):
 class LogSegment:
     """A segment file and its offset and time indexes."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig) -> None:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, suffix: str = "") -> None:
+        """``suffix`` (``.cleaned``, ``.swap``) names a segment the cleaner is writing or swapping in."""
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.config = config
         stem = segment_name(base_offset)
-        self.log_path = self.directory / (stem + LOG_SUFFIX)
+        self.suffix = suffix
+        self.log_path = self.directory / (stem + LOG_SUFFIX + suffix)
         mode = "r+b" if self.log_path.exists() else "w+b"
         self.file: BinaryIO = open(self.log_path, mode, buffering=0)  # noqa: SIM115 - owned by the segment
         self._fd = self.file.fileno()
         #: Bytes of whole batches in the file; readers never look past it.
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(self.directory / (stem + INDEX_SUFFIX), base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX), base_offset, config.segment_index_bytes)
+        self.offset_index = OffsetIndex(self.directory / (stem + INDEX_SUFFIX + suffix), base_offset,
+                                        config.segment_index_bytes)  # fmt: skip
+        self.time_index = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX + suffix), base_offset,
+                                    config.segment_index_bytes)  # fmt: skip
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -103,7 +109,7 @@ class LogSegment:
         self._bytes_since_index = 0
         while pos < self.size:
             h = self._header_at(pos)
-            if h.base_offset != self.next_offset or pos + h.size > self.size:
+            if not self._follows(h.base_offset) or pos + h.size > self.size:
                 raise CorruptRecord(f"batch at position {pos} of {self.log_path.name} does not follow its predecessor")
             self._track(h, pos, index=False)
             pos += h.size
@@ -133,7 +139,7 @@ class LogSegment:
             errors: list[Exception] = []
             batches = fmt.walk(buf, check_crc=check_crc, errors=errors)
             for rel, h in batches:
-                if h.base_offset != self.next_offset:
+                if not self._follows(h.base_offset):
                     why = f"base offset {h.base_offset}, expected {self.next_offset}"
                     break
                 self._track(h, pos + rel, index=True)
@@ -167,6 +173,13 @@ class LogSegment:
         self.time_index.flush()
         return cut
 
+    def _follows(self, base_offset: int) -> bool:
+        """Whether a batch at ``base_offset`` may come next: compaction leaves gaps (in compacted
+        logs and the cleaner's segments), never overlaps; elsewhere a gap is damage."""
+        if self.config.compact or self.suffix:
+            return base_offset >= self.next_offset
+        return base_offset == self.next_offset
+
     # ------------------------------------------------------------ appending
 
     def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool) -> None:
@@ -180,13 +193,14 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
         self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
-        self.next_offset = base + h.record_count
+        self.next_offset = base + h.last_offset_delta + 1
 
     def append(self, data: memoryview, batches: list[tuple[int, int, int, int, int]], *, arrow: bool = True) -> None:
         """Write stamped batches at the end and index them.
 
         ``batches`` holds, per batch: position in ``data``, base offset, size,
-        max timestamp, record count; ``arrow``: some of them have our Arrow body.
+        max timestamp, offsets spanned (the record count, except in a compacted
+        batch); ``arrow``: some of them have our Arrow body.
         """
         if arrow:
             self.holds_arrow = True  # before the bytes are published to readers
@@ -308,7 +322,8 @@ class LogSegment:
                     return h.base_offset
                 rb = decode(os.pread(self._fd, h.size, pos)).to_arrow()
                 ts = rb.column(3).cast("int64").to_numpy()
-                return h.base_offset + int(np.argmax(ts >= timestamp))
+                # the offset column, not base + index: a compacted batch has gaps
+                return int(rb.column(2)[int(np.argmax(ts >= timestamp))].as_py())
             pos += h.size
             h = self._header_at(pos) if pos < size else None
         return None
@@ -329,6 +344,16 @@ class LogSegment:
         if pos == 0:
             self.created_ms = None
         return removed
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename the files from this segment's suffix to ``new_suffix``: indexes first, the log last
+        (the log file's name is what recovery trusts). Open handles stay valid."""
+        stem = segment_name(self.base_offset)
+        for idx, name in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIMEINDEX_SUFFIX)):
+            idx.rename(self.directory / (stem + name + new_suffix))
+        new = self.directory / (stem + LOG_SUFFIX + new_suffix)
+        os.replace(self.log_path, new)
+        self.log_path, self.suffix = new, new_suffix
 
     def rename_for_delete(self) -> None:
         """Rename every file to ``*.deleted``; open handles (and served regions) stay valid."""
