@@ -98,10 +98,10 @@ def test_coordinator_states_and_errors():
 
 
 class _Member:
-    def __init__(self, bootstrap: str, out: Path) -> None:
-        self.out = out
-        self.proc = subprocess.Popen([sys.executable, str(MEMBER), bootstrap, "grp", "t", str(out), str(SESSION_MS)],
-                                     stderr=subprocess.DEVNULL)  # fmt: skip
+    def __init__(self, bootstrap: str, out: Path, kind: str = "ours") -> None:
+        self.out, self.kind = out, kind
+        self.proc = subprocess.Popen([sys.executable, str(MEMBER), bootstrap, "grp", "t", str(out), str(SESSION_MS),
+                                      kind], stderr=subprocess.DEVNULL)  # fmt: skip
 
     def lines(self) -> list[list[str]]:
         return [ln.split() for ln in self.out.read_text().splitlines() if ln] if self.out.exists() else []
@@ -127,6 +127,23 @@ def _owned_once(members: list[_Member]) -> bool:
 
 @pytest.mark.slow
 def test_group_of_processes_rebalances_and_survives_kill_9(tmp_path):
+    _group_scenario(tmp_path, ["ours", "ours", "ours"])
+
+
+@pytest.mark.slow
+def test_group_with_a_confluent_kafka_member(tmp_path):
+    """librdkafka (range assignor) and ours in one group: joins, shares, kill -9, every record consumed."""
+    _group_scenario(tmp_path, ["confluent", "ours", "ours"])
+
+
+@pytest.mark.slow
+def test_group_with_a_kafka_python_member(tmp_path):
+    _group_scenario(tmp_path, ["kafka-python", "ours", "confluent"])
+
+
+def _group_scenario(tmp_path: Path, kinds: list[str]) -> None:
+    """The issue's group test: 3 members with a producer running, a 4th (ours) joins, the member with the most
+    partitions is killed with kill -9; each partition owned once throughout, every record consumed."""
     with broker_process(tmp_path / "broker") as b:
         Admin(b.bootstrap).create_topic("t", partitions=6)
         produced = Counter()
@@ -147,7 +164,7 @@ def test_group_of_processes_rebalances_and_survives_kill_9(tmp_path):
 
         prod = threading.Thread(target=produce)
         prod.start()
-        members = [_Member(b.bootstrap, tmp_path / f"m{i}") for i in range(3)]
+        members = [_Member(b.bootstrap, tmp_path / f"m{i}", kind) for i, kind in enumerate(kinds)]
         try:
             _wait(lambda: _owned_once(members) and all(len(m.assignment()) == 2 for m in members), 20, "3 members")
             members.append(_Member(b.bootstrap, tmp_path / "m3"))
@@ -160,7 +177,8 @@ def test_group_of_processes_rebalances_and_survives_kill_9(tmp_path):
             alive = [m for m in members if m is not victim]
             took = _wait(lambda: _owned_once(alive), SESSION_MS / 1000 + 10, "the dead member's partitions")
             assert lost <= {p for m in alive for p in m.assignment()}
-            print(f"partitions of the killed member owned again after {took:.2f}s (session {SESSION_MS} ms)")
+            print(f"partitions of the killed {victim.kind} member owned again after {took:.2f}s "
+                  f"(session {SESSION_MS} ms)")
             time.sleep(1.0)
             stop.set()
             prod.join()
