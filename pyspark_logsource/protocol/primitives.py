@@ -98,9 +98,8 @@ class Reader:
         self.pos = pos + 8
         return _I64.unpack_from(self.buf, pos)[0]
 
-    def nstring(self) -> str | None:
-        """Read a nullable string: int16 length (-1 = null) + UTF-8 bytes."""
-        n = self.i16()
+    def _utf8(self, n: int) -> str | None:
+        # n is a decoded length: -1 is null, anything else must fit in the frame
         if n == -1:
             return None
         if n < 0:
@@ -113,6 +112,20 @@ class Reader:
         except UnicodeDecodeError as e:
             raise ProtocolError(f"string is not UTF-8: {e}") from None
 
+    def _slice(self, n: int) -> memoryview | None:
+        if n == -1:
+            return None
+        if n < 0:
+            raise ProtocolError(f"negative bytes length {n}")
+        self._need(n, "bytes")
+        mv = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return mv
+
+    def nstring(self) -> str | None:
+        """Read a nullable string: int16 length (-1 = null) + UTF-8 bytes."""
+        return self._utf8(self.i16())
+
     def string(self) -> str:
         """Read a non-null string."""
         s = self.nstring()
@@ -122,15 +135,7 @@ class Reader:
 
     def nbytes(self) -> memoryview | None:
         """Read nullable bytes: int32 length (-1 = null); returns a zero-copy slice."""
-        n = self.i32()
-        if n == -1:
-            return None
-        if n < 0:
-            raise ProtocolError(f"negative bytes length {n}")
-        self._need(n, "bytes")
-        mv = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return mv
+        return self._slice(self.i32())
 
     def count(self, min_item_size: int = 1) -> int:
         """Read a non-null array count, bounded by the bytes left / ``min_item_size``."""
@@ -182,16 +187,7 @@ class Reader:
 
     def compact_nstring(self) -> str | None:
         """Read a compact nullable string: uvarint length+1 (0 = null) + UTF-8 bytes."""
-        n = self.uvarint() - 1
-        if n == -1:
-            return None
-        self._need(n, "string")
-        raw = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        try:
-            return str(raw, "utf-8")
-        except UnicodeDecodeError as e:
-            raise ProtocolError(f"string is not UTF-8: {e}") from None
+        return self._utf8(self.uvarint() - 1)
 
     def compact_string(self) -> str:
         """Read a compact non-null string."""
@@ -202,13 +198,7 @@ class Reader:
 
     def compact_nbytes(self) -> memoryview | None:
         """Read compact nullable bytes (uvarint length+1, 0 = null); a zero-copy slice."""
-        n = self.uvarint() - 1
-        if n == -1:
-            return None
-        self._need(n, "bytes")
-        mv = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return mv
+        return self._slice(self.uvarint() - 1)
 
     def compact_count(self, min_item_size: int = 1) -> int:
         """Read a compact array count (uvarint n+1); -1 for null. Bounded by the bytes left."""
