@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 
 from .client.metadata import DEFAULT_BOOTSTRAP
 from .errors import ConfigError, LogSourceError
@@ -159,6 +160,7 @@ def _check(futures: list) -> None:
 
 def _consume(args: argparse.Namespace) -> int:
     from .client import Admin, Consumer
+    from .errors import IllegalGeneration, RebalanceInProgress, UnknownMemberId
 
     if args.offset is not None and args.partition is None:
         raise ConfigError("--offset needs --partition")
@@ -175,7 +177,10 @@ def _consume(args: argparse.Namespace) -> int:
         parts = [args.partition]
     with Consumer(args.bootstrap_servers, group_id=args.group, auto_offset_reset=reset) as consumer:
         tps = [(args.topic, p) for p in parts]
-        consumer.assign(tps)
+        if args.group is not None and args.partition is None:
+            consumer.subscribe([args.topic])  # a member of the group: it gets its share of the partitions
+        else:
+            consumer.assign(tps)
         if args.offset is not None:
             if args.offset == "earliest":
                 consumer.seek_to_beginning(*tps)
@@ -201,7 +206,10 @@ def _consume(args: argparse.Namespace) -> int:
             out.flush()
             count += len(msgs)
             if args.group is not None:
-                consumer.commit()
+                try:
+                    consumer.commit()
+                except (RebalanceInProgress, IllegalGeneration, UnknownMemberId):
+                    pass  # a rebalance fenced this commit: the partitions' next owner re-reads from the last one
     if not args.quiet:
         print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
@@ -227,17 +235,46 @@ def _groups(args: argparse.Namespace) -> int:
     from .client import Admin
 
     with Admin(args.bootstrap_servers) as admin:
-        rows = admin.group_lag(args.group)
-    if not rows:
-        print(f"Group {args.group} has no committed offsets.")
-        return 0
-    header = ("TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG")
-    table = [header] + [(r.topic, str(r.partition), str(r.committed), str(r.log_end), str(r.lag)) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    print(f"GROUP {args.group}")
-    for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if args.action == "list":
+            _table([("GROUP", "STATE", "PROTOCOL-TYPE")] + [(x.group_id, x.state, x.protocol_type or "-")
+                                                          for x in admin.list_groups()])  # fmt: skip
+        elif args.action == "describe":
+            _describe_group(admin.describe_group(args.group))
+        else:
+            to: str | datetime = "earliest" if args.to_earliest else "latest"
+            if args.to_datetime is not None:
+                try:
+                    to = datetime.fromisoformat(args.to_datetime)
+                except ValueError:
+                    raise ConfigError(f"--to-datetime wants an ISO 8601 time, got {args.to_datetime!r}") from None
+            new = admin.reset_offsets(args.group, args.topic, to, partitions=args.partition, dry_run=args.dry_run)
+            print(f"GROUP {args.group}: {'would reset' if args.dry_run else 'reset'} offsets of {args.topic}")
+            _table([("TOPIC", "PARTITION", "NEW-OFFSET")] + [(t, str(p), str(o)) for (t, p), o in new.items()])
     return 0
+
+
+def _describe_group(d) -> None:
+    members = {m.member_id: m for m in d.members}
+    print(f"GROUP {d.group_id}  STATE {d.state}  PROTOCOL {d.protocol or '-'}  MEMBERS {len(d.members)}")
+    header = ("TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER-ID", "HOST", "CLIENT-ID")
+    rows = []
+    for r in d.offsets:
+        m = members.get(r.member_id or "")
+        rows.append((r.topic, str(r.partition), "-" if r.committed is None else str(r.committed), str(r.log_end),
+                     "-" if r.lag is None else str(r.lag), m.member_id if m else "-", m.host if m else "-",
+                     m.client_id if m else "-"))  # fmt: skip
+    _table([header] + rows)
+    if d.members:
+        print()
+        _table([("MEMBER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")] + [
+            (m.member_id, m.host, m.client_id or "-", ",".join(f"{t}-{p}" for t, p in m.assignment) or "-")
+            for m in d.members])  # fmt: skip
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 # ------------------------------------------------------------------ parser
@@ -297,10 +334,22 @@ def build_parser() -> argparse.ArgumentParser:
     _common(c)
     c.set_defaults(func=_consume)
 
-    g = sub.add_parser("groups", help="consumer group offsets and lag")
+    g = sub.add_parser("groups", help="consumer groups: list, describe, reset offsets")
     gsub = g.add_subparsers(dest="action", metavar="ACTION", required=True)
-    c = gsub.add_parser("describe", help="committed offset, log end offset and lag per partition")
+    c = gsub.add_parser("list", help="every group with its state")
+    _common(c)
+    c = gsub.add_parser("describe", help="state, members, assignment, committed and log end offsets, lag")
     c.add_argument("group")
+    _common(c)
+    c = gsub.add_parser("reset-offsets", help="set an empty group's committed offsets of a topic")
+    c.add_argument("group")
+    c.add_argument("--topic", required=True)
+    c.add_argument("--partition", type=int, action="append", help="only this partition (repeatable)")
+    to = c.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the earliest offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time (naive: local)")
+    c.add_argument("--dry-run", action="store_true", help="print the new offsets without committing them")
     _common(c)
     g.set_defaults(func=_groups)
     return p

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from brokers import broker_process
@@ -97,3 +98,58 @@ def test_cli_errors_are_typed_and_lose_nothing(broker):
     assert out.stdout == b"a:1\nb:2\n"
     p = run("topics", "list", "--bootstrap-servers", "127.0.0.1:1", check=False)
     assert p.returncode == 1 and "NetworkError" in p.stderr.decode()
+
+
+def test_groups_list_describe_and_reset_offsets(broker, tmp_path):
+    """`consume --group` processes share the partitions; describe shows members and lag; reset-offsets needs
+    an empty group (NonEmptyGroup while a member is in it) and moves the committed offsets."""
+    bs = broker.bootstrap
+    run("topics", "create", "gt", "--partitions", "2", bootstrap=bs)
+    for part in ("0", "1"):
+        run("produce", "gt", "--partition", part, stdin=b"".join(b"m%d\n" % i for i in range(20)), bootstrap=bs)
+    p = run("groups", "describe", "nobody", bootstrap=bs, check=False)
+    assert p.returncode == 1 and "GroupIdNotFound" in p.stderr.decode()
+    # a long-running member of group gg, in the background
+    env = dict(os.environ, LOGSOURCE_BOOTSTRAP=bs)
+    member = subprocess.Popen([*CLI, "consume", "gt", "--group", "gg", "--from-beginning", "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+    try:
+        table, rows = "", []
+        for _ in range(100):
+            table = run("groups", "describe", "gg", bootstrap=bs, check=False).stdout.decode()  # joining
+            rows = [ln.split() for ln in table.split("\n\n")[0].splitlines()[2:]]
+            if "STATE Stable" in table and [r[2] for r in rows] == ["20", "20"]:
+                break
+            time.sleep(0.2)
+        assert "STATE Stable" in table and "MEMBERS 1" in table, table
+        assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [("gt", "0", "20", "20", "0"), ("gt", "1", "20", "20", "0")]
+        assert rows[0][5] != "-" and rows[0][5] == rows[1][5] and rows[0][6] == "/127.0.0.1"
+        members = table.split("\n\n")[1]
+        assert "gt-0,gt-1" in members and "/127.0.0.1" in members
+        listed = run("groups", "list", bootstrap=bs).stdout.decode()
+        assert any(ln.split()[:3] == ["gg", "Stable", "consumer"] for ln in listed.splitlines())
+        p = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-earliest", bootstrap=bs, check=False)
+        assert p.returncode == 1 and "NonEmptyGroup" in p.stderr.decode()
+    finally:
+        member.terminate()  # SIGTERM: the member leaves the group
+        member.wait(20)
+    assert len(member.stdout.read().splitlines()) == 40
+    for _ in range(50):
+        if "STATE Empty" in run("groups", "describe", "gg", bootstrap=bs).stdout.decode():
+            break
+        time.sleep(0.2)
+    out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-earliest", bootstrap=bs).stdout.decode()
+    assert [ln.split() for ln in out.splitlines()[2:]] == [["gt", "0", "0"], ["gt", "1", "0"]]
+    table = run("groups", "describe", "gg", bootstrap=bs).stdout.decode()
+    assert "STATE Empty" in table and [ln.split()[4] for ln in table.splitlines()[2:]] == ["20", "20"]
+    # --to-datetime: before everything -> 0; in the future -> the log end
+    out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-datetime", "2000-01-01T00:00:00+00:00",
+              bootstrap=bs).stdout.decode()  # fmt: skip
+    assert [ln.split()[2] for ln in out.splitlines()[2:]] == ["0", "0"]
+    out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-datetime", "2999-01-01T00:00:00",
+              "--partition", "1", bootstrap=bs).stdout.decode()  # fmt: skip
+    assert [ln.split() for ln in out.splitlines()[2:]] == [["gt", "1", "20"]]
+    out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-latest", bootstrap=bs).stdout.decode()
+    assert [ln.split()[2] for ln in out.splitlines()[2:]] == ["20", "20"]
+    # the group resumes from the reset offsets: nothing new
+    assert run("consume", "gt", "--group", "gg", "--timeout-ms", "1500", bootstrap=bs).stdout == b""

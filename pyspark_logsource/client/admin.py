@@ -22,6 +22,7 @@ from ..protocol.messages import (
 )
 from ..topics import is_internal
 from .connection import NetworkClient
+from .group_admin import GroupAdmin
 from .metadata import TopicDescription
 
 TopicPartition = tuple[str, int]
@@ -59,8 +60,8 @@ def offset_spec(spec: str | int) -> int:
     raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms >= 0, got {spec!r}")
 
 
-class Admin:
-    """Manage topics and read offsets; every call is one blocking request."""
+class Admin(GroupAdmin):
+    """Manage topics, offsets and consumer groups; every call is blocking."""
 
     def __init__(self, bootstrap: str | None = None, *, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
         self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-admin", request_timeout_ms=request_timeout_ms)

@@ -128,14 +128,19 @@ def describe_groups_req_from(d: dict, v: int) -> g.DescribeGroupsRequest:
     return g.DescribeGroupsRequest(list(d["groups"]), d["include_authorized_operations"])
 
 
+_GROUP_ID_NOT_FOUND = 69
+
+
 def describe_groups_resp_to(r: g.DescribeGroupsResponse, v: int) -> dict:
+    # before v6 Kafka answers an unknown group with no error and state Dead (v6 added GROUP_ID_NOT_FOUND)
+    old = [x.error_code == _GROUP_ID_NOT_FOUND and v < 6 for x in r.groups]
     return {"throttle_time_ms": r.throttle_time_ms, "groups": [
-        {"error_code": x.error_code, "error_message": x.error_message, "group_id": x.group_id,
+        {"error_code": 0 if o else x.error_code, "error_message": None if o else x.error_message, "group_id": x.group_id,
          "group_state": x.state, "protocol_type": x.protocol_type, "protocol_data": x.protocol,
          "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                       "client_host": m.client_host, "member_metadata": m.metadata, "member_assignment": m.assignment}
                      for m in x.members],
-         "authorized_operations": -(1 << 31)} for x in r.groups]}  # fmt: skip
+         "authorized_operations": -(1 << 31)} for x, o in zip(r.groups, old, strict=True)]}  # fmt: skip
 
 
 def describe_groups_resp_from(d: dict, v: int) -> g.DescribeGroupsResponse:

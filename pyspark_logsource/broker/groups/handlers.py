@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidGroupId
+from ...errors import GroupIdNotFound, InvalidGroupId
 from ...protocol import group_messages as g
 from ...protocol.messages import ApiKey
 from .coordinator import GroupState
@@ -43,7 +43,8 @@ class GroupHandlers:
         return self.broker.coordinator.leave(req)
 
     def describe_groups(self, req: g.DescribeGroupsRequest, session: Session) -> g.DescribeGroupsResponse:
-        """Membership groups as the coordinator has them; offset-only groups as Empty; unknown ones Dead."""
+        """Membership groups as the coordinator has them; offset-only groups as Empty; unknown ones
+        GROUP_ID_NOT_FOUND (Dead before v6, as in Kafka)."""
         out = []
         known = self.broker.groups.groups()
         for gid in req.groups:
@@ -51,9 +52,11 @@ class GroupHandlers:
                 out.append(g.DescribedGroup(gid, InvalidGroupId.code, error_message="group id is empty"))
                 continue
             d = self.broker.coordinator.describe(gid)
-            if d is None:
-                state = GroupState.EMPTY if gid in known else GroupState.DEAD
-                d = g.DescribedGroup(gid, 0, state.value)
+            if d is None and gid in known:
+                d = g.DescribedGroup(gid, 0, GroupState.EMPTY.value)
+            elif d is None:  # v6+ says so with GROUP_ID_NOT_FOUND; the adapter answers older versions Dead
+                d = g.DescribedGroup(gid, GroupIdNotFound.code, GroupState.DEAD.value,
+                                     error_message=f"group {gid!r} does not exist")  # fmt: skip
             out.append(d)
         return g.DescribeGroupsResponse(out)
 
