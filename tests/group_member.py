@@ -3,8 +3,8 @@
 usage: group_member.py BOOTSTRAP GROUP TOPIC OUT_FILE [session_timeout_ms] [ours|confluent|kafka-python]
 
 Appends ``R partition offset`` for each record, then commits and appends
-``C partition offset`` per committed partition; ``A p,p,...`` on each assignment
-(with a wall-clock timestamp). Written before the commit, so a kill -9 loses no record line.
+``C partition offset`` per committed partition; ``A time p,p,...`` on each assignment
+and (ours) ``S time`` just before subscribing, with wall-clock timestamps. Written before the commit, so a kill -9 loses no record line.
 The member is our Consumer, a confluent-kafka (librdkafka) or a kafka-python consumer:
 all use the ``consumer`` protocol type and the ``range`` assignor, so they share a group.
 """
@@ -41,6 +41,7 @@ def run_ours(bootstrap: str, group: str, topic: str, f: TextIO, session: int, na
     c = Consumer(bootstrap, group_id=group, enable_auto_commit=False, session_timeout_ms=session,
                  heartbeat_interval_ms=max(100, session // 6), max_poll_interval_ms=30000,
                  client_id=f"member-{name}")  # fmt: skip
+    f.write(f"S {time.time():.3f}\n")  # benchmarks/groups.py: a join's rebalance is timed from here
     c.subscribe([topic], on_assign=lambda tps: _assigned(f, [p for _, p in tps]))
     while True:
         msgs = c.poll(200)
