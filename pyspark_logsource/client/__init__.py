@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from .accumulator import RecordFuture
 from .admin import Admin, GroupLag, offset_spec
-from .consumer import Consumer, Message, messages_from_arrow, records_to_arrow
+from .consumer import Consumer
 from .fetch import read_range
+from .fetched import Message, messages_from_arrow, records_to_arrow
 from .metadata import PartitionInfo, TopicDescription, parse_bootstrap
 from .partitioner import hash_partition, hash_partitions
 from .producer import Producer
