@@ -212,3 +212,20 @@ def _group_scenario(tmp_path: Path, kinds: list[str]) -> None:
                     dups += n - 1
                     assert p in lost and off >= last_commit.get(p, 0), f"duplicate {p}@{off} before the last commit"
         print(f"{sum(produced.values())} records, {dups} duplicates (all after the dead member's last commit)")
+
+
+def test_pattern_subscription_picks_up_a_new_topic_and_more_partitions(tmp_path):
+    from pyspark_logsource.client.consumer import Consumer
+
+    with broker_process(tmp_path, config={"group.initial.rebalance.delay.ms": "0"}) as b, Admin(b.bootstrap) as admin:
+        admin.create_topic("pat-a", partitions=1)
+        with Consumer(b.bootstrap, group_id="pat-group", auto_offset_reset="earliest", session_timeout_ms=3000,
+                      heartbeat_interval_ms=300, metadata_max_age_ms=300) as c:  # fmt: skip
+            c.subscribe(pattern=r"pat-.*")
+            _wait(lambda: (c.poll(100), c.assignment() == [("pat-a", 0)])[1], 20, "the first assignment")
+            admin.create_topic("pat-b", partitions=2)
+            with Producer(b.bootstrap) as p:
+                p.send("pat-b", value=b"late", partition=1).result(10)
+            seen: list = []
+            _wait(lambda: seen.extend(m.value for m in c.poll(100)) or b"late" in seen, 30, "the new topic's record")
+            assert sorted(c.assignment()) == [("pat-a", 0), ("pat-b", 0), ("pat-b", 1)]

@@ -86,6 +86,7 @@ class Consumer:
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
         partition_assignment_strategy: tuple[str, ...] = ("range",),
+        metadata_max_age_ms: float = 300000,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError(f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}")
@@ -115,7 +116,7 @@ class Consumer:
         self._metadata_stale = False
         self._group: GroupMembership | None = None  # set by subscribe()
         self._group_options = dict(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                                   max_poll_interval_ms=max_poll_interval_ms,
+                                   max_poll_interval_ms=max_poll_interval_ms, metadata_max_age_ms=metadata_max_age_ms,
                                    assignors=list(partition_assignment_strategy))  # fmt: skip
         self._auto_commit = (enable_auto_commit, auto_commit_interval_ms)
         self._fetcher = threading.Thread(target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True)

@@ -52,7 +52,8 @@ class GroupMembership:
 
     def __init__(self, bootstrap: str | None, group_id: str, *, client_id: str, session_timeout_ms: int = 10000,
                  heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
-                 assignors: list[str] | None = None, request_timeout_ms: float = 30000) -> None:  # fmt: skip
+                 assignors: list[str] | None = None, request_timeout_ms: float = 30000,
+                 metadata_max_age_ms: float = 300000) -> None:  # fmt: skip
         names = assignors or ["range"]
         unknown = [n for n in names if n not in ASSIGNORS]
         if unknown:
@@ -77,6 +78,11 @@ class GroupMembership:
         self._stable = False
         self._closed = threading.Event()
         self._last_poll = time.monotonic()
+        #: topic -> partition count of the subscription when it was last assigned; a change (a new topic
+        #: matching the pattern, more partitions) makes the member rejoin, as Kafka's consumer does
+        self._snapshot: dict[str, int] = {}
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self._next_metadata_check = time.monotonic() + self.metadata_max_age
         self.configure(True, 5000, None, None)
         self._thread = threading.Thread(target=self._heartbeat_loop, name="logsource-heartbeat", daemon=True)
         self._thread.start()
@@ -95,6 +101,30 @@ class GroupMembership:
             return self.topics
         metadata.refresh_metadata(None)
         return sorted(t for t in metadata.cluster.topics if not t.startswith("__") and self.pattern.fullmatch(t))
+
+    def _metadata_snapshot(self, metadata: NetworkClient) -> dict[str, int]:
+        out = {}
+        for t in self._subscribed_topics(metadata):
+            try:
+                out[t] = len(metadata.topic(t, refresh=True).partitions)
+            except LogSourceError:
+                out[t] = 0  # not there (yet): assignable once it is
+        return out
+
+    def check_metadata(self, metadata: NetworkClient) -> bool:
+        """Every ``metadata.max.age.ms``: True (and rejoin) if the subscription's topics or partitions changed."""
+        now = time.monotonic()
+        if now < self._next_metadata_check:
+            return False
+        self._next_metadata_check = now + self.metadata_max_age
+        snapshot = self._metadata_snapshot(metadata)
+        if snapshot == self._snapshot:
+            return False
+        log.info("group %s: subscription metadata changed (%s -> %s); rejoining", self.group_id, self._snapshot,
+                 snapshot)  # fmt: skip
+        with self._lock:
+            self._stable, self._rejoin = False, True
+        return True
 
     @property
     def rejoin_needed(self) -> bool:
@@ -126,7 +156,9 @@ class GroupMembership:
     def join(self, metadata: NetworkClient) -> tuple[list[TopicPartition], list[TopicPartition]]:
         """(Re)join and sync; returns (revoked, assigned) partitions. Retries until stable."""
         while True:
-            topics = self._subscribed_topics(metadata)
+            self._snapshot = self._metadata_snapshot(metadata)
+            self._next_metadata_check = time.monotonic() + self.metadata_max_age
+            topics = sorted(self._snapshot)
             sub = g.encode_subscription(g.Subscription(topics, owned_partitions=[]))
             req = g.JoinGroupRequest(self.group_id, self.session_timeout_ms, self.max_poll_interval_ms,
                                      self.member_id, g.CONSUMER_PROTOCOL_TYPE,
@@ -197,6 +229,8 @@ class GroupMembership:
     def tick(self, consumer: Consumer) -> None:
         """At each poll: rebalance if needed (revoke, commit, join, assign), else auto-commit when due."""
         self.poll_tick()
+        if not self._rejoin:
+            self.check_metadata(consumer._client)
         if self._rejoin:
             if self.assigned:
                 revoked = self.assigned
