@@ -65,13 +65,13 @@ def clean(d: Path) -> tuple[float, int, int]:
     return dt, stats.records_in, stats.records_out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=400_000)
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="compaction-bench-"))
     try:
         src = root / "src"

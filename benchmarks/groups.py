@@ -89,6 +89,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--session-ms", type=int, default=2000, help="session.timeout.ms of the members")
+    ap.add_argument("--no-cleaner", action="store_true", help="skip the log cleaner's throughput rows")
     args = ap.parse_args()
     heartbeat_ms = max(100, args.session_ms // 6)  # as tests/group_member.py sets it
     joins, deaths = [], []
@@ -125,6 +126,12 @@ def main() -> None:
         print("  ".join(c.ljust(x) for c, x in zip(row, w, strict=True)).rstrip())
     ok = statistics.median(joins) <= 1 + heartbeat_ms / 1000
     print(f"\njoin target {'met' if ok else 'MISSED'} (p50)")
+    if not args.no_cleaner:
+        # group offsets live in a compacted topic: the cleaner's speed beside a plain read of the same segments
+        import compaction
+
+        print("\nLog cleaner (benchmarks/compaction.py, 2 repeats):")
+        compaction.main(["--repeat", "2"])
 
 
 if __name__ == "__main__":
