@@ -569,6 +569,11 @@ def test_kafka_clients_get_kafka_batches_by_sendfile_and_arrow_batches_converted
             for t in ("kafka-made", "arrow-made"):
                 data = bytes(k.fetch(t, 0, 0).records)
                 assert data and not any(fmt.is_arrow_body(h) for _, h in fmt.iter_headers(data))
+    # after a clean restart the segments are opened without a scan: the region's headers decide
+    with broker_thread(tmp_path) as b:
+        handlers = b._broker.handlers
+        assert isinstance(records("kafka-made", kafka_client), FileRegion)
+        assert isinstance(records("arrow-made", kafka_client), bytes)
 
 
 def test_broker_with_arrow_body_disabled_is_a_plain_kafka_broker(tmp_path):

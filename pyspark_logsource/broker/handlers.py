@@ -490,8 +490,12 @@ def _has_arrow_body(records: Any) -> bool:
 def _kafka_layout(region: Any) -> Any:
     """The region as Kafka clients must see it: as stored, unless it holds Arrow-bodied batches,
     which are converted to Kafka's layout (a trailing partial batch is dropped, as clients allow)."""
-    if region.length == 0 or not getattr(region, "may_hold_arrow", True):
+    if region.length == 0 or region.may_hold_arrow is False:
         return region
+    if region.may_hold_arrow is None:  # a segment from before this start: look at its headers only
+        headers = fmt.file_headers(region.file.fileno(), region.position, region.length)
+        if not any(h.is_arrow_body for h in headers):
+            return region
     data = os.pread(region.file.fileno(), region.length, region.position)
     if len(data) != region.length:
         raise CorruptRecord(f"log region shrank while being read ({len(data)} of {region.length} bytes)")

@@ -43,6 +43,7 @@ from .batch import (  # noqa: F401
     encode_arrow,
     encode_kafka,
     encode_records,
+    file_headers,
     from_arrow,
     is_arrow_body,
     iter_headers,

@@ -50,6 +50,7 @@ from .header import (  # noqa: F401
     TRANSACTIONAL_BIT,
     BatchHeader,
     check_header,
+    file_headers,
     is_arrow_body,
     iter_headers,
     read_header,

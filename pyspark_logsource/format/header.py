@@ -38,6 +38,7 @@ functions below.
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import NamedTuple
 
@@ -233,6 +234,21 @@ def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | 
         raise MessageTooLarge(f"batch of {h.size} bytes exceeds the limit of {max_size} bytes")
     verify_crc(buf, pos, h)
     return h
+
+
+def file_headers(fd: int, position: int, length: int) -> list[BatchHeader]:
+    """The headers of the whole batches in ``length`` bytes of a file from ``position`` (one
+    ``pread`` of 61 bytes per batch: the bodies are not read, so a region can still be sent
+    with ``sendfile`` afterwards)."""
+    out = []
+    pos, end = position, position + length
+    while end - pos >= HEADER_SIZE:
+        h = read_header(os.pread(fd, HEADER_SIZE, pos))
+        if pos + h.size > end:
+            break
+        out.append(h)
+        pos += h.size
+    return out
 
 
 def walk(

@@ -41,13 +41,14 @@ class FileRegion(NamedTuple):
     """Whole batches in a segment file, ready for ``os.sendfile(sock, file.fileno(), position, length)``.
 
     ``may_hold_arrow``: the segment holds Arrow-bodied batches, so a Kafka client
-    must get this region converted; False means Kafka's layout only (sendfile as is).
+    must get this region converted; False means Kafka's layout only (sendfile as
+    is); None means unknown (look at the region's batch headers).
     """
 
     file: BinaryIO
     position: int
     length: int
-    may_hold_arrow: bool = True
+    may_hold_arrow: bool | None = None
 
 
 class LogSegment:
@@ -77,8 +78,8 @@ class LogSegment:
         self.deleted = False
         self._bytes_since_index = 0
         #: some batch has our Arrow body (Kafka clients then need this segment's regions converted);
-        #: an existing file is assumed to until a scan has read its headers
-        self.holds_arrow = self.size > 0
+        #: None: unknown (a file opened without a scan of its headers), so readers look per region
+        self.holds_arrow: bool | None = False if self.size == 0 else None
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
