@@ -372,7 +372,6 @@ def test_null_default_tagged_field_is_written_when_empty() -> None:
 # ------------------------------------------------------------------ engine limitations (schema.py), pinned
 
 
-@pytest.mark.xfail(strict=True, reason="schema.py: a struct's default is [] rather than its members' defaults")
 def test_absent_struct_reads_as_its_default() -> None:
     """Kafka's default for a (non-nullable) struct is the struct of its members' defaults."""
     codec = Codec(S.FETCH_RESPONSE, 12)
@@ -383,7 +382,6 @@ def test_absent_struct_reads_as_its_default() -> None:
     assert d["responses"][0]["partitions"][0]["current_leader"] == {"leader_id": -1, "leader_epoch": -1}
 
 
-@pytest.mark.xfail(strict=True, reason="schema.py: absent fields share one default object between reads")
 def test_absent_defaults_are_not_shared_between_reads() -> None:
     codec = Codec(S.METADATA_RESPONSE, 4)
     part = {"error_code": 0, "partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}
@@ -393,7 +391,6 @@ def test_absent_defaults_are_not_shared_between_reads() -> None:
     assert _decode(codec, data)["topics"][0]["partitions"][0]["offline_replicas"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="schema.py: nullable structs have no int8 presence marker")
 def test_nullable_struct_has_a_presence_byte() -> None:
     """Kafka writes a nullable struct as int8 -1 (null) or 1 followed by the struct."""
     msg = message("NullableStruct", "0", "none", Field("s", "S", nullable="0+", fields=(Field("a", "int8"),)))

@@ -224,8 +224,10 @@ def _array_codec(item_size: int, read_item: Read, write_item: Write, flexible: b
 def _default_of(f: Field, version: int) -> Any:
     if f.default is not None:
         return None if f.default == "null" else f.default  # Kafka's JSON spelling of a null default
-    if f.is_array or f.fields:
+    if f.is_array:
         return None if _in(versions(f.nullable), version) else []
+    if f.fields:  # a struct: the struct of its members' defaults (Kafka's default for a struct)
+        return None if _in(versions(f.nullable), version) else {m.name: _default_of(m, version) for m in f.fields}
     if f.type == "string" and f.nullable != "none":
         return None  # Kafka's nullable strings default to null where they are absent
     return _ZERO_DEFAULTS.get(f.type)
@@ -237,11 +239,42 @@ def _field_codec(f: Field, version: int, flexible: bool) -> tuple[int, Read, Wri
         read_s, write_s = compile_struct(f.fields, version, flexible)
         if f.is_array:
             return (1, *_array_codec(1, read_s, write_s, flexible, nullable))
+        if nullable:
+            return (1, *_nullable_struct(read_s, write_s))
         return (1, read_s, write_s)
     if f.is_array:
         size, read_i, write_i = _scalar_codec(f.type[2:], flexible, False)
         return (1, *_array_codec(size, read_i, write_i, flexible, nullable))
     return _scalar_codec(f.type, flexible, nullable)
+
+
+def _nullable_struct(read_s: Read, write_s: Write) -> tuple[Read, Write]:
+    # Kafka marks a nullable struct's presence with an int8: -1 null, 1 present
+    def read(r: Reader) -> Any:
+        marker = r.i8()
+        if marker == -1:
+            return None
+        if marker != 1:
+            raise ProtocolError(f"invalid struct presence marker {marker}")
+        return read_s(r)
+
+    def write(w: Writer, v: Any) -> None:
+        if v is None:
+            w.i8(-1)
+            return
+        w.i8(1)
+        write_s(w, v)
+
+    return read, write
+
+
+def _fresh(default: Any) -> Any:
+    # every read gets its own list or dict, so a caller mutating one cannot change later reads
+    if isinstance(default, list):
+        return []
+    if isinstance(default, dict):
+        return {k: _fresh(v) for k, v in default.items()}
+    return default
 
 
 def compile_struct(fields: tuple[Field, ...], version: int, flexible: bool) -> tuple[Read, Write]:
@@ -262,7 +295,7 @@ def compile_struct(fields: tuple[Field, ...], version: int, flexible: bool) -> t
     tag_order = sorted(tagged)
 
     def read(r: Reader) -> dict[str, Any]:
-        d = {name: default for name, default in absent}
+        d = {name: _fresh(default) for name, default in absent}
         for name, rd, _, _ in plain:
             d[name] = rd(r)
         if flexible:
