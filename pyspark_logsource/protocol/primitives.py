@@ -255,36 +255,53 @@ class Writer:
         """Write a big-endian int64."""
         self.buf += _I64.pack(v)
 
-    def nstring(self, s: str | None) -> None:
-        """Write a nullable string."""
+    def _text(self, s: str | None, length: Any, null: bytes) -> None:
+        # ``length(n)`` writes the length prefix of n bytes; ``null`` is the encoding of None
         if s is None:
-            self.buf += b"\xff\xff"
+            self.buf += null
             return
         b = s.encode("utf-8")
         if len(b) > 0x7FFF:
             raise ProtocolError(f"string of {len(b)} bytes is too long for the protocol")
-        self.buf += _I16.pack(len(b))
+        length(len(b))
         self.buf += b
 
-    string = nstring
-
-    def nbytes(self, b: Any) -> None:
-        """Write nullable bytes, or a region (sent zero-copy) with its length."""
+    def _payload(self, b: Any, length: Any, null: bytes) -> None:
+        # bytes-like payloads from ZERO_COPY_THRESHOLD up, and regions, become their own parts
         if b is None:
-            self.buf += b"\xff\xff\xff\xff"
+            self.buf += null
             return
         if isinstance(b, _BYTES_TYPES):
             n = b.nbytes if isinstance(b, memoryview) else len(b)
-            self.buf += _I32.pack(n)
+            length(n)
             if n >= ZERO_COPY_THRESHOLD:
                 self._push(b, n)
             else:
                 self.buf += b
             return
         n = b.length
-        self.buf += _I32.pack(n)
+        length(n)
         if n:
             self._push(b, n)
+
+    def _i16_length(self, n: int) -> None:
+        self.buf += _I16.pack(n)
+
+    def _i32_length(self, n: int) -> None:
+        self.buf += _I32.pack(n)
+
+    def _compact_length(self, n: int) -> None:
+        self.uvarint(n + 1)
+
+    def nstring(self, s: str | None) -> None:
+        """Write a nullable string."""
+        self._text(s, self._i16_length, b"\xff\xff")
+
+    string = nstring
+
+    def nbytes(self, b: Any) -> None:
+        """Write nullable bytes, or a region (sent zero-copy) with its length."""
+        self._payload(b, self._i32_length, b"\xff\xff\xff\xff")
 
     def uvarint(self, v: int) -> None:
         """Write an unsigned varint."""
@@ -299,34 +316,13 @@ class Writer:
 
     def compact_nstring(self, s: str | None) -> None:
         """Write a compact nullable string."""
-        if s is None:
-            self.buf += b"\x00"
-            return
-        b = s.encode("utf-8")
-        if len(b) > 0x7FFF:
-            raise ProtocolError(f"string of {len(b)} bytes is too long for the protocol")
-        self.uvarint(len(b) + 1)
-        self.buf += b
+        self._text(s, self._compact_length, b"\x00")
 
     compact_string = compact_nstring
 
     def compact_nbytes(self, b: Any) -> None:
         """Write compact nullable bytes, or a region (sent zero-copy) with its length."""
-        if b is None:
-            self.buf += b"\x00"
-            return
-        if isinstance(b, _BYTES_TYPES):
-            n = b.nbytes if isinstance(b, memoryview) else len(b)
-            self.uvarint(n + 1)
-            if n >= ZERO_COPY_THRESHOLD:
-                self._push(b, n)
-            else:
-                self.buf += b
-            return
-        n = b.length
-        self.uvarint(n + 1)
-        if n:
-            self._push(b, n)
+        self._payload(b, self._compact_length, b"\x00")
 
     def raw(self, b: bytes) -> None:
         """Write bytes as they are."""
