@@ -522,3 +522,55 @@ def test_frames_before_a_bad_length_prefix_are_returned_first():
     assert len(frames) == 2 and isinstance(dec.error, FrameTooLarge)
     with pytest.raises(FrameTooLarge):
         dec.feed(b"more")
+
+
+def test_client_picks_the_highest_common_version_and_refuses_apis_the_broker_lacks():
+    client = ClientConnection()
+    client.negotiated(ApiVersionsResponse(api_keys=[ApiVersion(3, 0, 9), ApiVersion(18, 0, 3)]))
+    assert client.version_for(3) == 9 and client.version_for(18) == 3
+    with pytest.raises(UnsupportedVersion, match="does not support api key 1"):
+        client.send_request(FetchRequest([FetchPartition("t", 0, 0)]))
+    client.negotiated(ApiVersionsResponse(api_keys=[ApiVersion(0, 10, 12)]))  # only versions we do not speak
+    with pytest.raises(UnsupportedVersion, match="versions"):
+        client.version_for(0)
+
+
+def test_client_connection_falls_back_when_the_broker_refuses_its_api_versions_version():
+    """A broker that speaks ApiVersions only up to v2 answers v4 as Kafka does (a v0 body, error 35,
+    its ranges); the client retries at v2 and negotiates the rest from that answer."""
+    import socket
+    import threading
+
+    from pyspark_logsource.client.connection import BrokerConnection
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[int] = []
+
+    def old_broker() -> None:
+        conn, _ = listener.accept()
+        server = ServerConnection()
+        with conn:
+            while True:
+                data = conn.recv(1 << 16)
+                if not data:
+                    return
+                for ev in server.receive_data(data):
+                    seen.append(ev.header.api_version)
+                    ranges = [ApiVersion(18, 0, 2), ApiVersion(3, 0, 4)]
+                    if ev.header.api_version > 2:  # Kafka's answer: a v0 body, error 35, its own ranges
+                        header = RequestHeader(18, 0, ev.header.correlation_id)
+                        resp = ApiVersionsResponse(UnsupportedVersion.code, ranges)
+                    else:
+                        header, resp = ev.header, ApiVersionsResponse(api_keys=ranges)
+                    conn.sendall(frame_bytes(ServerConnection.response_parts(header, resp)))
+
+    t = threading.Thread(target=old_broker, daemon=True)
+    t.start()
+    c = BrokerConnection("127.0.0.1", listener.getsockname()[1])
+    try:
+        assert seen == [SUPPORTED_VERSIONS[18][1], 2]
+        assert c._proto.versions == {18: 2, 3: 4}
+        assert not c.arrow_body  # no logsource.arrow.body feature: Kafka's layout
+    finally:
+        c.close()
+        listener.close()
