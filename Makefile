@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench install java kcat clean
+.PHONY: demo test lint bench install java kcat zookeeper clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,14 @@ java:
 kcat:
 	@bash scripts/ensure-kcat.sh
 
+# Cluster mode and its tests run a real ZooKeeper (Debian's 3.8 jar); install it when it is missing.
+zookeeper:
+	@bash scripts/ensure-zookeeper.sh
+
 demo: install java
 	$(BIN)/logsource demo $(DEMO_ARGS)
 
-test: install java kcat
+test: install java kcat zookeeper
 	$(BIN)/python -m ruff check pyspark_logsource tests benchmarks
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
