@@ -26,3 +26,41 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper server (Debian's 3.8) for the whole test session, on a free loopback port.
+
+    Tests share it and isolate themselves with a chroot each (the ``zk_connect`` fixture).
+    A test that kills or restarts it must leave it running (``zookeeper.start()``)."""
+    from pyspark_logsource.broker.cluster.zookeeper import ZOOKEEPER_JAR, ZooKeeperServer
+
+    if not os.path.exists(ZOOKEEPER_JAR):
+        pytest.fail(f"ZooKeeper is not installed ({ZOOKEEPER_JAR}): run 'bash scripts/ensure-zookeeper.sh' (make test does)")
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200, fsync=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper, request) -> str:
+    """``zookeeper.connect`` for one test: the session server plus a fresh chroot (created here)."""
+    import re
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    if not zookeeper.running:  # a previous test killed it and failed before restarting it
+        zookeeper.start()
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)[:60]
+    chroot = f"/test-{name}-{uuid.uuid4().hex[:8]}"
+    client = KazooClient(zookeeper.connect, timeout=10.0)
+    client.start(timeout=15)
+    try:
+        client.ensure_path(chroot)
+    finally:
+        client.stop()
+        client.close()
+    return zookeeper.connect + chroot
