@@ -70,11 +70,26 @@ class Admin(GroupAdmin):
     # ------------------------------------------------------------------ topics
 
     def create_topic(
-        self, name: str, partitions: int = 1, config: dict[str, str] | None = None, exist_ok: bool = False
+        self,
+        name: str,
+        partitions: int = 1,
+        config: dict[str, str] | None = None,
+        exist_ok: bool = False,
+        *,
+        replication_factor: int | None = None,
     ) -> None:
-        """Create a topic with ``partitions`` partitions and topic-level ``config`` overrides."""
+        """Create a topic with ``partitions`` partitions, ``replication_factor`` copies of each
+        (None: the brokers' ``default.replication.factor``) and topic-level ``config`` overrides
+        (e.g. ``min.insync.replicas``). The controller places the replicas and spreads the leaders;
+        more copies than live brokers raises InvalidReplicationFactor."""
+        if replication_factor is None:
+            rf = -1
+        elif isinstance(replication_factor, bool) or not isinstance(replication_factor, int) or replication_factor < 1:
+            raise ConfigError(f"replication_factor must be a positive integer, got {replication_factor!r}")
+        else:
+            rf = replication_factor
         cfg = {str(k): (None if v is None else str(v)) for k, v in (config or {}).items()}
-        req = CreateTopicsRequest([CreatableTopic(name, int(partitions), -1, cfg)], timeout_ms=self.request_timeout_ms)
+        req = CreateTopicsRequest([CreatableTopic(name, int(partitions), rf, cfg)], timeout_ms=self.request_timeout_ms)
         resp = self._client.request(req)
         for r in resp.topics:
             if r.error_code:
@@ -101,7 +116,8 @@ class Admin(GroupAdmin):
         return sorted(names)
 
     def describe_topic(self, name: str) -> TopicDescription:
-        """Partitions of ``name`` with leader, leader epoch, replicas and ISR."""
+        """Partitions of ``name`` with leader, leader epoch, replicas and ISR (as ``kafka-topics --describe``
+        shows them; the leader is -1 while a partition has none)."""
         return self._client.topic(name, refresh=True)
 
     def partitions_for(self, topic: str) -> list[int]:
