@@ -1,0 +1,330 @@
+"""Test harness: a cluster of broker processes against the session's real ZooKeeper.
+
+Usage in a test module (tests/ is on sys.path)::
+
+    from cluster import Cluster
+
+    def test_x(zk_connect, tmp_path):
+        with Cluster(zk_connect, tmp_path, brokers=3) as c:    # broker ids 1..3, each its own process
+            c.create_topic("t", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+            c.wait_full_isr("t")
+            leader = c.leader("t", 0)
+            c.kill(leader)                                     # kill -9
+            c.wait_leader("t", 0, not_in={leader})
+            c.start(leader)                                    # same port, same data
+            c.wait_full_isr("t")
+            c.assert_replicas_identical("t")
+
+Brokers are ``python -m pyspark_logsource.broker --override ...`` processes (EmbeddedBroker in
+process mode, which keeps each broker's port across restarts). Roles are read from ZooKeeper
+itself, in Kafka's layout (``/controller``, ``/brokers/ids``, ``/brokers/topics/<t>`` and
+``.../partitions/<p>/state``), so the harness checks what the brokers wrote, not what they say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from pyspark_logsource.broker.embedded import EmbeddedBroker
+from pyspark_logsource.format.header import iter_headers
+
+#: Broker settings that keep failover fast in tests (the harness default; a test may override).
+FAST_CLUSTER = {
+    "zookeeper.session.timeout.ms": "2000",
+    "replica.lag.time.max.ms": "1500",
+    "replica.fetch.wait.max.ms": "100",
+    "log.flush.interval.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "1",
+}
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll ``cond`` until it returns something truthy; AssertionError with ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # a transient error while a broker or ZooKeeper restarts
+            last_exc = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+        time.sleep(interval)
+
+
+class Cluster:
+    """N broker processes (ids 1..N) sharing ``zk_connect`` (a chroot of the session's ZooKeeper)."""
+
+    def __init__(
+        self,
+        zk_connect: str,
+        base_dir: str | Path,
+        brokers: int = 3,
+        config: Mapping[str, object] | None = None,
+        broker_config: Mapping[int, Mapping[str, object]] | None = None,
+    ) -> None:
+        self.zk_connect = zk_connect
+        self.base_dir = Path(base_dir)
+        self.config = {**FAST_CLUSTER, **{str(k): str(v) for k, v in (config or {}).items()}}
+        self.brokers: dict[int, EmbeddedBroker] = {}
+        for bid in range(1, brokers + 1):
+            props = dict(self.config)
+            props.update({str(k): str(v) for k, v in (broker_config or {}).get(bid, {}).items()})
+            props["broker.id"] = str(bid)
+            props["zookeeper.connect"] = zk_connect
+            self.brokers[bid] = EmbeddedBroker(self.base_dir / f"broker-{bid}", mode="process", config=props)
+        self.zk = KazooClient(zk_connect, timeout=10.0)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start_all(self) -> Cluster:
+        """Start every broker (in parallel) and wait until all are registered in ZooKeeper."""
+        self.zk.start(timeout=15)
+        with ThreadPoolExecutor(len(self.brokers)) as ex:
+            list(ex.map(lambda b: b.start(), self.brokers.values()))
+        self.wait_registered(self.brokers)
+        wait_for(lambda: self.controller() is not None, what="a controller")
+        return self
+
+    def close(self) -> None:
+        """Stop every broker cleanly (kill those that hang) and the ZooKeeper client."""
+        with ThreadPoolExecutor(max(1, len(self.brokers))) as ex:
+            list(ex.map(lambda b: b.stop(timeout=20), self.brokers.values()))
+        for b in self.brokers.values():
+            b.close()
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> Cluster:
+        try:
+            return self.start_all()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port,...`` of the running brokers."""
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+
+    def running(self) -> list[int]:
+        """Ids of the brokers whose process is alive."""
+        return [bid for bid, b in self.brokers.items() if b.running]
+
+    def pid(self, broker_id: int) -> int | None:
+        return self.brokers[broker_id].pid
+
+    def kill(self, broker_id: int, wait_deregistered: bool = True) -> None:
+        """kill -9 one broker; by default wait until ZooKeeper expired its session (its /brokers/ids node is gone)."""
+        self.brokers[broker_id].kill()
+        if wait_deregistered:
+            self.wait_deregistered(broker_id)
+
+    def stop(self, broker_id: int, timeout: float = 30.0) -> None:
+        """Clean shutdown (SIGTERM) of one broker; returns once the process exited and it is deregistered."""
+        self.brokers[broker_id].stop(timeout)
+        self.wait_deregistered(broker_id)
+
+    def start(self, broker_id: int, wait_registered: bool = True) -> None:
+        """(Re)start one broker on its port and data dir."""
+        self.brokers[broker_id].start()
+        if wait_registered:
+            self.wait_registered([broker_id])
+
+    def restart(self, broker_id: int, clean: bool = True) -> None:
+        """A bounce: clean stop or kill -9, then start again."""
+        self.stop(broker_id) if clean else self.kill(broker_id)
+        self.start(broker_id)
+
+    def log_dir(self, broker_id: int) -> Path:
+        return self.brokers[broker_id].data_dir / "logs"
+
+    def broker_log(self, broker_id: int) -> str:
+        """The broker process's log (stderr), for assertion messages."""
+        try:
+            return self.brokers[broker_id].log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------ ZooKeeper views
+
+    def _json(self, path: str) -> Any:
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return json.loads(data.decode()) if data else None
+
+    def registered(self) -> list[int]:
+        """Broker ids under /brokers/ids (live sessions)."""
+        try:
+            return sorted(int(x) for x in self.zk.get_children("/brokers/ids"))
+        except NoNodeError:
+            return []
+
+    def wait_registered(self, ids: Iterable[int], timeout: float = 30.0) -> None:
+        want = set(ids)
+        wait_for(lambda: want <= set(self.registered()), timeout, what=f"brokers {sorted(want)} registered")
+
+    def wait_deregistered(self, broker_id: int, timeout: float = 30.0) -> None:
+        wait_for(lambda: broker_id not in self.registered(), timeout, what=f"broker {broker_id} deregistered")
+
+    def controller(self) -> int | None:
+        """The broker id in /controller (None while there is none)."""
+        d = self._json("/controller")
+        return None if d is None else int(d["brokerid"])
+
+    def controller_epoch(self) -> int | None:
+        try:
+            data, _ = self.zk.get("/controller_epoch")
+        except NoNodeError:
+            return None
+        return int(data.decode())
+
+    def assignment(self, topic: str) -> dict[int, list[int]]:
+        """Replica assignment from /brokers/topics/<t>: partition -> replicas."""
+        d = self._json(f"/brokers/topics/{topic}")
+        return {} if d is None else {int(p): list(r) for p, r in d["partitions"].items()}
+
+    def partition_state(self, topic: str, partition: int) -> dict | None:
+        """The JSON at /brokers/topics/<t>/partitions/<p>/state (leader, leader_epoch, isr, controller_epoch)."""
+        return self._json(f"/brokers/topics/{topic}/partitions/{partition}/state")
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The leader named in ZooKeeper (None when the partition has none: -1)."""
+        s = self.partition_state(topic, partition)
+        return None if s is None or s["leader"] < 0 else int(s["leader"])
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        s = self.partition_state(topic, partition)
+        return [] if s is None else sorted(s["isr"])
+
+    def leaders(self, topic: str) -> dict[int, int | None]:
+        return {p: self.leader(topic, p) for p in self.assignment(topic)}
+
+    # ------------------------------------------------------------ waits
+
+    def wait_topic(self, topic: str, partitions: int | None = None, timeout: float = 30.0) -> None:
+        """Until every partition of ``topic`` has a state znode with a live leader."""
+
+        def ready() -> bool:
+            a = self.assignment(topic)
+            if not a or (partitions is not None and len(a) != partitions):
+                return False
+            live = set(self.registered())
+            return all(self.leader(topic, p) in live for p in a)
+
+        wait_for(ready, timeout, what=f"topic {topic} with leaders")
+
+    def wait_leader(self, topic: str, partition: int, not_in: Iterable[int] = (), timeout: float = 30.0) -> int:
+        """Until the partition has a live leader not in ``not_in``; returns it."""
+        bad = set(not_in)
+
+        def leader() -> int | None:
+            lead = self.leader(topic, partition)
+            return lead if lead is not None and lead not in bad and lead in self.registered() else None
+
+        return wait_for(leader, timeout, what=f"a new leader of {topic}-{partition} (not {sorted(bad)})")
+
+    def wait_full_isr(self, topic: str, timeout: float = 60.0, min_size: int | None = None) -> None:
+        """Until every partition's ISR holds all its replicas (or at least ``min_size`` of them)."""
+
+        def full() -> bool:
+            a = self.assignment(topic)
+            if not a:
+                return False
+            for p, replicas in a.items():
+                isr = self.isr(topic, p)
+                if (len(isr) < min_size) if min_size is not None else (sorted(replicas) != isr):
+                    return False
+            return True
+
+        wait_for(full, timeout, what=f"ISR of {topic} {'full' if min_size is None else f'>= {min_size}'}: "
+                 + str({p: self.isr(topic, p) for p in self.assignment(topic)}))  # fmt: skip
+
+    # ------------------------------------------------------------ admin
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None) -> None:
+        """Create a topic through the Admin client and wait until all its partitions have leaders."""
+        from pyspark_logsource.client import Admin
+
+        with Admin(self.bootstrap) as admin:
+            admin.create_topic(name, partitions, replication_factor=replication_factor, config=dict(config or {}))
+        self.wait_topic(name, partitions)
+
+    # ------------------------------------------------------------ logs on disk
+
+    def partition_bytes(self, broker_id: int, topic: str, partition: int, below: int | None = None) -> tuple[bytes, int]:
+        """The record batches of one replica, from its segment files, in offset order: (bytes, end offset).
+
+        ``below``: only the whole batches that end at or before this offset (e.g. the high watermark)."""
+        d = self.log_dir(broker_id) / f"{topic}-{partition}"
+        segments = sorted(d.glob("*.log"), key=lambda f: int(f.stem))
+        out = bytearray()
+        end = 0
+        for seg in segments:
+            data = seg.read_bytes()
+            for pos, h in iter_headers(data, check_crc=True):
+                if below is not None and h.next_offset > below:
+                    return bytes(out), end
+                out += data[pos : pos + h.size]
+                end = h.next_offset
+        return bytes(out), end
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The leader's high watermark, as ListOffsets(latest) answers a consumer."""
+        from pyspark_logsource.client import Admin
+
+        with Admin(self.bootstrap) as admin:
+            return admin.list_offsets([(topic, partition)], "latest")[(topic, partition)]
+
+    def assert_replicas_identical(self, topic: str, timeout: float = 30.0) -> dict[int, int]:
+        """Every replica of every partition holds the same bytes as the leader below the high watermark,
+        once they have caught up (each replica's log reaches the HW). Returns partition -> HW."""
+        hws = {}
+        for p, replicas in sorted(self.assignment(topic).items()):
+            hw = self.high_watermark(topic, p)
+            hws[p] = hw
+            leader = self.leader(topic, p)
+            assert leader is not None, f"{topic}-{p} has no leader"
+
+            def caught_up(p: int = p, hw: int = hw, replicas: list[int] = replicas) -> bool:
+                return all(self.partition_bytes(r, topic, p, below=hw)[1] >= hw or hw == 0 for r in replicas)
+
+            wait_for(caught_up, timeout, what=f"every replica of {topic}-{p} holding offsets below HW {hw}")
+            ref, ref_end = self.partition_bytes(leader, topic, p, below=hw)
+            for r in replicas:
+                if r == leader:
+                    continue
+                got, end = self.partition_bytes(r, topic, p, below=hw)
+                assert end == ref_end, f"{topic}-{p}: replica {r} ends at {end}, leader {leader} at {ref_end} (HW {hw})"
+                if got != ref:
+                    i = next((k for k in range(min(len(got), len(ref))) if got[k] != ref[k]), min(len(got), len(ref)))
+                    raise AssertionError(
+                        f"{topic}-{p}: replica {r} diverges from leader {leader} at byte {i} below HW {hw} "
+                        f"({len(got)} vs {len(ref)} bytes)"
+                    )
+        return hws
+
+
+def env_flag(name: str, default: str = "") -> str:
+    """An environment knob for soak runs (e.g. LOGSOURCE_MATRIX_SECONDS)."""
+    return os.environ.get(name, default)
