@@ -104,6 +104,34 @@ class RecordListTooLarge(LogSourceError):
     code = 18
 
 
+class NotEnoughReplicas(LogSourceError):
+    """Fewer in-sync replicas than min.insync.replicas: an acks=all write is refused before it is appended."""
+
+    code = 19
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppend(LogSourceError):
+    """The write was appended but the in-sync replicas fell below min.insync.replicas before it was committed."""
+
+    code = 20
+    retriable = True
+
+
+class FencedLeaderEpoch(LogSourceError):
+    """The request names a leader epoch older than the partition's current one."""
+
+    code = 74
+    retriable = True
+
+
+class UnknownLeaderEpoch(LogSourceError):
+    """The request names a leader epoch newer than this broker knows."""
+
+    code = 75
+    retriable = True
+
+
 class InvalidRequiredAcks(LogSourceError):
     """The acks value is not supported."""
 

@@ -37,6 +37,8 @@ from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ...format.kafka import validate_kafka_records
 from ...topics import validate_topic_name
 from .config import LogConfig
+from .epochs import LeaderEpochCache
+from .follower import FollowerAppendMixin
 from .loader import complete_swaps, fault_point, fsync_dir, write_swap_meta
 from .producer_state import ProducerStateManager
 from .segment import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
@@ -68,7 +70,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog:
+class PartitionLog(FollowerAppendMixin):
     """The log of one topic partition in ``directory``; opening it recovers it."""
 
     def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int) -> None:
@@ -86,6 +88,9 @@ class PartitionLog:
         #: time-based flushes to it and never fsync in the caller's thread for time.
         self.scheduled_flush = False
         self.producer_state = ProducerStateManager(self.directory)
+        self.epochs = LeaderEpochCache(self.directory)
+        #: the high watermark when replicated (set by the replica manager); None: it is the log end
+        self._hw: int | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._open()
@@ -162,6 +167,9 @@ class PartitionLog:
         self._write_recovery_point()
         self._last_flush_ms = _now_ms()
         replayed = self._rebuild_producer_state()
+        if not self.epochs.load() and self._leo > self.log_start_offset:
+            self.epochs.rebuild((h.leader_epoch, h.base_offset) for s in segments for h in s.iter_headers(s.base_offset))
+        self.epochs.truncate_from_end(self._leo)  # a recovery may have cut the log below a checkpointed epoch
         self.recovery_info = {
             "clean": clean,
             "recovered_segments": recovered,
@@ -220,6 +228,16 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         """Offset the next appended record will get."""
         return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are on every in-sync replica (committed); the log end when not replicated."""
+        hw, leo = self._hw, self._leo
+        return leo if hw is None or hw > leo else hw
+
+    def set_high_watermark(self, offset: int | None) -> None:
+        """Set the high watermark (the replica manager's); None makes it follow the log end again."""
+        self._hw = None if offset is None else max(offset, self.log_start_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -294,6 +312,8 @@ class PartitionLog:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
             info = self._append_locked(mv, batches, leader_epoch, now)
+            if leader_epoch > self.epochs.latest_epoch and not info.duplicate:
+                self.epochs.assign(leader_epoch, info.base_offset)
             due = not info.duplicate and (
                 self._leo - self._recovery_point >= self.config.flush_messages
                 or (not self.scheduled_flush and now - self._last_flush_ms >= self.config.flush_ms)
@@ -557,6 +577,7 @@ class PartitionLog:
             self._leo = last.next_offset
             self._recovery_point = min(self._recovery_point, self._leo)
             self._write_recovery_point()
+            self.epochs.truncate_from_end(self._leo)
             self.producer_state.delete_snapshots_after(self._leo)
             self._rebuild_producer_state()
             return self._leo
@@ -578,6 +599,9 @@ class PartitionLog:
             self._pending_deletes.extend((due, s) for s in gone)
             self._leo = self._recovery_point = offset
             self._write_recovery_point()
+            self.epochs.clear()
+            if self._hw is not None:
+                self._hw = offset
             self.producer_state.delete_snapshots_after(-1)
             self.producer_state.producers = {}
 

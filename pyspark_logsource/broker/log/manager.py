@@ -30,6 +30,7 @@ from ...errors import (
 from ...topics import validate_topic_name
 from .cleaner import CleanStats, LogCleaner
 from .config import LogConfig
+from .hw_checkpoint import read_high_watermarks, write_high_watermarks
 from .log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,12 @@ class LogManager:
         self._closed = False
         self._background = background
         self.cleaner = LogCleaner(default_config.cleaner_dedupe_buffer_size)
+        #: set by the replica manager (cluster mode): high watermarks are checkpointed per log dir
+        self.hw_checkpoint_enabled = False
+        self.hw_checkpoint_interval_ms = 5000  # Kafka's replica.high.watermark.checkpoint.interval.ms
+        self._recovered_hws: dict[tuple[str, int], int] = {}
+        self._written_hws: dict[Path, dict[tuple[str, int], int]] = {}
+        self._last_hw_checkpoint = time.monotonic()
         self._load_logs()
         self._thread: threading.Thread | None = None
         self._cleaner_thread: threading.Thread | None = None
@@ -117,6 +124,7 @@ class LogManager:
                 children = sorted(d.iterdir())
             except OSError as e:
                 raise StorageError(f"log dir {d} is not usable: {e}") from e
+            self._recovered_hws.update(read_high_watermarks(d))
             for child in children:
                 if not child.is_dir():
                     continue
@@ -258,6 +266,26 @@ class LogManager:
         for lg in ready:
             lg.delete()
 
+    # ------------------------------------------------------------ high watermarks
+
+    def checkpointed_high_watermark(self, topic: str, partition: int) -> int | None:
+        """The high watermark of a partition in the checkpoint read at start (None: none there)."""
+        return self._recovered_hws.get((topic, partition))
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each log dir's ``replication-offset-checkpoint`` if its high watermarks changed."""
+        if not self.hw_checkpoint_enabled:
+            return
+        per_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        for lg in self.logs():
+            if not lg.closed and lg.directory.parent in per_dir:
+                per_dir[lg.directory.parent][(lg.topic, lg.partition)] = lg.high_watermark
+        for d, hws in per_dir.items():
+            if self._written_hws.get(d) != hws:
+                write_high_watermarks(d, hws)
+                self._written_hws[d] = hws
+        self._last_hw_checkpoint = time.monotonic()
+
     # ------------------------------------------------------------ background work
 
     def run_background_tasks(self, force_retention: bool = False) -> None:
@@ -279,6 +307,11 @@ class LogManager:
             except StorageError as e:
                 if not lg.closed:
                     log.error("background work on %s failed: %s", lg.name, e)
+        if time.monotonic() - self._last_hw_checkpoint >= self.hw_checkpoint_interval_ms / 1000:
+            try:
+                self.checkpoint_high_watermarks()
+            except StorageError as e:
+                log.error("high watermark checkpoint failed: %s", e)
         self._finish_deletes()
 
     def _tick_seconds(self) -> float:
@@ -328,6 +361,10 @@ class LogManager:
             self._thread.join()
         if self._cleaner_thread is not None:
             self._cleaner_thread.join()
+        try:
+            self.checkpoint_high_watermarks()
+        except StorageError as e:
+            log.error("high watermark checkpoint at shutdown failed: %s", e)
         for lg in self.logs():
             lg.close()
         self._finish_deletes(force=True)
