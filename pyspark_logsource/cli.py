@@ -24,6 +24,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
     "broker": ("pyspark_logsource.broker.server", "run a broker: --config FILE [--override key=value ...]"),
     "etl": ("pyspark_logsource.jobs.etl", "exactly-once load of topics into files or an Iceberg table with Spark"),
     "demo": ("pyspark_logsource.demo", "run the demo job on an embedded broker"),
+    "cluster": ("pyspark_logsource.broker.cluster.local", "start|stop|status a local cluster: ZooKeeper and N brokers"),
 }
 
 
@@ -56,8 +57,10 @@ def _topics(args: argparse.Namespace) -> int:
 
     with Admin(args.bootstrap_servers) as admin:
         if args.action == "create":
-            admin.create_topic(args.topic, args.partitions, _kv(args.config), exist_ok=args.if_not_exists)
-            print(f"Created topic {args.topic} with {args.partitions} partition(s).")
+            admin.create_topic(args.topic, args.partitions, _kv(args.config), exist_ok=args.if_not_exists,
+                               replication_factor=args.replication_factor)  # fmt: skip
+            rf = "" if args.replication_factor is None else f", replication factor {args.replication_factor}"
+            print(f"Created topic {args.topic} with {args.partitions} partition(s){rf}.")
         elif args.action == "delete":
             admin.delete_topic(args.topic)
             print(f"Deleted topic {args.topic}.")
@@ -68,17 +71,33 @@ def _topics(args: argparse.Namespace) -> int:
             names = [args.topic] if args.topic else admin.list_topics(include_internal=args.include_internal)
             for name in names:
                 d = admin.describe_topic(name)
-                ends = admin.list_offsets([(name, p.partition) for p in d.partitions], "latest")
-                starts = admin.list_offsets([(name, p.partition) for p in d.partitions], "earliest")
-                print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}")
+                ends = _offsets(admin, name, d.partitions, "latest")
+                starts = _offsets(admin, name, d.partitions, "earliest")
+                rf = max((len(p.replicas) for p in d.partitions), default=0)
+                print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}")
                 for p in d.partitions:
                     tp = (name, p.partition)
                     print(
                         f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader}\tLeaderEpoch: {p.leader_epoch}"
                         f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
-                        f"\tLogStartOffset: {starts[tp]}\tLogEndOffset: {ends[tp]}"
+                        f"\tLogStartOffset: {starts.get(tp, '-')}\tLogEndOffset: {ends.get(tp, '-')}"
                     )
     return 0
+
+
+def _offsets(admin, name: str, partitions: list, spec: str) -> dict:
+    # a partition without a leader (its replicas are all down) has no offsets to show; the others do
+    tps = [(name, p.partition) for p in partitions]
+    try:
+        return admin.list_offsets(tps, spec)
+    except LogSourceError:
+        out = {}
+        for tp in tps:
+            try:
+                out.update(admin.list_offsets([tp], spec))
+            except LogSourceError:
+                pass
+        return out
 
 
 # ------------------------------------------------------------------ produce
@@ -292,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = tsub.add_parser("create", help="create a topic")
     c.add_argument("topic")
     c.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
+    c.add_argument("--replication-factor", type=int, default=None,
+                   help="copies of each partition (default: the brokers' default.replication.factor)")  # fmt: skip
     c.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config override (repeatable)")
     c.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists already")
     _common(c)
