@@ -21,9 +21,9 @@ from ..protocol.messages import (
     OffsetFetchRequest,
 )
 from ..topics import is_internal
-from .connection import NetworkClient
 from .group_admin import GroupAdmin
-from .metadata import TopicDescription
+from .metadata import Bootstrap, TopicDescription
+from .network import NetworkClient
 
 TopicPartition = tuple[str, int]
 
@@ -63,7 +63,7 @@ def offset_spec(spec: str | int) -> int:
 class Admin(GroupAdmin):
     """Manage topics, offsets and consumer groups; every call is blocking."""
 
-    def __init__(self, bootstrap: str | None = None, *, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
+    def __init__(self, bootstrap: Bootstrap | None = None, *, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
         self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-admin", request_timeout_ms=request_timeout_ms)
         self.request_timeout_ms = int(request_timeout_ms)
 
@@ -90,7 +90,7 @@ class Admin(GroupAdmin):
             rf = replication_factor
         cfg = {str(k): (None if v is None else str(v)) for k, v in (config or {}).items()}
         req = CreateTopicsRequest([CreatableTopic(name, int(partitions), rf, cfg)], timeout_ms=self.request_timeout_ms)
-        resp = self._client.request(req)
+        resp = self._client.controller_request(req)
         for r in resp.topics:
             if r.error_code:
                 err = error_for_code(r.error_code, r.error_message or f"cannot create topic {name!r}")
@@ -101,7 +101,7 @@ class Admin(GroupAdmin):
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and its data."""
-        resp = self._client.request(DeleteTopicsRequest([name], self.request_timeout_ms))
+        resp = self._client.controller_request(DeleteTopicsRequest([name], self.request_timeout_ms))
         for r in resp.topics:
             if r.error_code:
                 raise error_for_code(r.error_code, r.error_message or f"cannot delete topic {name!r}")
@@ -145,16 +145,14 @@ class Admin(GroupAdmin):
         return out
 
     def _list(self, tps: list[TopicPartition], ts: int) -> dict[TopicPartition, int]:
-        by_node: dict[int, list[ListOffsetsPartition]] = {}
-        for t, p in tps:
-            by_node.setdefault(self._client.leader_for(t, p), []).append(ListOffsetsPartition(t, p, ts))
+        # each partition's leader answers (its latest is the high watermark); a leader change is retried
+        answers = self._client.for_leaders(tps, lambda items: ListOffsetsRequest(
+            [ListOffsetsPartition(t, p, ts) for t, p in items]))  # fmt: skip
         out: dict[TopicPartition, int] = {}
-        for node, items in by_node.items():
-            resp = self._client.request(ListOffsetsRequest(items), node)
-            for r in resp.partitions:
-                if r.error_code:
-                    raise error_for_code(r.error_code, f"list offsets for {r.topic}-{r.partition}")
-                out[(r.topic, r.partition)] = r.offset
+        for (t, p), r in answers.items():
+            if r.error_code:
+                raise error_for_code(r.error_code, f"list offsets for {t}-{p}")
+            out[(t, p)] = r.offset
         for tp in tps:
             if tp not in out:
                 raise UnknownTopicOrPartition(f"broker did not answer for {tp[0]}-{tp[1]}")
@@ -166,7 +164,7 @@ class Admin(GroupAdmin):
         """Every committed offset of ``group``."""
         if not group:
             raise ConfigError("group id must not be empty")
-        resp = self._client.request(OffsetFetchRequest(group, None))
+        resp = self._client.coordinator_request(group, OffsetFetchRequest(group, None))
         out = {}
         for r in resp.partitions:
             if r.error_code:
@@ -182,7 +180,7 @@ class Admin(GroupAdmin):
         items = [OffsetCommitPartition(t, int(p), int(o), metadata) for (t, p), o in offsets.items()]
         if not items:
             return
-        resp = self._client.request(OffsetCommitRequest(group, items))
+        resp = self._client.coordinator_request(group, OffsetCommitRequest(group, items))
         for r in resp.partitions:
             if r.error_code:
                 raise error_for_code(r.error_code, f"offset commit for {r.topic}-{r.partition}")

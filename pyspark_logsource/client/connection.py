@@ -7,8 +7,8 @@ correlation id (the broker answers a connection's requests in order). In
 threaded mode a reader thread receives responses; without it (Spark tasks,
 one request at a time) the caller's thread reads.
 
-:class:`NetworkClient` owns the bootstrap list, the cluster metadata and one
-connection per broker.
+:class:`~.network.NetworkClient` (in :mod:`.network`) owns the bootstrap
+list, the cluster metadata and one connection per broker.
 """
 
 from __future__ import annotations
@@ -23,18 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import (
-    LeaderNotAvailable,
     LogSourceError,
     NetworkError,
     RequestTimedOut,
-    UnknownTopicOrPartition,
     UnsupportedVersion,
     error_for_code,
 )
 from ..protocol.connection import ClientConnection
-from ..protocol.messages import ApiKey, ApiVersionsRequest, MetadataRequest, MetadataResponse
+from ..protocol.messages import ApiKey, ApiVersionsRequest
 from ..protocol.primitives import ProtocolError, is_region
-from .metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -420,139 +417,3 @@ class BrokerConnection:
         self._fail(NetworkError(f"connection to {self.address} was closed by the client"))
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(timeout=2.0)
-
-
-class NetworkClient:
-    """Bootstrap, metadata and one connection per broker, shared by a client's threads."""
-
-    def __init__(
-        self,
-        bootstrap: str | None,
-        *,
-        client_id: str | None = None,
-        request_timeout_ms: float = 30000,
-        threaded: bool = True,
-        max_in_flight: int = 0,
-    ) -> None:
-        self.bootstrap = parse_bootstrap(bootstrap)
-        self.client_id = client_id
-        self.request_timeout_ms = request_timeout_ms
-        self.threaded = threaded
-        self.max_in_flight = max_in_flight
-        self.cluster = ClusterMetadata()
-        self._conns: dict[tuple[str, int], BrokerConnection] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def _connect(self, addr: tuple[str, int]) -> BrokerConnection:
-        with self._lock:
-            if self._closed:
-                from ..errors import ClientClosed
-
-                raise ClientClosed("client is closed")
-            c = self._conns.get(addr)
-            if c is not None and not c.closed:
-                return c
-        c = BrokerConnection(
-            addr[0], addr[1], client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
-            threaded=self.threaded, max_in_flight=self.max_in_flight,
-        )  # fmt: skip
-        with self._lock:
-            old = self._conns.get(addr)
-            if old is not None and not old.closed:
-                c.close()
-                return old
-            self._conns[addr] = c
-        return c
-
-    @property
-    def arrow_body(self) -> bool:
-        """True if the brokers store and serve our Arrow-bodied batches; else Kafka's layout is used."""
-        return self.any_connection().arrow_body
-
-    def any_connection(self) -> BrokerConnection:
-        """A connection to any reachable broker (bootstrap list first, then known brokers)."""
-        for c in list(self._conns.values()):
-            if not c.closed:
-                return c
-        errors = []
-        addrs = list(self.bootstrap) + [(b.host, b.port) for b in self.cluster.brokers.values()]
-        for addr in dict.fromkeys(addrs):
-            try:
-                return self._connect(addr)
-            except NetworkError as e:
-                errors.append(str(e))
-        raise NetworkError("no broker reachable: " + "; ".join(errors))
-
-    def node_connection(self, node_id: int) -> BrokerConnection:
-        """A connection to the broker with ``node_id`` (from the metadata)."""
-        b = self.cluster.brokers.get(node_id)
-        if b is None:
-            self.refresh_metadata(None)
-            b = self.cluster.brokers.get(node_id)
-            if b is None:
-                raise LeaderNotAvailable(f"broker {node_id} is not in the cluster metadata")
-        return self._connect((b.host, b.port))
-
-    def request(self, request: Any, node_id: int | None = None, timeout: float | None = None) -> Any:
-        """Send and wait; typed errors for top-level error codes."""
-        conn = self.any_connection() if node_id is None else self.node_connection(node_id)
-        return conn.request(request, timeout)
-
-    def refresh_metadata(self, topics: list[str] | None, allow_auto_create: bool = False) -> MetadataResponse:
-        """Fetch metadata (``topics=None``: all topics) and merge it into ``self.cluster``."""
-        resp = self.request(MetadataRequest(topics, allow_auto_create))
-        brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in resp.brokers}
-        cluster = self.cluster
-        new_topics = dict(cluster.topics) if topics is not None else {}
-        for t in resp.topics:
-            if t.error_code:
-                new_topics.pop(t.name, None)
-                continue
-            parts = [
-                PartitionInfo(p.partition, p.leader_id, p.leader_epoch, list(p.replicas), list(p.isr))
-                for p in sorted(t.partitions, key=lambda p: p.partition)
-            ]
-            new_topics[t.name] = TopicDescription(t.name, parts)
-        self.cluster = ClusterMetadata(brokers or cluster.brokers, new_topics, resp.controller_id, resp.cluster_id)
-        return resp
-
-    def topic(self, name: str, allow_auto_create: bool = False, refresh: bool = False) -> TopicDescription:
-        """The topic's description; raises UnknownTopicOrPartition (or the broker's error)."""
-        t = None if refresh else self.cluster.topics.get(name)
-        if t is not None:
-            return t
-        resp = self.refresh_metadata([name], allow_auto_create)
-        for tm in resp.topics:
-            if tm.name == name and tm.error_code:
-                raise error_for_code(tm.error_code, f"topic {name!r}: " + _code_name(tm.error_code))
-        t = self.cluster.topics.get(name)
-        if t is None:
-            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-        return t
-
-    def leader_for(self, topic: str, partition: int) -> int:
-        """Node id of the partition's leader; refreshes metadata once if unknown."""
-        leader = self.cluster.leader(topic, partition)
-        if leader is None:
-            self.topic(topic, refresh=True)
-            leader = self.cluster.leader(topic, partition)
-            if leader is None:
-                n = self.cluster.num_partitions(topic)
-                if n is not None and not 0 <= partition < n:
-                    raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {partition} (it has {n})")
-                raise LeaderNotAvailable(f"partition {topic}-{partition} has no leader")
-        return leader
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            conns = list(self._conns.values())
-            self._conns.clear()
-        for c in conns:
-            c.close()
-
-
-def _code_name(code: int) -> str:
-    e = error_for_code(code)
-    return type(e).__name__ if isinstance(e, LogSourceError) else str(code)

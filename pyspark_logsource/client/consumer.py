@@ -48,7 +48,6 @@ from ..protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
-from .connection import NetworkClient
 from .fetched import (
     Message,
     _Fetched,
@@ -57,6 +56,8 @@ from .fetched import (
     messages_from_arrow,
 )
 from .group import GroupMembership
+from .metadata import Bootstrap
+from .network import NetworkClient
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class Consumer:
 
     def __init__(
         self,
-        bootstrap: str | None = None,
+        bootstrap: Bootstrap | None = None,
         *,
         group_id: str | None = None,
         auto_offset_reset: str = "earliest",
@@ -206,16 +207,14 @@ class Consumer:
         return self._state(tp).high_watermark
 
     def _list_offsets(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
-        by_node: dict[int, list[ListOffsetsPartition]] = {}
-        for t, p in tps:
-            by_node.setdefault(self._client.leader_for(t, p), []).append(ListOffsetsPartition(t, p, spec))
+        # each partition's leader answers (its latest is the high watermark); a leader change is retried
+        answers = self._client.for_leaders(tps, lambda items: ListOffsetsRequest(
+            [ListOffsetsPartition(t, p, spec) for t, p in items]))  # fmt: skip
         out = {}
-        for node, items in by_node.items():
-            resp = self._client.request(ListOffsetsRequest(items), node)
-            for r in resp.partitions:
-                if r.error_code:
-                    raise error_for_code(r.error_code, f"list offsets for {r.topic}-{r.partition}")
-                out[(r.topic, r.partition)] = r.offset
+        for (t, p), r in answers.items():
+            if r.error_code:
+                raise error_for_code(r.error_code, f"list offsets for {t}-{p}")
+            out[(t, p)] = r.offset
         return out
 
     def _resolve_positions(self) -> None:
@@ -255,7 +254,8 @@ class Consumer:
     # ------------------------------------------------------------------ group offsets
 
     def _fetch_committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
-        resp = self._client.request(OffsetFetchRequest(self._need_group(), list(tps)))
+        group = self._need_group()
+        resp = self._client.coordinator_request(group, OffsetFetchRequest(group, list(tps)))
         out: dict[TopicPartition, int | None] = dict.fromkeys(tps)
         for r in resp.partitions:
             if r.error_code:
@@ -282,7 +282,7 @@ class Consumer:
             return
         grp = self._group
         gen, member = (grp.generation, grp.member_id) if grp is not None and grp.member_id else (-1, "")
-        resp = self._client.request(OffsetCommitRequest(group, items, gen, member))
+        resp = self._client.coordinator_request(group, OffsetCommitRequest(group, items, gen, member))
         for r in resp.partitions:
             if r.error_code:
                 raise error_for_code(r.error_code, f"offset commit for {r.topic}-{r.partition}")

@@ -13,10 +13,19 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptRecord, InvalidRequest, OffsetOutOfRange, error_for_code
+from ..errors import (
+    CorruptRecord,
+    InvalidRequest,
+    LeaderNotAvailable,
+    LogSourceError,
+    NetworkError,
+    OffsetOutOfRange,
+    error_for_code,
+)
 from ..format import decode, iter_headers, read_header
 from ..protocol.messages import FetchPartition, FetchRequest
-from .connection import NetworkClient
+from .connection import BrokerConnection
+from .network import ROUTING_ERRORS, NetworkClient, Retry
 
 #: Upper bound when a single batch is larger than the requested max_bytes.
 _MAX_FETCH_GROWTH = 256 * 1024 * 1024
@@ -38,7 +47,11 @@ def read_range(
 
     Raises OffsetOutOfRange when ``start_offset`` is before the log start
     offset (the caller decides, per failOnDataLoss) or ``end_offset`` is past
-    the log end offset.
+    the log end offset. In a cluster the partition's leader is asked; when
+    it moves (NotLeaderOrFollower, a lost connection) the new one is found
+    through the metadata and the read continues from where it was, and a
+    new leader's high watermark is waited for (up to the request timeout)
+    while it trails the planned end.
     """
     start, end = int(start_offset), int(end_offset)
     if start < 0 or end < start:
@@ -47,16 +60,41 @@ def read_range(
         return
     client = NetworkClient(bootstrap, client_id=client_id or "logsource-reader", request_timeout_ms=request_timeout_ms,
                            threaded=False)  # fmt: skip
+    retry: Retry | None = None
+    conn: BrokerConnection | None = None
+    replicated = False
     try:
-        conn = client.node_connection(client.leader_for(topic, partition))
         pos = start
         size = max(int(max_bytes), 1024)
         while pos < end:
-            req = FetchRequest([FetchPartition(topic, partition, pos, size)], max_wait_ms=0, min_bytes=0, max_bytes=size)
-            resp = conn.request(req)
-            p = next((x for x in resp.partitions if x.topic == topic and x.partition == partition), None)
-            if p is None:
-                raise CorruptRecord(f"fetch response has no data for {topic}-{partition}")
+            failure: LogSourceError | None = None
+            try:
+                if conn is None or conn.closed:
+                    conn = client.node_connection(client.leader_for(topic, partition))
+                    replicated = _replicated(client, topic, partition)
+                req = FetchRequest([FetchPartition(topic, partition, pos, size)], max_wait_ms=0, min_bytes=0,
+                                   max_bytes=size)  # fmt: skip
+                resp = conn.request(req)
+            except (NetworkError, LeaderNotAvailable) as e:
+                failure = e
+            else:
+                p = next((x for x in resp.partitions if x.topic == topic and x.partition == partition), None)
+                if p is None:
+                    raise CorruptRecord(f"fetch response has no data for {topic}-{partition}")
+                if p.error_code in ROUTING_ERRORS:
+                    failure = error_for_code(p.error_code, f"fetch {topic}-{partition} at offset {pos}")
+                elif not p.error_code and end > p.high_watermark >= 0 and pos >= p.high_watermark and replicated:
+                    # a new leader's high watermark trails the old one's until its followers fetch again
+                    failure = OffsetOutOfRange(
+                        f"range end {end} of {topic}-{partition} is past the high watermark {p.high_watermark}"
+                    )
+            if failure is not None:
+                # the leader moved or is being elected: ask the metadata for the new one and retry
+                retry = retry or Retry(request_timeout_ms / 1000.0)
+                retry.wait(failure)
+                conn = None
+                client.refresh_quietly([topic])
+                continue
             if p.error_code:
                 err = error_for_code(p.error_code, "")
                 if isinstance(err, OffsetOutOfRange):
@@ -65,7 +103,7 @@ def read_range(
                         f"log end {p.high_watermark}"
                     )
                 raise error_for_code(p.error_code, f"fetch {topic}-{partition} at offset {pos}")
-            if end > p.high_watermark >= 0:
+            if end > p.high_watermark >= 0 and not replicated:
                 raise OffsetOutOfRange(
                     f"range end {end} of {topic}-{partition} is past the log end offset {p.high_watermark}"
                 )
@@ -98,6 +136,8 @@ def read_range(
                         break
             if pos >= end:
                 break
+            if progressed:
+                retry = None  # a fresh budget for the next leader change
             if not data and p.error_code == 0:
                 # nothing at or after ``pos`` below the high watermark: compaction removed the
                 # rest of the range (a gap up to the log end), which is not data loss
@@ -113,3 +153,9 @@ def read_range(
                 )
     finally:
         client.close()
+
+
+def _replicated(client: NetworkClient, topic: str, partition: int) -> bool:
+    """True if the partition has more than one replica (its high watermark may trail after a failover)."""
+    t = client.cluster.topics.get(topic)
+    return t is not None and any(p.partition == partition and len(p.replicas) > 1 for p in t.partitions)

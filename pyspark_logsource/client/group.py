@@ -27,15 +27,16 @@ from ..errors import (
     IllegalGeneration,
     LogSourceError,
     MemberIdRequired,
+    NetworkError,
     RebalanceInProgress,
     RequestTimedOut,
     UnknownMemberId,
     error_for_code,
 )
 from ..protocol import group_messages as g
-from ..protocol.messages import FindCoordinatorRequest
 from .assignors import ASSIGNORS
-from .connection import NetworkClient, raise_for_response
+from .metadata import Bootstrap
+from .network import COORDINATOR_ERRORS, NetworkClient, Retry
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -50,7 +51,7 @@ _REJOIN = (RebalanceInProgress.code, IllegalGeneration.code, UnknownMemberId.cod
 class GroupMembership:
     """One member of a consumer group; driven by ``Consumer.poll()`` plus a heartbeat thread."""
 
-    def __init__(self, bootstrap: str | None, group_id: str, *, client_id: str, session_timeout_ms: int = 10000,
+    def __init__(self, bootstrap: Bootstrap | None, group_id: str, *, client_id: str, session_timeout_ms: int = 10000,
                  heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  assignors: list[str] | None = None, request_timeout_ms: float = 30000,
                  metadata_max_age_ms: float = 300000) -> None:  # fmt: skip
@@ -133,14 +134,36 @@ class GroupMembership:
     # ------------------------------------------------------------ the rebalance (on the poll thread)
 
     def _request(self, req: object, timeout: float | None = None) -> object:
+        """Send to the group's coordinator; find it again while it moves (another broker, a failover).
+
+        Finding it is retried for up to a session timeout: longer, and the
+        members would have been evicted anyway.
+        """
+        retry = Retry(self.session_timeout_ms / 1000)
+        while True:
+            try:
+                resp = self._send(req, timeout)
+            except LogSourceError as e:
+                if e.code not in COORDINATOR_ERRORS and not isinstance(e, NetworkError):
+                    raise
+                retry.wait(e)
+                continue
+            if resp.error_code not in COORDINATOR_ERRORS:
+                return resp
+            self._node = None
+            retry.wait(error_for_code(resp.error_code, f"group {self.group_id!r}"))
+
+    def _send(self, req: object, timeout: float | None) -> object:
         if self._node is None:
-            resp = raise_for_response(self._client.request(FindCoordinatorRequest(self.group_id)))
-            self._client.cluster.brokers.setdefault(resp.node_id, _broker(resp))
-            self._node = resp.node_id
+            self._node = self._client.coordinator(self.group_id, refresh=True)
         # the raw response: its error code (and MEMBER_ID_REQUIRED's member id) drive the state machine
         done, box = threading.Event(), []
-        self._client.node_connection(self._node).send(req, lambda r, e: (box.append((r, e)), done.set()),
-                                                      timeout=timeout)  # fmt: skip
+        try:
+            conn = self._client.node_connection(self._node)
+        except LogSourceError:
+            self._node = None
+            raise
+        conn.send(req, lambda r, e: (box.append((r, e)), done.set()), timeout=timeout)
         if not done.wait((timeout or self._client.request_timeout_ms / 1000) + 5):
             raise RequestTimedOut(f"no answer to {type(req).__name__} from the coordinator")
         resp, err = box[0]
@@ -305,8 +328,3 @@ class GroupMembership:
         self._client.close()
         self._thread.join(timeout=2.0)
 
-
-def _broker(resp: object) -> object:
-    from .metadata import BrokerInfo
-
-    return BrokerInfo(resp.node_id, resp.host, resp.port)

@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import ConfigError, GroupIdNotFound, NonEmptyGroup, error_for_code
 from ..protocol import group_messages as g
-from ..protocol.messages import FindCoordinatorRequest
 from ..protocol.primitives import ProtocolError
-from .connection import raise_for_response
 
 if TYPE_CHECKING:
-    from .connection import NetworkClient
+    from .network import NetworkClient
 
 TopicPartition = tuple[str, int]
 
@@ -80,11 +78,12 @@ class GroupAdmin:
     def _coordinator(self, group: str) -> int:
         if not group:
             raise ConfigError("group id must not be empty")
-        resp = raise_for_response(self._client.request(FindCoordinatorRequest(group)))
-        return resp.node_id
+        return self._client.coordinator(group, refresh=True)
 
     def _described(self, group: str) -> g.DescribedGroup:
-        resp = self._client.request(g.DescribeGroupsRequest([group]), self._coordinator(group))
+        if not group:
+            raise ConfigError("group id must not be empty")
+        resp = self._client.coordinator_request(group, g.DescribeGroupsRequest([group]))
         d = resp.groups[0]
         if d.error_code and d.error_code != GroupIdNotFound.code:
             raise error_for_code(d.error_code, d.error_message or f"describe group {group!r}")

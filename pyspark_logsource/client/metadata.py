@@ -41,8 +41,12 @@ class BrokerInfo(NamedTuple):
     port: int
 
 
-def parse_bootstrap(bootstrap: str | list[str] | tuple[str, ...] | None) -> list[tuple[str, int]]:
-    """Parse ``"host:port[,host:port]"`` (None: $LOGSOURCE_BOOTSTRAP or 127.0.0.1:9092)."""
+#: ``bootstrap.servers``: ``"host:port[,host:port...]"`` or a list of ``"host:port"``.
+Bootstrap = str | list[str] | tuple[str, ...]
+
+
+def parse_bootstrap(bootstrap: Bootstrap | None) -> list[tuple[str, int]]:
+    """Parse ``"host:port[,host:port]"`` or a list of ``"host:port"`` (None: $LOGSOURCE_BOOTSTRAP or 127.0.0.1:9092)."""
     if bootstrap is None:
         bootstrap = os.environ.get("LOGSOURCE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)

@@ -44,8 +44,9 @@ from ..format.crc import crc32c
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from ..topics import validate_topic_name
 from .accumulator import RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
-from .connection import NetworkClient
 from .encoding import encode_records
+from .metadata import Bootstrap
+from .network import NetworkClient
 from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 _INT32_MAX = (1 << 31) - 1
 
 #: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
-_METADATA_ERRORS = (3, 5, 6)
+_METADATA_ERRORS = (3, 5, 6, 74, 75)
 
 
 def _as_bytes(v: Any, what: str) -> bytes | None:
@@ -103,7 +104,7 @@ class Producer:
 
     def __init__(
         self,
-        bootstrap: str | None = None,
+        bootstrap: Bootstrap | None = None,
         *,
         acks: int | str = 1,
         linger_ms: float = 5,
@@ -156,6 +157,7 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self._next_seq: dict[tuple[str, int], int] = {}
+        self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
         self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}
         self._seq_lock = threading.Lock()
         self._refresh_needed = False
@@ -524,7 +526,9 @@ class Producer:
                     i = -1
                 if i >= 0:
                     del queue[i]
-                    if error is not None:
+                    if error is None:
+                        self._last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+                    else:
                         # Later batches move down so the broker sees no gap; their bytes are
                         # restamped before they are (re)sent.
                         n = b.record_count
@@ -647,10 +651,19 @@ class Producer:
     def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
         retriable = isinstance(error, LogSourceError) and error.retriable
         if self.idempotent and (
-            isinstance(error, OutOfOrderSequence) or (isinstance(error, UnknownProducerId) and b.restamp)
+            (isinstance(error, OutOfOrderSequence) and not self._is_next(b))
+            or (isinstance(error, UnknownProducerId) and b.restamp)
         ):
-            # An earlier batch of the partition failed or is being resent: this one follows it.
+            # An earlier batch of the partition failed or is being resent (say, to a new leader
+            # after a failover): this one follows it, with its own sequence numbers unchanged.
             retriable = True
+        elif isinstance(error, OutOfOrderSequence):
+            # Every earlier batch was acknowledged, yet the broker expects another sequence: it
+            # lost acknowledged records (Kafka's producer reports this too; retrying cannot help).
+            error = OutOfOrderSequence(
+                f"{b.topic}-{b.partition}: the broker refused sequence {b.base_sequence}, which follows the last "
+                f"acknowledged one; acknowledged records were lost on the broker side: {error}"
+            )
         now = time.monotonic()
         if (
             retriable
@@ -669,6 +682,13 @@ class Producer:
                 f"{self.delivery_timeout * 1000:.0f}: {error}"
             )
         self._finish(b, error=error)
+
+
+    def _is_next(self, b: ProducerBatch) -> bool:
+        """True if every earlier batch of ``b``'s partition was acknowledged (``b`` is the next sequence)."""
+        with self._seq_lock:
+            last = self._last_acked.get(b.tp, -1)
+        return b.base_sequence == ((last + 1) & _INT32_MAX)
 
 
 class _ResendAlone(LogSourceError):
