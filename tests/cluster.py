@@ -74,17 +74,22 @@ class Cluster:
         brokers: int = 3,
         config: Mapping[str, object] | None = None,
         broker_config: Mapping[int, Mapping[str, object]] | None = None,
+        thread_brokers: Iterable[int] = (),
     ) -> None:
+        """``thread_brokers``: ids run in a thread of this process instead (a test can then reach
+        the broker's objects, e.g. its ZooKeeper session; kill() is a clean stop for them)."""
         self.zk_connect = zk_connect
         self.base_dir = Path(base_dir)
         self.config = {**FAST_CLUSTER, **{str(k): str(v) for k, v in (config or {}).items()}}
         self.brokers: dict[int, EmbeddedBroker] = {}
+        in_thread = set(thread_brokers)
         for bid in range(1, brokers + 1):
             props = dict(self.config)
             props.update({str(k): str(v) for k, v in (broker_config or {}).get(bid, {}).items()})
             props["broker.id"] = str(bid)
             props["zookeeper.connect"] = zk_connect
-            self.brokers[bid] = EmbeddedBroker(self.base_dir / f"broker-{bid}", mode="process", config=props)
+            mode = "thread" if bid in in_thread else "process"
+            self.brokers[bid] = EmbeddedBroker(self.base_dir / f"broker-{bid}", mode=mode, config=props)
         self.zk = KazooClient(zk_connect, timeout=10.0)
 
     # ------------------------------------------------------------ lifecycle
@@ -328,3 +333,124 @@ class Cluster:
 def env_flag(name: str, default: str = "") -> str:
     """An environment knob for soak runs (e.g. LOGSOURCE_MATRIX_SECONDS)."""
     return os.environ.get(name, default)
+
+
+class Traffic:
+    """An idempotent ``acks=all`` producer and a consumer running in the background on one topic.
+
+    The producer sends unique values (``b"<n>"``, about ``rate`` per second, round-robin over the
+    partitions) and records which were acknowledged and where; the consumer reads every partition
+    from the beginning. :meth:`check` then asserts Kafka's replication_test properties."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 200.0) -> None:
+        import threading
+
+        from pyspark_logsource.client import Consumer, Producer
+
+        self.topic = topic
+        self.partitions = partitions
+        self.interval = 1.0 / rate
+        self.producer = Producer(bootstrap, acks="all", enable_idempotence=True, linger_ms=2,
+                                 delivery_timeout_ms=120000, request_timeout_ms=10000, retry_backoff_ms=50)  # fmt: skip
+        self.consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=200, request_timeout_ms=10000)
+        self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset)
+        self.failed: dict[bytes, BaseException] = {}
+        self.sent = 0
+        self.consumed: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._producing = threading.Event()
+        self._consuming = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, daemon=True, name="traffic-producer"),
+                         threading.Thread(target=self._consume, daemon=True, name="traffic-consumer")]  # fmt: skip
+
+    def start(self) -> Traffic:
+        self._producing.set()
+        self._consuming.set()
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _done(self, value: bytes, fut: Any) -> None:
+        try:
+            where = fut.result(0)
+        except BaseException as e:  # not acknowledged: it may or may not be in the log
+            with self._lock:
+                self.failed[value] = e
+            return
+        with self._lock:
+            self.acked[value] = where
+
+    def _produce(self) -> None:
+        n = 0
+        try:
+            while self._producing.is_set():
+                value = str(n).encode()
+                fut = self.producer.send(self.topic, value, partition=n % self.partitions)
+                fut.add_done_callback(lambda f, v=value: self._done(v, f))
+                n += 1
+                self.sent = n
+                time.sleep(self.interval)
+        except BaseException as e:
+            self.errors.append(e)
+
+    def _consume(self) -> None:
+        try:
+            self.consumer.assign([(self.topic, p) for p in range(self.partitions)])
+            self.consumer.seek_to_beginning()
+            while self._consuming.is_set():
+                for m in self.consumer.poll(timeout_ms=200, max_records=2000):
+                    self.consumed[m.partition].append((m.offset, m.value))
+        except BaseException as e:
+            self.errors.append(e)
+
+    def acked_count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def wait_acked(self, more: int, timeout: float = 60.0) -> None:
+        """Until ``more`` further messages have been acknowledged."""
+        target = self.acked_count() + more
+        wait_for(lambda: self.acked_count() >= target, timeout, what=f"{target} acknowledged messages")
+
+    def stop_producing(self, timeout: float = 120.0) -> None:
+        """Stop sending and wait until every sent message is acknowledged or failed."""
+        self._producing.clear()
+        self._threads[0].join(30)
+        self.producer.flush(timeout)
+        wait_for(lambda: len(self.acked) + len(self.failed) >= self.sent, 30, what="every send completed")
+
+    def wait_consumed(self, high_watermarks: Mapping[int, int], timeout: float = 60.0) -> None:
+        """Until the consumer has read up to each partition's high watermark."""
+
+        def done() -> bool:
+            return all((self.consumed[p][-1][0] + 1 if self.consumed[p] else 0) >= hw for p, hw in high_watermarks.items())
+
+        wait_for(done, timeout, what=f"consumer at the high watermarks {dict(high_watermarks)}")
+
+    def close(self) -> None:
+        self._producing.clear()
+        self._consuming.clear()
+        for t in self._threads:
+            t.join(10)
+        self.producer.close(10)
+        self.consumer.close()
+
+    def check(self) -> None:
+        """Every acknowledged message consumed at its acknowledged offset; no duplicate; no offset gap."""
+        assert not self.errors, f"background clients failed: {self.errors!r}"
+        seen: dict[bytes, tuple[int, int]] = {}
+        for p, recs in self.consumed.items():
+            offsets = [o for o, _ in recs]
+            assert offsets == list(range(len(offsets))), (
+                f"partition {p}: offsets not dense from 0 (first gap/repeat near "
+                f"{next((i for i, o in enumerate(offsets) if o != i), None)})"
+            )
+            for o, v in recs:
+                assert v not in seen, f"duplicate {v!r} at {p}:{o} and {seen[v]}"
+                seen[v] = (p, o)
+        missing = {v: w for v, w in self.acked.items() if seen.get(v) != w}
+        assert not missing, (
+            f"{len(missing)} of {len(self.acked)} acknowledged messages were not consumed where acknowledged, e.g. "
+            + ", ".join(f"{v!r} acked at {w}, consumed at {seen.get(v)}" for v, w in list(missing.items())[:5])
+        )

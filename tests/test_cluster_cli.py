@@ -1,0 +1,118 @@
+"""``logsource cluster start|status|stop`` and the topic commands against the cluster it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from brokers import broker_thread
+
+from pyspark_logsource.broker.cluster.zookeeper import pid_alive
+from pyspark_logsource.client import Admin
+from pyspark_logsource.errors import ConfigError, InvalidReplicationFactor
+
+CLI = [sys.executable, "-m", "pyspark_logsource.cli"]
+
+
+def run(*args: str, stdin: bytes | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("LOGSOURCE_BOOTSTRAP", None)
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=timeout, env=env)
+
+
+def ok(*args: str, stdin: bytes | None = None) -> str:
+    p = run(*args, stdin=stdin)
+    assert p.returncode == 0, f"logsource {' '.join(args)} failed ({p.returncode}):\n{p.stdout.decode()}\n{p.stderr.decode()}"
+    return p.stdout.decode()
+
+
+def _describe(out: str) -> dict[int, dict[str, str]]:
+    rows = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        if "Partition" in fields:
+            rows[int(fields["Partition"])] = fields
+    return rows
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cluster_start_topics_produce_consume_stop(tmp_path):
+    d = tmp_path / "lsc"
+    out = ok("cluster", "start", "--brokers", "3", "--data-dir", str(d))
+    bootstrap = re.search(r"^bootstrap\.servers=(\S+)$", out, re.M).group(1)
+    assert len(bootstrap.split(",")) == 3
+    state = json.loads((d / "cluster.json").read_text())
+    pids = [state["zookeeper"]["pid"]] + [b["pid"] for b in state["brokers"]]
+    try:
+        assert all(pid_alive(p) for p in pids)
+        assert "running" in ok("cluster", "status", "--data-dir", str(d))
+        # a second start on a running cluster is refused, and leaves it running
+        p = run("cluster", "start", "--brokers", "3", "--data-dir", str(d))
+        assert p.returncode == 1 and b"already running" in p.stderr
+
+        ok("topics", "create", "events", "--partitions", "3", "--replication-factor", "3",
+           "--config", "min.insync.replicas=2", "-b", bootstrap)  # fmt: skip
+        desc = ok("topics", "describe", "events", "-b", bootstrap)
+        assert "ReplicationFactor: 3" in desc
+        rows = _describe(desc)
+        assert sorted(rows) == [0, 1, 2]
+        for r in rows.values():
+            assert sorted(r["Replicas"].split(",")) == ["1", "2", "3"]
+            assert sorted(r["Isr"].split(",")) == ["1", "2", "3"] or len(r["Isr"].split(",")) >= 2
+            assert r["Leader"] in ("1", "2", "3")
+        # leaders are spread: each broker leads one of the three partitions
+        assert sorted(r["Leader"] for r in rows.values()) == ["1", "2", "3"]
+        p = run("topics", "create", "too-many", "--replication-factor", "4", "-b", bootstrap)
+        assert p.returncode == 1 and b"InvalidReplicationFactor" in p.stderr
+
+        lines = b"".join(b"k%d\tv%d\n" % (i, i) for i in range(300))
+        ok("produce", "events", "--acks", "all", "--key-separator", "\t", "-b", bootstrap, stdin=lines)
+        got = ok("consume", "events", "--from-beginning", "--max-messages", "300", "--timeout-ms", "20000",
+                 "--print-key", "-b", bootstrap)  # fmt: skip
+        assert sorted(got.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(300))
+        # any one broker of the list is enough to bootstrap (the others come from Metadata)
+        last = bootstrap.split(",")[-1]
+        assert "events" in ok("topics", "list", "-b", last)
+    finally:
+        stopped = ok("cluster", "stop", "--data-dir", str(d))
+    assert "broker-1" in stopped and "zookeeper" in stopped
+    assert not any(pid_alive(p) for p in pids)
+    assert "stopped" in ok("cluster", "status", "--data-dir", str(d))
+
+    # start again on the same dir: same ports, the data is still there
+    out = ok("cluster", "start", "--brokers", "3", "--data-dir", str(d))
+    try:
+        assert re.search(r"^bootstrap\.servers=(\S+)$", out, re.M).group(1) == bootstrap
+        got = ok("consume", "events", "--from-beginning", "--max-messages", "300", "--timeout-ms", "30000", "-b", bootstrap)
+        assert len(got.splitlines()) == 300
+    finally:
+        ok("cluster", "stop", "--data-dir", str(d))
+
+
+def test_cluster_stop_without_a_cluster(tmp_path):
+    p = run("cluster", "stop", "--data-dir", str(tmp_path / "none"))
+    assert p.returncode == 1 and b"no cluster" in p.stderr
+    p = run("cluster", "start", "--brokers", "0", "--data-dir", str(tmp_path / "none"))
+    assert p.returncode == 1 and b"ConfigError" in p.stderr
+
+
+def test_replication_factor_on_a_single_broker(tmp_path):
+    # the embedded single broker holds one copy: more is a typed error, and nothing is created
+    with broker_thread(tmp_path) as b, Admin(b.bootstrap) as admin:
+        with pytest.raises(InvalidReplicationFactor):
+            admin.create_topic("two", 1, replication_factor=2)
+        for bad in (0, -3, 1.5, True):
+            with pytest.raises(ConfigError):
+                admin.create_topic("bad", 1, replication_factor=bad)
+        assert "two" not in admin.list_topics() and "bad" not in admin.list_topics()
+        admin.create_topic("one", 2, replication_factor=1)
+        d = admin.describe_topic("one")
+        assert [p.replicas for p in d.partitions] == [[0], [0]]
+        p = run("topics", "create", "three", "--replication-factor", "3", "-b", b.bootstrap)
+        assert p.returncode == 1 and b"InvalidReplicationFactor" in p.stderr
