@@ -168,7 +168,8 @@ def fetch_req_to(r: m.FetchRequest, v: int) -> dict:
         "topics": [
             {"topic": t, "partitions": [
                 {"partition": p.partition, "current_leader_epoch": p.current_leader_epoch,
-                 "fetch_offset": p.fetch_offset, "last_fetched_epoch": -1, "log_start_offset": p.log_start_offset,
+                 "fetch_offset": p.fetch_offset, "last_fetched_epoch": p.last_fetched_epoch,
+                 "log_start_offset": p.log_start_offset,
                  "partition_max_bytes": p.max_bytes} for p in ps]}
             for t, ps in _group(r.partitions).items()
         ],
@@ -177,7 +178,7 @@ def fetch_req_to(r: m.FetchRequest, v: int) -> dict:
 
 def fetch_req_from(d: dict, v: int) -> m.FetchRequest:
     parts = [m.FetchPartition(t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                              p["log_start_offset"], p["current_leader_epoch"])
+                              p["log_start_offset"], p["current_leader_epoch"], p["last_fetched_epoch"])
              for t in d["topics"] for p in t["partitions"]]  # fmt: skip
     return m.FetchRequest(parts, d["max_wait_ms"], d["min_bytes"], d["max_bytes"], d["isolation_level"],
                           d["replica_id"], d["session_id"], d["session_epoch"], d["rack_id"])  # fmt: skip
@@ -197,6 +198,7 @@ def fetch_resp_to(r: m.FetchResponse, v: int) -> dict:
                 {"partition_index": p.partition, "error_code": p.error_code, "high_watermark": p.high_watermark,
                  "last_stable_offset": p.last_stable_offset, "log_start_offset": p.log_start_offset,
                  "aborted_transactions": _aborted_to(p.aborted_transactions),
+                 "diverging_epoch": {"epoch": p.diverging_epoch, "end_offset": p.diverging_end_offset},
                  "preferred_read_replica": p.preferred_read_replica, "records": p.records} for p in ps]}
             for t, ps in _group(r.partitions).items()
         ],
@@ -212,7 +214,7 @@ def fetch_resp_from(d: dict, v: int) -> m.FetchResponse:
                 t["topic"], p["partition_index"], p["error_code"], p["high_watermark"], p["last_stable_offset"],
                 p["log_start_offset"], p["records"],
                 None if ab is None else [m.AbortedTransaction(a["producer_id"], a["first_offset"]) for a in ab],
-                p["preferred_read_replica"]))  # fmt: skip
+                p["preferred_read_replica"], p["diverging_epoch"]["epoch"], p["diverging_epoch"]["end_offset"]))  # fmt: skip
     return m.FetchResponse(parts, d["throttle_time_ms"], d["error_code"], d["session_id"])
 
 

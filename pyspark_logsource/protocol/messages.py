@@ -215,6 +215,8 @@ class FetchPartition:
     max_bytes: int = 1 << 20
     log_start_offset: int = -1  # followers only
     current_leader_epoch: int = -1
+    #: a follower's latest epoch (v12+): the leader answers ``diverging_epoch`` if its log differs there
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -262,6 +264,10 @@ class FetchPartitionResponse:
     records: Any = None
     aborted_transactions: list[AbortedTransaction] | None = None
     preferred_read_replica: int = -1
+    #: (v12+, to a follower) the largest epoch both logs hold and where it ends on the leader:
+    #: the follower truncates there (KIP-320's form of KIP-101's OffsetsForLeaderEpoch); -1 when not diverging
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
 
 
 @dataclass(slots=True)
