@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import InvalidRecord, StorageError
 from ...format import header as fmt
+from . import transactions as txn
 
 if TYPE_CHECKING:
     from .log import AppendInfo
@@ -65,6 +66,8 @@ class FollowerAppendMixin:
                 ps.replay(h)
                 if h.leader_epoch > self.epochs.latest_epoch:
                     self.epochs.assign(h.leader_epoch, h.base_offset)
+            if any(h.attributes & 0x30 for _, h in batches):  # transactional or control: LSO, aborted index
+                txn.apply_append(self, mv, batches, [h.base_offset for _, h in batches])
             self._leo = expected
             due = (self._leo - self._recovery_point >= self.config.flush_messages
                    or (not self.scheduled_flush and now - self._last_flush_ms >= self.config.flush_ms))  # fmt: skip

@@ -36,6 +36,7 @@ from ...format import header as fmt
 from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ...format.kafka import validate_kafka_records
 from ...topics import validate_topic_name
+from . import transactions as txn
 from .config import LogConfig
 from .epochs import LeaderEpochCache
 from .follower import FollowerAppendMixin
@@ -88,6 +89,8 @@ class PartitionLog(FollowerAppendMixin):
         #: time-based flushes to it and never fsync in the caller's thread for time.
         self.scheduled_flush = False
         self.producer_state = ProducerStateManager(self.directory)
+        self.txns = txn.PartitionTransactions(self.directory)
+        self._last_bases: list[int] = []
         self.epochs = LeaderEpochCache(self.directory)
         #: the high watermark when replicated (set by the replica manager); None: it is the log end
         self._hw: int | None = None
@@ -206,6 +209,7 @@ class PartitionLog(FollowerAppendMixin):
                 for h in seg.iter_headers(start):
                     ps.replay(h)
                     n += 1
+        txn.rebuild(self)
         return n
 
     def _write_recovery_point(self, value: int | None = None, tmp_suffix: str = ".tmp") -> None:
@@ -238,6 +242,12 @@ class PartitionLog(FollowerAppendMixin):
     def set_high_watermark(self, offset: int | None) -> None:
         """Set the high watermark (the replica manager's); None makes it follow the log end again."""
         self._hw = None if offset is None else max(offset, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """read_committed readers read below it: the oldest open transaction's first offset, else the
+        high watermark (see :mod:`.transactions`)."""
+        return self.txns.last_stable_offset(getattr(self, "high_watermark", self._leo))
 
     @property
     def recovery_point(self) -> int:
@@ -281,10 +291,12 @@ class PartitionLog(FollowerAppendMixin):
 
     # ------------------------------------------------------------ append
 
-    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> AppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0, *,
+               control: bool = False) -> AppendInfo:
         """Validate, stamp and append a run of batches, all or nothing.
 
-        A writable buffer (bytearray) is stamped in place; bytes are copied once.
+        A writable buffer (bytearray) is stamped in place; bytes are copied once. Control
+        batches (transaction markers) only from the coordinator: ``control=True``.
         """
         # Hot path: per-batch work only, and as little Python per batch as the checks allow.
         if isinstance(records, bytearray):
@@ -299,6 +311,7 @@ class PartitionLog(FollowerAppendMixin):
         # header checks, size bound, CRC and codec of every batch: one call, the format's walker
         batches = fmt.walk(mv, check_crc=True, max_size=self.config.max_message_bytes, strict=True)
         compact = self.config.compact
+        transactional = txn.check_append(batches, control)
         for pos, h in batches:
             if h.is_arrow_body:
                 keyless = compact and h.attributes & fmt.HAS_KEY_NULLS
@@ -312,6 +325,8 @@ class PartitionLog(FollowerAppendMixin):
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
             info = self._append_locked(mv, batches, leader_epoch, now)
+            if transactional and not info.duplicate:
+                txn.apply_append(self, mv, batches, self._last_bases)
             if leader_epoch > self.epochs.latest_epoch and not info.duplicate:
                 self.epochs.assign(leader_epoch, info.base_offset)
             due = not info.duplicate and (
@@ -328,6 +343,7 @@ class PartitionLog(FollowerAppendMixin):
         producers = None
         offset = self._leo
         duplicates = []
+        self._last_bases = bases = []  # base offset per batch, for the transaction hooks
         stamped = []  # (position, base offset, size, max timestamp, record count)
         for pos, h in batches:
             idempotent = h.producer_id >= 0 and h.base_sequence >= 0
@@ -347,6 +363,7 @@ class PartitionLog(FollowerAppendMixin):
                 producers.record(h._replace(base_offset=offset, leader_epoch=leader_epoch, max_timestamp=max_ts))
             count = h.record_count
             stamped.append((pos, offset, h.batch_length + fmt.LOG_OVERHEAD, max_ts, count))
+            bases.append(offset)
             offset += count
         if duplicates:
             if stamped:
@@ -467,6 +484,7 @@ class PartitionLog(FollowerAppendMixin):
             self._recovery_point = self._leo  # old is fsynced and so is everything before it
             self._write_recovery_point()
         self.producer_state.take_snapshot(self._leo)
+        self.txns.take_snapshot(self._leo, self.log_start_offset)
         for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
             (self.directory / f"{self._leo:020d}{suffix}").unlink(missing_ok=True)
         seg = LogSegment(self.directory, self._leo, self.config)
@@ -579,6 +597,7 @@ class PartitionLog(FollowerAppendMixin):
             self._write_recovery_point()
             self.epochs.truncate_from_end(self._leo)
             self.producer_state.delete_snapshots_after(self._leo)
+            self.txns.delete_snapshots_after(self._leo)
             self._rebuild_producer_state()
             return self._leo
 
@@ -604,6 +623,8 @@ class PartitionLog(FollowerAppendMixin):
                 self._hw = offset
             self.producer_state.delete_snapshots_after(-1)
             self.producer_state.producers = {}
+            self.txns.delete_snapshots_after(-1)
+            self.txns.reset()
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and mark the shutdown clean."""
@@ -612,6 +633,7 @@ class PartitionLog(FollowerAppendMixin):
                 return
             self._flush_holding_flush_lock()
             self.producer_state.take_snapshot(self._leo)
+            self.txns.take_snapshot(self._leo, self.log_start_offset)
             self._closed = True
             for seg in self._view.segments:
                 seg.close()
