@@ -54,6 +54,8 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
+    #: acks=all needs this many in-sync replicas (NotEnoughReplicas otherwise); a topic setting, as in Kafka
+    min_insync_replicas: int = 1
     # Broker-wide (used by LogManager, ignored per topic).
     retention_check_interval_ms: int = 300_000
     flush_scheduler_interval_ms: int = 1000
@@ -100,6 +102,7 @@ class LogConfig:
         need(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be >= 0")
         need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", "must be >= 1")
         need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", "must be in [0, 1]")
+        need(self.min_insync_replicas >= 1, "min.insync.replicas", "must be >= 1")
         need(self.cleaner_enable in (0, 1), "log.cleaner.enable", "must be true or false")
         need(self.cleaner_dedupe_buffer_size >= 1024, "log.cleaner.dedupe.buffer.size", "must be >= 1024")
         need(self.cleaner_backoff_ms >= 1, "log.cleaner.backoff.ms", "must be >= 1")
@@ -230,6 +233,7 @@ _ATTR = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.insync.replicas": "min_insync_replicas",
     "log.cleaner.enable": "cleaner_enable",
     "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
     "log.cleaner.backoff.ms": "cleaner_backoff_ms",
