@@ -10,8 +10,10 @@ Frames (all integers big-endian)::
 
 Bodies follow :mod:`.schemas`. Produce has hand-written fast paths for the
 non-flexible versions our clients use (one topic, one partition), because a
-produce of one message per request is a hot path; they produce exactly the
-bytes of the general codec (the tests compare both).
+produce of one message per request is a hot path; Fetch has them for every
+version (:mod:`.fetch_fast`), because a consumer makes thousands of fetch
+round trips a second. They produce exactly the bytes of the general codec
+(the tests compare both) and leave any other shape to it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from typing import Any
 
 from ..errors import UnsupportedVersion
 from . import adapters as a
+from . import fetch_fast
 from . import group_adapters as ga
 from . import group_messages as gm
 from . import messages as m
+from . import txn_messages as tm
 from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
 from .schemas import API_VERSIONS_REQUEST, SCHEMAS
@@ -45,13 +49,14 @@ class Api:
     __slots__ = ("key", "request", "response", "req_to", "req_from", "resp_to", "resp_from", "min_version",
                  "max_version", "codecs")  # fmt: skip
 
-    def __init__(self, key: int, request: type, response: type, adapters: str, module: Any = a) -> None:
+    def __init__(self, key: int, request: type, response: type, adapters: str, module: Any = a,
+                 schemas: tuple[Message, Message] | None = None) -> None:  # fmt: skip
         self.key, self.request, self.response = key, request, response
         self.req_to = getattr(module, f"{adapters}_req_to")
         self.req_from = getattr(module, f"{adapters}_req_from")
         self.resp_to = getattr(module, f"{adapters}_resp_to")
         self.resp_from = getattr(module, f"{adapters}_resp_from")
-        req_schema, resp_schema = SCHEMAS[key]
+        req_schema, resp_schema = SCHEMAS[key] if schemas is None else schemas
         if key == m.ApiKey.API_VERSIONS:
             req_schema = _API_VERSIONS_REQUEST_EXT
         self.min_version, self.max_version = req_schema.version_range()
@@ -82,6 +87,9 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse, "init_pid"),
         Api(m.ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse, "describe_configs"),
         Api(m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"),
+        # our extension (not Kafka's): the staged transactions of a Spark write
+        Api(tm.STAGED_TXNS_KEY, tm.StagedTxnsRequest, tm.StagedTxnsResponse, "staged_txns", tm,
+            (tm.STAGED_TXNS_REQUEST, tm.STAGED_TXNS_RESPONSE)),
     ]
 }
 
@@ -171,6 +179,10 @@ def encode_request(header: m.RequestHeader, request: Any) -> list[Any]:
             fast = None  # the general path raises the precise error
         if fast is not None:
             return fast
+    elif key == 1:
+        fast = fetch_fast.encode_request(header, request)
+        if fast is not None:
+            return fast
     w = Writer()
     try:
         pair[0].write(w, api.req_to(request, version))
@@ -187,6 +199,10 @@ def decode_request_body(header: m.RequestHeader, r: Reader) -> Any:
         skip_tagged_fields(r)
     elif key == 0:
         fast = _decode_produce_request_fast(r)
+        if fast is not None:
+            return fast
+    if key == 1:
+        fast = fetch_fast.decode_request(r, version)
         if fast is not None:
             return fast
     req = APIS[key].req_from(codec.read(r), version)
@@ -215,6 +231,10 @@ def encode_response(header: m.RequestHeader, response: Any) -> list[Any]:
             fast = None
         if fast is not None:
             return fast
+    elif key == 1:
+        fast = fetch_fast.encode_response(header.correlation_id, version, response)
+        if fast is not None:
+            return fast
     head = bytearray(header.correlation_id.to_bytes(4, "big", signed=True))
     if response_header_is_flexible(key, version):
         head += b"\x00"
@@ -241,7 +261,11 @@ def decode_response_body(api_key: int, api_version: int, r: Reader) -> Any:
     if response_header_is_flexible(api_key, api_version):
         skip_tagged_fields(r)
     codec = CODECS[(api_key, api_version)][1]
-    if api_key == 0 and not codec.flexible:
+    if api_key == 1:
+        fast = fetch_fast.decode_response(r, api_version)
+        if fast is not None:
+            return fast
+    elif api_key == 0 and not codec.flexible:
         fast = _decode_produce_response_fast(r, api_version)
         if fast is not None:
             return fast
