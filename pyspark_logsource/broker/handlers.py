@@ -30,6 +30,7 @@ from ..errors import (
     InvalidRequest,
     InvalidRequiredAcks,
     InvalidTopic,
+    LeaderNotAvailable,
     LogSourceError,
     TopicAlreadyExists,
     TopicDeletionDisabled,
@@ -87,9 +88,11 @@ from ..protocol import (
 )
 from ..topics import is_internal, validate_topic_name
 from .groups.handlers import GroupHandlers
+from .state import topic_error
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from .log import LogManager
+    from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -105,21 +108,12 @@ class Session:
     client_id: str | None = None
 
 
-def _topic_error(topic: str) -> LogSourceError:
-    """InvalidTopic for an illegal name, else UnknownTopicOrPartition."""
-    try:
-        validate_topic_name(topic)
-    except InvalidTopic as e:
-        return e
-    return UnknownTopicOrPartition(f"unknown topic or partition in {topic!r}")
-
-
 class Handlers:
     """The request handlers of one broker."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.config = state.config
         self.by_key: dict[int, Callable[[Any, Session], Any]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -135,17 +129,17 @@ class Handlers:
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
-        self.by_key.update(GroupHandlers(broker).by_key())
+        self.by_key.update(GroupHandlers(state).by_key())
 
     @property
-    def logs(self):
-        return self.broker.logs
+    def logs(self) -> LogManager:
+        return self.state.logs
 
     def _get_log(self, topic: str, partition: int):
         try:
             return self.logs.get_log(topic, partition)
         except UnknownTopicOrPartition:
-            raise _topic_error(topic) from None
+            raise topic_error(topic) from None
 
     # ------------------------------------------------------------ Produce
 
@@ -161,6 +155,7 @@ class Handlers:
                     raise InvalidRequiredAcks(f"acks={req.acks} is not supported (use 0, 1 or -1)")
                 if is_internal(p.topic):
                     raise InvalidTopic(f"cannot produce to internal topic {p.topic!r}")
+                self.state.check_leader(p.topic, p.partition)
                 lg = self._get_log(p.topic, p.partition)
                 if p.records is None or len(p.records) == 0:
                     raise CorruptRecord("produce request without record batches")
@@ -172,7 +167,7 @@ class Handlers:
                 r.log_append_time_ms = info.log_append_time
                 r.log_start_offset = lg.log_start_offset
                 if not info.duplicate:
-                    self.broker.notify(p.topic, p.partition)
+                    self.state.notify(p.topic, p.partition)
             except LogSourceError as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
                 log.debug("produce to %s-%d failed: %s", p.topic, p.partition, e)
@@ -191,8 +186,10 @@ class Handlers:
         for fp in req.partitions:
             r = FetchPartitionResponse(fp.topic, fp.partition, records=b"")
             try:
+                if req.replica_id < 0:
+                    self.state.check_leader(fp.topic, fp.partition, write=False)
                 lg = self._get_log(fp.topic, fp.partition)
-                r.high_watermark = r.last_stable_offset = lg.log_end_offset
+                r.high_watermark = r.last_stable_offset = self.state.high_watermark(fp.topic, fp.partition, lg)
                 r.log_start_offset = lg.log_start_offset
                 limit = min(fp.max_bytes, budget - total)
                 if limit > 0:
@@ -224,12 +221,12 @@ class Handlers:
                 return resp
             fut = loop.create_future()
             timer = loop.call_later(remaining, _wake, fut)
-            self.broker.add_waiter(keys, fut)
+            self.state.waiters.add(keys, fut)
             try:
                 await fut
             finally:
                 timer.cancel()
-                self.broker.remove_waiter(keys, fut)
+                self.state.waiters.remove(keys, fut)
             resp, total, error = self._read(req, session)
             if error or total >= req.min_bytes:
                 return resp
@@ -242,18 +239,21 @@ class Handlers:
         for p in req.partitions:
             r = ListOffsetsPartitionResponse(p.topic, p.partition)
             try:
+                if req.replica_id < 0:
+                    self.state.check_leader(p.topic, p.partition, write=False)
                 lg = self._get_log(p.topic, p.partition)
                 if p.timestamp == EARLIEST_TIMESTAMP:
                     r.offset = lg.log_start_offset
                 elif p.timestamp == LATEST_TIMESTAMP:
-                    r.offset = lg.log_end_offset
+                    r.offset = self.state.high_watermark(p.topic, p.partition, lg)
                 elif p.timestamp < 0:
                     raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
                 else:
                     found = lg.offset_for_timestamp(p.timestamp)
                     if found is not None:
                         r.offset, r.timestamp = found, _timestamp_at(lg, found)
-                r.leader_epoch = 0
+                role = self.state.role(p.topic, p.partition)
+                r.leader_epoch = role.leader_epoch if role is not None else 0
             except LogSourceError as e:
                 r.error_code = code_of(e)
             out.append(r)
@@ -261,15 +261,23 @@ class Handlers:
 
     # ------------------------------------------------------------ Metadata
 
-    def _topic_metadata(self, topic: str, n: int) -> TopicMetadata:
-        me = self.config.broker_id
-        parts = [PartitionMetadata(i, me, 0, [me], [me], []) for i in range(n)]
+    def _topic_metadata(self, topic: str, n: int, live: set[int]) -> TopicMetadata:
+        parts = []
+        for i, role in enumerate(self.state.partitions(topic, n)):
+            if role is None:
+                parts.append(PartitionMetadata(i, -1, -1, error_code=LeaderNotAvailable.code))
+                continue
+            offline = [b for b in role.replicas if b not in live]
+            error = LeaderNotAvailable.code if role.leader not in live else 0
+            parts.append(PartitionMetadata(i, role.leader if not error else -1, role.leader_epoch,
+                                           list(role.replicas), list(role.isr), offline, error))  # fmt: skip
         return TopicMetadata(topic, parts, is_internal(topic))
 
     def metadata(self, req: MetadataRequest, session: Session) -> MetadataResponse:
-        """This broker, and each topic with explicit leadership (this broker leads every partition)."""
-        host, port = self.broker.advertised
-        topics = self.logs.topics()
+        """The live brokers, the controller, and each topic with each partition's leader, replicas and ISR."""
+        brokers = [BrokerMetadata(b, host, port) for b, host, port in self.state.brokers()]
+        live = {b.node_id for b in brokers}
+        topics = self.state.topics()
         out = []
         names = sorted(topics) if req.topics is None else req.topics
         for name in names:
@@ -278,19 +286,19 @@ class Handlers:
                 try:
                     validate_topic_name(name)
                     if not is_internal(name):
-                        self.broker.create_topic(name, self.config.num_partitions)
+                        self.state.create_topic(name, self.config.num_partitions)
                         n = self.config.num_partitions
                 except LogSourceError as e:
                     out.append(TopicMetadata(name, error_code=code_of(e)))
                     continue
             if n is None:
-                out.append(TopicMetadata(name, error_code=code_of(_topic_error(name))))
+                out.append(TopicMetadata(name, error_code=code_of(topic_error(name))))
             else:
-                out.append(self._topic_metadata(name, n))
+                out.append(self._topic_metadata(name, n, live))
         return MetadataResponse(
-            brokers=[BrokerMetadata(self.config.broker_id, host, port)],
-            cluster_id=self.broker.cluster_id,
-            controller_id=self.config.broker_id,
+            brokers=brokers,
+            cluster_id=self.state.cluster_id,
+            controller_id=self.state.controller_id(),
             topics=out,
         )
 
@@ -333,7 +341,7 @@ class Handlers:
                 if t.name in self.logs.topics():
                     raise TopicAlreadyExists(f"topic {t.name!r} already exists")
                 if not req.validate_only:
-                    self.broker.create_topic(t.name, n, overrides)
+                    self.state.create_topic(t.name, n, 1, overrides)
                 r.num_partitions = n
                 r.replication_factor = 1
             except LogSourceError as e:
@@ -352,8 +360,8 @@ class Handlers:
                 if is_internal(name):
                     raise InvalidRequest(f"internal topic {name!r} cannot be deleted")
                 if name not in self.logs.topics():
-                    raise _topic_error(name)
-                self.broker.delete_topic(name)
+                    raise topic_error(name)
+                self.state.delete_topic(name)
             except LogSourceError as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
             out.append(r)
@@ -366,7 +374,7 @@ class Handlers:
         must name the group's current generation)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
-        self.broker.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
+        self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
         out = []
         entries = []
         topics = self.logs.topics()
@@ -374,14 +382,14 @@ class Handlers:
             r = OffsetCommitPartitionResponse(p.topic, p.partition)
             n = topics.get(p.topic)
             if n is None or not 0 <= p.partition < n:
-                r.error_code = code_of(_topic_error(p.topic))
+                r.error_code = code_of(topic_error(p.topic))
             elif p.offset < 0:
                 r.error_code = InvalidRequest.code
             else:
                 entries.append((p.topic, p.partition, p.offset, p.metadata))
             out.append(r)
         try:
-            self.broker.groups.commit(req.group_id, entries)
+            self.state.groups.commit(req.group_id, entries)
         except LogSourceError as e:
             for r in out:
                 if r.error_code == 0:
@@ -392,7 +400,7 @@ class Handlers:
         """Committed offsets (-1 where the group has none)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
-        found = self.broker.groups.fetch(req.group_id, req.partitions)
+        found = self.state.groups.fetch(req.group_id, req.partitions)
         keys = sorted(found) if req.partitions is None else req.partitions
         out = []
         for t, p in keys:
@@ -420,7 +428,7 @@ class Handlers:
         """A producer id unique across restarts, and its epoch (bumped when the id is passed back)."""
         if req.transactional_id is not None:
             raise InvalidRequest("transactions are not supported; send transactional_id=null")
-        pid, epoch = self.broker.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
+        pid, epoch = self.state.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
         return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
 
     def find_coordinator(self, req: FindCoordinatorRequest, session: Session) -> FindCoordinatorResponse:
@@ -429,7 +437,7 @@ class Handlers:
             raise CoordinatorNotAvailable("transactions are not supported: there is no transaction coordinator")
         if not req.key:
             raise InvalidGroupId("group id is empty")
-        host, port = self.broker.advertised
+        host, port = self.state.advertised
         return FindCoordinatorResponse(node_id=self.config.broker_id, host=host, port=port, key=req.key)
 
     def describe_configs(self, req: DescribeConfigsRequest, session: Session) -> DescribeConfigsResponse:
@@ -441,7 +449,7 @@ class Handlers:
             try:
                 if res.resource_type == RESOURCE_TOPIC:
                     if res.resource_name not in topics:
-                        raise _topic_error(res.resource_name)
+                        raise topic_error(res.resource_name)
                     overrides = self.logs.topic_overrides(res.resource_name)
                     effective = self.logs.topic_config(res.resource_name).to_properties()
                     entries = [ConfigEntry(k, v, False, 1 if k in overrides else 5) for k, v in sorted(effective.items())]
@@ -461,11 +469,10 @@ class Handlers:
         return DescribeConfigsResponse(out)
 
     def describe_cluster(self, req: DescribeClusterRequest, session: Session) -> DescribeClusterResponse:
-        """The cluster id, this broker as the controller, and the broker list."""
-        host, port = self.broker.advertised
-        me = self.config.broker_id
-        return DescribeClusterResponse(cluster_id=self.broker.cluster_id or "", controller_id=me,
-                                       brokers=[BrokerMetadata(me, host, port)])  # fmt: skip
+        """The cluster id, the controller, and the live brokers."""
+        brokers = [BrokerMetadata(b, host, port) for b, host, port in self.state.brokers()]
+        return DescribeClusterResponse(cluster_id=self.state.cluster_id or "", controller_id=self.state.controller_id(),
+                                       brokers=brokers)  # fmt: skip
 
 
 def _timestamp_at(lg: Any, offset: int) -> int:

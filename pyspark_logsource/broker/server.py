@@ -23,19 +23,15 @@ import os
 import signal
 import socket
 import sys
-import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from ..errors import LogSourceError, UnknownServerError, code_of
 from ..protocol import ProtocolError, RequestReceived, ServerConnection, is_region
 from .config import BrokerConfig, parse_overrides
 from .error_responses import error_response
-from .groups import GroupCoordinator, GroupOffsetStore
-from .groups.coordinator import GroupSettings
 from .handlers import Handlers, Session
 from .log import LogManager
-from .producer_ids import ProducerIdManager
+from .state import BrokerState
 
 log = logging.getLogger("pyspark_logsource.broker")
 
@@ -44,25 +40,28 @@ log = logging.getLogger("pyspark_logsource.broker")
 #: write-buffer drain that ``sendfile`` needs cost more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 _READ_CHUNK = 1 << 18
-META_FILE = "meta.properties"
 
 
 class Broker:
-    """A single broker: log manager, group offsets, producer ids and the listener."""
+    """The network layer and lifecycle of one broker over its :class:`~.state.BrokerState`."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.logs: LogManager | None = None
-        self.groups: GroupOffsetStore | None = None
-        self.coordinator: GroupCoordinator | None = None
-        self.producer_ids: ProducerIdManager | None = None
-        self.cluster_id: str | None = config.cluster_id
-        self.handlers = Handlers(self)
+        self.state = BrokerState(config)
+        self.handlers = Handlers(self.state)
         self.host, self.port = config.host, config.port
         self._server: asyncio.base_events.Server | None = None
-        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self._conns: set[asyncio.Task] = set()
         self._stopped: asyncio.Event | None = None
+
+    @property
+    def logs(self) -> LogManager | None:
+        """The broker's log manager (None when stopped)."""
+        return self.state.logs
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.state.cluster_id
 
     # ------------------------------------------------------------ lifecycle
 
@@ -74,46 +73,22 @@ class Broker:
             host = socket.gethostname()
         return host, self.config.advertised_port or self.port
 
-    def _load_meta(self) -> None:
-        # Kafka's meta.properties: the cluster id is made once and kept, so it survives restarts.
-        path = self.config.log_dirs[0] / META_FILE
-        props = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if "=" in line and not line.startswith("#"):
-                    k, v = line.split("=", 1)
-                    props[k.strip()] = v.strip()
-        if self.cluster_id is None:
-            self.cluster_id = props.get("cluster.id") or uuid.uuid4().hex[:22]
-        if props.get("cluster.id") != self.cluster_id or props.get("broker.id") != str(self.config.broker_id):
-            tmp = path.with_name(META_FILE + ".tmp")
-            tmp.write_text(f"version=0\ncluster.id={self.cluster_id}\nbroker.id={self.config.broker_id}\n")
-            tmp.replace(path)
-
     async def start(self) -> tuple[str, int]:
         """Open the logs (recovering them), bind the listener; return the bound (host, port)."""
         c = self.config
         log.info("starting broker %d with config:\n%s", c.broker_id, c.summary())
-        for d in c.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
         self._stopped = asyncio.Event()
-        self.logs = LogManager(c.log_dirs, c.log)
+        self.state.open()
         try:
-            self._load_meta()
-            self.groups = GroupOffsetStore(self.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
-                                           c.socket_request_max_bytes)  # fmt: skip
-            settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
-                                     c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
-            self.coordinator = GroupCoordinator(settings, self.groups.store_group, self.groups.group_meta)
-            self.producer_ids = ProducerIdManager(c.log_dirs[0])
             self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK)
         except BaseException:
-            self.logs.close()
+            self.state.close()
             raise
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
-        log.info("broker %d (cluster %s) listening on %s:%d with %d topics", c.broker_id, self.cluster_id,
-                 self.host, self.port, len(self.logs.topics()))  # fmt: skip
+        self.state.advertised = self.advertised
+        log.info("broker %d (cluster %s) listening on %s:%d with %d topics", c.broker_id, self.state.cluster_id,
+                 self.host, self.port, len(self.state.logs.topics()))  # fmt: skip
         return self.host, self.port
 
     async def stop(self) -> None:
@@ -124,16 +99,7 @@ class Broker:
             t.cancel()
         if self._conns:
             await asyncio.gather(*self._conns, return_exceptions=True)
-        for futs in self._waiters.values():
-            for f in futs:
-                if not f.done():
-                    f.cancel()
-        if self.coordinator is not None:
-            self.coordinator.close()
-        if self.logs is not None:
-            self.logs.close()
-            log.info("broker %d stopped; logs flushed and closed", self.config.broker_id)
-            self.logs = None
+        self.state.close()
         if self._stopped is not None:
             self._stopped.set()
 
@@ -141,43 +107,6 @@ class Broker:
         """Wait until :meth:`stop` finished."""
         assert self._stopped is not None
         await self._stopped.wait()
-
-    # ------------------------------------------------------------ topics and waiters
-
-    def create_topic(self, name: str, partitions: int, overrides: dict[str, str] | None = None) -> None:
-        """Create a topic (logged)."""
-        self.logs.create_topic(name, partitions, overrides or None)
-        log.info("created topic %s with %d partitions%s", name, partitions,
-                 f" and config {overrides}" if overrides else "")  # fmt: skip
-
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic, its committed offsets, and wake its fetchers (they get UnknownTopic)."""
-        self.logs.delete_topic(name)
-        self.groups.forget_topic(name)
-        for key in [k for k in self._waiters if k[0] == name]:
-            self.notify(*key)
-
-    def add_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
-        """Park ``fut`` until an append to one of ``keys``."""
-        for k in keys:
-            self._waiters.setdefault(k, set()).add(fut)
-
-    def remove_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
-        """Forget ``fut``."""
-        for k in keys:
-            s = self._waiters.get(k)
-            if s is not None:
-                s.discard(fut)
-                if not s:
-                    del self._waiters[k]
-
-    def notify(self, topic: str, partition: int) -> None:
-        """Wake fetches waiting on a partition (called after each append)."""
-        s = self._waiters.get((topic, partition))
-        if s:
-            for f in s:
-                if not f.done():
-                    f.set_result(None)
 
     # ------------------------------------------------------------ connections
 

@@ -13,14 +13,14 @@ from .coordinator import GroupState
 
 if TYPE_CHECKING:
     from ..handlers import Session
-    from ..server import Broker
+    from ..state import BrokerState
 
 
 class GroupHandlers:
-    """The group APIs of one broker (its coordinator and offset store)."""
+    """The group APIs of one broker (the coordinator and offset store of its state)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
 
     def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
         return {ApiKey.JOIN_GROUP: self.join_group, ApiKey.SYNC_GROUP: self.sync_group,
@@ -30,28 +30,28 @@ class GroupHandlers:
     async def join_group(self, req: g.JoinGroupRequest, session: Session) -> g.JoinGroupResponse:
         """Join; parked until the rebalance completes."""
         host = session.peer.rsplit(":", 1)[0]
-        return await self.broker.coordinator.join(req, req.api_version, session.client_id or "", "/" + host)
+        return await self.state.coordinator.join(req, req.api_version, session.client_id or "", "/" + host)
 
     async def sync_group(self, req: g.SyncGroupRequest, session: Session) -> g.SyncGroupResponse:
         """Assignment; parked until the leader sent it."""
-        return await self.broker.coordinator.sync(req)
+        return await self.state.coordinator.sync(req)
 
     def heartbeat(self, req: g.HeartbeatRequest, session: Session) -> g.HeartbeatResponse:
-        return self.broker.coordinator.heartbeat(req)
+        return self.state.coordinator.heartbeat(req)
 
     def leave_group(self, req: g.LeaveGroupRequest, session: Session) -> g.LeaveGroupResponse:
-        return self.broker.coordinator.leave(req)
+        return self.state.coordinator.leave(req)
 
     def describe_groups(self, req: g.DescribeGroupsRequest, session: Session) -> g.DescribeGroupsResponse:
         """Membership groups as the coordinator has them; offset-only groups as Empty; unknown ones
         GROUP_ID_NOT_FOUND (Dead before v6, as in Kafka)."""
         out = []
-        known = self.broker.groups.groups()
+        known = self.state.groups.groups()
         for gid in req.groups:
             if not gid:
                 out.append(g.DescribedGroup(gid, InvalidGroupId.code, error_message="group id is empty"))
                 continue
-            d = self.broker.coordinator.describe(gid)
+            d = self.state.coordinator.describe(gid)
             if d is None and gid in known:
                 d = g.DescribedGroup(gid, 0, GroupState.EMPTY.value)
             elif d is None:  # v6+ says so with GROUP_ID_NOT_FOUND; the adapter answers older versions Dead
@@ -62,8 +62,8 @@ class GroupHandlers:
 
     def list_groups(self, req: g.ListGroupsRequest, session: Session) -> g.ListGroupsResponse:
         """Every group with members or committed offsets, filtered by state (v4+) and type (v5+)."""
-        coord = self.broker.coordinator
-        listed = {gid: g.ListedGroup(gid, "", GroupState.EMPTY.value) for gid in self.broker.groups.groups()}
+        coord = self.state.coordinator
+        listed = {gid: g.ListedGroup(gid, "", GroupState.EMPTY.value) for gid in self.state.groups.groups()}
         for gid in list(coord.groups):
             d = coord.describe(gid)
             if d is not None and (d.state != GroupState.EMPTY.value or gid in listed or d.protocol_type):

@@ -1,0 +1,299 @@
+"""The broker's state as a plain object: logs, groups, producer ids, topics and partition roles.
+
+:class:`BrokerState` has no sockets. The request handlers (``handlers.py``,
+``groups/handlers.py``) take it; the network layer (``server.py``) owns one and
+the cluster code (``cluster/``) drives its role hooks.
+
+Roles. Every partition has a :class:`PartitionRole`: leader, leader epoch, ISR
+and replicas. On a single broker (no ``zookeeper.connect``) the roles are
+synthesised: this broker leads every partition it has a log for, at epoch 0,
+alone in the ISR. In cluster mode they come from ZooKeeper's partition-state
+znodes; :mod:`.cluster.member` watches those and calls :meth:`BrokerState.become_leader`,
+:meth:`~BrokerState.become_follower` and :meth:`~BrokerState.stop_replica` on the event
+loop thread, which record the role and hand it to :attr:`BrokerState.replication`
+(the replica manager: follower fetching, ISR, high watermark, ``acks=all``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ..errors import InvalidTopic, LogSourceError, NotLeaderOrFollower, UnknownTopicOrPartition
+from ..topics import validate_topic_name
+from .config import BrokerConfig
+from .groups import GroupCoordinator, GroupOffsetStore
+from .groups.coordinator import GroupSettings
+from .log import LogManager
+from .producer_ids import ProducerIdManager
+from .waiters import FetchWaiters
+
+if TYPE_CHECKING:
+    from .log.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+META_FILE = "meta.properties"
+
+
+@dataclass
+class PartitionRole:
+    """Who leads a partition and who replicates it (the partition-state znode, plus the assignment)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    #: version of the partition-state znode this was read from: the condition of the leader's ISR writes
+    zk_version: int = 0
+    controller_epoch: int = 0
+
+    def is_leader(self, broker_id: int) -> bool:
+        return self.leader == broker_id
+
+
+class ReplicaManagerProtocol(Protocol):
+    """What :class:`BrokerState` delegates replication to (cluster mode only; None on a single broker).
+
+    The hooks run on the event loop thread, after :attr:`BrokerState.roles` was updated.
+    """
+
+    def on_become_leader(self, role: PartitionRole) -> None:
+        """This broker now leads ``role`` (new leader epoch): stop fetching, start tracking followers."""
+
+    def on_become_follower(self, role: PartitionRole, leader_host: str, leader_port: int) -> None:
+        """This broker now follows ``role.leader`` at ``leader_host:leader_port``: truncate, then fetch."""
+
+    def on_stop_replica(self, topic: str, partition: int, delete: bool) -> None:
+        """Stop replicating the partition (and, with ``delete``, its log is being deleted)."""
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark: consumers read below it."""
+
+
+class ClusterProtocol(Protocol):
+    """The ZooKeeper side of a broker in cluster mode (:class:`.cluster.member.ClusterMember`)."""
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """Live brokers: (id, host, port), sorted by id."""
+
+    def controller_id(self) -> int:
+        """The current controller's broker id, -1 if none."""
+
+    def topics(self) -> dict[str, int]:
+        """Every topic of the cluster with its partition count."""
+
+    def partitions(self, topic: str) -> list[PartitionRole | None]:
+        """Each partition's role as ZooKeeper has it (None while a partition has no state yet)."""
+
+
+@dataclass
+class BrokerState:
+    """Everything a broker knows, without its sockets. :meth:`open` loads it, :meth:`close` flushes it."""
+
+    config: BrokerConfig
+    logs: LogManager | None = None
+    groups: GroupOffsetStore | None = None
+    coordinator: GroupCoordinator | None = None
+    producer_ids: ProducerIdManager | None = None
+    cluster_id: str | None = None
+    waiters: FetchWaiters = field(default_factory=FetchWaiters)
+    #: (topic, partition) -> role, in cluster mode (single mode synthesises them)
+    roles: dict[tuple[str, int], PartitionRole] = field(default_factory=dict)
+    #: the replica manager (cluster mode)
+    replication: ReplicaManagerProtocol | None = None
+    #: the ZooKeeper member (cluster mode); None on a single broker
+    cluster: ClusterProtocol | None = None
+    #: host and port clients connect to (set by the server once bound)
+    advertised: tuple[str, int] = ("127.0.0.1", 0)
+    #: True while this broker lost its ZooKeeper session: it leads nothing until it re-registered
+    fenced: bool = False
+
+    def __post_init__(self) -> None:
+        if self.cluster_id is None:
+            self.cluster_id = self.config.cluster_id
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id
+
+    # ------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Open (and so recover) the logs, the group offsets and the producer ids."""
+        c = self.config
+        for d in c.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.logs = LogManager(c.log_dirs, c.log)
+        try:
+            self._load_meta()
+            self.groups = GroupOffsetStore(self.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
+                                           c.socket_request_max_bytes)  # fmt: skip
+            settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
+                                     c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
+            self.coordinator = GroupCoordinator(settings, self.groups.store_group, self.groups.group_meta)
+            self.producer_ids = ProducerIdManager(c.log_dirs[0])
+        except BaseException:
+            self.logs.close()
+            self.logs = None
+            raise
+
+    def _load_meta(self) -> None:
+        # Kafka's meta.properties: the cluster id is made once and kept, so it survives restarts.
+        path = self.config.log_dirs[0] / META_FILE
+        props = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip()
+        if self.cluster_id is None:
+            self.cluster_id = props.get("cluster.id") or uuid.uuid4().hex[:22]
+        if props.get("cluster.id") != self.cluster_id or props.get("broker.id") != str(self.config.broker_id):
+            tmp = path.with_name(META_FILE + ".tmp")
+            tmp.write_text(f"version=0\ncluster.id={self.cluster_id}\nbroker.id={self.config.broker_id}\n")
+            tmp.replace(path)
+
+    def close(self) -> None:
+        """Wake and cancel parked fetches, close the coordinator, flush and close the logs."""
+        self.waiters.cancel_all()
+        if self.coordinator is not None:
+            self.coordinator.close()
+        if self.logs is not None:
+            self.logs.close()
+            log.info("broker %d stopped; logs flushed and closed", self.config.broker_id)
+            self.logs = None
+
+    # ------------------------------------------------------------ topics
+
+    def topics(self) -> dict[str, int]:
+        """Topic -> partition count: this broker's logs, or in cluster mode the cluster's topics."""
+        if self.cluster is not None:
+            return self.cluster.topics()
+        return self.logs.topics()
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
+                     overrides: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        """Create a topic's local logs (single mode; in cluster mode the controller's assignment does)."""
+        self.logs.create_topic(name, partitions, dict(overrides) if overrides else None)
+        log.info("created topic %s with %d partitions%s", name, partitions,
+                 f" and config {dict(overrides)}" if overrides else "")  # fmt: skip
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic's logs, its committed offsets, and wake its fetchers (they get UnknownTopic)."""
+        self.logs.delete_topic(name)
+        self.groups.forget_topic(name)
+        self.waiters.notify_topic(name)
+
+    def notify(self, topic: str, partition: int) -> None:
+        """Wake fetches waiting on a partition (called after each append)."""
+        self.waiters.notify(topic, partition)
+
+    # ------------------------------------------------------------ roles
+
+    def role(self, topic: str, partition: int) -> PartitionRole | None:
+        """The partition's role, or None if this broker knows no such partition."""
+        if self.cluster is None:
+            me = self.config.broker_id
+            try:
+                self.logs.get_log(topic, partition)
+            except (UnknownTopicOrPartition, AttributeError):
+                return None
+            return PartitionRole(topic, partition, me, 0, [me], [me])
+        return self.roles.get((topic, partition))
+
+    def partitions(self, topic: str, count: int | None = None) -> list[PartitionRole | None]:
+        """Every partition's role, cluster-wide (for Metadata); [] for an unknown topic.
+        ``count``: the topic's partition count if the caller has it (saves a lookup on a single broker)."""
+        if self.cluster is None:
+            me = self.config.broker_id
+            n = self.logs.topics().get(topic, 0) if count is None else count
+            return [PartitionRole(topic, p, me, 0, [me], [me]) for p in range(n)]
+        return self.cluster.partitions(topic)
+
+    def check_leader(self, topic: str, partition: int, write: bool = True) -> None:
+        """Raise unless this broker leads the partition (NotLeaderOrFollower, UnknownTopicOrPartition).
+
+        A fenced leader (ZooKeeper session lost) refuses writes but still serves reads (``write=False``).
+        """
+        if self.cluster is None:
+            return  # single broker: it leads every partition it has; the log lookup reports unknown ones
+        role = self.roles.get((topic, partition))
+        if role is None:
+            if topic in self.cluster.topics():
+                raise NotLeaderOrFollower(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
+            raise topic_error(topic)
+        if role.leader != self.broker_id:
+            raise NotLeaderOrFollower(f"broker {self.broker_id} is not the leader of {topic}-{partition} "
+                                      f"(leader {role.leader}, epoch {role.leader_epoch})")  # fmt: skip
+        if write and self.fenced:
+            raise NotLeaderOrFollower(f"broker {self.broker_id} lost its ZooKeeper session and is not leading "
+                                      f"{topic}-{partition} until it re-registered")  # fmt: skip
+
+    def high_watermark(self, topic: str, partition: int, lg: PartitionLog) -> int:
+        """Consumers read below this: the log end on a single broker, the replicas' minimum in a cluster."""
+        if self.replication is None:
+            return lg.log_end_offset
+        return self.replication.high_watermark(topic, partition)
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """Live brokers (id, host, port), sorted by id."""
+        if self.cluster is None:
+            return [(self.config.broker_id, *self.advertised)]
+        return self.cluster.brokers()
+
+    def controller_id(self) -> int:
+        """The controller's id (this broker on a single broker)."""
+        if self.cluster is None:
+            return self.config.broker_id
+        return self.cluster.controller_id()
+
+    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """(host, port) of a live broker, or None."""
+        for b, host, port in self.brokers():
+            if b == broker_id:
+                return host, port
+        return None
+
+    # ------------------------------------------------------------ role hooks (event loop thread)
+
+    def become_leader(self, role: PartitionRole) -> None:
+        """Record that this broker leads ``role`` and tell the replica manager."""
+        self.roles[(role.topic, role.partition)] = role
+        log.info("broker %d leads %s-%d at leader epoch %d (isr %s)", self.broker_id, role.topic, role.partition,
+                 role.leader_epoch, role.isr)  # fmt: skip
+        if self.replication is not None:
+            self.replication.on_become_leader(role)
+        self.notify(role.topic, role.partition)
+
+    def become_follower(self, role: PartitionRole) -> None:
+        """Record that this broker follows ``role.leader`` and tell the replica manager where the leader is."""
+        self.roles[(role.topic, role.partition)] = role
+        log.info("broker %d follows %d for %s-%d at leader epoch %d", self.broker_id, role.leader, role.topic,
+                 role.partition, role.leader_epoch)  # fmt: skip
+        if self.replication is not None:
+            addr = self.broker_address(role.leader) if role.leader >= 0 else None
+            host, port = addr if addr is not None else ("", -1)
+            self.replication.on_become_follower(role, host, port)
+        self.notify(role.topic, role.partition)
+
+    def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
+        """Forget the partition's role; with ``delete`` its local log goes too (topic deletion)."""
+        self.roles.pop((topic, partition), None)
+        if self.replication is not None:
+            self.replication.on_stop_replica(topic, partition, delete)
+        self.notify(topic, partition)
+
+
+def topic_error(topic: str) -> LogSourceError:
+    """InvalidTopic for an illegal name, else UnknownTopicOrPartition."""
+    try:
+        validate_topic_name(topic)
+    except InvalidTopic as e:
+        return e
+    return UnknownTopicOrPartition(f"unknown topic or partition in {topic!r}")
