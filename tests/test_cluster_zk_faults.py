@@ -144,3 +144,29 @@ def test_zookeeper_restart(zookeeper, zk_connect, tmp_path):
         c.start(victim)
         c.wait_full_isr("z")
         c.assert_replicas_identical("z")
+
+
+def test_zookeeper_server_launcher(tmp_path):
+    """The launcher the fixture and `logsource cluster` use: a crash and a restart keep the port and the data."""
+    from pyspark_logsource.broker.cluster.zookeeper import ZooKeeperServer, four_letter_word
+    from pyspark_logsource.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="ensure-zookeeper"):
+        ZooKeeperServer(tmp_path / "nojar", jar=str(tmp_path / "missing.jar")).start()
+    with ZooKeeperServer(tmp_path / "zk", tick_time_ms=100, fsync=False) as zk:
+        assert "Mode: standalone" in four_letter_word(zk.host, zk.port, "srvr")
+        port = zk.port
+        client = KazooClient(zk.connect, timeout=4.0)
+        client.start(timeout=15)
+        try:
+            client.create("/kept", b"v", makepath=True)
+            zk.kill()
+            assert not zk.running and four_letter_word(zk.host, port, "ruok", timeout=0.2) == ""
+            zk.start()
+            assert zk.port == port
+            wait_for(lambda: client.state == KazooState.CONNECTED, 15, what="the client reconnected")
+            assert client.get("/kept")[0] == b"v"  # the data survives (the session may or may not)
+        finally:
+            client.stop()
+            client.close()
+    assert not zk.running

@@ -10,7 +10,7 @@ It runs Debian's ZooKeeper (``/usr/share/java/zookeeper.jar``, package ``zookeep
 ``scripts/ensure-zookeeper.sh`` installs it) as ``java ... ZooKeeperServerMain zoo.cfg``,
 with a cfg file written next to the data: a small ``tickTime`` so sessions may be short,
 the admin (Jetty) server off, and the ``ruok``/``srvr`` four-letter words allowed, which is
-how :meth:`wait_ready` knows the server answers. The port chosen at the first start is kept,
+how :meth:`wait_ready` knows the server serves. The port chosen at the first start is kept,
 so ``connect`` stays valid across :meth:`restart`, :meth:`kill` + :meth:`start`.
 """
 
@@ -168,7 +168,7 @@ class ZooKeeperServer:
         os.replace(tmp, self.cfg_file)
 
     def start(self) -> ZooKeeperServer:
-        """Start the server (on the port of its first start) and wait until it answers ``ruok``."""
+        """Start the server (on the port of its first start) and wait until it serves requests."""
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -200,10 +200,12 @@ class ZooKeeperServer:
             raise
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Block until the server answers ``ruok`` with ``imok``; NetworkError when it exits or times out."""
+        """Block until the server serves requests; NetworkError when it exits or times out."""
         deadline = time.monotonic() + timeout
         while True:
-            if four_letter_word(self.host, self.port, "ruok", timeout=1.0) == "imok":
+            # ``ruok`` answers imok as soon as the port is open, before the database is loaded;
+            # ``srvr`` says "not currently serving requests" until then, and its Mode after
+            if "Mode: " in four_letter_word(self.host, self.port, "srvr", timeout=1.0):
                 return
             if self._proc is not None and self._proc.poll() is not None:
                 raise NetworkError(
