@@ -126,6 +126,15 @@ def test_leader_appends_stamp_the_epoch_and_record_where_it_starts(tmp_path):
     assert lg.epochs.entries() == [(0, 0), (3, 4)]
 
 
+def test_appends_without_an_epoch_stamp_the_epoch_this_replica_leads_in(tmp_path):
+    lg = open_log(tmp_path)
+    lg.append(make_batch(0, 2))
+    lg.epochs.assign(5, lg.log_end_offset)  # what becoming leader at epoch 5 records
+    lg.append(make_batch(2, 2))  # an appender that does not know the epoch (the group store, say)
+    assert [h.leader_epoch for _, h in fmt.iter_headers(log_bytes(lg))] == [0, 5]
+    assert lg.epochs.entries() == [(0, 0), (5, 2)]
+
+
 def test_high_watermark_is_the_log_end_unless_replicated(tmp_path):
     lg = open_log(tmp_path)
     lg.append(make_batch(0, 10))

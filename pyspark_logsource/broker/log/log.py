@@ -291,7 +291,7 @@ class PartitionLog(FollowerAppendMixin):
 
     # ------------------------------------------------------------ append
 
-    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0, *,
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int | None = None, *,
                control: bool = False) -> AppendInfo:
         """Validate, stamp and append a run of batches, all or nothing.
 
@@ -324,6 +324,8 @@ class PartitionLog(FollowerAppendMixin):
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
+            if leader_epoch is None:  # the epoch this replica leads in (its cache's newest; 0 on a single broker)
+                leader_epoch = max(self.epochs.latest_epoch, 0)
             info = self._append_locked(mv, batches, leader_epoch, now)
             if transactional and not info.duplicate:
                 txn.apply_append(self, mv, batches, self._last_bases)
