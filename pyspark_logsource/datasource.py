@@ -35,7 +35,7 @@ from pyspark.sql.types import StructType
 
 from .errors import ConfigError, OffsetOutOfRange, UnknownTopicOrPartition
 from .spark import arrow as sarrow
-from .spark import planning
+from .spark import planning, sink
 from .spark.broker import BrokerOffsets, check_data_loss
 from .spark.options import (
     ReadOptions,
@@ -456,41 +456,59 @@ def _rows_to_batches(rows: Iterator[Any], schema: StructType) -> Iterator[pa.Rec
 
 
 class LogSourceWriter(DataSourceArrowWriter):
-    """Batch writer: each task sends its Arrow batches with an idempotent producer."""
+    """Batch writer: tasks stage their rows, ``commit`` publishes them once (:mod:`.spark.sink`);
+    with exactlyOnce=false (or acks=0/1) each task sends with an idempotent producer."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
+        self.write_id = sink.new_batch_write_id() if opts.exactly_once else None
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> LogSourceCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:  # type: ignore[override]
+        if self.write_id is not None:
+            return sink.write_staged(self.opts, iterator, self.write_id)
         return write_arrow(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.write_id is not None:
+            sink.commit(self.opts, messages, 0, self.write_id)
+            return
         rows = sum(m.rows for m in messages if isinstance(m, LogSourceCommitMessage))
         log.info("logsource: wrote %d rows", rows)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.write_id is not None:
+            sink.abort(self.opts, messages, self.write_id)  # staged rows never become visible
+            return
         # Records already acknowledged stay in the log (as with Spark's Kafka sink).
         rows = sum(m.rows for m in messages if isinstance(m, LogSourceCommitMessage))
         log.warning("logsource: write aborted after %d rows were already sent", rows)
 
 
 class LogSourceStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
-    """Streaming writer: one idempotent producer per task and micro-batch."""
+    """Streaming writer: tasks stage, ``commit(messages, batchId)`` publishes each micro-batch once."""
 
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
 
-    def write(self, iterator: Iterator[Any]) -> LogSourceCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:  # type: ignore[override]
         if not HAS_STREAM_ARROW_WRITER:
             iterator = _rows_to_batches(iterator, self.schema)
+        if self.opts.exactly_once:
+            return sink.write_staged(self.opts, iterator, sink.streaming_write_id())
         return write_arrow(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            sink.commit(self.opts, messages, batchId)
+            return
         rows = sum(m.rows for m in messages if isinstance(m, LogSourceCommitMessage))
         log.info("logsource: micro-batch %d wrote %d rows", batchId, rows)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            sink.abort(self.opts, messages)
+            return
         log.warning("logsource: micro-batch %d aborted; records already sent stay in the log", batchId)
 
 

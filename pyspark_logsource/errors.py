@@ -210,6 +210,12 @@ class InvalidProducerEpoch(LogSourceError):
     code = 47
 
 
+class InvalidTxnState(LogSourceError):
+    """The transaction cannot do this now (e.g. its staged data was aborted after its timeout)."""
+
+    code = 48
+
+
 class StorageError(LogSourceError):
     """The broker could not read or write its log directory."""
 

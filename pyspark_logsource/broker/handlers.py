@@ -44,6 +44,7 @@ from ..protocol import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     SUPPORTED_VERSIONS,
+    AbortedTransaction,
     ApiKey,
     ApiVersion,
     ApiVersionsRequest,
@@ -89,6 +90,7 @@ from ..protocol import (
 from ..topics import is_internal, validate_topic_name
 from .groups.handlers import GroupHandlers
 from .state import topic_error
+from .txn.handlers import TxnHandlers
 
 if TYPE_CHECKING:
     from .log import LogManager
@@ -130,6 +132,8 @@ class Handlers:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         self.by_key.update(GroupHandlers(state).by_key())
+        self.txn = TxnHandlers(state)
+        self.by_key.update(self.txn.by_key())
 
     @property
     def logs(self) -> LogManager:
@@ -189,17 +193,20 @@ class Handlers:
                 if req.replica_id < 0:
                     self.state.check_leader(fp.topic, fp.partition, write=False)
                 lg = self._get_log(fp.topic, fp.partition)
-                r.high_watermark = r.last_stable_offset = self.state.high_watermark(fp.topic, fp.partition, lg)
+                r.high_watermark = self.state.high_watermark(fp.topic, fp.partition, lg)
+                # read_committed: nothing at or past the oldest open transaction (staged data)
+                r.last_stable_offset = lso = lg.txns.last_stable_offset(r.high_watermark)
                 r.log_start_offset = lg.log_start_offset
                 limit = min(fp.max_bytes, budget - total)
                 if limit > 0:
-                    region = lg.read(fp.fetch_offset, limit)
+                    region = lg.read(fp.fetch_offset, limit, lso if req.isolation_level else None)
                     # only the first non-empty partition may exceed the limits (to make progress)
                     if region.length <= limit or total == 0:
                         r.records = region if session.arrow_body else _kafka_layout(region)
                         total += region.length
                 if req.isolation_level:
-                    r.aborted_transactions = []  # no transactions yet: nothing was aborted
+                    r.aborted_transactions = [AbortedTransaction(a.producer_id, a.first_offset)
+                                              for a in lg.txns.aborted_between(fp.fetch_offset, lso)]  # fmt: skip
             except LogSourceError as e:
                 r.error_code = code_of(e)
                 r.records = None
@@ -246,6 +253,8 @@ class Handlers:
                     r.offset = lg.log_start_offset
                 elif p.timestamp == LATEST_TIMESTAMP:
                     r.offset = self.state.high_watermark(p.topic, p.partition, lg)
+                    if req.isolation_level:  # read_committed: latest is the last stable offset
+                        r.offset = lg.txns.last_stable_offset(r.offset)
                 elif p.timestamp < 0:
                     raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
                 else:

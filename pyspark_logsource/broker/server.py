@@ -79,6 +79,7 @@ class Broker:
         log.info("starting broker %d with config:\n%s", c.broker_id, c.summary())
         self._stopped = asyncio.Event()
         self.state.open()
+        self.handlers.txn.start()  # completes transaction decisions a crash interrupted; starts its timeouts
         try:
             self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK)
         except BaseException:

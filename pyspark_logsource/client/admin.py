@@ -131,23 +131,25 @@ class Admin(GroupAdmin):
 
     # ------------------------------------------------------------------ offsets
 
-    def list_offsets(self, tps: Iterable[tuple[str, int]], spec: str | int) -> dict[TopicPartition, int]:
+    def list_offsets(self, tps: Iterable[tuple[str, int]], spec: str | int, *,
+                     read_committed: bool = False) -> dict[TopicPartition, int]:  # fmt: skip
         """Offsets per partition: ``"earliest"``, ``"latest"`` or, for a ms timestamp,
-        the first offset with timestamp >= T (the log end offset when there is none)."""
+        the first offset with timestamp >= T (the log end offset when there is none).
+        ``read_committed``: latest is the last stable offset (no staged transactional data)."""
         tps = [(str(t), int(p)) for t, p in tps]
         if not tps:
             return {}
         ts = offset_spec(spec)
-        out = self._list(tps, ts)
+        out = self._list(tps, ts, read_committed)
         missing = [tp for tp, off in out.items() if off < 0]
         if missing:
-            out.update(self._list(missing, LATEST_TIMESTAMP))
+            out.update(self._list(missing, LATEST_TIMESTAMP, read_committed))
         return out
 
-    def _list(self, tps: list[TopicPartition], ts: int) -> dict[TopicPartition, int]:
+    def _list(self, tps: list[TopicPartition], ts: int, read_committed: bool = False) -> dict[TopicPartition, int]:
         # each partition's leader answers (its latest is the high watermark); a leader change is retried
         answers = self._client.for_leaders(tps, lambda items: ListOffsetsRequest(
-            [ListOffsetsPartition(t, p, ts) for t, p in items]))  # fmt: skip
+            [ListOffsetsPartition(t, p, ts) for t, p in items], int(read_committed)))  # fmt: skip
         out: dict[TopicPartition, int] = {}
         for (t, p), r in answers.items():
             if r.error_code:

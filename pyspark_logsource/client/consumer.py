@@ -58,6 +58,7 @@ from .fetched import (
 from .group import GroupMembership
 from .metadata import Bootstrap
 from .network import NetworkClient
+from .txn import committed_only
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class Consumer:
         max_poll_interval_ms: int = 300000,
         partition_assignment_strategy: tuple[str, ...] = ("range",),
         metadata_max_age_ms: float = 300000,
+        isolation_level: str = "read_committed",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError(f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}")
@@ -102,6 +104,10 @@ class Consumer:
         self.request_timeout = request_timeout_ms / 1000.0
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.check_crcs = check_crcs
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            raise ConfigError(f"isolation_level must be read_committed or read_uncommitted, got {isolation_level!r}")
+        #: read_committed (the default): no staged or aborted transactional data, latest = last stable offset
+        self.isolation = int(isolation_level == "read_committed")
         self._client = NetworkClient(
             bootstrap, client_id=client_id or "logsource-consumer", request_timeout_ms=request_timeout_ms
         )
@@ -209,7 +215,7 @@ class Consumer:
     def _list_offsets(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
         # each partition's leader answers (its latest is the high watermark); a leader change is retried
         answers = self._client.for_leaders(tps, lambda items: ListOffsetsRequest(
-            [ListOffsetsPartition(t, p, spec) for t, p in items]))  # fmt: skip
+            [ListOffsetsPartition(t, p, spec) for t, p in items], self.isolation))  # fmt: skip
         out = {}
         for (t, p), r in answers.items():
             if r.error_code:
@@ -463,6 +469,7 @@ class Consumer:
         req = FetchRequest(
             [FetchPartition(tp[0], tp[1], off, st.max_bytes) for tp, st, off, _ in reqs],
             max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+            isolation_level=self.isolation,
         )  # fmt: skip
 
         def done(resp, error) -> None:
@@ -546,6 +553,8 @@ class Consumer:
                 if last_next <= off:
                     continue
                 st.max_bytes = self.max_partition_fetch_bytes
+                if self.isolation:
+                    data = committed_only(data, p.aborted_transactions)
                 st.buffered.append(_Fetched(off, data, epoch, self.check_crcs, last_next))
                 st.buffered_bytes += len(data)
                 st.fetch_position = last_next

@@ -23,9 +23,10 @@ from ..errors import (
     error_for_code,
 )
 from ..format import decode, iter_headers, read_header
-from ..protocol.messages import FetchPartition, FetchRequest
+from ..protocol.messages import READ_COMMITTED, READ_UNCOMMITTED, FetchPartition, FetchRequest
 from .connection import BrokerConnection
 from .network import ROUTING_ERRORS, NetworkClient, Retry
+from .txn import CommittedFilter
 
 #: Upper bound when a single batch is larger than the requested max_bytes.
 _MAX_FETCH_GROWTH = 256 * 1024 * 1024
@@ -42,6 +43,7 @@ def read_range(
     client_id: str | None = None,
     request_timeout_ms: float = 30000,
     check_crc: bool = True,
+    read_committed: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Yield ``ARROW_SCHEMA`` record batches holding exactly offsets ``[start_offset, end_offset)``.
 
@@ -63,6 +65,7 @@ def read_range(
     retry: Retry | None = None
     conn: BrokerConnection | None = None
     replicated = False
+    isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
     try:
         pos = start
         size = max(int(max_bytes), 1024)
@@ -73,7 +76,7 @@ def read_range(
                     conn = client.node_connection(client.leader_for(topic, partition))
                     replicated = _replicated(client, topic, partition)
                 req = FetchRequest([FetchPartition(topic, partition, pos, size)], max_wait_ms=0, min_bytes=0,
-                                   max_bytes=size)  # fmt: skip
+                                   max_bytes=size, isolation_level=isolation)  # fmt: skip
                 resp = conn.request(req)
             except (NetworkError, LeaderNotAvailable) as e:
                 failure = e
@@ -103,17 +106,22 @@ def read_range(
                         f"log end {p.high_watermark}"
                     )
                 raise error_for_code(p.error_code, f"fetch {topic}-{partition} at offset {pos}")
-            if end > p.high_watermark >= 0 and not replicated:
+            # read_committed: the planned end is at most the last stable offset the planner saw
+            stable = p.last_stable_offset if read_committed and p.last_stable_offset >= 0 else p.high_watermark
+            if end > stable >= 0 and not replicated:
                 raise OffsetOutOfRange(
                     f"range end {end} of {topic}-{partition} is past the log end offset {p.high_watermark}"
+                    + (f" (last stable offset {stable})" if stable != p.high_watermark else "")
                 )
             data = p.records
             progressed = False
             if data:
+                committed = CommittedFilter(p.aborted_transactions) if read_committed else None
                 for bpos, h in iter_headers(data):
                     if h.next_offset <= pos:
                         continue
-                    if h.is_control:  # a transaction marker holds no data records
+                    if h.is_control or (committed is not None and committed.drop(data, bpos, h)):
+                        # a transaction marker holds no records; an aborted transaction's are dropped
                         pos = h.next_offset
                         progressed = True
                         if pos >= end:

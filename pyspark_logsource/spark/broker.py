@@ -32,7 +32,9 @@ class BrokerOffsets:
         """earliest / latest / timestamp offset of each partition."""
         if not tps:
             return {}
-        return {tuple(k): int(v) for k, v in self.admin.list_offsets(list(tps), spec).items()}  # type: ignore[misc]
+        # read_committed: "latest" is the last stable offset, so staged writes are never planned
+        found = self.admin.list_offsets(list(tps), spec, read_committed=True)
+        return {tuple(k): int(v) for k, v in found.items()}  # type: ignore[misc]
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of a topic."""

@@ -65,6 +65,10 @@ class WriteOptions:
     auto_create_topic: bool = False
     num_partitions: int = 1
     client_id: str | None = None
+    #: tasks stage transactional batches and the driver commits each batch once (needs acks=all)
+    exactly_once: bool = True
+    #: staged data of an attempt with no append for this long is aborted by the broker
+    transaction_timeout_ms: int = 600_000
 
 
 def normalize(options: Mapping[str, Any]) -> dict[str, str]:
@@ -290,6 +294,12 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         acks = int(acks_raw)
     else:
         raise ConfigError(f"option 'acks' must be all, -1, 0 or 1; got {acks_raw!r}")
+    exactly_once = parse_bool(opts, "exactlyOnce", True)
+    if exactly_once and acks != -1:
+        if "exactlyonce" in opts:
+            raise ConfigError(f"option 'exactlyOnce=true' needs acks=all (got acks={acks_raw}); "
+                              "acks=0/1 writes are at-least-once at best")  # fmt: skip
+        exactly_once = False  # acks=0/1 asked for explicitly: at-least-once, as stated in the README
     linger = parse_int(opts, "linger.ms", None, minimum=0)
     if linger is None:
         linger = parse_int(opts, "kafka.linger.ms", 5, minimum=0)
@@ -303,4 +313,8 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         auto_create_topic=parse_bool(opts, "autoCreateTopic", False),
         num_partitions=parse_int(opts, "numPartitions", 1, minimum=1) or 1,
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
+        exactly_once=exactly_once,
+        transaction_timeout_ms=int(parse_int(opts, "transaction.timeout.ms", None, minimum=1)
+                                   or parse_int(opts, "kafka.transaction.timeout.ms", 600_000, minimum=1)
+                                   or 600_000),  # fmt: skip
     )

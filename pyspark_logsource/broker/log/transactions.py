@@ -56,6 +56,11 @@ class OpenTxn:
     records: int
     #: monotonic seconds of its first append here (or of the broker start, after a restart)
     started: float
+    #: monotonic seconds of its last append here
+    last_append: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.last_append = max(self.last_append, self.started)
 
 
 class PartitionTransactions:
@@ -95,6 +100,7 @@ class PartitionTransactions:
         else:
             t.records += count
             t.producer_epoch = max(t.producer_epoch, producer_epoch)
+            t.last_append = time.monotonic() if now is None else now
 
     def on_marker(self, producer_id: int, kind: int, offset: int, lso: int) -> OpenTxn | None:
         """A marker at ``offset`` closed ``producer_id``'s transaction; return what it closed."""

@@ -1,0 +1,120 @@
+"""Transactional pieces of the clients: staged writes and the read_committed filter.
+
+* :class:`TransactionalProducer` stages: every batch carries the
+  transactional attribute, so ``read_committed`` readers see nothing of it
+  until the coordinator writes a COMMIT marker.
+* :class:`StagedTxns` talks to the coordinator (our StagedTxns API): register
+  an attempt's partitions, commit a write's winners under a batch id, abort.
+* :class:`CommittedFilter` is Kafka's consumer-side algorithm: control batches
+  and the batches of aborted transactions (the Fetch response lists them with
+  their first offset; the ABORT marker ends each) never reach the user.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any
+
+from ..format import iter_headers
+from ..format.control import ABORT, marker_type, set_transactional
+from ..protocol import txn_messages as tm
+from .connection import raise_for_response
+from .network import NetworkClient
+from .producer import Producer
+
+_TXN_BITS = 0x30  # transactional | control
+
+
+class TransactionalProducer(Producer):
+    """An idempotent producer whose batches are staged (transactional) until a coordinator decides."""
+
+    def __init__(self, bootstrap: str, **kwargs: Any) -> None:
+        kwargs["enable_idempotence"] = True
+        super().__init__(bootstrap, **kwargs)
+
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """Get (once) and return this producer's id and epoch; register them before sending."""
+        if self._producer_id < 0:
+            self._init_producer_id()
+        return self._producer_id, self._producer_epoch
+
+    def _prepare(self, b: Any) -> None:
+        if b.encoded is not None:
+            set_transactional(b.encoded, crc=False)  # the restamp below recomputes the CRC
+            super()._prepare(b)
+        else:
+            super()._prepare(b)
+            set_transactional(b.encoded)
+
+
+class StagedTxns:
+    """Client of the coordinator's StagedTxns API (one connection; close it)."""
+
+    def __init__(self, bootstrap: str, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
+        self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-txn",
+                                     request_timeout_ms=request_timeout_ms)  # fmt: skip
+
+    def _call(self, req: tm.StagedTxnsRequest) -> tm.StagedTxnsResponse:
+        return raise_for_response(self._client.request(req))
+
+    def register(self, write_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]],
+                 timeout_ms: int) -> None:  # fmt: skip
+        """Announce that this attempt may stage data in ``partitions`` (before it writes)."""
+        p = tm.StagedProducer(producer_id, epoch, {tp: -1 for tp in partitions})
+        self._call(tm.StagedTxnsRequest(tm.REGISTER, write_id, 0, timeout_ms, [p]))
+
+    def commit(self, write_id: str, batch_id: int, producers: list[tm.StagedProducer]) -> tm.StagedTxnsResponse:
+        """Publish ``producers``' staged data as batch ``batch_id`` (a no-op if it was committed before)."""
+        return self._call(tm.StagedTxnsRequest(tm.COMMIT, write_id, batch_id, 60000, producers))
+
+    def abort(self, write_id: str, producers: list[tm.StagedProducer]) -> None:
+        """Abort ``producers`` and every attempt registered under ``write_id``."""
+        self._call(tm.StagedTxnsRequest(tm.ABORT, write_id, 0, 60000, producers))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> StagedTxns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CommittedFilter:
+    """Per fetched partition: which batches a read_committed reader drops (Kafka's consumer algorithm)."""
+
+    __slots__ = ("_pending", "_active")
+
+    def __init__(self, aborted: Iterable[Any] | None) -> None:
+        self._pending = sorted((a.first_offset, a.producer_id) for a in (aborted or ()))
+        heapq.heapify(self._pending)
+        self._active: set[int] = set()
+
+    def drop(self, data: Any, pos: int, h: Any) -> bool:
+        """True when the batch ``h`` at ``pos`` of ``data`` holds nothing a committed reader may see."""
+        a = h.attributes
+        if not a & _TXN_BITS:
+            return False
+        pending = self._pending
+        while pending and pending[0][0] <= h.base_offset + h.last_offset_delta:
+            self._active.add(heapq.heappop(pending)[1])
+        if a & 0x20:
+            if h.producer_id in self._active and marker_type(data, pos, h) == ABORT:
+                self._active.discard(h.producer_id)
+            return True
+        return h.producer_id in self._active
+
+
+def committed_only(data: Any, aborted: Iterable[Any] | None) -> Any:
+    """``data`` without control batches and aborted transactions' batches (unchanged when it has none)."""
+    headers = iter_headers(data)
+    if not any(h.attributes & _TXN_BITS for _, h in headers):
+        return data
+    f = CommittedFilter(aborted)
+    keep = bytearray()
+    for pos, h in headers:
+        if not f.drop(data, pos, h):
+            keep += data[pos : pos + h.size]
+    return memoryview(bytes(keep))
