@@ -147,11 +147,18 @@ class Handlers:
 
     # ------------------------------------------------------------ Produce
 
-    def produce(self, req: ProduceRequest, session: Session) -> ProduceResponse | None:
-        """Append each partition's batches as received (validated, stamped, never re-encoded)."""
+    def produce(self, req: ProduceRequest, session: Session) -> Any:
+        """Append each partition's batches as received (validated, stamped, never re-encoded).
+
+        In a cluster, acks=all (-1) needs min.insync.replicas in the ISR before the append
+        (NotEnoughReplicas) and is answered once the high watermark passed the batches
+        (a coroutine; RequestTimedOut after ``timeout_ms``). On a single broker acks=all is acks=1.
+        """
         out = []
         arrow_ok = self.config.arrow_body_enable
         acks_ok = req.acks in (-1, 0, 1)
+        repl = self.state.replication
+        commits = []  # (response, topic, partition, end offset) awaiting the ISR (acks=all)
         for p in req.partitions:
             r = ProducePartitionResponse(p.topic, p.partition)
             try:
@@ -166,19 +173,40 @@ class Handlers:
                 if not arrow_ok and _has_arrow_body(p.records):
                     raise CorruptRecord("Arrow-bodied batches are disabled on this broker "
                                         "(logsource.arrow.body.enable=false)")  # fmt: skip
+                if repl is not None and req.acks == -1:
+                    repl.check_min_isr(p.topic, p.partition)
                 info = lg.append(p.records)
                 r.base_offset = info.base_offset
                 r.log_append_time_ms = info.log_append_time
                 r.log_start_offset = lg.log_start_offset
                 if not info.duplicate:
                     self.state.notify(p.topic, p.partition)
+                if repl is not None:
+                    repl.after_append(p.topic, p.partition)
+                    if req.acks == -1:
+                        commits.append((r, p.topic, p.partition, info.last_offset + 1))
             except LogSourceError as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
                 log.debug("produce to %s-%d failed: %s", p.topic, p.partition, e)
             out.append(r)
         if req.acks == 0:
             return None
+        if commits:
+            return self._await_commits(commits, ProduceResponse(partitions=out), req.timeout_ms)
         return ProduceResponse(partitions=out)
+
+    async def _await_commits(self, commits: list, resp: ProduceResponse, timeout_ms: int) -> ProduceResponse:
+        """acks=all: wait for every partition's high watermark to pass its appended batches."""
+        repl = self.state.replication
+        results = await asyncio.gather(*(repl.wait_for_commit(t, p, end, timeout_ms) for _, t, p, end in commits),
+                                       return_exceptions=True)  # fmt: skip
+        for (r, t, p, _), res in zip(commits, results, strict=True):
+            if isinstance(res, LogSourceError):
+                r.error_code, r.error_message = code_of(res), res.message or str(res)
+                log.debug("acks=all produce to %s-%d failed: %s", t, p, res)
+            elif isinstance(res, BaseException):
+                raise res
+        return resp
 
     # ------------------------------------------------------------ Fetch
 
@@ -199,7 +227,8 @@ class Handlers:
                 r.log_start_offset = lg.log_start_offset
                 limit = min(fp.max_bytes, budget - total)
                 if limit > 0:
-                    region = lg.read(fp.fetch_offset, limit, lso if req.isolation_level else None)
+                    # consumers read below the high watermark (committed data), read_committed below the LSO
+                    region = lg.read(fp.fetch_offset, limit, lso if req.isolation_level else r.high_watermark)
                     # only the first non-empty partition may exceed the limits (to make progress)
                     if region.length <= limit or total == 0:
                         r.records = region if session.arrow_body else _kafka_layout(region)
@@ -215,7 +244,10 @@ class Handlers:
         return FetchResponse(partitions=out), total, error
 
     async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
-        """Long poll: answer at once if min_bytes are there (or an error), else when an append brings them."""
+        """Long poll: answer at once if min_bytes are there (or an error), else when an append brings them.
+        A follower's fetch (``replica_id`` >= 0, in a cluster) goes to the replica manager's handler."""
+        if req.replica_id >= 0 and self.state.replication is not None:
+            return await self.state.replication.fetch_handler.fetch(req, session)
         resp, total, error = self._read(req, session)
         if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not req.partitions:
             return resp
