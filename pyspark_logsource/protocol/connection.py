@@ -36,6 +36,10 @@ CLIENT_MAX_VERSIONS = {int(ApiKey.PRODUCE): 8}
 #: Default bound on a frame (socket.request.max.bytes): 100 MiB.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 
+#: Frames at least this large are received into a buffer of their final size, allocated once the
+#: (checked) length prefix has arrived, as Kafka's NetworkReceive does.
+_FILL_IN_PLACE = 64 * 1024
+
 
 class FrameDecoder:
     """Splits a byte stream into frames of int32-length-prefixed bytes.
@@ -46,12 +50,16 @@ class FrameDecoder:
     into produced batches in place).
     """
 
-    __slots__ = ("max_frame_bytes", "_buf", "_need", "error")
+    __slots__ = ("max_frame_bytes", "_buf", "_need", "_frame", "_filled", "error")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
         self._need = -1  # size of the frame being assembled, -1 while reading its prefix
+        # A large frame is filled in place: growing ``_buf`` by each received piece re-copies it
+        # on every reallocation (a 32 MiB fetch answer in 1 MiB reads: 19 ms, filled: 4 ms).
+        self._frame: bytearray | None = None
+        self._filled = 0
         #: A bad length prefix found after whole frames in the same data: those frames are
         #: returned first (the peer gets their answers), the error is raised by the next feed().
         self.error: FrameTooLarge | None = None
@@ -59,20 +67,34 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""
-        return len(self._buf)
+        return len(self._buf) + (4 + self._filled if self._frame is not None else 0)
 
     @property
     def in_frame(self) -> bool:
         """True while part of a frame has been received (a disconnect now cuts a request)."""
-        return bool(self._buf)
+        return bool(self._buf) or self._frame is not None
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
         """Add received bytes; return the complete frames (without length prefix)."""
         if self.error is not None:
             raise self.error
+        frames: list[bytearray] = []
+        frame = self._frame
+        if frame is not None:
+            data = memoryview(data).cast("B")
+            take = min(len(data), len(frame) - self._filled)
+            frame[self._filled : self._filled + take] = data[:take]
+            self._filled += take
+            if self._filled < len(frame):
+                return frames
+            frames.append(frame)
+            self._frame = None
+            self._need = -1
+            data = data[take:]
+            if not data:
+                return frames
         buf = self._buf
         buf += data
-        frames: list[bytearray] = []
         while True:
             if self._need < 0:
                 if len(buf) < 4:
@@ -88,6 +110,12 @@ class FrameDecoder:
                     raise self.error
                 self._need = n
             if len(buf) - 4 < self._need:
+                if self._need >= _FILL_IN_PLACE:
+                    frame = bytearray(self._need)
+                    self._filled = len(buf) - 4
+                    frame[: self._filled] = memoryview(buf)[4:]
+                    self._frame = frame
+                    del buf[:]
                 return frames
             end = 4 + self._need
             if end == len(buf):
