@@ -163,3 +163,22 @@ def test_group_offsets_follow_the_coordinator_across_a_restart(tmp_path):
                 c.commit({("gt", 0): 0})  # the coordinator's connection was lost: found again
                 assert c.committed(("gt", 0)) == 0
             assert admin.group_offsets("g1") == {("gt", 0): 0}
+
+
+def test_idempotent_producer_restarts_sequences_when_the_broker_forgot_it(broker):
+    """The partition's producer state is gone (the topic was deleted and created again under the
+    producer): the broker answers UnknownProducerId, and the producer, as Kafka's does, restarts
+    the partition's sequences (a new producer id here) instead of failing the records."""
+    topic = "forgotten"
+    with Admin(broker.bootstrap) as admin, Producer(broker.bootstrap, acks="all", linger_ms=1) as p:
+        admin.create_topic(topic, partitions=1)
+        first = [p.send(topic, f"a{i}", partition=0) for i in range(100)]
+        p.flush(30)
+        assert [f.result(1)[1] for f in first] == list(range(100))
+        admin.delete_topic(topic)
+        admin.create_topic(topic, partitions=1)
+        second = [p.send(topic, f"b{i}", partition=0) for i in range(100)]
+        p.flush(30)
+        assert [f.result(1)[1] for f in second] == list(range(100))
+    got = _consume_all(broker.bootstrap, topic, 1, 100)
+    assert [m.value for m in got] == [f"b{i}".encode() for i in range(100)]

@@ -158,6 +158,9 @@ class Producer:
         self._producer_epoch = -1
         self._next_seq: dict[tuple[str, int], int] = {}
         self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
+        self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
+        self._resets: set[tuple[str, int]] = set()  # partitions whose sequences restart (see _reset_sequences)
+        self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
         self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}
         self._seq_lock = threading.Lock()
         self._refresh_needed = False
@@ -504,21 +507,25 @@ class Producer:
                 self._assigned.setdefault(b.tp, []).append(b)
             elif b.base_sequence is not None:
                 seq = b.base_sequence
+            pid, epoch = self._pid_for.get(b.tp) or (self._producer_id, self._producer_epoch)
+            if self.idempotent:
+                self._stamped[id(b)] = pid
             if b.encoded is None:
                 b.encoded = self._in_broker_layout(encode_records(
                     b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
-                    producer_id=self._producer_id, producer_epoch=self._producer_epoch, base_sequence=seq,
+                    producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                 ))  # fmt: skip
                 # The lists are no longer needed; memory stays accounted until the answer.
                 b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
             elif self.idempotent and (b.restamp or b.attempts == 0):
-                restamp_producer(b.encoded, self._producer_id, self._producer_epoch, seq)
+                restamp_producer(b.encoded, pid, epoch, seq)
             b.restamp = False
 
     def _finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
         if self.idempotent and b.base_sequence is not None:
             with self._seq_lock:
+                self._stamped.pop(id(b), None)
                 queue = self._assigned.get(b.tp, [])
                 try:
                     i = queue.index(b)
@@ -548,6 +555,8 @@ class Producer:
                         for b in run:
                             self._fail_or_retry(b, e)
                 return
+        if self._resets:
+            self._reset_sequences()
         if self._refresh_needed:
             self._refresh_needed = False
             try:
@@ -650,20 +659,22 @@ class Producer:
 
     def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
         retriable = isinstance(error, LogSourceError) and error.retriable
-        if self.idempotent and (
-            (isinstance(error, OutOfOrderSequence) and not self._is_next(b))
-            or (isinstance(error, UnknownProducerId) and b.restamp)
-        ):
-            # An earlier batch of the partition failed or is being resent (say, to a new leader
-            # after a failover): this one follows it, with its own sequence numbers unchanged.
+        if self.idempotent and isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
+            # As Kafka's idempotent producer: always retried. A batch that follows an unresolved
+            # one (an earlier batch failed or is being resent, say to a new leader after a
+            # failover) is resent with its sequence numbers unchanged, as is one whose answer is
+            # about a send from before its partition's sequences were reset.
             retriable = True
-        elif isinstance(error, OutOfOrderSequence):
-            # Every earlier batch was acknowledged, yet the broker expects another sequence: it
-            # lost acknowledged records (Kafka's producer reports this too; retrying cannot help).
-            error = OutOfOrderSequence(
-                f"{b.topic}-{b.partition}: the broker refused sequence {b.base_sequence}, which follows the last "
-                f"acknowledged one; acknowledged records were lost on the broker side: {error}"
-            )
+            with self._seq_lock:
+                stale = self._stamped.get(id(b)) != (self._pid_for.get(b.tp) or (self._producer_id,))[0]
+            if not stale and not b.restamp and (isinstance(error, UnknownProducerId) or self._is_next(b)):
+                # Every earlier batch was acknowledged, yet the broker expects another sequence or
+                # no longer knows this producer: it lost acknowledged records or its producer state.
+                # Retrying the same numbers cannot help; the partition's sequences restart.
+                log.warning("%s-%d: broker refused sequence %s (%s); restarting the partition's sequences",
+                            b.topic, b.partition, b.base_sequence, error)  # fmt: skip
+                with self._seq_lock:
+                    self._resets.add(b.tp)
         now = time.monotonic()
         if (
             retriable
@@ -683,6 +694,33 @@ class Producer:
             )
         self._finish(b, error=error)
 
+
+    def _reset_sequences(self) -> None:
+        """Restart the sequences of partitions where the broker lost this producer's state (sender thread).
+
+        Kafka bumps the producer epoch here (KIP-360) and holds back the other partitions until
+        their in-flight batches are answered; a fresh producer id for just these partitions has
+        the same effect at the broker (a new producer, sequences from 0) and leaves the other
+        partitions' numbering alone. Every unfinished batch of the partition is renumbered in
+        order; answers to sends from before the reset are recognised by their producer id.
+        """
+        for tp in sorted(self._resets):
+            try:
+                resp = self._client.request(InitProducerIdRequest())
+            except LogSourceError as e:
+                log.warning("cannot get a producer id to reset %s-%d (will retry): %s", tp[0], tp[1], e)
+                return
+            with self._seq_lock:
+                self._resets.discard(tp)
+                self._pid_for[tp] = (resp.producer_id, resp.producer_epoch)
+                seq = 0
+                for b in self._assigned.get(tp, []):
+                    b.base_sequence = seq
+                    b.restamp = True
+                    seq = (seq + b.record_count) & _INT32_MAX
+                self._next_seq[tp] = seq
+                self._last_acked.pop(tp, None)
+            log.info("%s-%d: sequences restart at 0 with producer id %d", tp[0], tp[1], resp.producer_id)
 
     def _is_next(self, b: ProducerBatch) -> bool:
         """True if every earlier batch of ``b``'s partition was acknowledged (``b`` is the next sequence)."""
