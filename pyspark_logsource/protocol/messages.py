@@ -44,6 +44,8 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     DESCRIBE_CLUSTER = 60
+    #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
+    STAGED_TXNS = 10100
 
 
 @dataclass(slots=True)

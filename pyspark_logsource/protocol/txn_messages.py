@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .messages import ApiKey
 from .schema import F, message
 
-STAGED_TXNS_KEY = 10100
+STAGED_TXNS_KEY = ApiKey.STAGED_TXNS
 
 REGISTER, COMMIT, ABORT = 0, 1, 2
 

@@ -1,0 +1,35 @@
+"""Driver of the exactly-once streaming test: logsource -> filter/explode -> logsource.
+
+    python eos_stream_driver.py BOOTSTRAP CHECKPOINT run|drain
+
+Input value ``n`` (an integer) gives ``n % 3`` outputs (0: filtered out); each output's
+value is ``partition:offset:index`` of its input. ``run`` keeps the query going until
+killed; ``drain`` processes what is there (Trigger.AvailableNow) and exits.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+bootstrap, checkpoint, mode = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # fmt: skip
+spark.sparkContext.setLogLevel("ERROR")
+src = (spark.readStream.format("logsource").option("bootstrap.servers", bootstrap).option("subscribe", "eos_in")
+       .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load())  # fmt: skip
+n = F.col("value").cast("string").cast("int") % 3
+out = (src.where(n > 0)
+       .select("partition", "offset", F.explode(F.sequence(F.lit(0), n - 1)).alias("i"))
+       .select(F.concat_ws(":", "partition", "offset", "i").alias("value")))  # fmt: skip
+w = (out.writeStream.format("logsource").option("bootstrap.servers", bootstrap).option("topic", "eos_out")
+     .option("checkpointLocation", checkpoint).option("transaction.timeout.ms", "20000"))  # fmt: skip
+if mode == "drain":
+    w.trigger(availableNow=True).start().awaitTermination()
+else:
+    print("STARTED", flush=True)
+    w.trigger(processingTime="300 milliseconds").start().awaitTermination()
+spark.stop()

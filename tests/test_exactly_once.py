@@ -1,0 +1,241 @@
+"""Exactly-once writes into topics (issue 12): staged transactional batches, one commit per batch id.
+
+* the broker and clients: staged data is invisible to read_committed readers (our Consumer,
+  read_range, a confluent-kafka consumer), a repeated commit of a batch id is a no-op, an idle
+  attempt is aborted after its timeout, clients cannot write control batches;
+* a streaming query logsource -> filter/explode -> logsource killed -9 at random moments, restarted
+  from its checkpoint each time, leaves each input's outputs exactly once;
+* a batch df.write whose first task attempts fail or are slow (speculation) leaves exactly the rows.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from brokers import broker_process
+
+from pyspark_logsource import format as fmt
+from pyspark_logsource.client import Admin, Consumer, Producer, read_range
+from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
+from pyspark_logsource.errors import InvalidRecord, InvalidTxnState
+from pyspark_logsource.format.control import COMMIT, encode_marker
+from pyspark_logsource.protocol.txn_messages import StagedProducer
+
+HELPERS = Path(__file__).parent / "helpers"
+
+
+def _stage(bs: str, txns: StagedTxns, write_id: str, topic: str, values: list[bytes], partitions: int,
+           timeout_ms: int = 60000) -> StagedProducer:  # fmt: skip
+    p = TransactionalProducer(bs, acks=-1)
+    try:
+        pid, epoch = p.producer_id_and_epoch()
+        txns.register(write_id, pid, epoch, [(topic, q) for q in range(partitions)], timeout_ms)
+        futures = [p.send(topic, v, partition=i % partitions) for i, v in enumerate(values)]
+        p.flush()
+        counts: Counter = Counter()
+        for f in futures:
+            counts[(topic, f.result()[0])] += 1
+    finally:
+        p.close()
+    return StagedProducer(pid, epoch, dict(counts))
+
+
+def _committed_values(bs: str, topic: str, partitions: int) -> list[bytes]:
+    with Admin(bs) as a:
+        end = a.list_offsets([(topic, q) for q in range(partitions)], "latest", read_committed=True)
+    out = []
+    for (t, q), e in end.items():
+        for rb in read_range(bs, t, q, 0, e):
+            out += rb.column("value").to_pylist()
+    return out
+
+
+def _consume_all(consumer: Consumer, expected: int, timeout: float = 10) -> list:
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(got) < expected:
+        got += consumer.poll(0.2)
+    got += consumer.poll(0.5)  # anything beyond what is expected shows up too
+    return got
+
+
+def test_staged_data_is_invisible_until_commit_and_a_batch_commits_once(tmp_path):
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a, StagedTxns(bs) as txns:
+            a.create_topic("t", partitions=2)
+            win = _stage(bs, txns, "w", "t", [b"win-%d" % i for i in range(10)], 2)
+            _stage(bs, txns, "w", "t", [b"lose-%d" % i for i in range(5)], 2)  # a speculative duplicate
+            assert a.list_offsets([("t", 0), ("t", 1)], "latest", read_committed=True) == {("t", 0): 0, ("t", 1): 0}
+            assert sum(a.list_offsets([("t", 0), ("t", 1)], "latest").values()) == 15
+            assert _committed_values(bs, "t", 2) == []
+            assert txns.commit("w", 0, [win]).committed
+            assert sorted(_committed_values(bs, "t", 2)) == sorted(b"win-%d" % i for i in range(10))
+            # the driver died after the broker's commit: the re-run of batch 0 changes nothing
+            rerun = _stage(bs, txns, "w", "t", [b"rerun-%d" % i for i in range(4)], 2)
+            resp = txns.commit("w", 0, [rerun])
+            assert not resp.committed and resp.last_committed_batch_id == 0
+            assert sorted(_committed_values(bs, "t", 2)) == sorted(b"win-%d" % i for i in range(10))
+            with Consumer(bs) as c:
+                c.assign([("t", 0), ("t", 1)])
+                assert sorted(m.value for m in _consume_all(c, 10)) == sorted(b"win-%d" % i for i in range(10))
+            with Consumer(bs, isolation_level="read_uncommitted") as c:
+                c.assign([("t", 0), ("t", 1)])
+                assert len(_consume_all(c, 19)) == 19  # staged, aborted and committed data alike
+
+
+def test_an_idle_attempt_is_aborted_after_its_timeout_and_cannot_commit(tmp_path):
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a, StagedTxns(bs) as txns:
+            a.create_topic("t", partitions=1)
+            with Producer(bs) as p:
+                p.send("t", b"plain", partition=0).result()
+            dead = _stage(bs, txns, "w2", "t", [b"dead"] * 3, 1, timeout_ms=500)
+            assert a.list_offsets([("t", 0)], "latest", read_committed=True)[("t", 0)] == 1
+            deadline = time.monotonic() + 10
+            while a.list_offsets([("t", 0)], "latest", read_committed=True)[("t", 0)] == 1:
+                assert time.monotonic() < deadline, "the staged data was not aborted after its timeout"
+                time.sleep(0.2)
+            with pytest.raises(InvalidTxnState):
+                txns.commit("w2", 0, [dead])
+            with Producer(bs) as p:
+                p.send("t", b"after", partition=0).result()
+            assert _committed_values(bs, "t", 1) == [b"plain", b"after"]
+
+
+def test_clients_cannot_write_transaction_markers(tmp_path):
+    from brokers import WireClient
+
+    with broker_process(tmp_path) as b, WireClient(b.bootstrap) as c:
+        c.create_topic("t", 1)
+        r = c.produce("t", 0, encode_marker(COMMIT, 1, 0))
+        assert r.error_code == InvalidRecord.code
+        assert c.produce("t", 0, fmt.encode([b"ok"])).error_code == 0
+        assert [x.value for x in c.fetch_all("t", 0)] == [b"ok"]  # nothing of the refused batch
+
+
+@pytest.mark.kafka_clients
+def test_confluent_kafka_read_committed_sees_no_aborted_or_staged_data(tmp_path):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a, StagedTxns(bs) as txns:
+            a.create_topic("k", partitions=1)
+            win = _stage(bs, txns, "wk", "k", [b"committed-%d" % i for i in range(5)], 1)
+            _stage(bs, txns, "wk", "k", [b"aborted-%d" % i for i in range(3)], 1)
+            txns.commit("wk", 0, [win])
+            _stage(bs, txns, "wk", "k", [b"staged-%d" % i for i in range(2)], 1)  # open: after the LSO
+        seen = {}
+        for level in ("read_committed", "read_uncommitted"):
+            c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": f"g-{level}", "isolation.level": level,
+                                          "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+            c.assign([confluent_kafka.TopicPartition("k", 0, 0)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and len(got) < (5 if level == "read_committed" else 10):
+                m = c.poll(0.3)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+            for _ in range(3):
+                m = c.poll(0.3)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+            c.close()
+            seen[level] = got
+        assert seen["read_committed"] == [b"committed-%d" % i for i in range(5)]
+        assert sorted(seen["read_uncommitted"]) == sorted([b"committed-%d" % i for i in range(5)]
+                                                          + [b"aborted-%d" % i for i in range(3)]
+                                                          + [b"staged-%d" % i for i in range(2)])  # fmt: skip
+
+
+def _expected(values: dict[tuple[int, int], int]) -> Counter:
+    exp: Counter = Counter()
+    for (p, o), v in values.items():
+        for i in range(v % 3):
+            exp[f"{p}:{o}:{i}".encode()] += 1
+    return exp
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.eos_kill
+def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_path):
+    rng = random.Random(12)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    with broker_process(tmp_path / "broker") as b:
+        bs = b.bootstrap
+        with Admin(bs) as a:
+            a.create_topic("eos_in", partitions=2)
+            a.create_topic("eos_out", partitions=2)
+        stop = threading.Event()
+        sent: dict[tuple[int, int], int] = {}
+
+        def feed() -> None:
+            with Producer(bs, linger_ms=1) as p:
+                n = 0
+                while not stop.is_set():
+                    futs = [(v, p.send("eos_in", str(v).encode(), partition=v % 2)) for v in range(n, n + 20)]
+                    for v, f in futs:
+                        part, off = f.result()[:2]
+                        sent[(part, off)] = v
+                    n += 20
+                    time.sleep(0.05)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        ckpt = str(tmp_path / "ckpt")
+        script = str(HELPERS / "eos_stream_driver.py")
+        kills = 0
+        try:
+            for _ in range(10):
+                proc = subprocess.Popen([sys.executable, script, bs, ckpt, "run"], env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                assert proc.stdout.readline().strip() == b"STARTED"
+                time.sleep(rng.uniform(1.5, 5.0))  # somewhere in planning, staging or committing a micro-batch
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills += 1
+        finally:
+            stop.set()
+            feeder.join()
+        drain = subprocess.run([sys.executable, script, bs, ckpt, "drain"], env=env, capture_output=True, timeout=180)
+        assert drain.returncode == 0, drain.stderr.decode()[-3000:]
+        assert kills == 10
+        got = Counter(_committed_values(bs, "eos_out", 2))
+        expected = _expected(sent)
+        dupes = {k: n for k, n in got.items() if n > 1}
+        assert not dupes, f"{len(dupes)} outputs written more than once, e.g. {list(dupes.items())[:5]}"
+        assert set(got) == set(expected), (f"missing {len(set(expected) - set(got))}, "
+                                           f"unexpected {len(set(got) - set(expected))}")  # fmt: skip
+        with Admin(bs) as a:  # the kills left staged and aborted data behind: not vacuous
+            raw = sum(a.list_offsets([("eos_out", 0), ("eos_out", 1)], "latest").values())
+        assert raw > sum(got.values())
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_batch_write_with_failed_and_speculative_attempts_leaves_exactly_the_rows(tmp_path):
+    rows = 4000
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a:
+            a.create_topic("eos_batch", partitions=3)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+        r = subprocess.run([sys.executable, str(HELPERS / "eos_batch_driver.py"), bs, str(rows)], env=env,
+                           capture_output=True, timeout=300)  # fmt: skip
+        assert r.returncode == 0 and b"WROTE" in r.stdout, r.stderr.decode()[-3000:]
+        got = Counter(_committed_values(bs, "eos_batch", 3))
+        assert got == Counter(f"row-{v}".encode() for v in range(rows))
+        with Admin(bs) as a:  # failed and speculative attempts staged rows that were aborted
+            raw = sum(a.list_offsets([("eos_batch", q) for q in range(3)], "latest").values())
+        assert raw > rows + 3
