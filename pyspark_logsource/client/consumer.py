@@ -28,7 +28,6 @@ from ..errors import (
     ConfigError,
     CorruptRecord,
     LogSourceError,
-    NetworkError,
     OffsetOutOfRange,
     UnknownTopicOrPartition,
     error_for_code,
@@ -478,7 +477,7 @@ class Consumer:
                 self._issue_fetches()  # chain the next fetch right here, in the I/O thread
 
         try:
-            conn = self._client.node_connection(node)
+            conn = self._client.node_connection(node, refresh=False)  # maybe on an I/O thread: no blocking refresh
             conn.send(req, done, timeout=self.request_timeout + self.fetch_max_wait_ms / 1000.0)
         except LogSourceError as e:
             self._on_fetch(reqs, None, e)
@@ -498,7 +497,7 @@ class Consumer:
                     self._fetch_error = error
                     for _, st, _, _ in reqs:
                         st.retry_at = now + self.retry_backoff
-                    if isinstance(error, NetworkError):
+                    if isinstance(error, LogSourceError) and error.retriable:  # a broker gone, a leader moved
                         self._metadata_stale = True
                 self._work.notify_all()
                 self._data.notify_all()

@@ -142,9 +142,12 @@ class NetworkClient:
                 errors.append(str(e))
         raise NetworkError("no broker reachable: " + "; ".join(errors))
 
-    def node_connection(self, node_id: int) -> BrokerConnection:
-        """A connection to the broker with ``node_id`` (from the metadata)."""
+    def node_connection(self, node_id: int, refresh: bool = True) -> BrokerConnection:
+        """A connection to the broker with ``node_id`` (from the metadata, refreshed if it lacks the
+        node and ``refresh``; an I/O thread passes False: a blocking request there could wait for itself)."""
         b = self.cluster.brokers.get(node_id)
+        if b is None and not refresh:
+            raise LeaderNotAvailable(f"broker {node_id} is not in the cluster metadata")
         if b is None:
             self.refresh_metadata(None)
             b = self.cluster.brokers.get(node_id)
