@@ -104,6 +104,31 @@ class RecordListTooLarge(LogSourceError):
     code = 18
 
 
+class StaleControllerEpoch(LogSourceError):
+    """A controller whose epoch is no longer current tried to act (it was replaced)."""
+
+    code = 11
+
+
+class InvalidReplicaAssignment(LogSourceError):
+    """A CreateTopics replica assignment is not valid (unequal lengths, repeated or unknown brokers)."""
+
+    code = 39
+
+
+class NotController(LogSourceError):
+    """CreateTopics/DeleteTopics reached a broker that is not the controller (ask Metadata for it)."""
+
+    code = 41
+    retriable = True
+
+
+class BrokerIdConflict(LogSourceError):
+    """Another live ZooKeeper session holds this broker.id's registration (/brokers/ids/<id>)."""
+
+    code = 1200
+
+
 class NotEnoughReplicas(LogSourceError):
     """Fewer in-sync replicas than min.insync.replicas: an acks=all write is refused before it is appended."""
 

@@ -46,6 +46,16 @@ DEFAULTS: dict[str, str] = {
     "cluster.id": "",
     # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
     "logsource.arrow.body.enable": "true",
+    # cluster mode (unset zookeeper.connect: a single broker, no ZooKeeper)
+    "zookeeper.connect": "",
+    # Kafka's default is 18000; a short session makes failover quick (a dead broker is noticed within it)
+    "zookeeper.session.timeout.ms": "6000",
+    "zookeeper.connection.timeout.ms": "",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": str(1024 * 1024),
+    "unclean.leader.election.enable": "false",
 }
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
@@ -116,6 +126,21 @@ def _int(props: Mapping[str, str], key: str, lo: int | None = None) -> int:
     return v
 
 
+def _zk_connect(raw: str) -> str | None:
+    """Validate ``host:port[,host:port...][/chroot]``; '' -> None (single broker)."""
+    value = raw.strip()
+    if not value:
+        return None
+    hosts, sep, chroot = value.partition("/")
+    if sep and (not chroot or chroot.endswith("/") or "//" in chroot):
+        raise ConfigError(f"zookeeper.connect has a bad chroot {'/' + chroot!r} in {value!r}")
+    for hp in hosts.split(","):
+        host, colon, port = hp.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"zookeeper.connect must be host:port[,host:port...][/chroot], got {value!r}")
+    return value
+
+
 def _bool(props: Mapping[str, str], key: str) -> bool:
     raw = str(props[key]).strip().lower()
     if raw not in ("true", "false"):
@@ -150,6 +175,15 @@ class BrokerConfig:
     group_max_size: int = 2**31 - 1
     cluster_id: str | None = None
     arrow_body_enable: bool = True
+    #: ``host:port[,host:port...][/chroot]``; None: a single broker without ZooKeeper
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1024 * 1024
+    unclean_leader_election_enable: bool = False
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
 
@@ -198,12 +232,35 @@ class BrokerConfig:
             group_max_size=_int(p, "group.max.size", 1),
             cluster_id=p["cluster.id"].strip() or None,
             arrow_body_enable=_bool(p, "logsource.arrow.body.enable"),
+            zookeeper_connect=_zk_connect(p["zookeeper.connect"]),
+            zookeeper_session_timeout_ms=_int(p, "zookeeper.session.timeout.ms", 1),
+            replica_lag_time_max_ms=_int(p, "replica.lag.time.max.ms", 1),
+            replica_fetch_wait_max_ms=_int(p, "replica.fetch.wait.max.ms", 0),
+            replica_fetch_min_bytes=_int(p, "replica.fetch.min.bytes", 1),
+            replica_fetch_max_bytes=_int(p, "replica.fetch.max.bytes", 1),
+            unclean_leader_election_enable=_bool(p, "unclean.leader.election.enable"),
             log=log_config,
             properties=p,
         )
-        if cfg.default_replication_factor != 1:
-            raise ConfigError("default.replication.factor must be 1 on a single broker")
+        # Kafka's default: the connection timeout is the session timeout
+        cfg.zookeeper_connection_timeout_ms = (_int(p, "zookeeper.connection.timeout.ms", 1)
+                                               if p["zookeeper.connection.timeout.ms"].strip()
+                                               else cfg.zookeeper_session_timeout_ms)  # fmt: skip
+        if cfg.zookeeper_connect is None and cfg.default_replication_factor != 1:
+            raise ConfigError("default.replication.factor must be 1 on a single broker (set zookeeper.connect "
+                              "for cluster mode)")  # fmt: skip
+        if cfg.zookeeper_connect is not None and cfg.zookeeper_session_timeout_ms < 100:
+            raise ConfigError(f"zookeeper.session.timeout.ms must be >= 100, got {cfg.zookeeper_session_timeout_ms}")
+        if cfg.replica_fetch_wait_max_ms >= cfg.replica_lag_time_max_ms:
+            # Kafka's rule: a follower's long poll must end well before it would be dropped from the ISR
+            raise ConfigError(f"replica.fetch.wait.max.ms ({cfg.replica_fetch_wait_max_ms}) must be less than "
+                              f"replica.lag.time.max.ms ({cfg.replica_lag_time_max_ms})")  # fmt: skip
         return cfg
+
+    @property
+    def cluster_mode(self) -> bool:
+        """True when the broker is one of a cluster coordinated through ZooKeeper."""
+        return self.zookeeper_connect is not None
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Mapping[str, object] | None = None) -> BrokerConfig:

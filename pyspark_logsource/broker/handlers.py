@@ -88,6 +88,7 @@ from ..protocol import (
     TopicMetadata,
 )
 from ..topics import is_internal, validate_topic_name
+from .cluster.topic_handlers import ClusterTopicHandlers
 from .groups.handlers import GroupHandlers
 from .state import topic_error
 from .txn.handlers import TxnHandlers
@@ -132,6 +133,8 @@ class Handlers:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         self.by_key.update(GroupHandlers(state).by_key())
+        if state.config.cluster_mode:
+            self.by_key.update(ClusterTopicHandlers(state).by_key())
         self.txn = TxnHandlers(state)
         self.by_key.update(self.txn.by_key())
 
@@ -326,6 +329,11 @@ class Handlers:
             if n is None and req.allow_auto_topic_creation and self.config.auto_create_topics:
                 try:
                     validate_topic_name(name)
+                    if not is_internal(name) and self.state.cluster is not None:
+                        # Kafka's answer while the controller elects the new topic's leaders
+                        self.state.auto_create_topic(name)
+                        out.append(TopicMetadata(name, error_code=LeaderNotAvailable.code))
+                        continue
                     if not is_internal(name):
                         self.state.create_topic(name, self.config.num_partitions)
                         n = self.config.num_partitions

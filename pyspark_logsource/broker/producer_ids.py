@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import InvalidProducerEpoch, StorageError, UnknownProducerId
@@ -28,6 +29,9 @@ class ProducerIdManager:
     def __init__(self, directory: Path, block_size: int = BLOCK_SIZE) -> None:
         self.path = Path(directory) / BLOCK_FILE
         self.block_size = block_size
+        #: in a cluster, blocks come from ZooKeeper (``/latest_producer_id_block``), unique across brokers:
+        #: ``block_source(size) -> (start, end)``
+        self.block_source: Callable[[int], tuple[int, int]] | None = None
         self._next = 0
         self._end = 0
         try:
@@ -40,6 +44,10 @@ class ProducerIdManager:
         self._epochs: dict[int, int] = {}
 
     def _reserve(self) -> None:
+        if self.block_source is not None:
+            self._next, self._end = self.block_source(self.block_size)
+            log.info("reserved producer ids [%d, %d) from the cluster", self._next, self._end)
+            return
         end = self._end + self.block_size
         tmp = self.path.with_name(BLOCK_FILE + ".tmp")
         try:
@@ -67,7 +75,7 @@ class ProducerIdManager:
             self._next += 1
             self._epochs[pid] = 0
             return pid, 0
-        if producer_id >= self._end:
+        if producer_id >= self._end and self.block_source is None:  # in a cluster another broker may have made it
             raise UnknownProducerId(f"producer id {producer_id} was never allocated by this broker")
         known = self._epochs.get(producer_id)
         if known is not None and producer_epoch != known:

@@ -27,6 +27,8 @@ from typing import Any
 
 from ..errors import LogSourceError, UnknownServerError, code_of
 from ..protocol import ProtocolError, RequestReceived, ServerConnection, is_region
+from .cluster.member import ClusterMember
+from .cluster.replicas import ReplicaManager
 from .config import BrokerConfig, parse_overrides
 from .error_responses import error_response
 from .handlers import Handlers, Session
@@ -88,18 +90,44 @@ class Broker:
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         self.state.advertised = self.advertised
+        if c.cluster_mode:
+            try:
+                await self._join_cluster()
+            except BaseException:
+                self._server.close()
+                await self._leave_cluster()
+                self.state.close()
+                raise
         log.info("broker %d (cluster %s) listening on %s:%d with %d topics", c.broker_id, self.state.cluster_id,
                  self.host, self.port, len(self.state.logs.topics()))  # fmt: skip
         return self.host, self.port
 
+    async def _join_cluster(self) -> None:
+        """Cluster mode: connect to ZooKeeper, register, join the controller election; roles follow by watches."""
+        loop = asyncio.get_running_loop()
+        member = ClusterMember(self.state, loop)
+        self.state.cluster = member
+        # before the member starts: its watches deliver the roles, which the replica manager acts on
+        self.state.replication = ReplicaManager(self.state, member.zk, loop)
+        await loop.run_in_executor(None, member.start, *self.state.advertised)
+
+    async def _leave_cluster(self) -> None:
+        """Resign as controller and close the ZooKeeper session: the controller moves this broker's leaderships."""
+        member = self.state.cluster
+        if member is not None:
+            await asyncio.get_running_loop().run_in_executor(None, member.stop)
+
     async def stop(self) -> None:
-        """Stop accepting, close connections, flush and close the logs."""
+        """Stop accepting, close connections, leave the cluster, flush and close the logs."""
         if self._server is not None:
             self._server.close()
         for t in list(self._conns):
             t.cancel()
         if self._conns:
             await asyncio.gather(*self._conns, return_exceptions=True)
+        if self.state.replication is not None:
+            self.state.replication.close()  # fetchers and ISR checks stop before the session goes
+        await self._leave_cluster()
         self.state.close()
         if self._stopped is not None:
             self._stopped.set()

@@ -16,13 +16,20 @@ loop thread, which record the role and hand it to :attr:`BrokerState.replication
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import InvalidTopic, LogSourceError, NotLeaderOrFollower, UnknownTopicOrPartition
+from ..errors import (
+    InvalidReplicationFactor,
+    InvalidTopic,
+    LogSourceError,
+    NotLeaderOrFollower,
+    UnknownTopicOrPartition,
+)
 from ..topics import validate_topic_name
 from .config import BrokerConfig
 from .groups import GroupCoordinator, GroupOffsetStore
@@ -88,6 +95,9 @@ class ClusterProtocol(Protocol):
     def topics(self) -> dict[str, int]:
         """Every topic of the cluster with its partition count."""
 
+    def auto_create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
+        """Create a topic with these settings from any broker (blocking; run it off the event loop)."""
+
     def partitions(self, topic: str) -> list[PartitionRole | None]:
         """Each partition's role as ZooKeeper has it (None while a partition has no state yet)."""
 
@@ -121,6 +131,11 @@ class BrokerState:
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
+
+    @property
+    def zk(self) -> Any:
+        """The ZooKeeper client (:class:`.cluster.zk.ZkClient`) in cluster mode, else None."""
+        return getattr(self.cluster, "zk", None)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -183,6 +198,21 @@ class BrokerState:
         self.logs.create_topic(name, partitions, dict(overrides) if overrides else None)
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and config {dict(overrides)}" if overrides else "")  # fmt: skip
+
+    def auto_create_topic(self, name: str) -> None:
+        """Cluster mode: create a topic with the broker defaults in the background (Metadata's
+        auto-creation; clients see LeaderNotAvailable until its leaders are elected).
+        InvalidReplicationFactor at once when there are fewer live brokers than default.replication.factor."""
+        c = self.config
+        live = len(self.cluster.brokers())
+        if c.default_replication_factor > live:
+            raise InvalidReplicationFactor(f"cannot auto-create {name!r}: default.replication.factor "
+                                           f"{c.default_replication_factor} is larger than the {live} live brokers")  # fmt: skip
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(None, self.cluster.auto_create_topic, name, c.num_partitions,
+                                   c.default_replication_factor)  # fmt: skip
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception() is None or
+                              log.warning("auto-creating topic %s failed: %r", name, f.exception()))  # fmt: skip
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic's logs, its committed offsets, and wake its fetchers (they get UnknownTopic)."""
@@ -281,6 +311,15 @@ class BrokerState:
             host, port = addr if addr is not None else ("", -1)
             self.replication.on_become_follower(role, host, port)
         self.notify(role.topic, role.partition)
+
+    def update_role(self, role: PartitionRole) -> None:
+        """Same leader and leader epoch, new ISR or znode version (the controller dropped a dead replica from
+        the ISR, or the leader's own ISR write came back): record it; the replica manager hears of it
+        through its optional ``on_role_update(role)``."""
+        self.roles[(role.topic, role.partition)] = role
+        hook = getattr(self.replication, "on_role_update", None)
+        if hook is not None:
+            hook(role)
 
     def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
         """Forget the partition's role; with ``delete`` its local log goes too (topic deletion)."""

@@ -242,6 +242,22 @@ class LogManager:
             overrides = self._overrides.get(topic, {})
             return self.default_config.with_overrides(overrides).to_properties(overrides) if overrides else {}
 
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove one partition's log (a replica moved away or its topic was deleted in the cluster);
+        its files go after ``file.delete.delay.ms``. Absent is fine."""
+        with self._lock:
+            self._check_open()
+            lg = self._logs.pop((topic, partition), None)
+            if lg is None:
+                return
+            due = time.monotonic() + lg.config.file_delete_delay_ms / 1000
+            lg.retire(lg.directory.with_name(_delete_dir_name(topic, partition)))
+            self._doomed.append((due, lg))
+            if not any(k[0] == topic for k in self._logs):
+                self._overrides.pop(topic, None)
+        log.info("deleted log %s-%d", topic, partition)
+        self._finish_deletes()
+
     def delete_topic(self, topic: str) -> None:
         """Remove a topic now; its files go after ``file.delete.delay.ms`` (served regions stay valid)."""
         with self._lock:

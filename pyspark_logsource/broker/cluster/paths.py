@@ -1,0 +1,186 @@
+"""ZooKeeper paths and the JSON shapes stored at them: Kafka's layout (ZooKeeper mode), so its tools read it.
+
+======================================================  =============================================================
+znode                                                   data
+======================================================  =============================================================
+``/brokers/ids/<id>`` (ephemeral)                       ``{"version":4,"host":"h","port":p,"endpoints":["PLAINTEXT://h:p"],
+                                                        "jmx_port":-1,"timestamp":"<ms>"}``
+``/brokers/topics/<t>``                                 ``{"version":2,"partitions":{"0":[1,2,3],...},
+                                                        "adding_replicas":{},"removing_replicas":{}}``
+``/brokers/topics/<t>/partitions/<p>/state``            ``{"controller_epoch":E,"leader":L,"version":1,
+                                                        "leader_epoch":LE,"isr":[...]}``
+``/controller`` (ephemeral)                             ``{"version":1,"brokerid":id,"timestamp":"<ms>"}``
+``/controller_epoch``                                   ``E`` (an integer; its znode version fences stale controllers)
+``/admin/delete_topics/<t>``                            empty: a deletion request the controller carries out
+``/config/topics/<t>``                                  ``{"version":1,"config":{"k":"v",...}}``
+``/cluster/id``                                         ``{"version":"1","id":"<cluster id>"}``
+``/latest_producer_id_block``                           ``{"version":1,"broker":id,"block_start":"s","block_end":"e"}``
+======================================================  =============================================================
+
+Partition-state znodes are written only with a version condition (a ``set`` with the read version, or a
+multi-op that also checks ``/controller_epoch``'s version), never blindly.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+DELETE_TOPICS = "/admin/delete_topics"
+CONFIG_TOPICS = "/config/topics"
+CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+#: persistent paths every broker makes sure exist at startup
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, CONFIG_TOPICS, "/cluster")
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes) -> Any:
+    return json.loads(data.decode())
+
+
+# ---------------------------------------------------------------- brokers
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A registered broker."""
+
+    broker_id: int
+    host: str
+    port: int
+    timestamp: int = 0
+
+
+def encode_broker(host: str, port: int) -> bytes:
+    return _dumps({"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                   "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "port": port, "host": host,
+                   "version": 4, "timestamp": _now_ms()})  # fmt: skip
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
+    d = _loads(data)
+    host, port = d.get("host"), d.get("port", -1)
+    for ep in d.get("endpoints", []):  # Kafka puts the listener in endpoints; host/port may be null
+        if ep.startswith("PLAINTEXT://"):
+            h, _, p = ep[len("PLAINTEXT://") :].rpartition(":")
+            host, port = h.strip("[]"), int(p)
+            break
+    return BrokerInfo(broker_id, host or "", int(port), int(d.get("timestamp", 0)))
+
+
+# ---------------------------------------------------------------- topics
+
+
+def encode_assignment(assignment: dict[int, list[int]]) -> bytes:
+    return _dumps({"version": 2, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+                   "adding_replicas": {}, "removing_replicas": {}})  # fmt: skip
+
+
+def decode_assignment(data: bytes) -> dict[int, list[int]]:
+    d = _loads(data)
+    return {int(p): [int(b) for b in r] for p, r in d.get("partitions", {}).items()}
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition-state znode's content."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+
+def encode_state(s: LeaderAndIsr) -> bytes:
+    return _dumps({"controller_epoch": s.controller_epoch, "leader": s.leader, "version": 1,
+                   "leader_epoch": s.leader_epoch, "isr": list(s.isr)})  # fmt: skip
+
+
+def decode_state(data: bytes) -> LeaderAndIsr:
+    d = _loads(data)
+    return LeaderAndIsr(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]],
+                        int(d.get("controller_epoch", 0)))  # fmt: skip
+
+
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    if not data:
+        return {}
+    return {str(k): str(v) for k, v in _loads(data).get("config", {}).items()}
+
+
+# ---------------------------------------------------------------- controller
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+
+
+def decode_controller(data: bytes) -> int:
+    try:
+        return int(_loads(data)["brokerid"])
+    except (ValueError, KeyError, TypeError):
+        return -1
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_loads(data)["id"])
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+
+
+def decode_producer_id_block(data: bytes) -> tuple[int, int]:
+    """(start, end) with end inclusive, as Kafka writes it."""
+    d = _loads(data)
+    return int(d["block_start"]), int(d["block_end"])

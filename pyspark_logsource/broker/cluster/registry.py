@@ -1,0 +1,101 @@
+"""Broker registration (``/brokers/ids/<id>``, ephemeral) and the live-broker watch.
+
+A broker registers with its advertised host and port in Kafka's JSON shape; the node lives as long as
+its ZooKeeper session. After a session is lost, :meth:`BrokerRegistry.register` runs again on the new
+session. A restarted broker may find its previous session's node still there (the session has not
+expired yet, e.g. after kill -9): it waits for that node to go, up to twice the session timeout, as the
+old session can outlive the process by at most the timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from kazoo.recipe.watchers import ChildrenWatch
+
+from ...errors import BrokerIdConflict
+from . import paths
+from .zk import NodeExistsError, ZkClient
+
+log = logging.getLogger(__name__)
+
+
+class BrokerRegistry:
+    """This broker's registration, and a cache of every live broker (id -> BrokerInfo)."""
+
+    def __init__(self, zk: ZkClient, broker_id: int) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self._live: dict[int, paths.BrokerInfo] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[set[int]], None]] = []
+        self._watch: ChildrenWatch | None = None
+
+    def register(self, host: str, port: int) -> None:
+        """Create ``/brokers/ids/<id>`` on the current session (waiting out a previous session's node)."""
+        path = paths.broker_path(self.broker_id)
+        data = paths.encode_broker(host, port)
+        deadline = time.monotonic() + 2 * self.zk.session_timeout_ms / 1000 + 5
+        while True:
+            try:
+                self.zk.create(path, data, ephemeral=True, makepath=True)
+                break
+            except NodeExistsError:
+                got = self.zk.get(path)
+                if got is not None and got[1].ephemeralOwner == self.zk.session_id:
+                    break  # ours: a retried create that had succeeded
+                if time.monotonic() > deadline:
+                    raise BrokerIdConflict(f"broker.id {self.broker_id} is registered by another live session "
+                                           f"({path}); is another broker running with this id?") from None  # fmt: skip
+                time.sleep(0.1)
+        log.info("registered broker %d at %s:%d in %s", self.broker_id, host, port, path)
+
+    def watch(self) -> None:
+        """Follow ``/brokers/ids``: the live-broker cache and the listeners (called with the live ids)."""
+        self.zk.ensure_path(paths.BROKER_IDS)
+        self._watch = ChildrenWatch(self.zk.client, paths.BROKER_IDS, self._on_children)
+
+    def _on_children(self, children: list[str]) -> bool:
+        live: dict[int, paths.BrokerInfo] = {}
+        for c in children:
+            if not c.isdigit():
+                continue
+            bid = int(c)
+            with self._lock:
+                known = self._live.get(bid)
+            got = self.zk.get(paths.broker_path(bid))
+            if got is None:
+                continue  # gone between the listing and the read
+            data, stat = got
+            if known is not None and known.timestamp == stat.czxid:
+                live[bid] = known
+                continue
+            info = paths.decode_broker(bid, data)
+            live[bid] = paths.BrokerInfo(bid, info.host, info.port, stat.czxid)
+        with self._lock:
+            changed = set(live) != set(self._live) or any(self._live.get(b) != i for b, i in live.items())
+            self._live = live
+        if changed:
+            log.info("live brokers: %s", sorted(live))
+            for fn in list(self._listeners):
+                try:
+                    fn(set(live))
+                except Exception:
+                    log.exception("live-broker listener failed")
+        return True
+
+    def add_listener(self, fn: Callable[[set[int]], None]) -> None:
+        """Call ``fn(live_ids)`` when the set of live brokers (or an address) changes (kazoo's thread)."""
+        self._listeners.append(fn)
+
+    def live(self) -> dict[int, paths.BrokerInfo]:
+        with self._lock:
+            return dict(self._live)
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """Live brokers (id, host, port), sorted by id."""
+        with self._lock:
+            return [(b, i.host, i.port) for b, i in sorted(self._live.items())]
