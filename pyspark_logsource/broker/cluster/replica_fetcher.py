@@ -1,0 +1,230 @@
+"""The replica fetcher: one per leader broker, pulling every partition this broker follows from it.
+
+It is an asyncio task on the broker's event loop speaking the normal protocol
+through the sans-IO :class:`~...protocol.connection.ClientConnection` over
+asyncio streams, as Kafka's ReplicaFetcherThread speaks Fetch: a
+FetchRequest with ``replica_id`` set to this broker's id, one partition entry
+per followed partition at its log end offset, with the leader epoch it
+believes current and (Fetch v12) the epoch of its last record. The leader
+answers with its batches as stored, which :meth:`~..log.log.PartitionLog.append_as_follower`
+writes unchanged, and its high watermark, which the follower adopts; or,
+when the follower's log diverges from its own, with the diverging epoch and
+its end offset, where the follower truncates (KIP-101/279: a returning
+follower truncates to the leader's end of its epoch, never to its own high
+watermark). Errors back off ``replica.fetch.backoff.ms``; a role change
+removes a partition (the fetcher stops when it has none left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...errors import (
+    CorruptRecord,
+    InvalidRecord,
+    LeaderNotAvailable,
+    LogSourceError,
+    OffsetOutOfRange,
+    UnknownTopicOrPartition,
+    error_for_code,
+)
+from ...protocol import ApiKey, ApiVersionsRequest, FetchPartition, FetchRequest
+from ...protocol.connection import ClientConnection
+from ...protocol.primitives import ProtocolError
+
+if TYPE_CHECKING:
+    from ..log.log import PartitionLog
+    from ..state import PartitionRole
+    from .replicas import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+#: Fetch v12 carries last_fetched_epoch and diverging_epoch
+REPLICA_FETCH_VERSION = 12
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from the leader ``leader_id`` at ``host:port``."""
+
+    def __init__(self, manager: ReplicaManager, leader_id: int, host: str, port: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.address = (host, port)
+        self.partitions: dict[tuple[str, int], PartitionRole] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._conn: ClientConnection | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._failed: dict[tuple[str, int], str] = {}  # last error per partition, logged once
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(broker {self.manager.broker_id} <- {self.leader_id} at {self.address})"
+
+    # ------------------------------------------------------------ control (event loop thread)
+
+    def start(self) -> None:
+        self._task = self.manager.loop.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def stop(self) -> None:
+        """Cancel the task and close the connection."""
+        if self._task is not None:
+            self._task.cancel()
+        self._close()
+
+    def add_partition(self, role: PartitionRole) -> None:
+        """Fetch ``role``'s partition (or update its epoch)."""
+        self.partitions[(role.topic, role.partition)] = role
+        self._wake.set()
+
+    def remove_partition(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+        self._failed.pop(key, None)
+
+    def set_address(self, host: str, port: int) -> None:
+        """The leader registered again elsewhere (a restart): reconnect there."""
+        if port > 0 and (host, port) != self.address:
+            self.address = (host, port)
+            self._close()
+
+    def _leader_address(self) -> tuple[str, int]:
+        # the registry's current view (the leader may have restarted elsewhere), else the hint given
+        found = self.manager.state.broker_address(self.leader_id)
+        if found is not None and found[1] > 0:
+            self.address = found
+        if self.address[1] <= 0:
+            raise LeaderNotAvailable(f"broker {self.leader_id} (the leader) is not registered")
+        return self.address
+
+    # ------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        backoff = self.manager.fetch_backoff_ms / 1000
+        while True:
+            try:
+                if not self.partitions:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                if self._conn is None:
+                    await self._connect()
+                if not await self._fetch_once():
+                    await asyncio.sleep(backoff)
+            except asyncio.CancelledError:
+                self._close()
+                raise
+            except (OSError, ProtocolError, asyncio.TimeoutError, EOFError, LogSourceError) as e:
+                log.info("%r: %s: %s; retrying in %.0f ms", self, type(e).__name__, e, backoff * 1000)
+                self._close()
+                await asyncio.sleep(backoff)
+            except Exception:
+                log.exception("%r failed; retrying", self)
+                self._close()
+                await asyncio.sleep(backoff)
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._conn = self._reader = self._writer = None
+
+    async def _connect(self) -> None:
+        host, port = self._leader_address()
+        timeout = self.manager.socket_timeout_ms / 1000
+        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        self._conn = ClientConnection(f"replica-fetcher-{self.manager.broker_id}")
+        resp = await self._request(ApiVersionsRequest(arrow_body=True), 3)
+        self._conn.negotiated(resp)
+
+    async def _request(self, request: Any, version: int | None = None, extra_timeout_ms: int = 0) -> Any:
+        conn, reader, writer = self._conn, self._reader, self._writer
+        _, parts = conn.send_request(request, version)
+        writer.write(b"".join(parts))
+        await writer.drain()
+        deadline = (self.manager.socket_timeout_ms + extra_timeout_ms) / 1000
+        async with asyncio.timeout(deadline):
+            while True:
+                data = await reader.read(1 << 20)
+                if not data:
+                    raise EOFError(f"leader {self.leader_id} closed the connection")
+                events = conn.receive_data(data)
+                if events:
+                    return events[0].response
+
+    async def _fetch_once(self) -> bool:
+        """One fetch round; False if every partition failed (the caller backs off)."""
+        m = self.manager
+        logs = m.state.logs
+        sent: dict[tuple[str, int], int] = {}
+        parts = []
+        for key, role in list(self.partitions.items()):
+            try:
+                lg = logs.get_log(*key)
+            except UnknownTopicOrPartition:
+                continue
+            sent[key] = lg.log_end_offset
+            parts.append(FetchPartition(key[0], key[1], lg.log_end_offset, m.fetch_max_bytes, lg.log_start_offset,
+                                        role.leader_epoch, lg.epochs.latest_epoch))  # fmt: skip
+        if not parts:
+            return False
+        req = FetchRequest(parts, max_wait_ms=m.fetch_wait_max_ms, min_bytes=m.fetch_min_bytes,
+                           max_bytes=m.fetch_response_max_bytes, replica_id=m.broker_id)  # fmt: skip
+        version = min(REPLICA_FETCH_VERSION, self._conn.version_for(ApiKey.FETCH))
+        resp = await self._request(req, version, m.fetch_wait_max_ms)
+        ok = False
+        for r in resp.partitions:
+            key = (r.topic, r.partition)
+            if key not in self.partitions or key not in sent:
+                continue  # no longer followed (a role change while the fetch was in flight)
+            try:
+                lg = logs.get_log(*key)
+                if lg.log_end_offset != sent[key]:
+                    continue  # truncated meanwhile: the next round fetches from the new end
+                self._handle(lg, r)
+                ok = True
+                self._failed.pop(key, None)
+            except LogSourceError as e:
+                msg = f"{type(e).__name__}: {e}"
+                if self._failed.get(key) != msg:
+                    log.info("%r: %s-%d: %s", self, key[0], key[1], msg)
+                self._failed[key] = msg
+        return ok
+
+    # ------------------------------------------------------------ one partition's answer
+
+    def _handle(self, lg: PartitionLog, r: Any) -> None:
+        if r.error_code == OffsetOutOfRange.code and 0 <= lg.log_end_offset < r.log_start_offset:
+            # the leader deleted what we miss (retention): start over at its log start, as Kafka does
+            log.warning("%r: %s is below the leader's log start %d; restarting it there", self, lg.name,
+                        r.log_start_offset)  # fmt: skip
+            lg.truncate_fully_and_start_at(r.log_start_offset)
+            return
+        if r.error_code:
+            raise error_for_code(r.error_code, f"leader {self.leader_id} answered error {r.error_code}")
+        if r.diverging_epoch >= 0 or r.diverging_end_offset >= 0:
+            self._truncate(lg, r.diverging_epoch, r.diverging_end_offset)
+            return
+        records = r.records
+        if records is not None and len(records):
+            try:
+                lg.append_as_follower(records)
+            except (CorruptRecord, InvalidRecord) as e:
+                raise type(e)(f"{lg.name}: leader {self.leader_id}'s data refused: {e}") from e
+        if r.high_watermark >= 0:
+            lg.set_high_watermark(min(r.high_watermark, lg.log_end_offset))
+
+    def _truncate(self, lg: PartitionLog, epoch: int, end_offset: int) -> None:
+        """Truncate where the leader says our logs diverge (Kafka's getOffsetTruncationState)."""
+        leo = lg.log_end_offset
+        if epoch < 0:
+            target = max(0, end_offset)  # the leader holds no epoch of ours: keep nothing it lacks
+        else:
+            mine, my_end = lg.epochs.end_offset_for(epoch, leo)
+            # the same epoch: both logs agree up to the smaller end; an older epoch of ours
+            # (KIP-279): cut to it and ask again with it on the next fetch
+            target = min(end_offset, my_end) if mine >= 0 else end_offset
+        target = min(target, leo)
+        new_end = lg.truncate_to(target)
+        log.info("broker %d: %s diverged from leader %d at epoch %d (leader's end offset %d): truncated from %d to "
+                 "%d", self.manager.broker_id, lg.name, self.leader_id, epoch, end_offset, leo, new_end)  # fmt: skip

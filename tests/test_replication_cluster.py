@@ -1,0 +1,104 @@
+"""Replication between broker processes under the controller: real ZooKeeper, SIGSTOP, kill -9.
+
+One three-broker cluster runs the phases in order (the wall time is in the start and the failover):
+the followers catch up byte for byte; stopped followers leave consumers below the high watermark,
+leave the ISR after ``replica.lag.time.max.ms`` (acks=all then gets NotEnoughReplicas) and rejoin
+when they resume; and KIP-101's case: a leader killed -9 with a write no follower has comes back,
+truncates it by leader epoch (not to its high watermark) and ends byte-identical to the new leader.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from brokers import WireClient
+from cluster import Cluster, wait_for
+
+from pyspark_logsource.client import Producer
+from pyspark_logsource.errors import NotEnoughReplicas
+from pyspark_logsource.format import batch as fmt
+from pyspark_logsource.format.header import LATEST_TIMESTAMP
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "replicated"
+
+
+def records_of(resp) -> list:
+    return [r for b in fmt.decode_all(bytes(resp.records)) for r in b.records()]
+
+
+def test_replication_under_the_controller(zk_connect, tmp_path):
+    with Cluster(zk_connect, tmp_path, brokers=3, config={"replica.lag.time.max.ms": "1500"}) as c:
+        c.create_topic(TOPIC, partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+        c.wait_full_isr(TOPIC)
+        with Producer(c.bootstrap, acks="all") as p:
+            futs = [p.send(TOPIC, b"v%d" % i, partition=0) for i in range(200)]
+            p.flush(60)
+        assert [f.result()[1] for f in futs] == list(range(200))
+        hws = c.assert_replicas_identical(TOPIC)  # the followers caught up: byte for byte below the HW
+        assert hws == {0: 200}
+
+        leader = c.leader(TOPIC, 0)
+        followers = [b for b in c.assignment(TOPIC)[0] if b != leader]
+        with WireClient(c.brokers[leader].bootstrap) as w:
+            # -- the followers stop fetching (SIGSTOP): what the leader appends stays above the HW
+            for f in followers:
+                os.kill(c.pid(f), signal.SIGSTOP)
+            try:
+                r = w.produce(TOPIC, 0, fmt.encode([b"above-hw"] * 3), acks=1)
+                assert (r.error_code, r.base_offset) == (0, 200)
+                fetched = w.fetch(TOPIC, 0, 198)
+                assert fetched.high_watermark == 200
+                got = records_of(fetched)  # from the start of the batch holding 198, and nothing at 200+
+                assert got[-1].offset == 199 and [x.value for x in got if x.offset >= 198] == [b"v198", b"v199"]
+                assert w.list_offset(TOPIC, 0, LATEST_TIMESTAMP).offset == 200
+                # -- after replica.lag.time.max.ms (or their sessions' end) the ISR is the leader alone
+                wait_for(lambda: c.isr(TOPIC, 0) == [leader], timeout=30, what="the ISR shrinking to the leader")
+                assert w.fetch(TOPIC, 0, 200).high_watermark == 203
+                r = w.produce(TOPIC, 0, fmt.encode([b"refused"]), acks=-1)
+                assert r.error_code == NotEnoughReplicas.code
+            finally:
+                for f in followers:
+                    os.kill(c.pid(f), signal.SIGCONT)
+            # -- they resume, catch up and rejoin; acks=all works again
+            c.wait_full_isr(TOPIC, timeout=60)
+            assert c.leader(TOPIC, 0) == leader
+            r = w.produce(TOPIC, 0, fmt.encode([b"after-rejoin"]), acks=-1)
+            assert (r.error_code, r.base_offset) == (0, 203)
+        c.assert_replicas_identical(TOPIC)
+
+        # -- KIP-101: the leader appends a record no follower fetches, and dies (kill -9) before the
+        # followers leave its ISR; a follower becomes leader at a new epoch and takes new writes
+        old = c.leader(TOPIC, 0)
+        followers = [b for b in c.assignment(TOPIC)[0] if b != old]
+        epoch_before = c.partition_state(TOPIC, 0)["leader_epoch"]
+        with WireClient(c.brokers[old].bootstrap) as w:
+            for f in followers:
+                os.kill(c.pid(f), signal.SIGSTOP)
+            try:
+                r = w.produce(TOPIC, 0, fmt.encode([b"lost-uncommitted"]), acks=1)
+                assert (r.error_code, r.base_offset) == (0, 204)
+                c.kill(old, wait_deregistered=False)
+            finally:
+                for f in followers:
+                    os.kill(c.pid(f), signal.SIGCONT)
+        new = c.wait_leader(TOPIC, 0, not_in={old}, timeout=60)
+        assert c.partition_state(TOPIC, 0)["leader_epoch"] > epoch_before
+        with Producer(c.bootstrap, acks="all") as p:
+            fut = p.send(TOPIC, b"by-the-new-leader", partition=0)
+            p.flush(60)
+        assert fut.result()[1] == 204  # the uncommitted record's offset, now another record's
+        c.start(old)  # it returns as a follower: its offset 204 diverges (epoch), it must truncate it
+        c.wait_full_isr(TOPIC, timeout=60)
+        c.assert_replicas_identical(TOPIC)
+        got, end = c.partition_bytes(old, TOPIC, 0)
+        ref, ref_end = c.partition_bytes(new, TOPIC, 0)
+        assert (end, got) == (ref_end, ref)  # the whole logs, not only below the HW
+        values = [r.value for b in fmt.decode_all(got) for r in b.records()]
+        assert b"lost-uncommitted" not in values and values[204] == b"by-the-new-leader"
+        assert b"refused" not in values
+        log_text = c.broker_log(old)
+        assert "diverged from leader" in log_text, log_text[-3000:]
