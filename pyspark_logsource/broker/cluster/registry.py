@@ -34,11 +34,14 @@ class BrokerRegistry:
         self._listeners: list[Callable[[set[int]], None]] = []
         self._watch: ChildrenWatch | None = None
 
-    def register(self, host: str, port: int) -> None:
-        """Create ``/brokers/ids/<id>`` on the current session (waiting out a previous session's node)."""
+    def register(self, host: str, port: int, wait_s: float | None = None) -> None:
+        """Create ``/brokers/ids/<id>`` on the current session, waiting out a previous session's node
+        (``wait_s``, by default twice the session timeout); BrokerIdConflict if it stays."""
         path = paths.broker_path(self.broker_id)
         data = paths.encode_broker(host, port)
-        deadline = time.monotonic() + 2 * self.zk.session_timeout_ms / 1000 + 5
+        if wait_s is None:
+            wait_s = 2 * self.zk.session_timeout_ms / 1000 + 1
+        deadline = time.monotonic() + wait_s
         while True:
             try:
                 self.zk.create(path, data, ephemeral=True, makepath=True)

@@ -1,0 +1,382 @@
+"""The coordination modules against a real ZooKeeper: controller election and failover, epoch fencing of
+a stale controller, replica assignment, leader election from the ISR (no unclean election by default),
+topic deletion, and a broker fencing itself when its session expires.
+
+Controllers here run without brokers (a ZkClient, a registry and a Controller per "broker"), which keeps
+them fast; the broker-level tests run three in-thread brokers. Sessions are expired as kazoo's own test
+harness does: a second client attaches to the session with its id and password and closes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from brokers import WireClient
+from cluster import wait_for
+from kazoo.client import KazooClient, KazooState
+
+from pyspark_logsource.broker.cluster import paths
+from pyspark_logsource.broker.cluster.controller import Controller, assign_replicas, elect_leader
+from pyspark_logsource.broker.cluster.paths import LeaderAndIsr
+from pyspark_logsource.broker.cluster.registry import BrokerRegistry
+from pyspark_logsource.broker.cluster.zk import ZkClient
+from pyspark_logsource.broker.config import BrokerConfig
+from pyspark_logsource.broker.embedded import EmbeddedBroker
+from pyspark_logsource.errors import (
+    BrokerIdConflict,
+    ConfigError,
+    InvalidReplicationFactor,
+    NotController,
+    NotLeaderOrFollower,
+    StaleControllerEpoch,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from pyspark_logsource.format import batch as fmt
+from pyspark_logsource.protocol import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+
+SESSION_MS = 2000
+
+
+# ------------------------------------------------------------------ pure functions
+
+
+def test_assignment_spreads_leaders_and_replicas_evenly():
+    for brokers, partitions, rf in ([1, 2, 3], 3, 3), ([1, 2, 3], 6, 2), ([3, 5, 7, 9, 11], 10, 3), ([4], 4, 1):
+        plan = assign_replicas(brokers, partitions, rf)
+        assert sorted(plan) == list(range(partitions))
+        assert all(len(r) == rf and len(set(r)) == rf and set(r) <= set(brokers) for r in plan.values())
+        leaders = Counter(r[0] for r in plan.values())
+        assert set(leaders.values()) == {partitions // len(brokers)}, plan  # every broker leads equally
+        held = Counter(b for r in plan.values() for b in r)
+        assert set(held.values()) == {partitions * rf // len(brokers)}, plan
+    # Kafka's layout with a fixed start: leaders round-robin, followers shifted
+    assert assign_replicas([1, 2, 3], 3, 3, start_index=0) == {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+    with pytest.raises(InvalidReplicationFactor, match="larger than the 2 available brokers"):
+        assign_replicas([1, 2], 1, 3)
+    with pytest.raises(InvalidReplicationFactor):
+        assign_replicas([1, 2], 1, 0)
+
+
+def test_leader_election_picks_the_first_live_isr_replica_and_is_never_unclean_by_default():
+    s = LeaderAndIsr(leader=1, leader_epoch=4, isr=[1, 3], controller_epoch=1)
+    # the leader is alive: nothing to elect
+    assert elect_leader([1, 2, 3], s, {1, 2, 3}, unclean=False) is None
+    # the leader died: the first replica in assignment order that is alive and in sync; epoch + 1
+    assert elect_leader([1, 2, 3], s, {2, 3}, unclean=False) == LeaderAndIsr(3, 5, [3], 0)
+    # no in-sync replica alive: 2 is alive but out of sync, so the partition goes leaderless (leader -1)
+    # and keeps its ISR, so the last in-sync replica leads again when it returns
+    assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=False) == LeaderAndIsr(-1, 5, [1], 0)
+    assert elect_leader([1, 2, 3], LeaderAndIsr(-1, 5, [1], 1), {2, 3}, unclean=False) is None
+    assert elect_leader([1, 2, 3], LeaderAndIsr(-1, 5, [1], 1), {1, 2}, unclean=False) == LeaderAndIsr(1, 6, [1], 0)
+    # unclean.leader.election.enable=true: a live out-of-sync replica leads alone
+    assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=True) == LeaderAndIsr(2, 5, [2], 0)
+
+
+def test_cluster_config_keys_are_read_and_validated():
+    c = BrokerConfig.from_properties({"zookeeper.connect": "127.0.0.1:2181,127.0.0.2:2181/kafka",
+                                      "default.replication.factor": "3", "unclean.leader.election.enable": "true",
+                                      "replica.lag.time.max.ms": "1500", "zookeeper.session.timeout.ms": "3000",
+                                      "min.insync.replicas": "2"})  # fmt: skip
+    assert c.cluster_mode and c.zookeeper_connect.endswith("/kafka")
+    assert (c.default_replication_factor, c.unclean_leader_election_enable, c.replica_lag_time_max_ms) == (3, True, 1500)
+    assert c.zookeeper_connection_timeout_ms == 3000  # defaults to the session timeout, as in Kafka
+    assert c.log.min_insync_replicas == 2
+    single = BrokerConfig.from_properties({})
+    assert not single.cluster_mode and single.unclean_leader_election_enable is False
+    bad = [
+        ({"zookeeper.connect": "localhost"}, "host:port"),
+        ({"zookeeper.connect": "h:2181/a/"}, "chroot"),
+        ({"default.replication.factor": "3"}, "single broker"),
+        ({"unclean.leader.election.enable": "yes"}, "true or false"),
+        ({"zookeeper.connect": "h:1", "zookeeper.session.timeout.ms": "x"}, "integer"),
+        ({"replica.fetch.wait.max.ms": "800", "replica.lag.time.max.ms": "500"}, "less than"),
+    ]
+    for props, words in bad:
+        with pytest.raises(ConfigError, match=words):
+            BrokerConfig.from_properties(props)
+
+
+# ------------------------------------------------------------------ controllers without brokers
+
+
+class Node:
+    """One 'broker' for the controller: its session, registration and controller, nothing else."""
+
+    def __init__(self, zk_connect: str, broker_id: int, unclean: bool = False) -> None:
+        self.zk = ZkClient(zk_connect, SESSION_MS)
+        self.zk.start()
+        for p in paths.PERSISTENT_PATHS:
+            self.zk.ensure_path(p)
+        self.registry = BrokerRegistry(self.zk, broker_id)
+        self.registry.watch()
+        self.registry.register("127.0.0.1", 9000 + broker_id)
+        self.controller = Controller(self.zk, self.registry, broker_id, unclean)
+        self.controller.start()
+
+    def close(self) -> None:
+        self.controller.stop()
+        self.zk.stop()
+
+
+def _state(zk: KazooClient, topic: str, p: int) -> tuple[dict, int]:
+    data, stat = zk.get(paths.partition_state_path(topic, p))
+    return json.loads(data), stat.version
+
+
+def _expire(zk_connect: str, client: KazooClient) -> None:
+    """kazoo's harness: attach a second client to the session and close it; wait for LOST."""
+    lost = []
+    client.add_listener(lambda s: lost.append(s) if s == KazooState.LOST else None)
+    other = KazooClient(zk_connect, client_id=client.client_id, timeout=5.0)
+    other.start(timeout=15)
+    other.stop()
+    other.close()
+    wait_for(lambda: lost, 30, what="the session LOST")
+
+
+@pytest.fixture
+def observer(zk_connect):
+    zk = KazooClient(zk_connect, timeout=10.0)
+    zk.start(timeout=15)
+    yield zk
+    zk.stop()
+    zk.close()
+
+
+def _controller(zk: KazooClient) -> int | None:
+    try:
+        return json.loads(zk.get(paths.CONTROLLER)[0])["brokerid"]
+    except Exception:
+        return None
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(120)
+def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_connect, observer):
+    nodes = {b: Node(zk_connect, b) for b in (1, 2, 3)}
+    try:
+        first = wait_for(lambda: _controller(observer), what="a controller")
+        c1 = nodes[first].controller
+        wait_for(lambda: c1.active, what="the winner active")
+        assert sum(n.controller.active for n in nodes.values()) == 1
+        assert int(observer.get(paths.CONTROLLER_EPOCH)[0]) == c1.epoch
+        # only the controller creates topics; with leaders spread over the brokers
+        other = next(b for b in nodes if b != first)
+        with pytest.raises(NotController):
+            nodes[other].controller.create_topic("t", 3, 3, {})
+        plan = c1.create_topic("t", 3, 3, {"retention.ms": "1000"})
+        assert sorted(r[0] for r in plan.values()) == [1, 2, 3]
+        assert json.loads(observer.get(paths.topic_config_path("t"))[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
+        with pytest.raises(TopicAlreadyExists):
+            c1.create_topic("t", 1, 1, {})
+        for p, replicas in plan.items():
+            s, _ = _state(observer, "t", p)
+            assert (s["leader"], s["isr"], s["leader_epoch"], s["controller_epoch"]) == (replicas[0], replicas, 0, c1.epoch)
+
+        # the controller's session expires: another broker is elected with the next epoch
+        old_epoch = c1.epoch
+        _expire(zk_connect, nodes[first].zk.client)
+        second = wait_for(lambda: (c := _controller(observer)) not in (None, first) and c, what="a new controller")
+        c2 = nodes[second].controller
+        wait_for(lambda: c2.active, what="the new controller active")
+        assert c2.epoch == old_epoch + 1 == int(observer.get(paths.CONTROLLER_EPOCH)[0])
+
+        # the old controller, had it not noticed yet, cannot write: its multi-op checks the epoch's version
+        before = _state(observer, "t", 0)
+        c1.active = True  # as if it still believed it was the controller
+        with pytest.raises(StaleControllerEpoch):
+            c1._write_state("t", 0, LeaderAndIsr(-1, 99, [], 0), before[1])
+        assert not c1.active and _state(observer, "t", 0) == before
+        with pytest.raises(NotController):
+            c1.create_topic("u", 1, 1, {})
+        assert observer.exists(paths.topic_path("u")) is None
+    finally:
+        for n in nodes.values():
+            n.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(120)
+def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are_deleted(zk_connect, observer):
+    nodes = {b: Node(zk_connect, b) for b in (1, 2, 3)}
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        ctl = nodes[cid].controller
+        wait_for(lambda: ctl.active, what="controller active")
+        plan = ctl.create_topic("t", 3, 3, {}, assignment=None)
+        victim = next(b for b in (1, 2, 3) if b != cid)
+        led = [p for p, r in plan.items() if r[0] == victim]
+        # partition "solo": ISR is the victim alone (its followers fell behind), so no clean successor
+        ctl.create_topic("solo", 1, 2, {}, assignment={0: [victim, cid]})
+        s, v = _state(observer, "solo", 0)
+        observer.set(paths.partition_state_path("solo", 0), json.dumps({**s, "isr": [victim]}).encode(), version=v)
+
+        nodes.pop(victim).close()  # its session ends: /brokers/ids/<victim> goes
+        for p in led:
+            s = wait_for(lambda p=p: (s := _state(observer, "t", p)[0])["leader"] != victim and s, what="a new leader")
+            assert s["leader"] in plan[p] and s["leader"] in s["isr"] and victim not in s["isr"]
+            assert s["leader_epoch"] == 1 and s["controller_epoch"] == ctl.epoch
+        for p in set(plan) - set(led):  # still led by a live broker: the dead follower leaves the ISR
+            wait_for(lambda p=p: victim not in _state(observer, "t", p)[0]["isr"], what="ISR without the dead broker")
+            assert _state(observer, "t", p)[0]["leader_epoch"] == 0
+        # no unclean election: the live out-of-sync replica does not lead
+        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless")
+        assert s["isr"] == [victim]
+
+        # the victim returns: as the last in-sync replica it leads "solo" again
+        nodes[victim] = Node(zk_connect, victim)
+        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == victim and s, what="solo led again")
+        assert s["leader_epoch"] == 2
+
+        # deletion: through /admin/delete_topics, everything of the topic goes
+        with pytest.raises(UnknownTopicOrPartition):
+            ctl.request_delete("nope")
+        ctl.request_delete("t")
+        wait_for(lambda: observer.exists(paths.topic_path("t")) is None, what="t deleted")
+        wait_for(lambda: not observer.get_children(paths.DELETE_TOPICS), what="the deletion request done")
+        assert observer.exists(paths.topic_config_path("t")) is None
+        assert observer.get_children(paths.BROKER_TOPICS) == ["solo"]
+    finally:
+        for n in nodes.values():
+            n.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(120)
+def test_unclean_election_when_enabled(zk_connect, observer):
+    nodes = {b: Node(zk_connect, b, unclean=True) for b in (1, 2)}
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        ctl = nodes[cid].controller
+        wait_for(lambda: ctl.active, what="controller active")
+        victim = 3 - cid
+        ctl.create_topic("u", 1, 2, {}, assignment={0: [victim, cid]})
+        s, v = _state(observer, "u", 0)
+        observer.set(paths.partition_state_path("u", 0), json.dumps({**s, "isr": [victim]}).encode(), version=v)
+        nodes.pop(victim).close()
+        s = wait_for(lambda: (s := _state(observer, "u", 0)[0])["leader"] == cid and s, what="unclean leader")
+        assert s["isr"] == [cid] and s["leader_epoch"] == 1
+    finally:
+        for n in nodes.values():
+            n.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(60)
+def test_a_broker_id_held_by_another_live_session_is_refused(zk_connect):
+    a = ZkClient(zk_connect, SESSION_MS)
+    a.start()
+    BrokerRegistry(a, 7).register("127.0.0.1", 1)
+    b = ZkClient(zk_connect, SESSION_MS)
+    b.start()
+    try:
+        with pytest.raises(BrokerIdConflict, match="broker.id 7"):
+            BrokerRegistry(b, 7).register("127.0.0.1", 2, wait_s=0.5)
+    finally:
+        a.stop()
+        b.stop()
+
+
+# ------------------------------------------------------------------ brokers
+
+
+def _brokers(zk_connect: str, base: Path, n: int = 3) -> dict[int, EmbeddedBroker]:
+    out = {}
+    for b in range(1, n + 1):
+        out[b] = EmbeddedBroker(base / f"b{b}", config={"broker.id": b, "zookeeper.connect": zk_connect,
+                                                        "zookeeper.session.timeout.ms": SESSION_MS})  # fmt: skip
+        out[b].start()
+    return out
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(180)
+def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, observer, tmp_path):
+    brokers = _brokers(zk_connect, tmp_path)
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
+            md = w.metadata(None)
+            assert sorted(b.node_id for b in md.brokers) == [1, 2, 3] and md.controller_id == cid
+            assert len({md.cluster_id} | {b._broker.state.cluster_id for b in brokers.values()}) == 1
+            # CreateTopics goes to the controller (Kafka's rule)
+            r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3)])).topics[0]
+            assert r.error_code == NotController.code
+        with WireClient(brokers[cid].bootstrap) as w:
+            r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3, {"min.insync.replicas": "2"}),
+                                               CreatableTopic("big", 1, 4)])).topics  # fmt: skip
+            assert (r[0].error_code, r[0].num_partitions, r[0].replication_factor) == (0, 3, 3)
+            assert r[1].error_code == InvalidReplicationFactor.code and "3 available brokers" in r[1].error_message
+        # every broker answers Metadata with every partition's leader, replicas and ISR, leaders spread
+        for b in brokers.values():
+            with WireClient(b.bootstrap) as w:
+                parts = wait_for(lambda w=w: (t := w.metadata(["t"]).topics[0]).error_code == 0 and t.partitions,
+                                 what="t in metadata")  # fmt: skip
+                assert sorted(p.leader_id for p in parts) == [1, 2, 3]
+                assert all(sorted(p.replicas) == [1, 2, 3] and p.leader_id == p.replicas[0] for p in parts)
+        # each broker has a local log for its replicas, with the topic config from /config/topics/<t>
+        for b in brokers.values():
+            logs = b._broker.state.logs
+            assert sorted(p for (t, p) in [(lg.topic, lg.partition) for lg in logs.logs()] if t == "t") == [0, 1, 2]
+            assert logs.topic_config("t").min_insync_replicas == 2
+        # a produce to a follower is refused: NotLeaderOrFollower; the leader takes it
+        leaders = {p.partition: p.leader_id for p in parts}
+        follower = next(b for b in (1, 2, 3) if b != leaders[0])
+        with WireClient(brokers[follower].bootstrap) as w:
+            assert w.produce("t", 0, fmt.encode([b"x"])).error_code == NotLeaderOrFollower.code
+            assert w.fetch("t", 0, 0).error_code == NotLeaderOrFollower.code
+        with WireClient(brokers[leaders[0]].bootstrap) as w:
+            assert w.produce("t", 0, fmt.encode([b"x"]), acks=1).error_code == 0
+
+        # deletion through the controller: znodes gone, every broker's logs of t go
+        with WireClient(brokers[cid].bootstrap) as w:
+            r = w.request(DeleteTopicsRequest(["t"])).topics[0]
+            assert r.error_code == 0
+            r = w.request(DeleteTopicsRequest(["t"])).topics[0]
+            assert r.error_code == UnknownTopicOrPartition.code
+        assert observer.exists(paths.topic_path("t")) is None and observer.exists(paths.topic_config_path("t")) is None
+        for b in brokers.values():
+            wait_for(lambda b=b: not any(lg.topic == "t" for lg in b._broker.state.logs.logs()), what="logs deleted")
+    finally:
+        for b in brokers.values():
+            b.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(180)
+def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, observer, tmp_path, caplog):
+    caplog.set_level(logging.INFO, "pyspark_logsource.broker.cluster.member")
+    brokers = _brokers(zk_connect, tmp_path)
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        with WireClient(brokers[cid].bootstrap) as w:
+            assert w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3)])).topics[0].error_code == 0
+        # the broker leading a partition that is not the controller
+        victim = next(b for b in (1, 2, 3) if b != cid)
+        p = next(q for q in range(3) if _state(observer, "t", q)[0]["leader"] == victim)
+        state = brokers[victim]._broker.state
+        with WireClient(brokers[victim].bootstrap) as w:
+            assert w.produce("t", p, fmt.encode([b"before"]), acks=1).error_code == 0
+            old_zk = state.zk.client.client_id
+            _expire(zk_connect, state.zk.client)
+            # fenced from LOST until it registered again and re-read its roles; then a follower
+            wait_for(lambda: _state(observer, "t", p)[0]["leader"] != victim, what="a new leader")
+            wait_for(lambda: w.produce("t", p, fmt.encode([b"zombie"]), acks=1).error_code == NotLeaderOrFollower.code,
+                     what="the old leader refusing writes")  # fmt: skip
+        wait_for(lambda: str(victim) in observer.get_children(paths.BROKER_IDS), what="re-registered")
+        assert state.zk.client.client_id != old_zk
+        wait_for(lambda: not state.fenced, what="unfenced on the new session")
+        said = [r.getMessage() for r in caplog.records if r.name.endswith("member")]
+        fenced = next(i for i, m in enumerate(said) if f"broker {victim} lost its ZooKeeper session" in m)
+        assert any(f"broker {victim} registered on a new ZooKeeper session" in m for m in said[fenced:])
+        new = _state(observer, "t", p)[0]
+        assert new["leader"] != victim and new["leader_epoch"] >= 1
+        assert state.role("t", p).leader == new["leader"]
+    finally:
+        for b in brokers.values():
+            b.close()
