@@ -116,3 +116,27 @@ def test_replication_factor_on_a_single_broker(tmp_path):
         assert [p.replicas for p in d.partitions] == [[0], [0]]
         p = run("topics", "create", "three", "--replication-factor", "3", "-b", b.bootstrap)
         assert p.returncode == 1 and b"InvalidReplicationFactor" in p.stderr
+
+
+def test_conf_cluster_files_describe_three_brokers():
+    from pathlib import Path
+
+    from pyspark_logsource.broker.config import BrokerConfig, parse_properties
+
+    conf = Path(__file__).resolve().parent.parent / "conf" / "cluster"
+    ports = set()
+    for i in (1, 2, 3):
+        text = (conf / f"server-{i}.properties").read_text()
+        props = parse_properties(text)
+        for key in ("broker.id", "zookeeper.connect", "zookeeper.session.timeout.ms", "default.replication.factor",
+                    "min.insync.replicas", "replica.lag.time.max.ms", "unclean.leader.election.enable"):  # fmt: skip
+            assert key in props, f"server-{i}.properties lacks {key}"
+            assert f"\n{key}=" in text and text.split(f"\n{key}=")[0].rstrip().splitlines()[-1].startswith("#"), \
+                f"no explanation above {key} in server-{i}.properties"  # fmt: skip
+        cfg = BrokerConfig.load(conf / f"server-{i}.properties")
+        assert cfg.broker_id == i
+        ports.add(cfg.port)
+        assert props["zookeeper.connect"].startswith("127.0.0.1:2181")
+    assert len(ports) == 3
+    zoo = parse_properties((conf / "zoo.cfg").read_text())
+    assert zoo["clientPort"] == "2181" and zoo["admin.enableServer"] == "false"

@@ -41,7 +41,6 @@ def cluster_defaults(brokers: int) -> dict[str, str]:
     return {
         "default.replication.factor": str(rf),
         "min.insync.replicas": str(2 if rf >= 3 else 1),
-        "offsets.topic.replication.factor": str(rf),
     }
 
 
