@@ -39,6 +39,14 @@ from pyspark_logsource.protocol.schema import Codec, Field, Message, _default_of
 pytestmark = [pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
               pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")]  # fmt: skip
 
+class OffsetForLeaderEpochRequest(ApiMessage):  # kafka-python 3.0 has Kafka's JSON for API 23 but no class
+    pass
+
+
+class OffsetForLeaderEpochResponse(ApiMessage):
+    pass
+
+
 #: api key -> kafka-python's (request, response) classes, for every key in SCHEMAS.
 KP_CLASSES: dict[int, tuple[type, type]] = {
     0: (kp_producer.ProduceRequest, kp_producer.ProduceResponse),
@@ -58,6 +66,8 @@ KP_CLASSES: dict[int, tuple[type, type]] = {
     19: (kp_admin.CreateTopicsRequest, kp_admin.CreateTopicsResponse),
     20: (kp_admin.DeleteTopicsRequest, kp_admin.DeleteTopicsResponse),
     22: (kp_producer.InitProducerIdRequest, kp_producer.InitProducerIdResponse),
+    27: (kp_producer.WriteTxnMarkersRequest, kp_producer.WriteTxnMarkersResponse),
+    23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
     60: (kp_admin.DescribeClusterRequest, kp_admin.DescribeClusterResponse),
 }

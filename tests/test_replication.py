@@ -24,10 +24,14 @@ from pyspark_logsource.broker.cluster.zk import ZkClient
 from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.broker.log.hw_checkpoint import HW_CHECKPOINT_FILE
 from pyspark_logsource.broker.state import PartitionRole
-from pyspark_logsource.errors import NotEnoughReplicas, RequestTimedOut
+from pyspark_logsource.errors import FencedLeaderEpoch, NotEnoughReplicas, RequestTimedOut
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.format.header import LATEST_TIMESTAMP
 from pyspark_logsource.protocol import ProducePartitionData, ProduceRequest
+from pyspark_logsource.protocol.epoch_messages import (
+    OffsetForLeaderEpochPartition,
+    OffsetForLeaderEpochRequest,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -250,3 +254,15 @@ def test_kip101_returning_follower_truncates_to_the_leaders_epoch_end_not_its_hi
     headers = [h for _, h in fmt.iter_headers(a.log_bytes())]
     assert [(h.base_offset, h.leader_epoch) for h in headers] == [(0, 1), (1, 1), (2, 2)]
     wait_for(lambda: znode_isr(zk_connect) == [2, 1], what="a rejoining b's ISR")
+
+    # OffsetForLeaderEpoch (API 23) on the new leader gives Kafka's clients the same answers
+    with WireClient(b.eb.bootstrap) as c:
+        def ask(epoch: int, current: int = -1, replica_id: int = -1) -> tuple[int, int, int]:
+            req = OffsetForLeaderEpochRequest([OffsetForLeaderEpochPartition(TOPIC, 0, epoch, current)], replica_id)
+            r = c.request(req).partitions[0]
+            return r.error_code, r.leader_epoch, r.end_offset
+
+        assert ask(1) == (0, 1, 2)  # epoch 1 ended where epoch 2 began: a's offset 2 was truncated there
+        assert ask(2, current=2) == (0, 2, 4) == ask(2, replica_id=1)
+        assert ask(0) == (0, 0, 0)  # older than any epoch: it ends where the first begins
+        assert ask(1, current=1)[0] == FencedLeaderEpoch.code

@@ -88,6 +88,7 @@ from ..protocol import (
     TopicMetadata,
 )
 from ..topics import is_internal, validate_topic_name
+from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .groups.handlers import GroupHandlers
 from .state import topic_error
@@ -133,6 +134,7 @@ class Handlers:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         self.by_key.update(GroupHandlers(state).by_key())
+        self.by_key.update(EpochHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())
         self.txn = TxnHandlers(state)

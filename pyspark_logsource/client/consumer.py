@@ -61,6 +61,10 @@ from .txn import committed_only
 
 log = logging.getLogger(__name__)
 
+#: Fetches in flight per partition: while the application decodes one answer the broker prepares
+#: the next (see _PartitionState.next_fetch for how the next offset is guessed).
+FETCH_PIPELINE_DEPTH = 2
+
 TopicPartition = tuple[str, int]
 
 
@@ -125,6 +129,7 @@ class Consumer:
                                    max_poll_interval_ms=max_poll_interval_ms, metadata_max_age_ms=metadata_max_age_ms,
                                    assignors=list(partition_assignment_strategy))  # fmt: skip
         self._auto_commit = (enable_auto_commit, auto_commit_interval_ms)
+        self._fetch_depth = FETCH_PIPELINE_DEPTH
         self._fetcher = threading.Thread(target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True)
         self._fetcher.start()
 
@@ -300,53 +305,55 @@ class Consumer:
 
     def poll(self, timeout_ms: float = 1000, max_records: int = 500) -> list[Message]:
         """Return up to ``max_records`` records, waiting up to ``timeout_ms`` for the first."""
-        out: list[Message] = []
+        taken: list[tuple[TopicPartition, pa.Table]] = []
+        count = 0
 
         def take(tp: TopicPartition, st: _PartitionState) -> bool:
-            while st.buffered and len(out) < max_records:
+            nonlocal count
+            while st.buffered and count < max_records:
                 f = st.buffered[0]
                 t = f.arrow(st.position)
                 if t.num_rows == 0:
                     self._pop(st)
                     st.position = max(st.position, f.next_offset)  # past a compaction gap
                     continue
-                room = max_records - len(out)
-                part = t.slice(0, room)
-                out.extend(messages_from_arrow(tp[0], tp[1], part))
+                part = t.slice(0, max_records - count)
+                taken.append((tp, part))
+                count += part.num_rows
                 st.position = int(part.column("offset")[-1].as_py()) + 1
                 if part.num_rows == t.num_rows:
                     self._pop(st)
                     st.position = max(st.position, f.next_offset)  # past a compaction gap
-            return len(out) >= max_records
+            return count >= max_records
 
-        self._wait_and_take(timeout_ms, take, lambda: bool(out))
+        self._wait_and_take(timeout_ms, take, lambda: count > 0)
+        # the Message objects are made without the lock: the I/O thread hands over answers meanwhile
+        out: list[Message] = []
+        for tp, part in taken:
+            out += messages_from_arrow(tp[0], tp[1], part)
         return out
 
     def poll_arrow(self, timeout_ms: float = 1000) -> dict[TopicPartition, pa.Table]:
         """Return every buffered record as one Arrow table (``ARROW_SCHEMA``) per partition."""
-        out: dict[TopicPartition, pa.Table] = {}
+        taken: dict[TopicPartition, list[pa.Table]] = {}
 
         def take(tp: TopicPartition, st: _PartitionState) -> bool:
-            tables = []
             while st.buffered:
                 f = st.buffered[0]
                 t = f.arrow(st.position)
                 self._pop(st)
                 if t.num_rows:
-                    tables.append(t)
+                    taken.setdefault(tp, []).append(t)
                     st.position = int(t.column("offset")[-1].as_py()) + 1
                 st.position = max(st.position, f.next_offset)  # past a compaction gap
-            if tables:
-                out[tp] = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
             return False
 
-        self._wait_and_take(timeout_ms, take, lambda: bool(out))
-        return out
+        self._wait_and_take(timeout_ms, take, lambda: bool(taken))
+        return {tp: ts[0] if len(ts) == 1 else pa.concat_tables(ts) for tp, ts in taken.items()}
 
     def _pop(self, st: _PartitionState) -> None:
         f = st.buffered.popleft()
         st.buffered_bytes -= f.size
-        self._work.notify()
 
     def _wait_and_take(self, timeout_ms: float, take, have) -> None:
         self._check_open()
@@ -355,6 +362,10 @@ class Consumer:
         deadline = time.monotonic() + max(0.0, timeout_ms) / 1000.0
         while True:
             self._resolve_positions()
+            # decode what is buffered before taking the lock, which the I/O thread needs for each answer
+            for st in list(self._parts.values()):
+                for f in tuple(st.buffered):
+                    f.decode()
             with self._lock:
                 for st in self._parts.values():
                     if st.error is not None:
@@ -377,19 +388,21 @@ class Consumer:
                                 self._work.notify()
                                 raise
                 if have():
-                    return
+                    break
                 err = self._fetch_error
                 if err is not None and time.monotonic() - self._fetch_error_since > self.request_timeout:
                     self._fetch_error = None
                     raise err
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return
+                    break
                 if any(st.position is None and st.error is None for st in self._parts.values()):
                     left = min(left, self.retry_backoff)
                 self._data.wait(left)
             if self._closed:
                 raise ClientClosed("consumer closed")
+        # fetch into the room just made from here: waking the fetcher thread costs two thread switches
+        self._issue_fetches()
 
     def __iter__(self) -> Iterator[Message]:
         """Yield records forever, blocking for new ones (until close())."""
@@ -402,7 +415,7 @@ class Consumer:
 
     # ------------------------------------------------------------------ fetcher thread
 
-    def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, _PartitionState]]]:
+    def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, _PartitionState, int]]]:
         # lock held; peek: only answer whether anything is fetchable, change nothing
         total = sum(st.buffered_bytes for st in self._parts.values())
         if total >= self.fetch_max_bytes:
@@ -410,11 +423,11 @@ class Consumer:
         out: dict[int, list] = {}
         for tp, st in self._parts.items():
             if (
-                st.fetch_position is None
-                or st.in_flight
-                or st.error is not None
+                st.error is not None
                 or st.retry_at > now
-                or len(st.buffered) >= 3  # prefetch a few responses ahead, bounded by fetch_max_bytes
+                # prefetch a few responses ahead, bounded by fetch_max_bytes
+                or len(st.buffered) + len(st.pending) >= 2 + self._fetch_depth
+                or (offset := st.next_fetch(self._fetch_depth)) is None
             ):
                 continue
             leader = self._client.cluster.leader(*tp)
@@ -424,7 +437,7 @@ class Consumer:
                 self._metadata_stale = True
                 st.retry_at = now + self.retry_backoff
                 continue
-            out.setdefault(leader, []).append((tp, st))
+            out.setdefault(leader, []).append((tp, st, offset))
         return out
 
     def _fetch_loop(self) -> None:
@@ -456,9 +469,10 @@ class Consumer:
             plans = []
             for node, items in groups.items():
                 reqs = []
-                for tp, st in items:
-                    st.in_flight = True
-                    reqs.append((tp, st, st.fetch_position, st.epoch))
+                for tp, st, offset in items:
+                    st.sent_ahead += bool(st.pending)
+                    st.pending.append((offset, st.epoch))
+                    reqs.append((tp, st, offset, st.epoch))
                 plans.append((node, reqs))
         for node, reqs in plans:
             self._send_fetch(node, reqs)
@@ -485,8 +499,8 @@ class Consumer:
     def _on_fetch(self, reqs: list, resp, error: BaseException | None) -> None:
         now = time.monotonic()
         with self._lock:
-            for _, st, _, _ in reqs:
-                st.in_flight = False
+            for _, st, off, epoch in reqs:
+                st.settle(off, epoch)
             if error is None and resp is not None and resp.error_code:
                 error = error_for_code(resp.error_code, "fetch failed")
             if error is not None:
@@ -509,6 +523,17 @@ class Consumer:
                 p = by_tp.get(tp)
                 if p is None or self._parts.get(tp) is not st or st.epoch != epoch:
                     continue  # unassigned or seeked meanwhile: drop the stale answer
+                if off != st.fetch_position:  # a pipelined fetch whose guess missed, or a redundant one
+                    last_next = None if p.error_code else st.continues(p.records)
+                    if last_next is not None:
+                        data = committed_only(p.records, p.aborted_transactions) if self.isolation else p.records
+                        st.buffered.append(_Fetched(off, data, epoch, self.check_crcs, last_next))
+                        st.buffered_bytes += len(data)
+                        st.fetch_position = last_next
+                        got = True
+                    else:
+                        st.dropped += 1
+                    continue
                 if p.error_code:
                     err = error_for_code(p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {off}")
                     if isinstance(err, OffsetOutOfRange):
@@ -532,6 +557,7 @@ class Consumer:
                         got = True
                     continue
                 st.high_watermark = p.high_watermark
+                st.readable_end = p.last_stable_offset if self.isolation and p.last_stable_offset >= 0 else p.high_watermark
                 st.log_start_offset = p.log_start_offset
                 data = p.records
                 if not data:
@@ -552,6 +578,7 @@ class Consumer:
                 if last_next <= off:
                     continue
                 st.max_bytes = self.max_partition_fetch_bytes
+                st.span = last_next - off
                 if self.isolation:
                     data = committed_only(data, p.aborted_transactions)
                 st.buffered.append(_Fetched(off, data, epoch, self.check_crcs, last_next))
@@ -560,7 +587,7 @@ class Consumer:
                 got = True
             if got:
                 self._data.notify_all()
-            self._work.notify_all()
+            # no need to wake the fetcher thread: the response callback sends the next fetches
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -38,7 +38,7 @@ class Message(NamedTuple):
 class _Fetched:
     """Record bytes of one fetch response for one partition, decoded lazily."""
 
-    __slots__ = ("fetch_offset", "data", "size", "table", "row", "epoch", "check_crc", "next_offset")
+    __slots__ = ("fetch_offset", "data", "size", "table", "error", "row", "epoch", "check_crc", "next_offset")
 
     def __init__(self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True,
                  next_offset: int = -1) -> None:  # fmt: skip
@@ -49,14 +49,25 @@ class _Fetched:
         self.data = data
         self.size = len(data)
         self.table: pa.Table | None = None
+        self.error: Exception | None = None
         self.row = 0
         self.epoch = epoch
 
+    def decode(self) -> None:
+        """Decode the batches, once; a decoding error is kept and raised by ``arrow``."""
+        if self.table is None and self.error is None:
+            try:
+                self.table = records_to_arrow(self.data, self.check_crc)
+            except Exception as e:  # noqa: BLE001 - raised by arrow(), where the consumer handles it
+                self.error = e
+            else:
+                self.data = None  # type: ignore[assignment]
+
     def arrow(self, position: int) -> pa.Table:
         """Rows from ``position`` on (decodes the batches on first use)."""
-        if self.table is None:
-            self.table = records_to_arrow(self.data, self.check_crc)
-            self.data = None  # type: ignore[assignment]
+        self.decode()
+        if self.error is not None:
+            raise self.error
         t = self.table
         if t.num_rows == 0:
             return t
@@ -127,26 +138,37 @@ def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = Tru
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
+#: ``_new_tuple(Message, row)`` makes a Message from a row tuple in C: Message(...) runs the
+#: NamedTuple's Python ``__new__`` (measured per 1000 messages: 256 us against 122 us).
+_new_tuple = tuple.__new__
+
+
 def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message]:
     """Turn an ``ARROW_SCHEMA`` table into Messages with C-level per-row work only."""
     n = t.num_rows
     if n == 0:
         return []
-    offsets = int64_values(t.column("offset")).tolist()
+    offs = int64_values(t.column("offset"))
+    first, last = int(offs[0]), int(offs[-1])
+    # consecutive offsets (all but compacted batches): a range makes the ints as the rows are built
+    offsets: Iterable = range(first, last + 1) if last - first == n - 1 else offs.tolist()
     ts = int64_values(t.column("timestamp")).tolist()
-    keys = t.column("key").to_pylist()
+    kcol = t.column("key")
+    keys: Iterable = repeat(None, n) if kcol.null_count == n else kcol.to_pylist()
     values = t.column("value").to_pylist()
     hcol = t.column("headers")
     if hcol.null_count == n:
         headers: Iterable = repeat(_NO_HEADERS, n)
     else:
         headers = [tuple((d["key"], d["value"]) for d in h) if h else _NO_HEADERS for h in hcol.to_pylist()]
-    return list(map(Message, repeat(topic, n), repeat(partition, n), offsets, ts, keys, values, headers))
+    rows = zip(repeat(topic, n), repeat(partition, n), offsets, ts, keys, values, headers, strict=True)
+    return list(map(_new_tuple, repeat(Message, n), rows))
 
 
 class _PartitionState:
-    __slots__ = ("position", "fetch_position", "buffered", "buffered_bytes", "epoch", "in_flight", "error",
-                 "high_watermark", "log_start_offset", "max_bytes", "retry_at", "reset_pending")  # fmt: skip
+    __slots__ = ("position", "fetch_position", "buffered", "buffered_bytes", "epoch", "pending", "span", "error",
+                 "high_watermark", "readable_end", "log_start_offset", "max_bytes", "retry_at", "reset_pending",
+                 "sent_ahead", "dropped")  # fmt: skip
 
     def __init__(self, max_bytes: int) -> None:
         self.position: int | None = None
@@ -154,10 +176,55 @@ class _PartitionState:
         self.buffered: deque[_Fetched] = deque()
         self.buffered_bytes = 0
         self.epoch = 0
-        self.in_flight = False
+        #: (offset, epoch) of each fetch in flight, oldest first
+        self.pending: list[tuple[int, int]] = []
+        #: offsets the last answer covered: the guess for where a pipelined fetch starts (0: none yet)
+        self.span = 0
         self.error: BaseException | None = None
         self.high_watermark = -1
+        #: the end of what a fetch can return (the high watermark, or the last stable offset for read_committed)
+        self.readable_end = -1
         self.log_start_offset = -1
         self.max_bytes = max_bytes
         self.retry_at = 0.0
         self.reset_pending = False
+        #: fetches sent while another was in flight, and their answers dropped (the guess missed)
+        self.sent_ahead = self.dropped = 0
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self.pending)
+
+    def next_fetch(self, depth: int) -> int | None:
+        """Where this partition's next fetch starts, or None (``depth`` fetches are in flight, or no guess).
+
+        At the fetch position when no fetch in flight starts at or before it. Else, pipelined (depth
+        > 1), right after the newest fetch in flight, guessed from the last answer's span: exact for
+        batches of one size; a wrong guess costs one fetch, whose answer ``continues`` rejects. Never
+        at or past the readable end, where a fetch would wait (and hold up the connection's requests).
+        """
+        fp = self.fetch_position
+        if fp is None or len(self.pending) >= depth:
+            return None
+        mine = [o for o, e in self.pending if e == self.epoch]
+        if not any(o <= fp for o in mine):
+            return fp
+        nxt = max(mine) + self.span
+        return nxt if self.span > 0 and nxt < self.readable_end else None
+
+    def settle(self, offset: int, epoch: int) -> None:
+        """The fetch at ``offset`` was answered (or failed)."""
+        try:
+            self.pending.remove((offset, epoch))
+        except ValueError:
+            pass
+
+    def continues(self, data: bytes | bytearray | memoryview) -> int | None:
+        """For an answer to a fetch that did not start at the fetch position (a pipelined guess): the offset
+        after its data if that data covers the fetch position (it continues what is buffered; rows before
+        the position are skipped when consumed), else None (a gap or nothing new: drop the answer)."""
+        walked = iter_headers(data) if data else []
+        if not walked or self.fetch_position is None:
+            return None
+        first, last_next = walked[0][1].base_offset, walked[-1][1].next_offset
+        return last_next if first <= self.fetch_position < last_next else None

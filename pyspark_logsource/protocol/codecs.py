@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import UnsupportedVersion
 from . import adapters as a
+from . import epoch_messages as em
 from . import fetch_fast
 from . import group_adapters as ga
 from . import group_messages as gm
@@ -85,6 +86,8 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.CREATE_TOPICS, m.CreateTopicsRequest, m.CreateTopicsResponse, "create_topics"),
         Api(m.ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest, m.DeleteTopicsResponse, "delete_topics"),
         Api(m.ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse, "init_pid"),
+        Api(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, em.OffsetForLeaderEpochRequest, em.OffsetForLeaderEpochResponse,
+            "offset_for_leader_epoch", em),
         Api(m.ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse, "describe_configs"),
         Api(m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"),
         # our extension (not Kafka's): the staged transactions of a Spark write

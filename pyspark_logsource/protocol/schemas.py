@@ -522,6 +522,32 @@ CONSUMER_PROTOCOL_ASSIGNMENT = message(
     F("user_data", "bytes", "0+", nullable="0+", default="null"),
 )
 
+# ------------------------------------------------------------------ OffsetForLeaderEpoch (23)
+#
+# Kafka 4.0 serves 2-4 (0-1 were removed); v2 added current_leader_epoch, v3 replica_id.
+
+OFFSET_FOR_LEADER_EPOCH_REQUEST = message(
+    "OffsetForLeaderEpochRequest", "2-4", "4+",
+    F("replica_id", "int32", "3+", default=-2),
+    F("topics", "[]OffsetForLeaderTopic", "0+",
+      F("topic", "string"),
+      F("partitions", "[]OffsetForLeaderPartition", "0+",
+        F("partition", "int32"),
+        F("current_leader_epoch", "int32", "2+", default=-1),
+        F("leader_epoch", "int32"))),
+)
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = message(
+    "OffsetForLeaderEpochResponse", "2-4", "4+",
+    F("throttle_time_ms", "int32", "2+"),
+    F("topics", "[]OffsetForLeaderTopicResult", "0+",
+      F("topic", "string"),
+      F("partitions", "[]EpochEndOffset", "0+",
+        F("error_code", "int16"),
+        F("partition", "int32"),
+        F("leader_epoch", "int32", "1+", default=-1),
+        F("end_offset", "int64", "0+", default=-1))),
+)
+
 #: api key -> (request schema, response schema)
 SCHEMAS: dict[int, tuple[Message, Message]] = {
     0: (PRODUCE_REQUEST, PRODUCE_RESPONSE),
@@ -541,6 +567,7 @@ SCHEMAS: dict[int, tuple[Message, Message]] = {
     15: (DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE),
     16: (LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
     22: (INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    23: (OFFSET_FOR_LEADER_EPOCH_REQUEST, OFFSET_FOR_LEADER_EPOCH_RESPONSE),
     32: (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
     60: (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
 }

@@ -1,4 +1,4 @@
-"""The leader's side of replication requests: Fetch from a follower (``replica_id`` >= 0).
+"""The leader's side of replication requests: Fetch from a follower (``replica_id`` >= 0), OffsetForLeaderEpoch.
 
 A follower's fetch differs from a consumer's: it reads up to the log end (not
 the high watermark), gets the batches exactly as stored (no conversion to
@@ -11,6 +11,10 @@ it) the answer carries the diverging epoch and the leader's end offset for
 it instead of records, and the follower truncates there (KIP-320's form of
 KIP-101's OffsetsForLeaderEpoch). Stale or future leader epochs are refused
 (FencedLeaderEpoch, UnknownLeaderEpoch), as Kafka does.
+
+OffsetForLeaderEpoch (API 23) answers the same question on its own, for
+Kafka's clients (a consumer validating its position after a leader change,
+KIP-320) and tools; a consumer's answer never goes past the high watermark.
 """
 
 from __future__ import annotations
@@ -23,9 +27,16 @@ from ...errors import (
     LogSourceError,
     OffsetOutOfRange,
     UnknownLeaderEpoch,
+    UnknownTopicOrPartition,
     code_of,
 )
-from ...protocol import FetchPartitionResponse, FetchRequest, FetchResponse
+from ...protocol import ApiKey, FetchPartitionResponse, FetchRequest, FetchResponse
+from ...protocol.epoch_messages import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from ..state import topic_error
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -42,11 +53,7 @@ class ReplicaFetchHandler:
     def _read_partition(self, req: FetchRequest, fp: Any, limit: int) -> tuple[FetchPartitionResponse, int]:
         r = FetchPartitionResponse(fp.topic, fp.partition, records=b"")
         lp = self.manager.leader_partition(fp.topic, fp.partition)
-        epoch = lp.role.leader_epoch
-        if 0 <= fp.current_leader_epoch < epoch:
-            raise FencedLeaderEpoch(f"{fp.topic}-{fp.partition}: epoch {fp.current_leader_epoch} is older than {epoch}")
-        if fp.current_leader_epoch > epoch:
-            raise UnknownLeaderEpoch(f"{fp.topic}-{fp.partition}: epoch {fp.current_leader_epoch} is newer than {epoch}")
+        check_epoch(fp.topic, fp.partition, lp.role.leader_epoch, fp.current_leader_epoch)
         lg = lp.log
         r.log_start_offset = lg.log_start_offset
         leo = lg.log_end_offset
@@ -115,6 +122,53 @@ class ReplicaFetchHandler:
             resp, total, error = self._read(req)
             if error or total >= req.min_bytes:
                 return resp
+
+
+def check_epoch(topic: str, partition: int, current: int, asked: int) -> None:
+    """FencedLeaderEpoch / UnknownLeaderEpoch when the asker's view of the leader epoch is stale / ahead."""
+    if 0 <= asked < current:
+        raise FencedLeaderEpoch(f"{topic}-{partition}: epoch {asked} is older than {current}")
+    if asked > current:
+        raise UnknownLeaderEpoch(f"{topic}-{partition}: epoch {asked} is newer than {current}")
+
+
+class EpochHandlers:
+    """OffsetForLeaderEpoch, on a single broker and in a cluster."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+
+    def by_key(self) -> dict[int, Any]:
+        return {ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}
+
+    def offset_for_leader_epoch(self, req: OffsetForLeaderEpochRequest, session: Any) -> OffsetForLeaderEpochResponse:
+        """Per partition, the largest epoch at or below the one asked and where it ends in the leader's log."""
+        out = []
+        st = self.state
+        for p in req.partitions:
+            r = EpochEndOffset(p.topic, p.partition)
+            try:
+                st.check_leader(p.topic, p.partition, write=False)
+                role = st.roles.get((p.topic, p.partition)) or st.role(p.topic, p.partition)  # recorded, else synthesised
+                try:
+                    lg = st.logs.get_log(p.topic, p.partition)
+                except UnknownTopicOrPartition:
+                    raise topic_error(p.topic) from None
+                if role is None:
+                    raise topic_error(p.topic)
+                current = role.leader_epoch
+                check_epoch(p.topic, p.partition, current, p.current_leader_epoch)
+                # a follower may hold what is above the HW; a consumer has read at most up to it
+                end = lg.log_end_offset if req.replica_id >= 0 else st.high_watermark(p.topic, p.partition, lg)
+                if p.leader_epoch == current and lg.epochs.latest_epoch < current:
+                    r.leader_epoch, r.end_offset = current, end  # a single broker records no epoch before a write
+                else:
+                    r.leader_epoch, r.end_offset = lg.epochs.end_offset_for(p.leader_epoch, end)
+                    r.end_offset = min(r.end_offset, end)
+            except LogSourceError as e:
+                r.error_code = code_of(e)
+            out.append(r)
+        return OffsetForLeaderEpochResponse(out)
 
 
 class _OutOfRange(Exception):
