@@ -205,6 +205,7 @@ def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += 1
+                print(f"kill {kills}: {len(sent)} inputs so far", flush=True)
         finally:
             stop.set()
             feeder.join()

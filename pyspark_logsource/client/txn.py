@@ -13,9 +13,11 @@
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..errors import NotCoordinator
 from ..format import iter_headers
 from ..format.control import ABORT, marker_type, set_transactional
 from ..protocol import txn_messages as tm
@@ -24,6 +26,7 @@ from .network import NetworkClient
 from .producer import Producer
 
 _TXN_BITS = 0x30  # transactional | control
+_ATTEMPTS = 6
 
 
 class TransactionalProducer(Producer):
@@ -56,7 +59,18 @@ class StagedTxns:
                                      request_timeout_ms=request_timeout_ms)  # fmt: skip
 
     def _call(self, req: tm.StagedTxnsRequest) -> tm.StagedTxnsResponse:
-        return raise_for_response(self._client.request(req))
+        # the controller coordinates; NotCoordinator (a new controller) sends us to the metadata again
+        for attempt in range(_ATTEMPTS):
+            if attempt or self._client.cluster.controller_id < 0:
+                self._client.refresh_metadata(None)
+            node = self._client.cluster.controller_id
+            try:
+                return raise_for_response(self._client.request(req, node if node >= 0 else None))
+            except NotCoordinator:
+                if attempt + 1 == _ATTEMPTS:
+                    raise
+                time.sleep(min(1.0, 0.1 * 2**attempt))
+        raise AssertionError("unreachable")
 
     def register(self, write_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]],
                  timeout_ms: int) -> None:  # fmt: skip

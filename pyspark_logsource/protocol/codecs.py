@@ -90,6 +90,7 @@ APIS: dict[int, Api] = {
             "offset_for_leader_epoch", em),
         Api(m.ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse, "describe_configs"),
         Api(m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"),
+        Api(m.ApiKey.WRITE_TXN_MARKERS, tm.WriteTxnMarkersRequest, tm.WriteTxnMarkersResponse, "write_txn_markers", tm),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(tm.STAGED_TXNS_KEY, tm.StagedTxnsRequest, tm.StagedTxnsResponse, "staged_txns", tm,
             (tm.STAGED_TXNS_REQUEST, tm.STAGED_TXNS_RESPONSE)),

@@ -265,6 +265,29 @@ INIT_PRODUCER_ID_RESPONSE = message(
     F("producer_epoch", "int16"),
 )
 
+# ------------------------------------------------------------------ WriteTxnMarkers (27)
+#
+# Sent by a transaction coordinator to the leaders of the partitions a transaction touched
+# (v0 was removed in Kafka 4.0).
+
+WRITE_TXN_MARKERS_REQUEST = message(
+    "WriteTxnMarkersRequest", "1-2", "1+",
+    F("markers", "[]WritableTxnMarker", "0+",
+      F("producer_id", "int64"), F("producer_epoch", "int16"), F("transaction_result", "bool"),
+      F("topics", "[]WritableTxnMarkerTopic", "0+", F("name", "string"), F("partition_indexes", "[]int32")),
+      F("coordinator_epoch", "int32"),
+      F("transaction_version", "int8", "2+", default=0)),
+)
+WRITE_TXN_MARKERS_RESPONSE = message(
+    "WriteTxnMarkersResponse", "1-2", "1+",
+    F("markers", "[]WritableTxnMarkerResult", "0+",
+      F("producer_id", "int64"),
+      F("topics", "[]WritableTxnMarkerTopicResult", "0+",
+        F("name", "string"),
+        F("partitions", "[]WritableTxnMarkerPartitionResult", "0+",
+          F("partition_index", "int32"), F("error_code", "int16")))),
+)
+
 # ------------------------------------------------------------------ CreateTopics (19)
 
 CREATE_TOPICS_REQUEST = message(
@@ -567,6 +590,7 @@ SCHEMAS: dict[int, tuple[Message, Message]] = {
     15: (DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE),
     16: (LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
     22: (INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    27: (WRITE_TXN_MARKERS_REQUEST, WRITE_TXN_MARKERS_RESPONSE),
     23: (OFFSET_FOR_LEADER_EPOCH_REQUEST, OFFSET_FOR_LEADER_EPOCH_RESPONSE),
     32: (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
     60: (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),

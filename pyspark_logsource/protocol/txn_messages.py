@@ -109,3 +109,79 @@ def staged_txns_resp_to(r: StagedTxnsResponse, v: int) -> dict:
 def staged_txns_resp_from(d: dict, v: int) -> StagedTxnsResponse:
     return StagedTxnsResponse(d["error_code"], d["error_message"], d["last_committed_batch_id"], d["committed"],
                               d["throttle_time_ms"])  # fmt: skip
+
+
+# ------------------------------------------------------------------ WriteTxnMarkers (Kafka's API 27)
+
+
+@dataclass(slots=True)
+class TxnMarker:
+    """One marker to write: end ``producer_id``'s transaction in ``partitions`` (COMMIT if ``committed``)."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+    coordinator_epoch: int = 0
+
+
+@dataclass(slots=True)
+class WriteTxnMarkersRequest:
+    """A coordinator asks a partition leader to append transaction markers."""
+
+    API_KEY = ApiKey.WRITE_TXN_MARKERS
+    markers: list[TxnMarker] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TxnMarkerResult:
+    """Per producer: the error code of each partition's marker."""
+
+    producer_id: int
+    errors: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class WriteTxnMarkersResponse:
+    """The outcome per producer and partition."""
+
+    markers: list[TxnMarkerResult] = field(default_factory=list)
+    error_code: int = 0  # not on the wire; for raise_for_response
+
+
+def _by_topic(parts: list[tuple[str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t, p in parts:
+        out.setdefault(t, []).append(p)
+    return out
+
+
+def write_txn_markers_req_to(r: WriteTxnMarkersRequest, v: int) -> dict:
+    return {"markers": [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+                         "transaction_result": m.committed, "coordinator_epoch": m.coordinator_epoch,
+                         "transaction_version": 0,
+                         "topics": [{"name": t, "partition_indexes": ps} for t, ps in _by_topic(m.partitions).items()]}
+                        for m in r.markers]}  # fmt: skip
+
+
+def write_txn_markers_req_from(d: dict, v: int) -> WriteTxnMarkersRequest:
+    return WriteTxnMarkersRequest([TxnMarker(m["producer_id"], m["producer_epoch"], m["transaction_result"],
+                                             [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]],
+                                             m["coordinator_epoch"]) for m in d["markers"]])  # fmt: skip
+
+
+def write_txn_markers_resp_to(r: WriteTxnMarkersResponse, v: int) -> dict:
+    out = []
+    for m in r.markers:
+        topics: dict[str, list[dict]] = {}
+        for (t, p), code in m.errors.items():
+            topics.setdefault(t, []).append({"partition_index": p, "error_code": code})
+        out.append({"producer_id": m.producer_id,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})  # fmt: skip
+    return {"markers": out}
+
+
+def write_txn_markers_resp_from(d: dict, v: int) -> WriteTxnMarkersResponse:
+    return WriteTxnMarkersResponse([TxnMarkerResult(m["producer_id"], {(t["name"], p["partition_index"]): p["error_code"]
+                                                                       for t in m["topics"] for p in t["partitions"]})
+                                    for m in d["markers"]])  # fmt: skip

@@ -23,9 +23,14 @@ second), and so is an open transaction nobody registered (a broker restart
 lost it) after ``transaction.max.timeout.ms``: staged data never blocks
 readers for longer than that.
 
-Cluster mode: markers for partitions led by another broker would be sent with
-Kafka's WriteTxnMarkers (API 27); that path is not implemented yet, and such a
-commit fails with NotLeaderOrFollower rather than publishing part of a batch.
+Cluster mode: the controller is the coordinator (clients send StagedTxns there;
+another broker answers NotCoordinator). Markers for partitions led by other
+brokers are queued in :attr:`TxnCoordinator.remote` and sent with Kafka's
+WriteTxnMarkers (API 27) after the decision is recorded, retried every second
+until the leaders took them; the staged data, the markers and so the
+published batch are replicated like any other data. Not done: the decision log
+``__transaction_state`` is this broker's own (not replicated), so a new
+controller does not know the old one's decisions and registrations.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ... import format as fmt
-from ...errors import InvalidRequest, InvalidTxnState, LogSourceError, NotLeaderOrFollower, TopicAlreadyExists
+from ...errors import InvalidRequest, InvalidTxnState, LogSourceError, TopicAlreadyExists
 from ...format.control import ABORT, COMMIT, encode_marker
 
 if TYPE_CHECKING:
@@ -79,6 +84,8 @@ class TxnCoordinator:
         self.max_timeout_ms = max_timeout_ms
         self.last_committed: dict[str, int] = {}
         self.registrations: dict[str, dict[int, Registration]] = {}
+        #: markers for partitions other brokers lead: (topic, partition, producer id, epoch, kind)
+        self.remote: list[tuple[str, int, int, int, int]] = []
         logs = state.logs
         if TXN_TOPIC not in logs.topics():
             try:
@@ -131,17 +138,12 @@ class TxnCoordinator:
     # ------------------------------------------------------------ markers
 
     def _marker(self, topic: str, partition: int, pid: int, epoch: int, kind: int, *, only_open: bool) -> bool:
-        """Write one marker into a local partition; False when ``only_open`` and nothing is open for ``pid``."""
+        """Write one marker into a partition this broker leads, or queue it for its leader (WriteTxnMarkers)."""
         role = self.state.role(topic, partition)
         if role is not None and role.leader != self.state.broker_id:
-            raise NotLeaderOrFollower(f"{topic}-{partition} is led by broker {role.leader}: markers for other "
-                                      "brokers' partitions (WriteTxnMarkers) are not implemented yet")  # fmt: skip
-        lg = self.state.logs.get_log(topic, partition)
-        if only_open and pid not in lg.txns.open:
-            return False
-        lg.append(encode_marker(kind, pid, epoch), role.leader_epoch if role is not None else 0, control=True)
-        self.state.notify(topic, partition)
-        return True
+            self.remote.append((topic, partition, pid, epoch, kind))
+            return True
+        return append_marker(self.state, topic, partition, pid, epoch, kind, only_open=only_open)
 
     def _abort_attempt(self, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> None:
         """ABORT with the epoch bumped in every partition the attempt registered or has data in (fences it)."""
@@ -274,7 +276,11 @@ class TxnCoordinator:
                     n += 1
             if not regs:
                 self.registrations.pop(write_id, None)
+        me = self.state.broker_id
         for lg in self.state.logs.logs():
+            role = self.state.role(lg.topic, lg.partition) if lg.txns.open else None
+            if role is not None and role.leader != me:
+                continue  # the leader's own scan aborts it
             for pid, o in list(lg.txns.open.items()):
                 if pid not in registered and (mono - o.last_append) * 1000 > self.max_timeout_ms:
                     log.warning("%s: aborting unregistered transaction of producer %d", lg.name, pid)
@@ -284,6 +290,22 @@ class TxnCoordinator:
                     except LogSourceError as e:
                         log.warning("abort in %s failed: %s", lg.name, e)
         return n
+
+
+def append_marker(state: BrokerState, topic: str, partition: int, pid: int, epoch: int, kind: int, *,
+                  only_open: bool) -> bool:  # fmt: skip
+    """Append one marker to a partition this broker leads; False when ``only_open`` and ``pid`` has nothing open.
+
+    Used by the coordinator for its own partitions and by the WriteTxnMarkers handler for the rest.
+    """
+    state.check_leader(topic, partition)
+    lg = state.logs.get_log(topic, partition)
+    if only_open and pid not in lg.txns.open:
+        return False
+    role = state.role(topic, partition)
+    lg.append(encode_marker(kind, pid, epoch), role.leader_epoch if role is not None else 0, control=True)
+    state.notify(topic, partition)
+    return True
 
 
 def winners_of(producers: list[Any]) -> dict[int, tuple[int, dict[tuple[str, int], int]]]:
