@@ -143,6 +143,13 @@ class NotEnoughReplicasAfterAppend(LogSourceError):
     retriable = True
 
 
+class OffsetNotAvailable(LogSourceError):
+    """A new leader's high watermark has not yet reached the start of its epoch: its "latest" is not known yet."""
+
+    code = 78
+    retriable = True
+
+
 class FencedLeaderEpoch(LogSourceError):
     """The request names a leader epoch older than the partition's current one."""
 

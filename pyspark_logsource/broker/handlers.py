@@ -32,6 +32,7 @@ from ..errors import (
     InvalidTopic,
     LeaderNotAvailable,
     LogSourceError,
+    OffsetNotAvailable,
     TopicAlreadyExists,
     TopicDeletionDisabled,
     UnknownTopicOrPartition,
@@ -290,6 +291,7 @@ class Handlers:
                     r.offset = lg.log_start_offset
                 elif p.timestamp == LATEST_TIMESTAMP:
                     r.offset = self.state.high_watermark(p.topic, p.partition, lg)
+                    self._check_epoch_start(p.topic, p.partition, r.offset, req.replica_id)
                     if req.isolation_level:  # read_committed: latest is the last stable offset
                         r.offset = lg.txns.last_stable_offset(r.offset)
                 elif p.timestamp < 0:
@@ -304,6 +306,17 @@ class Handlers:
                 r.error_code = code_of(e)
             out.append(r)
         return ListOffsetsResponse(partitions=out)
+
+    def _check_epoch_start(self, topic: str, partition: int, hw: int, replica_id: int) -> None:
+        """KIP-207: a new leader's high watermark may trail what it held when elected, until its
+        followers fetch again; until it reaches the epoch's start its "latest" is unknown."""
+        rep = self.state.replication
+        lp = rep.leaders.get((topic, partition)) if rep is not None and replica_id < 0 else None
+        if lp is not None and hw < lp.epoch_start_offset:
+            raise OffsetNotAvailable(
+                f"{topic}-{partition}: high watermark {hw} is below the start of leader epoch "
+                f"{lp.role.leader_epoch} at {lp.epoch_start_offset}; retry"
+            )
 
     # ------------------------------------------------------------ Metadata
 

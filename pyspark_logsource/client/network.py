@@ -30,6 +30,7 @@ from ..errors import (
     NetworkError,
     NotCoordinator,
     NotLeaderOrFollower,
+    OffsetNotAvailable,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
     error_for_code,
@@ -43,9 +44,10 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 #: Partition errors that mean "ask the partition's (new) leader": refresh the metadata and retry.
+#: OffsetNotAvailable: a new leader whose high watermark trails the start of its epoch (KIP-207).
 ROUTING_ERRORS = frozenset({
     NotLeaderOrFollower.code, LeaderNotAvailable.code, FencedLeaderEpoch.code, UnknownLeaderEpoch.code,
-    NetworkError.code,
+    NetworkError.code, OffsetNotAvailable.code,
 })  # fmt: skip
 #: Errors that mean "find the group's coordinator again".
 COORDINATOR_ERRORS = frozenset({NotCoordinator.code, CoordinatorNotAvailable.code, CoordinatorLoadInProgress.code})
