@@ -78,6 +78,7 @@ from pyspark_logsource.protocol import (
     is_region,
     part_length,
 )
+from pyspark_logsource.protocol import txn_messages as tm
 from pyspark_logsource.protocol.primitives import Reader
 
 # one request and one response per API, with every field away from its default
@@ -109,6 +110,10 @@ REQUESTS = [
     FindCoordinatorRequest("group-1", 0),
     DescribeConfigsRequest([ConfigResource(2, "a", ["retention.ms"]), ConfigResource(4, "0", None)], True, True),
     DescribeClusterRequest(True, 1),
+    tm.StagedTxnsRequest(tm.COMMIT, "spark-query-1", 7, 30000,
+                         [tm.StagedProducer(5, 1, {("a", 0): 10, ("b", 2): 3}), tm.StagedProducer(6, 0, {})]),
+    tm.WriteTxnMarkersRequest([tm.TxnMarker(5, 2, True, [("a", 0), ("a", 1), ("b", 0)], 3),
+                               tm.TxnMarker(6, 1, False, [("a", 2)], 0)]),
 ]
 
 RESPONSES = [
@@ -133,6 +138,8 @@ RESPONSES = [
     DescribeConfigsResponse([DescribeConfigsResult(2, "a", 0, None, [ConfigEntry("retention.ms", "10", False, 1)]),
                              DescribeConfigsResult(4, "0", 42, "nope")]),
     DescribeClusterResponse(0, None, "cluster", 0, [BrokerMetadata(0, "h", 1, None)]),
+    tm.StagedTxnsResponse(48, "staged data was aborted", 6, False),
+    tm.WriteTxnMarkersResponse([tm.TxnMarkerResult(5, {("a", 0): 0, ("a", 1): 6}), tm.TxnMarkerResult(6, {("a", 2): 0})]),
 ]
 
 
