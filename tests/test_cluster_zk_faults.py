@@ -52,7 +52,7 @@ def test_leader_session_expires(zk_connect, tmp_path):
         c.create_topic("t", 3, 3, {"min.insync.replicas": "2"})
         c.wait_full_isr("t")
         # the partition broker 1 leads (leaders are spread evenly: each broker leads one)
-        p = wait_for(lambda: next((q for q, lead in c.leaders("t").items() if lead == 1), None), what="a partition led by 1")
+        p = wait_for(lambda: [q for q, lead in c.leaders("t").items() if lead == 1], what="a partition led by 1")[0]
         old_epoch = c.partition_state("t", p)["leader_epoch"]
         with Producer(c.bootstrap, acks="all") as prod:
             for i in range(20):

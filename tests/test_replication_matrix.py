@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.replication_mat
 
 PARTITIONS = 3
 #: seconds of traffic before the first failure and after each one
-TRAFFIC_SECONDS = 1.5
+TRAFFIC_SECONDS = 0.75
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +96,8 @@ def test_replication(cluster: Cluster, mode: str, failure: str, target: str) -> 
         traffic.wait_consumed(hws)
     finally:
         traffic.close()
+    print(f"{topic}: sent {traffic.sent}, acknowledged {traffic.acked_count()}, not acknowledged {len(traffic.failed)}, "
+          f"high watermarks {hws}")  # fmt: skip
     traffic.check()
     assert traffic.acked_count() > 100, f"only {traffic.acked_count()} messages acknowledged"
     assert sum(hws.values()) >= traffic.acked_count()
