@@ -30,14 +30,23 @@ from pyspark_logsource.errors import (
     BrokerIdConflict,
     ConfigError,
     InvalidReplicationFactor,
+    LeaderNotAvailable,
+    NetworkError,
     NotController,
+    NotCoordinator,
     NotLeaderOrFollower,
     StaleControllerEpoch,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
 from pyspark_logsource.format import batch as fmt
-from pyspark_logsource.protocol import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from pyspark_logsource.protocol import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    FindCoordinatorRequest,
+    OffsetFetchRequest,
+)
 
 SESSION_MS = 2000
 
@@ -162,7 +171,7 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
     try:
         first = wait_for(lambda: _controller(observer), what="a controller")
         c1 = nodes[first].controller
-        wait_for(lambda: c1.active, what="the winner active")
+        wait_for(lambda: c1.active and len(c1.registry.live()) == 3, what="the winner active, brokers seen")
         assert sum(n.controller.active for n in nodes.values()) == 1
         assert int(observer.get(paths.CONTROLLER_EPOCH)[0]) == c1.epoch
         # only the controller creates topics; with leaders spread over the brokers
@@ -207,7 +216,7 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
     try:
         cid = wait_for(lambda: _controller(observer), what="a controller")
         ctl = nodes[cid].controller
-        wait_for(lambda: ctl.active, what="controller active")
+        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(nodes), what="controller active, brokers seen")
         plan = ctl.create_topic("t", 3, 3, {}, assignment=None)
         victim = next(b for b in (1, 2, 3) if b != cid)
         led = [p for p, r in plan.items() if r[0] == victim]
@@ -253,7 +262,7 @@ def test_unclean_election_when_enabled(zk_connect, observer):
     try:
         cid = wait_for(lambda: _controller(observer), what="a controller")
         ctl = nodes[cid].controller
-        wait_for(lambda: ctl.active, what="controller active")
+        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(nodes), what="controller active, brokers seen")
         victim = 3 - cid
         ctl.create_topic("u", 1, 2, {}, assignment={0: [victim, cid]})
         s, v = _state(observer, "u", 0)
@@ -301,7 +310,7 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
     try:
         cid = wait_for(lambda: _controller(observer), what="a controller")
         with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
-            md = w.metadata(None)
+            md = wait_for(lambda: (m := w.metadata(None)) and len(m.brokers) == 3 and m, what="3 brokers in Metadata")
             assert sorted(b.node_id for b in md.brokers) == [1, 2, 3] and md.controller_id == cid
             assert len({md.cluster_id} | {b._broker.state.cluster_id for b in brokers.values()}) == 1
             # CreateTopics goes to the controller (Kafka's rule)
@@ -332,6 +341,23 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             assert w.fetch("t", 0, 0).error_code == NotLeaderOrFollower.code
         with WireClient(brokers[leaders[0]].bootstrap) as w:
             assert w.produce("t", 0, fmt.encode([b"x"]), acks=1).error_code == 0
+
+        # one broker coordinates the groups (the lowest live id); the others say NotCoordinator
+        for b in brokers.values():
+            with WireClient(b.bootstrap) as w:
+                fc = w.request(FindCoordinatorRequest("g"))
+                assert (fc.node_id, fc.port) == (1, brokers[1].port)
+        with WireClient(brokers[2].bootstrap) as w:
+            assert w.request(OffsetFetchRequest("g"), check=False).error_code == NotCoordinator.code
+        with WireClient(brokers[1].bootstrap) as w:
+            assert w.request(OffsetFetchRequest("g"), check=False).error_code == 0
+
+        # Metadata's auto-creation from any broker: LeaderNotAvailable at first, then leaders (RF 1 by default)
+        with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
+            assert w.metadata(["auto"], auto_create=True).topics[0].error_code == LeaderNotAvailable.code
+            parts = wait_for(lambda: (t := w.metadata(["auto"]).topics[0]).error_code == 0 and t.partitions
+                             and t.partitions[0].error_code == 0 and t.partitions, what="auto-created topic led")  # fmt: skip
+            assert len(parts) == 1 and len(parts[0].replicas) == 1 and parts[0].leader_id in (1, 2, 3)
 
         # deletion through the controller: znodes gone, every broker's logs of t go
         with WireClient(brokers[cid].bootstrap) as w:
@@ -380,3 +406,16 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
     finally:
         for b in brokers.values():
             b.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(60)
+def test_a_broker_without_zookeeper_fails_to_start_with_a_clear_error(tmp_path):
+    from pyspark_logsource.broker.cluster.zookeeper import free_port
+
+    b = EmbeddedBroker(tmp_path / "b", config={"zookeeper.connect": f"127.0.0.1:{free_port()}",
+                                               "zookeeper.connection.timeout.ms": 500})  # fmt: skip
+    with pytest.raises(NetworkError, match="cannot connect to ZooKeeper"):
+        b.start()
+    assert not b.running
+    b.close()

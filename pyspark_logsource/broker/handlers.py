@@ -438,6 +438,7 @@ class Handlers:
         must name the group's current generation)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
+        self.state.check_group_coordinator()
         self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
         out = []
         entries = []
@@ -464,6 +465,7 @@ class Handlers:
         """Committed offsets (-1 where the group has none)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
+        self.state.check_group_coordinator()
         found = self.state.groups.fetch(req.group_id, req.partitions)
         keys = sorted(found) if req.partitions is None else req.partitions
         out = []
@@ -501,8 +503,11 @@ class Handlers:
             raise CoordinatorNotAvailable("transactions are not supported: there is no transaction coordinator")
         if not req.key:
             raise InvalidGroupId("group id is empty")
-        host, port = self.state.advertised
-        return FindCoordinatorResponse(node_id=self.config.broker_id, host=host, port=port, key=req.key)
+        node = self.state.group_coordinator_id()
+        addr = self.state.broker_address(node)
+        if addr is None:
+            raise CoordinatorNotAvailable("no live broker coordinates groups right now")
+        return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
 
     def describe_configs(self, req: DescribeConfigsRequest, session: Session) -> DescribeConfigsResponse:
         """A topic's effective log settings (overrides have source 1, defaults 5) or the broker's settings."""

@@ -27,6 +27,7 @@ from ..errors import (
     InvalidReplicationFactor,
     InvalidTopic,
     LogSourceError,
+    NotCoordinator,
     NotLeaderOrFollower,
     UnknownTopicOrPartition,
 )
@@ -282,6 +283,21 @@ class BrokerState:
         if self.cluster is None:
             return self.config.broker_id
         return self.cluster.controller_id()
+
+    def group_coordinator_id(self) -> int:
+        """The broker that coordinates consumer groups: this one on a single broker; in a cluster the live
+        broker with the lowest id (group offsets live in that broker's own ``__consumer_offsets``, which is
+        not replicated: they do not survive the loss of that broker). -1 when no broker is live."""
+        if self.cluster is None:
+            return self.config.broker_id
+        live = self.cluster.brokers()
+        return live[0][0] if live else -1
+
+    def check_group_coordinator(self) -> None:
+        """NotCoordinator unless this broker coordinates groups (clients then ask FindCoordinator again)."""
+        if self.cluster is not None and self.group_coordinator_id() != self.broker_id:
+            raise NotCoordinator(f"broker {self.broker_id} is not the group coordinator "
+                                 f"(broker {self.group_coordinator_id()} is)")  # fmt: skip
 
     def broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """(host, port) of a live broker, or None."""

@@ -62,7 +62,7 @@ class ZkClient:
             with warnings.catch_warnings():  # "No chroot path exists": made just below
                 warnings.filterwarnings("ignore", "No chroot path exists", UserWarning)
                 self.client.start(timeout=self.connection_timeout_ms / 1000)
-        except (KazooException, OSError) as e:  # kazoo raises its timeout as a KazooException subclass
+        except (KazooException, OSError, self.client.handler.timeout_exception) as e:
             self.client.stop()
             raise NetworkError(f"cannot connect to ZooKeeper at {self.connect}: {e!r}") from e
         chroot = self.client.chroot

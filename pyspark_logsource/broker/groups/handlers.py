@@ -29,17 +29,21 @@ class GroupHandlers:
 
     async def join_group(self, req: g.JoinGroupRequest, session: Session) -> g.JoinGroupResponse:
         """Join; parked until the rebalance completes."""
+        self.state.check_group_coordinator()
         host = session.peer.rsplit(":", 1)[0]
         return await self.state.coordinator.join(req, req.api_version, session.client_id or "", "/" + host)
 
     async def sync_group(self, req: g.SyncGroupRequest, session: Session) -> g.SyncGroupResponse:
         """Assignment; parked until the leader sent it."""
+        self.state.check_group_coordinator()
         return await self.state.coordinator.sync(req)
 
     def heartbeat(self, req: g.HeartbeatRequest, session: Session) -> g.HeartbeatResponse:
+        self.state.check_group_coordinator()
         return self.state.coordinator.heartbeat(req)
 
     def leave_group(self, req: g.LeaveGroupRequest, session: Session) -> g.LeaveGroupResponse:
+        self.state.check_group_coordinator()
         return self.state.coordinator.leave(req)
 
     def describe_groups(self, req: g.DescribeGroupsRequest, session: Session) -> g.DescribeGroupsResponse:
