@@ -27,7 +27,12 @@ from pyspark_logsource.broker.state import PartitionRole
 from pyspark_logsource.errors import FencedLeaderEpoch, NotEnoughReplicas, RequestTimedOut
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.format.header import LATEST_TIMESTAMP
-from pyspark_logsource.protocol import ProducePartitionData, ProduceRequest
+from pyspark_logsource.protocol import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ProducePartitionData,
+    ProduceRequest,
+)
 from pyspark_logsource.protocol.epoch_messages import (
     OffsetForLeaderEpochPartition,
     OffsetForLeaderEpochRequest,
@@ -169,7 +174,15 @@ def test_follower_catches_up_byte_for_byte_acks_all_waits_and_isr_moves_by_lag(n
             # acknowledged with acks=all: the follower has it already
             assert follower.log().log_end_offset >= r.base_offset + 5
         assert leader.log().high_watermark == leader.log().log_end_offset == 100
-        wait_for(lambda: follower.log().high_watermark == 100, what="the follower learning the high watermark")
+        # pipelined acks=all produces are appended at once and answered in request order, after the
+        # replicas have them (the client's connection checks the order of correlation ids)
+        for _ in range(5):
+            c.send(ProduceRequest([ProducePartitionData(TOPIC, 0, bytes(make_batch(0, 2)))], acks=-1))
+        c.send(ListOffsetsRequest([ListOffsetsPartition(TOPIC, 0, LATEST_TIMESTAMP)]))
+        answers = [c.receive() for _ in range(6)]
+        assert [a.partitions[0].base_offset for a in answers[:5]] == [100, 102, 104, 106, 108]
+        assert answers[5].partitions[0].offset == 110 and follower.log().log_end_offset >= 110
+        wait_for(lambda: follower.log().high_watermark == 110, what="the follower learning the high watermark")
         assert follower.log_bytes() == leader.log_bytes()
         assert follower.log().epochs.entries() == leader.log().epochs.entries() == [(1, 0)]
 
@@ -178,27 +191,27 @@ def test_follower_catches_up_byte_for_byte_acks_all_waits_and_isr_moves_by_lag(n
         for _ in range(3):
             assert produce(c, 5, acks=1).error_code == 0
         lg = leader.log()
-        assert (lg.log_end_offset, lg.high_watermark) == (115, 100)
-        fetched = c.fetch(TOPIC, 0, 100)
-        assert fetched.high_watermark == 100 and len(fetched.records) == 0
+        assert (lg.log_end_offset, lg.high_watermark) == (125, 110)
+        fetched = c.fetch(TOPIC, 0, 110)
+        assert fetched.high_watermark == 110 and len(fetched.records) == 0
         assert [r.offset for b in fmt.decode_all(bytes(c.fetch(TOPIC, 0, 90).records)) for r in b.records()] == list(
-            range(90, 100))  # fmt: skip
-        assert c.list_offset(TOPIC, 0, LATEST_TIMESTAMP).offset == 100
+            range(90, 110))  # fmt: skip
+        assert c.list_offset(TOPIC, 0, LATEST_TIMESTAMP).offset == 110
 
         # after replica.lag.time.max.ms it leaves the ISR (written to ZooKeeper), and the HW moves on
         wait_for(lambda: znode_isr(zk_connect) == [1], what="the ISR shrinking to [1]")
-        wait_for(lambda: lg.high_watermark == 115, what="the high watermark moving with the ISR of one")
+        wait_for(lambda: lg.high_watermark == 125, what="the high watermark moving with the ISR of one")
         assert leader.state.roles[(TOPIC, 0)].isr == [1]
         r = produce(c, 5, acks=-1)
         assert r.error_code == NotEnoughReplicas.code, r  # min.insync.replicas=2, nothing appended
-        assert lg.log_end_offset == 115
+        assert lg.log_end_offset == 125
 
         # it resumes, catches up and rejoins; acks=all works again
         follower.follow(role(1, 1, [1, 2], [1, 2], v), leader)
         wait_for(lambda: znode_isr(zk_connect) == [1, 2], what="the ISR expanding to [1, 2]")
         wait_for(lambda: leader.state.roles[(TOPIC, 0)].isr == [1, 2], what="the leader's ISR")
         r = produce(c, 5, acks=-1)
-        assert r.error_code == 0 and follower.log().log_end_offset >= 120
+        assert r.error_code == 0 and follower.log().log_end_offset >= 130
     wait_for(lambda: follower.log_bytes() == leader.log_bytes(), what="identical logs")
 
 

@@ -3,7 +3,10 @@
 One process, one event loop. Each connection reads bytes, feeds them to a
 :class:`~pyspark_logsource.protocol.ServerConnection` and handles the decoded
 requests in order (Kafka's per-connection ordering), writing each response
-before the next request of that connection is handled. Produce appends the
+before the next request of that connection is handled — except that in a
+cluster an ``acks=all`` produce's answer, which waits for the replicas, is
+parked (:mod:`.pipeline`) while the connection's next produces are appended;
+answers still leave in request order. Produce appends the
 received batches as they are (the log validates and stamps them in place);
 Fetch answers with the log's file regions, which are written with
 ``loop.sendfile`` (``os.sendfile``, zero copy) — except small ones, see
@@ -26,13 +29,14 @@ import sys
 from typing import Any
 
 from ..errors import LogSourceError, UnknownServerError, code_of
-from ..protocol import ProtocolError, RequestReceived, ServerConnection, is_region
+from ..protocol import ApiKey, ProtocolError, RequestReceived, ServerConnection, is_region
 from .cluster.member import ClusterMember
 from .cluster.replicas import ReplicaManager
 from .config import BrokerConfig, parse_overrides
 from .error_responses import error_response
 from .handlers import Handlers, Session
 from .log import LogManager
+from .pipeline import OrderedResponses
 from .state import BrokerState
 
 log = logging.getLogger("pyspark_logsource.broker")
@@ -160,6 +164,8 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, c.socket_receive_buffer_bytes)
         conn = ServerConnection(c.socket_request_max_bytes)
         session = Session(peer_s)
+        # acks=all produces are answered once replicated; meanwhile the next requests are handled
+        parked = OrderedResponses(lambda header, result: self._write_response(writer, header, result))
         log.debug("connection from %s", peer_s)
         try:
             while True:
@@ -195,7 +201,17 @@ class Broker:
                             break
                         out += b"".join(conn.unsupported_parts(ev.header))
                         continue
+                    if parked.busy and ev.header.api_key != ApiKey.PRODUCE:
+                        await parked.flush()  # only produces overtake parked answers: others see their effect
                     result = self._call(ev, session)
+                    if asyncio.iscoroutine(result) and ev.header.api_key == ApiKey.PRODUCE:
+                        if out:  # appended already; its answer waits for the ISR, behind earlier answers
+                            writer.write(out)
+                            out = bytearray()
+                        await parked.park(ev.header, self._await(result, ev, session))
+                        continue
+                    if parked.busy:
+                        await parked.flush()  # a produce answered at once (acks=1, an error) waits its turn
                     if asyncio.iscoroutine(result):
                         if out:
                             writer.write(out)
@@ -212,6 +228,7 @@ class Broker:
                 bad = bad or conn.frames.error
                 if bad is not None:
                     log.warning("closing connection from %s: %s", peer_s, bad)
+                    await parked.flush()
                     await writer.drain()
                     return
                 if writer.transport.get_write_buffer_size() > (1 << 20):
@@ -223,6 +240,7 @@ class Broker:
         except Exception:
             log.exception("connection from %s failed; closing it", peer_s)
         finally:
+            parked.cancel()
             writer.close()
 
     def _error_response(self, ev: RequestReceived, session: Session, e: Exception) -> Any:
@@ -247,6 +265,13 @@ class Broker:
             return await coro
         except Exception as e:
             return self._error_response(ev, session, e)
+
+    async def _write_response(self, writer: asyncio.StreamWriter, header: Any, result: Any) -> None:
+        """Send one response now (a parked one whose turn came)."""
+        if result is not None:
+            rest = await self._send(writer, ServerConnection.response_parts(header, result), bytearray())
+            if rest:
+                writer.write(rest)
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any], pending: bytearray) -> bytearray:
         """Queue a response: bytes join ``pending``; big regions go out with sendfile. Returns what is pending."""
