@@ -113,6 +113,29 @@ def test_an_idle_attempt_is_aborted_after_its_timeout_and_cannot_commit(tmp_path
             assert _committed_values(bs, "t", 1) == [b"plain", b"after"]
 
 
+def test_a_broker_killed_after_the_decision_completes_the_commit_on_restart(tmp_path, monkeypatch):
+    from pyspark_logsource.broker.txn.coordinator import FAULT_ENV
+
+    monkeypatch.setenv(FAULT_ENV, "decided")  # the broker process inherits it: SIGKILL before the markers
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a:
+            a.create_topic("t", partitions=2)
+        with StagedTxns(bs) as txns:
+            win = _stage(bs, txns, "w3", "t", [b"win-%d" % i for i in range(6)], 2)
+            _stage(bs, txns, "w3", "t", [b"lose-%d" % i for i in range(4)], 2)
+            with pytest.raises(Exception):  # noqa: B017 - the broker died mid-request
+                txns.commit("w3", 5, [win])
+        monkeypatch.delenv(FAULT_ENV)
+        b.kill()
+        b.restart()
+        assert sorted(_committed_values(bs, "t", 2)) == sorted(b"win-%d" % i for i in range(6))
+        with StagedTxns(bs) as txns:  # the driver's retry of the same batch id is a no-op
+            resp = txns.commit("w3", 5, [win])
+            assert not resp.committed and resp.last_committed_batch_id == 5
+        assert sorted(_committed_values(bs, "t", 2)) == sorted(b"win-%d" % i for i in range(6))
+
+
 def test_clients_cannot_write_transaction_markers(tmp_path):
     from brokers import WireClient
 
@@ -183,13 +206,13 @@ def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_
         def feed() -> None:
             with Producer(bs, linger_ms=1) as p:
                 n = 0
-                while not stop.is_set():
-                    futs = [(v, p.send("eos_in", str(v).encode(), partition=v % 2)) for v in range(n, n + 20)]
+                while not stop.is_set() and n < 3000:  # small data, however slow the machine
+                    futs = [(v, p.send("eos_in", str(v).encode(), partition=v % 2)) for v in range(n, n + 5)]
                     for v, f in futs:
                         part, off = f.result()[:2]
                         sent[(part, off)] = v
-                    n += 20
-                    time.sleep(0.05)
+                    n += 5
+                    time.sleep(0.2)  # ~25 inputs a second: small data, many micro-batches
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()

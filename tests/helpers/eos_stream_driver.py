@@ -20,7 +20,8 @@ spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "fal
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # fmt: skip
 spark.sparkContext.setLogLevel("ERROR")
 src = (spark.readStream.format("logsource").option("bootstrap.servers", bootstrap).option("subscribe", "eos_in")
-       .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load())  # fmt: skip
+       .option("startingOffsets", "earliest")
+       .option("maxOffsetsPerTrigger", "500" if mode == "run" else "1000000").load())  # fmt: skip
 n = F.col("value").cast("string").cast("int") % 3
 out = (src.where(n > 0)
        .select("partition", "offset", F.explode(F.sequence(F.lit(0), n - 1)).alias("i"))

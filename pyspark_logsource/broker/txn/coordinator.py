@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
+#: crash tests: the broker kills itself with SIGKILL at the named step when this variable names it
+FAULT_ENV = "LOGSOURCE_TXN_FAULT"
 #: Kafka's transaction.max.timeout.ms: the longest timeout a write may ask for, and the one for
 #: open transactions nobody registered
 DEFAULT_MAX_TIMEOUT_MS = 900_000
@@ -223,6 +227,7 @@ class TxnCoordinator:
                     "ts": int(time.time() * 1000)}  # fmt: skip
         keys = [_decision_key(write_id)] + [_reg_key(write_id, pid) for pid in regs]
         self._append(keys, [json.dumps(decision).encode()] + [None] * len(regs), fsync=True)  # the commit point
+        _fault_point("decided")
         self.last_committed[write_id] = batch_id
         self.registrations.pop(write_id, None)
         for pid, epoch, parts in commit:
@@ -290,6 +295,12 @@ class TxnCoordinator:
                     except LogSourceError as e:
                         log.warning("abort in %s failed: %s", lg.name, e)
         return n
+
+
+def _fault_point(name: str) -> None:
+    if os.environ.get(FAULT_ENV) == name:
+        log.warning("fault injection: SIGKILL at transaction step %r", name)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def append_marker(state: BrokerState, topic: str, partition: int, pid: int, epoch: int, kind: int, *,
