@@ -55,6 +55,10 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.min.bytes": "1",
     "replica.fetch.max.bytes": str(1024 * 1024),
+    "replica.fetch.response.max.bytes": str(10 * 1024 * 1024),
+    # Kafka's default is 1000: a follower refused by a leader that has not yet learnt its role retries sooner
+    "replica.fetch.backoff.ms": "200",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
     "unclean.leader.election.enable": "false",
 }
 

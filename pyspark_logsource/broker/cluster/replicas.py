@@ -111,8 +111,6 @@ class ReplicaManager:
         self.fetch_min_bytes = setting(c, "replica.fetch.min.bytes", 1)
         self.fetch_max_bytes = setting(c, "replica.fetch.max.bytes", 1 << 20)
         self.fetch_response_max_bytes = setting(c, "replica.fetch.response.max.bytes", 10 << 20)
-        # Kafka's default is 1000; shorter, so that a follower that learns of a new leader before
-        # the leader does (and is refused) tries again soon
         self.fetch_backoff_ms = setting(c, "replica.fetch.backoff.ms", 200)
         self.socket_timeout_ms = setting(c, "replica.socket.timeout.ms", 30_000)
         self.leaders: dict[tuple[str, int], LeaderPartition] = {}
@@ -124,6 +122,7 @@ class ReplicaManager:
         self._hw_known: set[tuple[str, int]] = set()
         self._closed = False
         state.logs.hw_checkpoint_enabled = True
+        state.logs.hw_checkpoint_interval_ms = setting(c, "replica.high.watermark.checkpoint.interval.ms", 5000)
         self._isr_task = loop.create_task(self.isr.run(), name="isr-shrink")
 
     # ------------------------------------------------------------ helpers
