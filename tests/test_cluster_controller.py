@@ -41,9 +41,12 @@ from pyspark_logsource.errors import (
 )
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.protocol import (
+    RESOURCE_TOPIC,
+    ConfigResource,
     CreatableTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    DescribeConfigsRequest,
     FindCoordinatorRequest,
     OffsetFetchRequest,
 )
@@ -341,6 +344,13 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             assert w.fetch("t", 0, 0).error_code == NotLeaderOrFollower.code
         with WireClient(brokers[leaders[0]].bootstrap) as w:
             assert w.produce("t", 0, fmt.encode([b"x"]), acks=1).error_code == 0
+
+        # any broker describes a topic's config, from /config/topics/<t> (Admin asks any broker)
+        with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
+            d = w.request(DescribeConfigsRequest([ConfigResource(RESOURCE_TOPIC, "t")])).results[0]
+            entries = {e.name: e for e in d.configs}
+            assert d.error_code == 0 and entries["min.insync.replicas"].value == "2"
+            assert entries["min.insync.replicas"].source == 1 and entries["retention.ms"].source == 5
 
         # one broker coordinates the groups (the lowest live id); the others say NotCoordinator
         for b in brokers.values():

@@ -512,15 +512,14 @@ class Handlers:
     def describe_configs(self, req: DescribeConfigsRequest, session: Session) -> DescribeConfigsResponse:
         """A topic's effective log settings (overrides have source 1, defaults 5) or the broker's settings."""
         out = []
-        topics = self.logs.topics()
+        topics = self.state.topics()
         for res in req.resources:
             r = DescribeConfigsResult(res.resource_type, res.resource_name)
             try:
                 if res.resource_type == RESOURCE_TOPIC:
                     if res.resource_name not in topics:
                         raise topic_error(res.resource_name)
-                    overrides = self.logs.topic_overrides(res.resource_name)
-                    effective = self.logs.topic_config(res.resource_name).to_properties()
+                    overrides, effective = self.state.topic_config(res.resource_name)
                     entries = [ConfigEntry(k, v, False, 1 if k in overrides else 5) for k, v in sorted(effective.items())]
                 elif res.resource_type == RESOURCE_BROKER:
                     if res.resource_name not in ("", str(self.config.broker_id)):

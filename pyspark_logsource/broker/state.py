@@ -99,6 +99,9 @@ class ClusterProtocol(Protocol):
     def auto_create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
         """Create a topic with these settings from any broker (blocking; run it off the event loop)."""
 
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's configuration overrides (``/config/topics/<t>``)."""
+
     def partitions(self, topic: str) -> list[PartitionRole | None]:
         """Each partition's role as ZooKeeper has it (None while a partition has no state yet)."""
 
@@ -199,6 +202,15 @@ class BrokerState:
         self.logs.create_topic(name, partitions, dict(overrides) if overrides else None)
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and config {dict(overrides)}" if overrides else "")  # fmt: skip
+
+    def topic_config(self, name: str) -> tuple[dict[str, str], dict[str, str]]:
+        """A topic's (overrides, effective settings); in a cluster from ``/config/topics/<t>``, so any broker
+        can answer, not only those hosting a replica."""
+        if self.cluster is None:
+            return self.logs.topic_overrides(name), self.logs.topic_config(name).to_properties()
+        overrides = self.cluster.topic_config(name)
+        config = self.logs.default_config.with_overrides(overrides)
+        return (config.to_properties(overrides) if overrides else {}), config.to_properties()
 
     def auto_create_topic(self, name: str) -> None:
         """Cluster mode: create a topic with the broker defaults in the background (Metadata's
