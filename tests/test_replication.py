@@ -24,7 +24,12 @@ from pyspark_logsource.broker.cluster.zk import ZkClient
 from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.broker.log.hw_checkpoint import HW_CHECKPOINT_FILE
 from pyspark_logsource.broker.state import PartitionRole
-from pyspark_logsource.errors import FencedLeaderEpoch, NotEnoughReplicas, RequestTimedOut
+from pyspark_logsource.errors import (
+    FencedLeaderEpoch,
+    NotEnoughReplicas,
+    NotEnoughReplicasAfterAppend,
+    RequestTimedOut,
+)
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.format.header import LATEST_TIMESTAMP
 from pyspark_logsource.protocol import (
@@ -224,6 +229,19 @@ def test_acks_all_times_out_when_the_isr_does_not_fetch(nodes, zk_connect):
         r = c.request(req).partitions[0]
     assert r.error_code == RequestTimedOut.code and r.base_offset == 0  # RequestTimedOut: appended, not committed in time
     assert leader.log().high_watermark == 0
+
+
+def test_acks_all_gets_not_enough_replicas_after_append_when_the_isr_shrinks_while_it_waits(nodes, zk_connect):
+    (leader,) = nodes(1)  # broker 2 is in the ISR but never fetches
+    leader.call(lambda: leader.state.logs.create_log(TOPIC, 0, {"min.insync.replicas": "2"}))
+    v = write_state(zk_connect, 1, 1, [1, 2])
+    leader.lead(role(1, 1, [1, 2], [1, 2], v))
+    with WireClient(leader.eb.bootstrap) as c:
+        req = ProduceRequest([ProducePartitionData(TOPIC, 0, bytes(make_batch(0, 3)))], acks=-1, timeout_ms=20000)
+        r = c.request(req).partitions[0]
+    # appended, then committed by an ISR of one (below min.insync.replicas): Kafka's error 20
+    assert (r.error_code, r.base_offset) == (NotEnoughReplicasAfterAppend.code, 0)
+    assert znode_isr(zk_connect) == [1] and leader.log().high_watermark == 3
 
 
 def test_kip101_returning_follower_truncates_to_the_leaders_epoch_end_not_its_high_watermark(nodes, zk_connect):
