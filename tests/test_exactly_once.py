@@ -263,3 +263,31 @@ def test_batch_write_with_failed_and_speculative_attempts_leaves_exactly_the_row
         with Admin(bs) as a:  # failed and speculative attempts staged rows that were aborted
             raw = sum(a.list_offsets([("eos_batch", q) for q in range(3)], "latest").values())
         assert raw > rows + 3
+
+
+def test_the_cleaner_drops_aborted_records_and_keeps_the_committed_value(tmp_path):
+    from pyspark_logsource.broker.log import LogConfig
+    from pyspark_logsource.broker.log.cleaner import LogCleaner
+    from pyspark_logsource.broker.log.log import PartitionLog
+    from pyspark_logsource.format.control import ABORT, set_transactional
+
+    lg = PartitionLog(tmp_path / "c-0", LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0), "c", 0)
+
+    def staged(value: bytes, pid: int) -> bytearray:
+        b = fmt.encode([value], [b"k"], producer_id=pid, producer_epoch=0, base_sequence=0)
+        set_transactional(b)
+        return b
+
+    lg.append(fmt.encode([b"committed"], [b"k"]))
+    lg.append(staged(b"aborted", 7))  # a newer value of the key, in a transaction that is aborted
+    lg.append(encode_marker(ABORT, 7, 1), control=True)
+    lg.roll()
+    lg.append(staged(b"open", 8))  # open: this segment is past the last stable offset, never cleaned
+    lg.append(fmt.encode([b"newer"], [b"k"]))
+    lg.roll()
+    LogCleaner().clean(lg, force=True)
+    values = fmt.to_arrow(lg.read_checked(0, 1 << 20, 3)).column("value").to_pylist()
+    assert values == [b"committed"]  # the aborted value is gone, and it did not hide the committed one
+    rest = fmt.to_arrow(lg.read_checked(3, 1 << 20)).column("value").to_pylist()
+    assert rest == [b"open", b"newer"]
+    lg.close()

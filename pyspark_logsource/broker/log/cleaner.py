@@ -18,6 +18,10 @@ One pass over a log, as Kafka's cleaner does it:
    gaps appear (see :mod:`...format.compact`). Each cleaned group is swapped
    in crash-safely (:meth:`PartitionLog.replace_segments`, :mod:`.loader`).
 
+Transactions: the cleaner stops at the last stable offset and drops the
+records of aborted transactions (keeping their markers), which also never
+enter the offset map, as Kafka's cleaner does.
+
 Producer state: the cleaner never touches the active segment, and the
 producer state snapshot taken when the segment before it was rolled covers
 every segment it cleans, so restoring producer state (newest snapshot, then
@@ -44,6 +48,7 @@ import pyarrow.compute as pc
 from ...format.compact import Run, decode_run, retain
 from .log import PartitionLog
 from .segment import CLEANED_SUFFIX, LogSegment
+from .transactions import aborted_rows
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +172,8 @@ class LogCleaner:
 
     def _cleanable(self, lg: PartitionLog, now: int) -> list[LogSegment]:
         segs = lg.segments[:-1]  # never the active segment
+        lso = lg.last_stable_offset  # nor past an open transaction (its outcome decides what survives)
+        segs = [s for s in segs if s.next_offset <= lso]
         lag = lg.config.min_compaction_lag_ms
         if lag > 0:
             n = 0
@@ -216,8 +223,9 @@ class LogCleaner:
         for seg in dirty:
             keys, offs = [], []
             for _, run in read_chunks(seg):
-                keys.append(run.table.column("key").combine_chunks())
-                offs.append(_offsets(run))
+                committed = ~aborted_rows(lg.txns, run)  # an aborted record never hides a committed one
+                keys.append(run.table.column("key").combine_chunks().filter(pa.array(committed)))
+                offs.append(_offsets(run)[committed])
             if keys and not omap.try_add(pa.concat_arrays(keys), np.concatenate(offs), force=taken == 0):
                 break
             taken += 1
@@ -266,7 +274,7 @@ class LogCleaner:
                 for data, run in read_chunks(seg):
                     stats.bytes_read += run.size
                     stats.records_in += run.table.num_rows
-                    keep = _keep(run, omap, expired)
+                    keep = _keep(run, omap, expired) & ~aborted_rows(lg.txns, run)
                     kept = retain(data, run, keep)
                     if not kept:
                         continue

@@ -28,7 +28,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ...format.control import ABORT
 
@@ -259,3 +259,23 @@ def rebuild(lg) -> int:
             else:
                 txns.on_data(h.producer_id, h.producer_epoch, h.base_offset, h.record_count)
     return n
+
+
+def aborted_rows(txns: PartitionTransactions, run) -> Any:
+    """Per row of a decoded run (format.compact.Run): True for records of aborted transactions.
+
+    The cleaner drops them and keeps them out of its offset map, so a compacted
+    key's latest committed value is never replaced by an aborted one.
+    """
+    import numpy as np
+
+    n = len(run.walked)
+    bad = np.zeros(n, dtype=bool)
+    if txns.aborted:
+        ranges: dict[int, list[tuple[int, int]]] = {}
+        for a in txns.aborted:
+            ranges.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+        for i, (_, h) in enumerate(run.walked):
+            if h.attributes & _TXN_BITS == 0x10:
+                bad[i] = any(lo <= h.base_offset <= hi for lo, hi in ranges.get(h.producer_id, ()))
+    return bad[run.batch_of_row] if bad.any() else np.zeros(run.table.num_rows, dtype=bool)
