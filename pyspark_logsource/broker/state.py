@@ -102,6 +102,9 @@ class ClusterProtocol(Protocol):
     def topic_config(self, topic: str) -> dict[str, str]:
         """The topic's configuration overrides (``/config/topics/<t>``)."""
 
+    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]) -> object:
+        """Create a topic through the controller (blocking)."""
+
     def partitions(self, topic: str) -> list[PartitionRole | None]:
         """Each partition's role as ZooKeeper has it (None while a partition has no state yet)."""
 
@@ -198,7 +201,11 @@ class BrokerState:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
                      overrides: Mapping[str, str] | None = None) -> None:  # fmt: skip
-        """Create a topic's local logs (single mode; in cluster mode the controller's assignment does)."""
+        """Create a topic: its local logs on a single broker; in a cluster through the controller (this broker
+        must be it: NotController otherwise; blocking, run it off the event loop)."""
+        if self.cluster is not None:
+            self.cluster.create_topic(name, partitions, replication_factor, dict(overrides or {}))
+            return
         self.logs.create_topic(name, partitions, dict(overrides) if overrides else None)
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and config {dict(overrides)}" if overrides else "")  # fmt: skip

@@ -63,6 +63,9 @@ class ClusterMember:
     def start(self, host: str, port: int) -> None:
         """Connect, adopt the cluster id, watch the metadata, register, and join the controller election."""
         self._address = (host, port)
+        # roles read before this broker is registered may be its previous incarnation's (a restart within
+        # the session timeout): it leads nothing until it registered on this session
+        self.state.fenced = True
         self.zk.start()
         for p in paths.PERSISTENT_PATHS:
             self.zk.ensure_path(p)
@@ -74,6 +77,7 @@ class ClusterMember:
         self.registry.watch()
         ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, self._on_topics)
         self.registry.register(host, port)
+        self.loop.call_soon_threadsafe(self._fence, False, "registered")
         self.controller.start()
         self.loop.call_soon_threadsafe(self._delete_stray_logs)
 
@@ -261,7 +265,7 @@ class ClusterMember:
             return
         if kstate == KazooState.LOST:
             self._lost = True
-            self.loop.call_soon_threadsafe(self._fence, True)
+            self.loop.call_soon_threadsafe(self._fence, True, "lost its ZooKeeper session")
         elif kstate == KazooState.CONNECTED and self._lost:
             self._lost = False
             # never block kazoo's connection thread: re-register from a thread of our own
@@ -289,18 +293,17 @@ class ClusterMember:
         def apply() -> None:
             for role, config in roles:
                 self._apply_role(role, config)
-            self._fence(False)
+            self._fence(False, "registered on a new ZooKeeper session and re-read its roles")
 
         self.loop.call_soon_threadsafe(apply)
 
     # ------------------------------------------------------------ on the event loop
 
-    def _fence(self, fenced: bool) -> None:
+    def _fence(self, fenced: bool, why: str) -> None:
         if fenced:
-            log.warning("broker %d lost its ZooKeeper session: refusing writes until it registered again",
-                        self.broker_id)  # fmt: skip
+            log.warning("broker %d %s: refusing writes until it registered again", self.broker_id, why)
         else:
-            log.info("broker %d registered on a new ZooKeeper session and re-read its roles", self.broker_id)
+            log.info("broker %d %s: leading its partitions", self.broker_id, why)
         self.state.fenced = fenced
 
     def _apply_role(self, role: PartitionRole, config: dict[str, str]) -> None:
