@@ -73,8 +73,11 @@ class _Fetched:
             return t
         # offsets are sorted: skip the rows before ``position`` (format.batch.trim does the same
         # through ChunkedArray.to_numpy, whose first call imports pandas: ~0.4 s on the first poll)
-        lo = int(np.searchsorted(int64_values(t.column(_OFFSET)), position, side="left"))
-        return t.slice(lo) if lo else t
+        offs = int64_values(t.column(_OFFSET))
+        if position <= offs[0]:
+            return t  # the usual case: nothing before the position
+        lo = int(np.searchsorted(offs, position, side="left"))
+        return t.slice(lo)
 
 
 _OFFSET = ARROW_SCHEMA.get_field_index("offset")
