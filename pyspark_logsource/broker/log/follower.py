@@ -1,4 +1,9 @@
-"""Appends on a follower replica: the leader's batches, byte for byte, with the leader's offsets.
+"""A partition log's replication side: its high watermark, and appends on a follower replica.
+
+The high watermark is the replica manager's to set; until it does (a single
+broker) it is the log end, so everything appended is readable at once.
+
+Appends on a follower copy the leader's batches, byte for byte, with the leader's offsets.
 
 A follower does not assign offsets or epochs and does not check producer
 sequences (the leader did): it checks each batch's header and CRC, that
@@ -9,7 +14,7 @@ retry is recognised as a duplicate and returning followers can ask it where
 an epoch ended.
 
 It is a mixin of :class:`~.log.PartitionLog` (kept apart so the log module
-stays readable): it uses the log's lock, view and roll.
+stays readable): it uses the log's lock, view, roll and ``_hw``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,18 @@ if TYPE_CHECKING:
     from .log import AppendInfo
 
 
-class FollowerAppendMixin:
-    """``append_as_follower`` for PartitionLog."""
+class ReplicaLogMixin:
+    """``high_watermark`` and ``append_as_follower`` for PartitionLog."""
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are on every in-sync replica (committed); the log end when not replicated."""
+        hw, leo = self._hw, self._leo
+        return leo if hw is None or hw > leo else hw
+
+    def set_high_watermark(self, offset: int | None) -> None:
+        """Set the high watermark (the replica manager's); None makes it follow the log end again."""
+        self._hw = None if offset is None else max(offset, self.log_start_offset)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
         """Append the whole batches of a fetched region (a partial last batch is left for the next fetch).

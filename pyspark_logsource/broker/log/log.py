@@ -39,7 +39,7 @@ from ...topics import validate_topic_name
 from . import transactions as txn
 from .config import LogConfig
 from .epochs import LeaderEpochCache
-from .follower import FollowerAppendMixin
+from .follower import ReplicaLogMixin
 from .loader import complete_swaps, fault_point, fsync_dir, write_swap_meta
 from .producer_state import ProducerStateManager
 from .segment import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
@@ -71,7 +71,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(FollowerAppendMixin):
+class PartitionLog(ReplicaLogMixin):
     """The log of one topic partition in ``directory``; opening it recovers it."""
 
     def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int) -> None:
@@ -232,16 +232,6 @@ class PartitionLog(FollowerAppendMixin):
     def log_end_offset(self) -> int:
         """Offset the next appended record will get."""
         return self._leo
-
-    @property
-    def high_watermark(self) -> int:
-        """Offsets below it are on every in-sync replica (committed); the log end when not replicated."""
-        hw, leo = self._hw, self._leo
-        return leo if hw is None or hw > leo else hw
-
-    def set_high_watermark(self, offset: int | None) -> None:
-        """Set the high watermark (the replica manager's); None makes it follow the log end again."""
-        self._hw = None if offset is None else max(offset, self.log_start_offset)
 
     @property
     def last_stable_offset(self) -> int:
