@@ -89,7 +89,7 @@ class ProducerBatch:
         self.topic = topic
         self.partition = partition
         self.values: list = []
-        self.keys: list = []
+        self.keys: list | None = None  # made on the first key: keyless records append nothing here
         self.timestamps: list = []
         self.headers: list | None = None
         self.size = BATCH_OVERHEAD
@@ -196,6 +196,8 @@ class RecordAccumulator:
         self.wakeup = threading.Condition(self.lock)  # the sender waits here
         self.space = threading.Condition(self.lock)  # send() waits here for memory
         self.open: dict[TopicPartition, ProducerBatch] = {}
+        #: the open batch of each topic's sticky partition: the keyless send() finds it in one lookup
+        self.sticky: dict[str, ProducerBatch] = {}
         self.ready: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.used = 0
@@ -248,6 +250,8 @@ class RecordAccumulator:
         b.record_count = len(b.values)
         if self.open.get(b.tp) is b:
             del self.open[b.tp]
+        if self.sticky.get(b.topic) is b:
+            del self.sticky[b.topic]
         q = self.ready.get(b.tp)
         if q is None:
             q = self.ready[b.tp] = deque()

@@ -52,6 +52,7 @@ from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 log = logging.getLogger(__name__)
 
 _INT32_MAX = (1 << 31) - 1
+_time = time.time
 
 #: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
 _METADATA_ERRORS = (3, 5, 6, 74, 75)
@@ -181,6 +182,38 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
         """Queue one record; return a future resolving to ``(partition, offset)``."""
+        if (
+            key is None and partition is None and headers is None and timestamp_ms is None
+            and type(value) is bytes and self._partitioner is None
+        ):  # fmt: skip
+            # The keyless record (the common case): the open batch of the topic's sticky partition
+            # in one lookup, two list appends, nothing else per record.
+            size = len(value) + RECORD_OVERHEAD
+            ts = int(_time() * 1000)
+            acc = self._acc
+            with acc.lock:
+                b = acc.sticky.get(topic)
+                if b is not None and acc.used + size <= acc.buffer_memory:
+                    acc.used += size
+                    values = b.values
+                    idx = len(values)
+                    values.append(value)
+                    b.timestamps.append(ts)
+                    if b.keys is not None:
+                        b.keys.append(None)
+                    if b.headers is not None:
+                        b.headers.append(None)
+                    b.size += size
+                    if b.size >= acc.batch_size:
+                        acc.close_batch(b)
+                        self._sticky.on_new_batch(topic, b.partition, self._nparts[topic])
+                    return RecordFuture(b, idx)
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send(
+        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
+    ) -> RecordFuture:
+        """send() for every record: conversions, partitioning, memory that may block, a new batch."""
         if type(value) is not bytes:
             value = _as_bytes(value, "value")
         if key is not None and type(key) is not bytes:
@@ -220,12 +253,17 @@ class Producer:
             b = acc.open.get((topic, partition))
             if b is None:
                 b = acc.new_batch(topic, partition)
+            if sticky:
+                acc.sticky[topic] = b
             idx = len(b.values)
             b.values.append(value)
-            b.keys.append(key)
             b.timestamps.append(ts)
             if key is not None:
+                if b.keys is None:
+                    b.keys = [None] * idx
                 b.has_keys = True
+            if b.keys is not None:
+                b.keys.append(key)
             if headers or b.headers is not None:
                 if b.headers is None:
                     b.headers = [None] * idx
@@ -363,6 +401,7 @@ class Producer:
             acc = self._acc
             with acc.lock:
                 acc.closed = True
+                acc.sticky.clear()  # send() now takes the path that checks ``closed``
                 acc.wakeup.notify_all()
                 acc.space.notify_all()
             self._sender.join(timeout=5.0)
