@@ -234,7 +234,9 @@ class Handlers:
                 limit = min(fp.max_bytes, budget - total)
                 if limit > 0:
                     # consumers read below the high watermark (committed data), read_committed below the LSO
-                    region = lg.read(fp.fetch_offset, limit, lso if req.isolation_level else r.high_watermark)
+                    bound = lso if req.isolation_level else r.high_watermark
+                    # no bound at the log end (a single broker, or all replicated): it costs an index probe
+                    region = lg.read(fp.fetch_offset, limit, bound if bound < lg.log_end_offset else None)
                     # only the first non-empty partition may exceed the limits (to make progress)
                     if region.length <= limit or total == 0:
                         r.records = region if session.arrow_body else _kafka_layout(region)
