@@ -318,7 +318,7 @@ class Controller:
         with self._lock:
             if not self.active:
                 raise NotController(f"broker {self.broker_id} is not the controller")
-            live = sorted(self.registry.live())
+            live = self.registry.live_ids(fresh=True)
             if assignment:
                 lengths = {len(r) for r in assignment.values()}
                 if len(lengths) != 1 or any(len(set(r)) != len(r) for r in assignment.values()):

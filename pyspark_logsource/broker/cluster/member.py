@@ -156,7 +156,7 @@ class ClusterMember:
     def auto_create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
         """Create a topic from any broker (Metadata's auto-creation): assignment and config only, the
         controller elects the leaders. TopicAlreadyExists is fine (another request made it first)."""
-        plan = assign_replicas(list(self.registry.live()), partitions, replication_factor)
+        plan = assign_replicas(self.registry.live_ids(fresh=True), partitions, replication_factor)
         try:
             write_topic(self.zk, name, plan, {})
             log.info("broker %d auto-created topic %s: %s", self.broker_id, name, plan)

@@ -98,6 +98,14 @@ class BrokerRegistry:
         with self._lock:
             return dict(self._live)
 
+    def live_ids(self, fresh: bool = False) -> list[int]:
+        """Live broker ids, sorted; ``fresh`` reads ``/brokers/ids`` now instead of the watch's cache (which
+        trails by a watch delivery: a topic created right after brokers joined must see them)."""
+        if not fresh:
+            with self._lock:
+                return sorted(self._live)
+        return sorted(int(c) for c in self.zk.children(paths.BROKER_IDS) if c.isdigit())
+
     def brokers(self) -> list[tuple[int, str, int]]:
         """Live brokers (id, host, port), sorted by id."""
         with self._lock:

@@ -1,7 +1,8 @@
 """The broker's ZooKeeper client: kazoo with one retry object, version-conditioned writes, session states.
 
-Every call goes through :attr:`ZkClient.retry` (one :class:`kazoo.retry.KazooRetry`), which retries on
-connection loss with backoff until its deadline. Writes that must not race are conditioned: :meth:`set_if`
+Every call goes through :attr:`ZkClient.retry` (one :class:`kazoo.retry.KazooRetry` policy, copied per
+call because a retry object counts its attempts), which retries on connection loss with backoff until its
+deadline. Writes that must not race are conditioned: :meth:`set_if`
 (a ``set`` with the read version) and :meth:`transaction` (a multi-op whose ``check`` ops make it all or
 nothing). Session states reach listeners as kazoo reports them (SUSPENDED: connection lost, the session
 may still be alive; LOST: the session expired and its ephemeral nodes are gone; CONNECTED).
@@ -54,6 +55,10 @@ class ZkClient:
         self._listeners: list[Callable[[KazooState], None]] = []
         self.client.add_listener(self._on_state)
 
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # a KazooRetry counts attempts on itself: each call runs a copy of the one policy (as kazoo's recipes do)
+        return self.retry.copy()(fn, *args, **kwargs)
+
     # ------------------------------------------------------------ session
 
     def start(self) -> None:
@@ -69,7 +74,7 @@ class ZkClient:
         if chroot:  # Kafka makes its chroot if missing; kazoo only warns
             self.client.chroot = ""
             try:
-                self.retry(self.client.ensure_path, chroot)
+                self._call(self.client.ensure_path, chroot)
             finally:
                 self.client.chroot = chroot
         log.info("connected to ZooKeeper at %s (session 0x%x, timeout %d ms)", self.connect,
@@ -109,42 +114,42 @@ class ZkClient:
     def get(self, path: str, watch: Callable | None = None) -> tuple[bytes, ZnodeStat] | None:
         """(data, stat), or None when the node does not exist."""
         try:
-            return self.retry(self.client.get, path, watch=watch)
+            return self._call(self.client.get, path, watch=watch)
         except NoNodeError:
             return None
 
     def children(self, path: str) -> list[str]:
         """Children names ([] when the node does not exist)."""
         try:
-            return self.retry(self.client.get_children, path)
+            return self._call(self.client.get_children, path)
         except NoNodeError:
             return []
 
     def exists(self, path: str) -> ZnodeStat | None:
-        return self.retry(self.client.exists, path)
+        return self._call(self.client.exists, path)
 
     # ------------------------------------------------------------ writes
 
     def ensure_path(self, path: str) -> None:
         """Create ``path`` and its parents if missing (persistent, empty)."""
-        self.retry(self.client.ensure_path, path)
+        self._call(self.client.ensure_path, path)
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
         """Create a node; NodeExistsError if it exists. A retry after a lost reply may find the node made by
         the first attempt: callers that care compare the node's owner (ephemeral) or content."""
-        self.retry(self.client.create, path, data, ephemeral=ephemeral, makepath=makepath)
+        self._call(self.client.create, path, data, ephemeral=ephemeral, makepath=makepath)
 
     def set_if(self, path: str, data: bytes, version: int) -> ZnodeStat:
         """Set ``path`` only if its version is still ``version``; ConditionFailed otherwise. Returns the new stat."""
         try:
-            return self.retry(self.client.set, path, data, version=version)
+            return self._call(self.client.set, path, data, version=version)
         except (BadVersionError, NoNodeError) as e:
             raise ConditionFailed(f"{path} changed (expected version {version}): {type(e).__name__}") from e
 
     def delete(self, path: str, recursive: bool = False) -> None:
         """Delete a node (absent is fine)."""
         try:
-            self.retry(self.client.delete, path, recursive=recursive)
+            self._call(self.client.delete, path, recursive=recursive)
         except NoNodeError:
             pass
 
@@ -168,7 +173,7 @@ class ZkClient:
                     raise ValueError(f"unknown transaction op {kind!r}")
             return t.commit()
 
-        results = self.retry(run)
+        results = self._call(run)
         failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if failures:
             raise ConditionFailed(f"multi-op failed: {failures[0]!r}")
