@@ -192,6 +192,7 @@ def _expected(values: dict[tuple[int, int], int]) -> Counter:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.eos_kill
+@pytest.mark.timeout(900)  # ~2 minutes on an idle 2-core machine; 10 Spark driver starts on a loaded one take longer
 def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_path):
     rng = random.Random(12)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)

@@ -39,6 +39,6 @@ def flaky(v: int) -> str:
 
 
 df = spark.range(0, rows, numPartitions=4).select(flaky(F.col("id")).alias("value"))
-df.write.format("logsource").option("bootstrap.servers", bootstrap).option("topic", "eos_batch").save()
+df.write.format("logsource").option("bootstrap.servers", bootstrap).option("topic", "eos_batch").mode("append").save()
 print("WROTE", flush=True)
 spark.stop()
