@@ -141,14 +141,29 @@ def _state(zk: KazooClient, topic: str, p: int) -> tuple[dict, int]:
 
 
 def _expire(zk_connect: str, client: KazooClient) -> None:
-    """kazoo's harness: attach a second client to the session and close it; wait for LOST."""
+    """Expire ``client``'s session on the server: a second client attaches to it (its id and password)
+    and closes it, as kazoo's test harness used to; wait until ``client`` sees LOST.
+
+    The second client connects without the chroot (kazoo checks a chroot with a request, which fails when
+    the first client takes the session back first) and tries again if the two clients' reconnections race."""
     lost = []
     client.add_listener(lambda s: lost.append(s) if s == KazooState.LOST else None)
-    other = KazooClient(zk_connect, client_id=client.client_id, timeout=5.0)
-    other.start(timeout=15)
-    other.stop()
-    other.close()
-    wait_for(lambda: lost, 30, what="the session LOST")
+    hosts = zk_connect.split("/", 1)[0]
+    for _ in range(10):
+        other = KazooClient(hosts, client_id=client.client_id, timeout=5.0)
+        try:
+            other.start(timeout=5)
+            other.stop()
+        except Exception:  # the session moved back to the first client meanwhile: try again
+            pass
+        finally:
+            other.close()
+        try:
+            wait_for(lambda: lost, 3, what="the session LOST")
+            return
+        except AssertionError:
+            continue
+    raise AssertionError("could not expire the session")
 
 
 @pytest.fixture
@@ -301,7 +316,8 @@ def _brokers(zk_connect: str, base: Path, n: int = 3) -> dict[int, EmbeddedBroke
     out = {}
     for b in range(1, n + 1):
         out[b] = EmbeddedBroker(base / f"b{b}", config={"broker.id": b, "zookeeper.connect": zk_connect,
-                                                        "zookeeper.session.timeout.ms": SESSION_MS})  # fmt: skip
+                                                        "zookeeper.session.timeout.ms": SESSION_MS,
+                                                        "default.replication.factor": 2})  # fmt: skip
         out[b].start()
     return out
 
@@ -321,9 +337,11 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             assert r.error_code == NotController.code
         with WireClient(brokers[cid].bootstrap) as w:
             r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3, {"min.insync.replicas": "2"}),
-                                               CreatableTopic("big", 1, 4)])).topics  # fmt: skip
+                                               CreatableTopic("big", 1, 4), CreatableTopic("dflt", 2)])).topics  # fmt: skip
             assert (r[0].error_code, r[0].num_partitions, r[0].replication_factor) == (0, 3, 3)
             assert r[1].error_code == InvalidReplicationFactor.code and "3 available brokers" in r[1].error_message
+            assert (r[2].error_code, r[2].replication_factor) == (0, 2)  # default.replication.factor
+            assert observer.exists(paths.topic_path("big")) is None
         # every broker answers Metadata with every partition's leader, replicas and ISR, leaders spread
         for b in brokers.values():
             with WireClient(b.bootstrap) as w:
@@ -367,7 +385,7 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             assert w.metadata(["auto"], auto_create=True).topics[0].error_code == LeaderNotAvailable.code
             parts = wait_for(lambda: (t := w.metadata(["auto"]).topics[0]).error_code == 0 and t.partitions
                              and t.partitions[0].error_code == 0 and t.partitions, what="auto-created topic led")  # fmt: skip
-            assert len(parts) == 1 and len(parts[0].replicas) == 1 and parts[0].leader_id in (1, 2, 3)
+            assert len(parts) == 1 and len(parts[0].replicas) == 2 and parts[0].leader_id in (1, 2, 3)
 
         # deletion through the controller: znodes gone, every broker's logs of t go
         with WireClient(brokers[cid].bootstrap) as w:
