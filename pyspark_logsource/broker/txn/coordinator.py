@@ -44,7 +44,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ... import format as fmt
-from ...errors import InvalidRequest, InvalidTxnState, LogSourceError, TopicAlreadyExists
+from ...errors import (
+    InvalidRequest,
+    InvalidTxnState,
+    LogSourceError,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
 from ...format.control import ABORT, COMMIT, encode_marker
 
 if TYPE_CHECKING:
@@ -182,8 +188,10 @@ class TxnCoordinator:
         if not 0 < timeout_ms <= self.max_timeout_ms:
             raise InvalidRequest(f"timeout_ms {timeout_ms} is not in (0, {self.max_timeout_ms}] "
                                  "(transaction.max.timeout.ms)")  # fmt: skip
+        known = self.state.topics()  # the cluster's topics: this broker need not host a replica
         for t, p in partitions:
-            self.state.logs.get_log(t, p)  # UnknownTopicOrPartition before anything is recorded
+            if not 0 <= p < known.get(t, 0):
+                raise UnknownTopicOrPartition(f"unknown topic or partition {t}-{p}")
         regs = self.registrations.setdefault(write_id, {})
         reg = regs.get(pid)
         if reg is not None and epoch < reg.producer_epoch:
@@ -210,8 +218,9 @@ class TxnCoordinator:
             return False, last
         for pid, (epoch, parts) in winners.items():
             for (t, p), n in parts.items():
-                if n <= 0:
-                    continue
+                role = self.state.role(t, p)
+                if n <= 0 or (role is not None and role.leader != self.state.broker_id):
+                    continue  # counts are checked where the data is led (a replica here may lag)
                 o = self.state.logs.get_log(t, p).txns.open.get(pid)
                 if o is None or o.producer_epoch != epoch or o.records != n:
                     have = "nothing open" if o is None else f"epoch {o.producer_epoch}, {o.records} records"
