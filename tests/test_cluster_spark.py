@@ -15,7 +15,7 @@ import uuid
 import pytest
 from cluster import Cluster, wait_for
 
-from pyspark_logsource.client import Admin, Producer
+from pyspark_logsource.client import Admin, Consumer, Producer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -79,10 +79,11 @@ def _assert_exactly_once(rows, acked: dict[bytes, tuple[int, int]]) -> None:
     )
 
 
-def test_batch_read_while_a_leader_is_killed(cluster, spark):
-    c, topic = cluster, "spark-batch"
-    c.create_topic(topic, partitions=3, replication_factor=3, config=MIN_ISR)
-    c.wait_full_isr(topic)
+def test_batch_read_and_sink_while_a_leader_is_killed(cluster, spark):
+    c, topic, sink = cluster, "spark-batch", "spark-sink"
+    for t in (topic, sink):
+        c.create_topic(t, partitions=3, replication_factor=3, config=MIN_ISR)
+        c.wait_full_isr(t)
     bs = _bootstrap(c)
     acked = _produce(bs, topic, range(3000))
     victim = c.leader(topic, 0)
@@ -92,7 +93,18 @@ def test_batch_read_while_a_leader_is_killed(cluster, spark):
     assert c.leader(topic, 0) != victim
     _assert_exactly_once(rows, acked)
     assert len(rows) == 3000
+    # the sink, with the victim still dead: each task's producer writes to the new leaders
+    df.select("key", "value").write.format("logsource").mode("append").option("bootstrap.servers", bs).option("topic", sink).save()
+    with Consumer(bs, auto_offset_reset="earliest") as cons:
+        cons.assign([(sink, p) for p in range(3)])
+        cons.seek_to_beginning()
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < 3000 and time.monotonic() < deadline:
+            got.extend(cons.poll(500, max_records=5000))
+    assert sorted(int(m.value) for m in got) == list(range(3000))
     _heal(c, topic)
+    c.wait_full_isr(sink)
 
 
 def test_streaming_query_while_a_leader_is_killed(cluster, spark, tmp_path):
