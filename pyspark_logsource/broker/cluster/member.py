@@ -213,6 +213,8 @@ class ClusterMember:
         return lambda data, stat: self._on_state(topic, p, data, stat)
 
     def _on_assignment(self, topic: str, data: bytes | None) -> bool:
+        if self._closing:
+            return False
         if data is None:  # the topic was deleted
             with self._lock:
                 gone = self._assignments.pop(topic, {})
@@ -239,6 +241,8 @@ class ClusterMember:
         return True
 
     def _on_state(self, topic: str, p: int, data: bytes | None, stat: object) -> bool:
+        if self._closing:
+            return False
         with self._lock:
             if (topic, p) not in self._watched:
                 return False  # deleted

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from kazoo.exceptions import ConnectionClosedError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ...errors import BrokerIdConflict
@@ -62,6 +63,13 @@ class BrokerRegistry:
         self._watch = ChildrenWatch(self.zk.client, paths.BROKER_IDS, self._on_children)
 
     def _on_children(self, children: list[str]) -> bool:
+        try:
+            self._refresh(children)
+        except ConnectionClosedError:
+            return False  # the client is closing: stop watching
+        return True
+
+    def _refresh(self, children: list[str]) -> None:
         live: dict[int, paths.BrokerInfo] = {}
         for c in children:
             if not c.isdigit():
@@ -88,7 +96,6 @@ class BrokerRegistry:
                     fn(set(live))
                 except Exception:
                     log.exception("live-broker listener failed")
-        return True
 
     def add_listener(self, fn: Callable[[set[int]], None]) -> None:
         """Call ``fn(live_ids)`` when the set of live brokers (or an address) changes (kazoo's thread)."""
