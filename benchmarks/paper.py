@@ -32,6 +32,7 @@ Both sides run this file's code: only the package differs.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import subprocess
 import sys
@@ -148,13 +149,24 @@ def produce_sync_baseline(bootstrap: str, topic: str, msgs: list[bytes], batch: 
     return dt
 
 
-def consume(bootstrap: str, topic: str, n: int, arrow: bool) -> tuple[float, int]:
-    """Read ``n`` messages from offset 0, each fetch up to 200 KB (~1000 messages)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def consume(bootstrap: str, topic: str, n: int, arrow: bool, cpu: dict | None = None) -> tuple[float, int]:
+    """Read ``n`` messages from offset 0, each fetch up to 200 KB (~1000 messages).
+
+    ``cpu``: a dict with the broker's ``pid``, given CPU seconds of this process (all its threads)
+    and of the broker during the timed part, as ``client`` and ``broker``."""
     c = Consumer(bootstrap, max_partition_fetch_bytes=200 * 1024, fetch_max_bytes=4 << 20, fetch_max_wait_ms=100)
     c.assign([(topic, 0)])
     c.seek((topic, 0), 0)
     got = 0
     checksum = 0
+    if cpu is not None:
+        c0, b0 = time.process_time(), cpu_seconds(cpu["pid"])
     t0 = time.perf_counter()
     if arrow:
         while got < n:
@@ -167,6 +179,8 @@ def consume(bootstrap: str, topic: str, n: int, arrow: bool) -> tuple[float, int
                 checksum += len(m.value)
                 got += 1
     dt = time.perf_counter() - t0
+    if cpu is not None:
+        cpu["client"], cpu["broker"] = time.process_time() - c0, cpu_seconds(cpu["pid"]) - b0
     c.close()
     return dt, got
 
@@ -302,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     msgs = values(n)
     chunks50 = arrow_chunks(n, 50)
     rows = []
+    consumer_cpu: list[tuple[str, float, float]] = []  # row, client us/msg, broker us/msg
     with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
         bs = broker.bootstrap
         admin = Admin(bs)
@@ -352,10 +367,13 @@ def main(argv: list[str] | None = None) -> int:
             consume(bs, "p50", min(n, 5000), arrow=True)
             # consumer: one fetch = up to 200 KB, i.e. ~1000 messages (the paper's setting)
             for topic, label in (("p50", "50-msg batches"), ("b1000", "1000-msg batches")):
-                dt, got = consume(bs, topic, n, arrow=True)
+                cpu: dict = {"pid": broker.pid}
+                dt, got = consume(bs, topic, n, arrow=True, cpu=cpu)
                 arrow_row = rate_row(f"consumer {label}: poll_arrow()", got, dt, PAPER["consumer"], None)
-                dt, got = consume(bs, topic, n, arrow=False)
+                consumer_cpu.append((arrow_row[0], 1e6 * cpu["client"] / got, 1e6 * cpu["broker"] / got))
+                dt, got = consume(bs, topic, n, arrow=False, cpu=cpu)
                 msg_row = rate_row(f"consumer {label}: poll() per message", got, dt, PAPER["consumer"], None)
+                consumer_cpu.append((msg_row[0], 1e6 * cpu["client"] / got, 1e6 * cpu["broker"] / got))
                 # consumer ratio: batches vs per-message iteration of the same data
                 rows.append(arrow_row[:6] + (arrow_row[3] / msg_row[3],))
                 rows.append(msg_row[:6] + (1.0,))
@@ -394,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             if "caller cost" in r[0]:
                 print(f"| {r[0] + ' (us)':<40} | {1e6 / r[3]:>9.2f} | {'':>22} | {'2.4-3.2':>12} | {'<= 1':>7} |")
+    for name, client_us, broker_us in consumer_cpu:
+        print(f"CPU per message, {name}: client process {client_us:.2f} us, broker process {broker_us:.2f} us")
     print(f"message overhead on disk/wire: {HEADER_SIZE} bytes per batch + {PER_MSG_BYTES} per message "
           "(paper: 9 bytes per message)")  # fmt: skip
     return 0
@@ -407,8 +427,11 @@ def compare_with_base(args: argparse.Namespace) -> int:
     argv = ["--messages", str(args.messages), "--baseline-messages", str(args.baseline_messages),
             "--in-flight", str(args.in_flight), "--runs", str(args.runs), "--latency-seconds",
             str(args.latency_seconds), "--rows", args.rows, "--base", "none", *(["--quick"] if args.quick else [])]  # fmt: skip
-    best, head_out = compare(base, argv, args.rounds, head_script=True)
-    print(head_out, end="")
+    best, outs = compare(base, argv, args.rounds, head_script=True)
+    print(outs["head"], end="")
+    for line in outs["base"].splitlines():
+        if line.startswith("CPU per message"):
+            print(f"base {base}: {line}")
     print_comparison(best, base, args.rounds, TARGETS)
     print("the machine is shared: absolute msg/s vary with its load; the ratio compares rounds run alternately")
     return 0

@@ -67,21 +67,20 @@ def run_paper(script: Path, package: Path, argv: list[str]) -> tuple[dict[str, f
 
 
 def compare(base: str, argv: list[str], rounds: int, head_script: bool,
-            targets: dict[str, float] | None = None) -> tuple[dict[str, dict[str, float]], str]:  # fmt: skip
-    """Best msg/s per row at ``base`` and at the work tree, alternating ``rounds`` times; and the last head output."""
+            targets: dict[str, float] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, str]]:  # fmt: skip
+    """Best msg/s per row at ``base`` and at the work tree, alternating ``rounds`` times; and the last output of each."""
     best: dict[str, dict[str, float]] = {"base": {}, "head": {}}
-    head_out = ""
+    outs = {"base": "", "head": ""}
     with worktree(base) as base_tree:
         for r in range(rounds):
             for label, tree in (("base", base_tree), ("head", ROOT)):
                 script = (ROOT if head_script else tree) / "benchmarks" / "paper.py"
                 print(f"round {r + 1}/{rounds}: {label} ...", file=sys.stderr, flush=True)
                 rows, out = run_paper(script, tree, argv)
-                if label == "head":
-                    head_out = out
+                outs[label] = out
                 for name, v in rows.items():
                     best[label][name] = max(v, best[label].get(name, 0.0))
-    return best, head_out
+    return best, outs
 
 
 def print_comparison(best: dict[str, dict[str, float]], base: str, rounds: int,
