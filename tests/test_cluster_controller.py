@@ -447,3 +447,23 @@ def test_a_broker_without_zookeeper_fails_to_start_with_a_clear_error(tmp_path):
         b.start()
     assert not b.running
     b.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(60)
+def test_logs_not_assigned_in_zookeeper_are_set_aside_not_served_nor_deleted(zk_connect, tmp_path):
+    with EmbeddedBroker(tmp_path / "b") as single, WireClient(single.bootstrap) as w:  # a single broker's data
+        assert w.create_topic("old") == 0
+        assert w.produce("old", 0, fmt.encode([b"kept"])).error_code == 0
+    b = EmbeddedBroker(tmp_path / "b", config={"broker.id": 1, "zookeeper.connect": zk_connect,
+                                               "zookeeper.session.timeout.ms": SESSION_MS})  # fmt: skip
+    b.start()
+    try:
+        logs = b._broker.state.logs
+        wait_for(lambda: not any(lg.topic == "old" for lg in logs.logs()), what="the stray log set aside")
+        stray = list((tmp_path / "b" / "logs").glob("old-0.*-stray"))
+        assert len(stray) == 1 and list(stray[0].glob("*.log"))
+        with WireClient(b.bootstrap) as w:
+            assert w.metadata(["old"]).topics[0].error_code == UnknownTopicOrPartition.code
+    finally:
+        b.close()

@@ -79,7 +79,7 @@ class ClusterMember:
         self.registry.register(host, port)
         self.loop.call_soon_threadsafe(self._fence, False, "registered")
         self.controller.start()
-        self.loop.call_soon_threadsafe(self._delete_stray_logs)
+        self.loop.call_soon_threadsafe(self._set_aside_stray_logs)
 
     def reserve_producer_ids(self, size: int) -> tuple[int, int]:
         """A block of producer ids [start, end) no other broker gets: ``/latest_producer_id_block`` moved on
@@ -342,8 +342,10 @@ class ClusterMember:
             st.groups.forget_topic(topic)
         st.waiters.notify_topic(topic)
 
-    def _delete_stray_logs(self) -> None:
-        """Logs of topics deleted (or replicas moved) while this broker was down."""
+    def _set_aside_stray_logs(self) -> None:
+        """Logs of partitions not assigned to this broker in ZooKeeper (a topic deleted or a replica moved
+        while it was down, a data dir from a single broker): renamed ``...-stray`` and not served, never
+        deleted (their topic may be recreated with other data; the operator decides)."""
         st = self.state
         if st.logs is None:
             return
@@ -353,5 +355,7 @@ class ClusterMember:
             key = (lg.topic, lg.partition)
             if is_internal(lg.topic) or key in assigned:
                 continue
-            log.info("broker %d deletes its stray log %s-%d (not assigned to it in ZooKeeper)", self.broker_id, *key)
-            st.logs.delete_log(*key)
+            try:
+                st.logs.set_aside_log(*key)
+            except LogSourceError:
+                log.exception("broker %d cannot set aside its stray log %s-%d", self.broker_id, *key)

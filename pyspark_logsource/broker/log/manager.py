@@ -258,6 +258,26 @@ class LogManager:
         log.info("deleted log %s-%d", topic, partition)
         self._finish_deletes()
 
+    def set_aside_log(self, topic: str, partition: int) -> Path | None:
+        """Close a log this broker should not have and rename its directory ``<topic>-<p>.<uuid>-stray``
+        (Kafka's stray logs): never loaded or served again, but kept for an operator to look at.
+        Returns the new directory (None if there was no such log)."""
+        with self._lock:
+            self._check_open()
+            lg = self._logs.pop((topic, partition), None)
+            if lg is None:
+                return None
+            lg.close()
+            target = lg.directory.with_name(_delete_dir_name(topic, partition)[: -len(DELETE_DIR_SUFFIX)] + "-stray")
+            try:
+                lg.directory.replace(target)
+            except OSError as e:
+                raise StorageError(f"cannot set aside {lg.directory}: {e}") from e
+            if not any(k[0] == topic for k in self._logs):
+                self._overrides.pop(topic, None)
+        log.warning("set aside stray log %s-%d as %s", topic, partition, target)
+        return target
+
     def delete_topic(self, topic: str) -> None:
         """Remove a topic now; its files go after ``file.delete.delay.ms`` (served regions stay valid)."""
         with self._lock:
