@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
+#: attribute bits of a batch that the transaction checks look at
+_TXN_BITS = fmt.TRANSACTIONAL_BIT | fmt.CONTROL_BIT
 
 __all__ = ["AppendInfo", "FileRegion", "PartitionLog", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP"]
 
@@ -301,25 +303,32 @@ class PartitionLog(ReplicaLogMixin):
         # header checks, size bound, CRC and codec of every batch: one call, the format's walker
         batches = fmt.walk(mv, check_crc=True, max_size=self.config.max_message_bytes, strict=True)
         compact = self.config.compact
-        transactional = txn.check_append(batches, control)
+        transactional = arrow = False
         for pos, h in batches:
-            if h.is_arrow_body:
-                keyless = compact and h.attributes & fmt.HAS_KEY_NULLS
+            attrs = h.attributes
+            if attrs & _TXN_BITS:
+                transactional = True
+            if attrs & fmt.ARROW_BODY:
+                arrow = True
+                keyless = compact and attrs & fmt.HAS_KEY_NULLS
             else:  # a Kafka client's batch: its varint records must parse
                 keyless = validate_kafka_records(mv, pos, h) and compact
             if keyless:
                 raise InvalidRecord(f"compacted topic {self.topic} refuses records without a key "
                                     f"(batch at position {pos})")  # fmt: skip
+        if transactional:  # checked only when there is one: most appends have no transactional batch
+            txn.check_append(batches, control)
         now = int(time.time() * 1000)
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
+            latest = self.epochs.latest_epoch
             if leader_epoch is None:  # the epoch this replica leads in (its cache's newest; 0 on a single broker)
-                leader_epoch = max(self.epochs.latest_epoch, 0)
-            info = self._append_locked(mv, batches, leader_epoch, now)
+                leader_epoch = max(latest, 0)
+            info = self._append_locked(mv, batches, leader_epoch, now, arrow)
             if transactional and not info.duplicate:
                 txn.apply_append(self, mv, batches, self._last_bases)
-            if leader_epoch > self.epochs.latest_epoch and not info.duplicate:
+            if leader_epoch > latest and not info.duplicate:
                 self.epochs.assign(leader_epoch, info.base_offset)
             due = not info.duplicate and (
                 self._leo - self._recovery_point >= self.config.flush_messages
@@ -330,7 +339,7 @@ class PartitionLog(ReplicaLogMixin):
         return info
 
     def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int,
-                       now: int) -> AppendInfo:  # fmt: skip
+                       now: int, arrow: bool = True) -> AppendInfo:  # fmt: skip
         lat = self.config.log_append_time
         producers = None
         offset = self._leo
@@ -368,7 +377,7 @@ class PartitionLog(ReplicaLogMixin):
         if active.size and active.should_roll(len(mv), offset - 1, now):
             active = self._roll_locked(now)
         try:
-            active.append(mv, stamped, arrow=any(h.is_arrow_body for _, h in batches))
+            active.append(mv, stamped, arrow=arrow)
         except OSError as e:
             raise StorageError(f"append to {active.log_path} failed: {e}") from e
         if producers is not None:
