@@ -208,6 +208,12 @@ class Controller:
             if not ours and self.active:
                 log.warning("broker %d: /controller names another broker; resigning", self.broker_id)
                 self.active = False
+            elif ours and not self.active:
+                # our election's multi-op applied but its reply was lost (the retry then failed): the epoch
+                # znode holds our epoch, and nobody can have bumped it while /controller is ours
+                got_epoch = self.zk.get(paths.CONTROLLER_EPOCH)
+                if got_epoch is not None:
+                    self._on_elected(int(got_epoch[0].decode() or 0), got_epoch[1].version)
             return
         if self._stopped.is_set() or not self.zk.connected:
             return
@@ -227,7 +233,11 @@ class Controller:
             ])  # fmt: skip
         except ConditionFailed:
             return  # another broker won this epoch; its /controller fires our watch
-        self.epoch, self.epoch_zk_version = epoch + 1, results[0].version
+        self._on_elected(epoch + 1, results[0].version)
+
+    def _on_elected(self, epoch: int, epoch_zk_version: int) -> None:
+        """Take over: look at every topic, the live brokers and pending deletions."""
+        self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.active = True
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         self._registrations = {}
