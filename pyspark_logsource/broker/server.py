@@ -119,7 +119,10 @@ class Broker:
         """Resign as controller and close the ZooKeeper session: the controller moves this broker's leaderships."""
         member = self.state.cluster
         if member is not None:
-            await asyncio.get_running_loop().run_in_executor(None, member.stop)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, member.stop)
+            except Exception:  # never keep the logs from closing cleanly
+                log.exception("broker %d could not leave the cluster cleanly", self.config.broker_id)
 
     async def stop(self) -> None:
         """Stop accepting, close connections, leave the cluster, flush and close the logs."""

@@ -37,7 +37,7 @@ from ...errors import (
 from . import paths
 from .paths import LeaderAndIsr
 from .registry import BrokerRegistry
-from .zk import ConditionFailed, NodeExistsError, ZkClient
+from .zk import ZK_UNAVAILABLE, ConditionFailed, NodeExistsError, ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +145,13 @@ class Controller:
             self._thread.join(10)
         if self.active:
             self.active = False
-            got = self.zk.get(paths.CONTROLLER)
-            if got is not None and got[1].ephemeralOwner == self.zk.session_id:
-                self.zk.delete(paths.CONTROLLER)
-                log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
+            try:
+                got = self.zk.get(paths.CONTROLLER)
+                if got is not None and got[1].ephemeralOwner == self.zk.session_id:
+                    self.zk.delete(paths.CONTROLLER)
+                    log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
+            except ZK_UNAVAILABLE as e:  # ZooKeeper is away: /controller goes with the session
+                log.warning("broker %d could not resign as controller: %r", self.broker_id, e)
 
     def _on_session(self, state: KazooState) -> None:
         if state == KazooState.LOST:

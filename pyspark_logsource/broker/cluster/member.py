@@ -103,8 +103,10 @@ class ClusterMember:
     def stop(self) -> None:
         """Resign as controller and close the session (the registration goes with it)."""
         self._closing = True
-        self.controller.stop()
-        self.zk.stop()
+        try:
+            self.controller.stop()
+        finally:
+            self.zk.stop()  # the session ends: the registration goes, the controller moves the leaderships
 
     def _adopt_cluster_id(self) -> None:
         # the first broker's id becomes the cluster's (Kafka keeps it in /cluster/id)
