@@ -467,3 +467,35 @@ def test_logs_not_assigned_in_zookeeper_are_set_aside_not_served_nor_deleted(zk_
             assert w.metadata(["old"]).topics[0].error_code == UnknownTopicOrPartition.code
     finally:
         b.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(90)
+def test_a_broker_stops_cleanly_while_zookeeper_is_down(zookeeper, zk_connect, tmp_path, caplog):
+    import time
+
+    caplog.set_level(logging.INFO, "pyspark_logsource.broker.state")
+    b = EmbeddedBroker(tmp_path / "b", config={"broker.id": 1, "zookeeper.connect": zk_connect,
+                                               "zookeeper.session.timeout.ms": SESSION_MS})  # fmt: skip
+    b.start()
+    try:
+        wait_for(lambda: b._broker.state.cluster.is_controller(), what="the broker as controller")
+        with WireClient(b.bootstrap) as w:
+            assert w.request(CreateTopicsRequest([CreatableTopic("t", 1, 1)])).topics[0].error_code == 0
+            zookeeper.kill()
+            try:
+                # ZooKeeper down: the broker keeps serving its partition (the session is only suspended)
+                assert w.produce("t", 0, fmt.encode([b"while-zk-is-down"])).error_code == 0
+                t0 = time.monotonic()
+                b.stop()
+                assert time.monotonic() - t0 < 15
+            finally:
+                zookeeper.start()
+        assert any("broker 1 stopped; logs flushed and closed" in r.getMessage() for r in caplog.records)
+        assert list((tmp_path / "b" / "logs" / "t-0").glob("*.log"))
+        b.start()  # recovers from a clean shutdown and rejoins
+        with WireClient(b.bootstrap) as w:
+            got = wait_for(lambda: (r := w.fetch("t", 0, 0)).error_code == 0 and r, what="t served again")
+            assert [r.value for r in fmt.decode_all(bytes(got.records))[0].records()] == [b"while-zk-is-down"]
+    finally:
+        b.close()

@@ -142,7 +142,9 @@ class Controller:
         self._stopped.set()
         self._events.put(("stop", None))
         if self._thread.is_alive():
-            self._thread.join(10)
+            self._thread.join(2)  # it may be waiting on ZooKeeper; a daemon thread, and the session ends next
+        if self.active and not self.zk.connected:
+            self.active = False  # ZooKeeper is away: /controller goes with the session
         if self.active:
             self.active = False
             try:
