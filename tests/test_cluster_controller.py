@@ -98,6 +98,7 @@ def test_cluster_config_keys_are_read_and_validated():
     assert (c.default_replication_factor, c.unclean_leader_election_enable, c.replica_lag_time_max_ms) == (3, True, 1500)
     assert c.zookeeper_connection_timeout_ms == 3000  # defaults to the session timeout, as in Kafka
     assert c.log.min_insync_replicas == 2
+    assert (c.auto_leader_rebalance_enable, c.leader_imbalance_check_interval_seconds) == (True, 300)
     single = BrokerConfig.from_properties({})
     assert not single.cluster_mode and single.unclean_leader_election_enable is False
     bad = [
@@ -119,7 +120,7 @@ def test_cluster_config_keys_are_read_and_validated():
 class Node:
     """One 'broker' for the controller: its session, registration and controller, nothing else."""
 
-    def __init__(self, zk_connect: str, broker_id: int, unclean: bool = False) -> None:
+    def __init__(self, zk_connect: str, broker_id: int, unclean: bool = False, rebalance_s: float | None = None) -> None:
         self.zk = ZkClient(zk_connect, SESSION_MS)
         self.zk.start()
         for p in paths.PERSISTENT_PATHS:
@@ -127,7 +128,7 @@ class Node:
         self.registry = BrokerRegistry(self.zk, broker_id)
         self.registry.watch()
         self.registry.register("127.0.0.1", 9000 + broker_id)
-        self.controller = Controller(self.zk, self.registry, broker_id, unclean)
+        self.controller = Controller(self.zk, self.registry, broker_id, unclean, rebalance_interval_s=rebalance_s)
         self.controller.start()
 
     def close(self) -> None:
@@ -288,6 +289,29 @@ def test_unclean_election_when_enabled(zk_connect, observer):
         nodes.pop(victim).close()
         s = wait_for(lambda: (s := _state(observer, "u", 0)[0])["leader"] == cid and s, what="unclean leader")
         assert s["isr"] == [cid] and s["leader_epoch"] == 1
+    finally:
+        for n in nodes.values():
+            n.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(60)
+def test_leadership_goes_back_to_preferred_replicas_when_in_sync(zk_connect, observer):
+    nodes = {b: Node(zk_connect, b, rebalance_s=0.3) for b in (1, 2, 3)}
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        ctl = nodes[cid].controller
+        wait_for(lambda: ctl.active and len(ctl.registry.live()) == 3, what="controller active, brokers seen")
+        ctl.create_topic("r", 3, 3, {}, assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+        # after failovers: 1 no longer leads partition 0 (in sync), 2 no longer leads 1 and is out of sync
+        for p, leader, isr in ((0, 2, [1, 2, 3]), (1, 3, [3, 1])):
+            s, v = _state(observer, "r", p)
+            observer.set(paths.partition_state_path("r", p),
+                         json.dumps({**s, "leader": leader, "leader_epoch": 3, "isr": isr}).encode(), version=v)  # fmt: skip
+        s = wait_for(lambda: (s := _state(observer, "r", 0)[0])["leader"] == 1 and s, what="1 leading 0 again")
+        assert s["leader_epoch"] == 4 and s["isr"] == [1, 2, 3]
+        assert _state(observer, "r", 1)[0]["leader"] == 3  # its preferred replica is not in sync: stays
+        assert _state(observer, "r", 2)[0]["leader_epoch"] == 0  # balanced: untouched
     finally:
         for n in nodes.values():
             n.close()

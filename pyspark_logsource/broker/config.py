@@ -60,6 +60,10 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.backoff.ms": "200",
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "unclean.leader.election.enable": "false",
+    # the controller moves leadership back to each partition's preferred replica (the first assigned)
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
 }
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
@@ -188,6 +192,9 @@ class BrokerConfig:
     replica_fetch_min_bytes: int = 1
     replica_fetch_max_bytes: int = 1024 * 1024
     unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
 
@@ -243,6 +250,9 @@ class BrokerConfig:
             replica_fetch_min_bytes=_int(p, "replica.fetch.min.bytes", 1),
             replica_fetch_max_bytes=_int(p, "replica.fetch.max.bytes", 1),
             unclean_leader_election_enable=_bool(p, "unclean.leader.election.enable"),
+            auto_leader_rebalance_enable=_bool(p, "auto.leader.rebalance.enable"),
+            leader_imbalance_check_interval_seconds=_int(p, "leader.imbalance.check.interval.seconds", 1),
+            leader_imbalance_per_broker_percentage=_int(p, "leader.imbalance.per.broker.percentage", 0),
             log=log_config,
             properties=p,
         )

@@ -110,11 +110,15 @@ class Controller:
     """This broker's part in the controller election, and the controller's work while it is elected."""
 
     def __init__(self, zk: ZkClient, registry: BrokerRegistry, broker_id: int, unclean_election: bool = False,
-                 on_change: Callable[[int], None] | None = None) -> None:  # fmt: skip
+                 on_change: Callable[[int], None] | None = None, rebalance_interval_s: float | None = None,
+                 imbalance_percentage: int = 10) -> None:  # fmt: skip
         self.zk = zk
         self.registry = registry
         self.broker_id = broker_id
         self.unclean_election = unclean_election
+        #: auto.leader.rebalance.enable: check every this many seconds (None: never)
+        self.rebalance_interval_s = rebalance_interval_s
+        self.imbalance_percentage = imbalance_percentage
         self.on_change = on_change  # called with the controller id it sees
         self.active = False
         self.epoch = -1
@@ -136,6 +140,12 @@ class Controller:
         DataWatch(self.zk.client, paths.CONTROLLER, self._on_controller_node)
         ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, lambda c: self._events.put(("topics", set(c))))
         ChildrenWatch(self.zk.client, paths.DELETE_TOPICS, lambda c: self._events.put(("deletes", None)))
+        if self.rebalance_interval_s:
+            threading.Thread(target=self._tick_rebalance, name=f"leader-rebalance-{self.broker_id}", daemon=True).start()
+
+    def _tick_rebalance(self) -> None:
+        while not self._stopped.wait(self.rebalance_interval_s):
+            self._events.put(("rebalance", None))
 
     def stop(self) -> None:
         """Resign (delete ``/controller`` if it is ours, so another broker takes over at once) and stop."""
@@ -201,6 +211,8 @@ class Controller:
             self._topics = set(arg)
             if new:
                 self._reconcile(sorted(new))
+        elif kind == "rebalance":
+            self._rebalance_leaders()
         elif kind == "deletes":
             for t in self.zk.children(paths.DELETE_TOPICS):
                 self._delete_topic(t)
@@ -323,6 +335,38 @@ class Controller:
                 return
             new = LeaderAndIsr(state.leader, state.leader_epoch, isr, self.epoch)
         self._write_state(topic, p, new, version)
+
+    def _rebalance_leaders(self) -> None:
+        """Kafka's auto leader rebalance: for each broker of which more than ``imbalance_percentage`` of the
+        partitions it is the preferred replica of (first in the assignment) are led by others, give those
+        partitions back to it where it is alive and in the ISR (a new leader epoch; nothing is lost)."""
+        live = set(self.registry.live())
+        preferred: dict[int, list[tuple[str, int, LeaderAndIsr, int]]] = {}
+        led_elsewhere: dict[int, int] = {}
+        for topic in sorted(self._topics):
+            got = self.zk.get(paths.topic_path(topic))
+            if got is None:
+                continue
+            for p, replicas in sorted(paths.decode_assignment(got[0]).items()):
+                st = self.zk.get(paths.partition_state_path(topic, p))
+                if st is None or not replicas:
+                    continue
+                state, version = paths.decode_state(st[0]), st[1].version
+                pref = replicas[0]
+                preferred.setdefault(pref, []).append((topic, p, state, version))
+                if state.leader != pref:
+                    led_elsewhere[pref] = led_elsewhere.get(pref, 0) + 1
+        for pref, parts in sorted(preferred.items()):
+            if pref not in live or led_elsewhere.get(pref, 0) * 100 <= self.imbalance_percentage * len(parts):
+                continue
+            for topic, p, state, version in parts:
+                if state.leader != pref and pref in state.isr:
+                    try:
+                        self._write_state(topic, p, LeaderAndIsr(pref, state.leader_epoch + 1, state.isr, self.epoch),
+                                          version)  # fmt: skip
+                        log.info("controller %d: %s-%d back to its preferred leader %d", self.broker_id, topic, p, pref)
+                    except ConditionFailed:
+                        continue  # its state moved meanwhile; the next check looks again
 
     # ------------------------------------------------------------ topics
 

@@ -46,8 +46,11 @@ class ClusterMember:
         self.broker_id = c.broker_id
         self.zk = ZkClient(c.zookeeper_connect, c.zookeeper_session_timeout_ms, c.zookeeper_connection_timeout_ms)
         self.registry = BrokerRegistry(self.zk, self.broker_id)
-        self.controller = Controller(self.zk, self.registry, self.broker_id, c.unclean_leader_election_enable,
-                                     on_change=self._on_controller)  # fmt: skip
+        self.controller = Controller(
+            self.zk, self.registry, self.broker_id, c.unclean_leader_election_enable, on_change=self._on_controller,
+            rebalance_interval_s=c.leader_imbalance_check_interval_seconds if c.auto_leader_rebalance_enable else None,
+            imbalance_percentage=c.leader_imbalance_per_broker_percentage,
+        )
         self._lock = threading.RLock()
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._configs: dict[str, dict[str, str]] = {}
