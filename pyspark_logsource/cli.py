@@ -74,7 +74,8 @@ def _topics(args: argparse.Namespace) -> int:
                 ends = _offsets(admin, name, d.partitions, "latest")
                 starts = _offsets(admin, name, d.partitions, "earliest")
                 rf = max((len(p.replicas) for p in d.partitions), default=0)
-                print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}")
+                configs = ",".join(f"{k}={v}" for k, v in sorted(admin.topic_configs(name).items()))
+                print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\tConfigs: {configs}")
                 for p in d.partitions:
                     tp = (name, p.partition)
                     print(

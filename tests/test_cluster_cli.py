@@ -13,7 +13,7 @@ from brokers import broker_thread
 
 from pyspark_logsource.broker.cluster.zookeeper import pid_alive
 from pyspark_logsource.client import Admin
-from pyspark_logsource.errors import ConfigError, InvalidReplicationFactor
+from pyspark_logsource.errors import ConfigError, InvalidReplicationFactor, UnknownTopicOrPartition
 
 CLI = [sys.executable, "-m", "pyspark_logsource.cli"]
 
@@ -74,7 +74,7 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
         # any one broker of the list is enough to bootstrap (the others come from Metadata)
         rc, desc, err = here(capsys, "topics", "describe", "events", "-b", bootstrap.split(",")[-1])
         assert rc == 0, err
-        assert "PartitionCount: 3\tReplicationFactor: 3" in desc
+        assert "PartitionCount: 3\tReplicationFactor: 3\tConfigs: min.insync.replicas=2" in desc
         rows = _describe(desc)
         assert sorted(rows) == [0, 1, 2]
         for r in rows.values():
@@ -127,9 +127,15 @@ def test_replication_factor_on_a_single_broker(tmp_path, capsys):
             with pytest.raises(ConfigError):
                 admin.create_topic("bad", 1, replication_factor=bad)
         assert "two" not in admin.list_topics() and "bad" not in admin.list_topics()
-        admin.create_topic("one", 2, replication_factor=1)
+        admin.create_topic("one", 2, replication_factor=1, config={"retention.ms": "3600000"})
         d = admin.describe_topic("one")
         assert [p.replicas for p in d.partitions] == [[0], [0]]
+        assert admin.topic_configs("one") == {"retention.ms": "3600000"}
+        assert admin.topic_configs("one", overrides_only=False)["min.insync.replicas"] == "1"
+        with pytest.raises(UnknownTopicOrPartition):
+            admin.topic_configs("nope")
+        rc, out, _ = here(capsys, "topics", "describe", "one", "-b", b.bootstrap)
+        assert rc == 0 and "ReplicationFactor: 1\tConfigs: retention.ms=3600000" in out
         rc, _, err = here(capsys, "topics", "create", "three", "--replication-factor", "3", "-b", b.bootstrap)
         assert rc == 1 and "InvalidReplicationFactor" in err
 

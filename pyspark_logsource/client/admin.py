@@ -10,9 +10,12 @@ from ..errors import ConfigError, TopicAlreadyExists, UnknownTopicOrPartition, e
 from ..protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    RESOURCE_TOPIC,
+    ConfigResource,
     CreatableTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    DescribeConfigsRequest,
     ListOffsetsPartition,
     ListOffsetsRequest,
     MetadataRequest,
@@ -119,6 +122,17 @@ class Admin(GroupAdmin):
         """Partitions of ``name`` with leader, leader epoch, replicas and ISR (as ``kafka-topics --describe``
         shows them; the leader is -1 while a partition has none)."""
         return self._client.topic(name, refresh=True)
+
+    def topic_configs(self, name: str, overrides_only: bool = True) -> dict[str, str | None]:
+        """The topic's settings (DescribeConfigs): only those set for the topic, as ``kafka-topics
+        --describe`` prints them, or with ``overrides_only=False`` every effective value."""
+        resp = self._client.request(DescribeConfigsRequest([ConfigResource(RESOURCE_TOPIC, name)]))
+        out: dict[str, str | None] = {}
+        for r in resp.results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message or f"cannot describe the configs of {name!r}")
+            out.update((c.name, c.value) for c in r.configs if not overrides_only or c.source == 1)
+        return out
 
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic``; raises UnknownTopicOrPartition."""
