@@ -48,6 +48,7 @@ from pyspark_logsource.protocol import (
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     FindCoordinatorRequest,
+    InitProducerIdRequest,
     OffsetFetchRequest,
 )
 
@@ -393,6 +394,15 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             entries = {e.name: e for e in d.configs}
             assert d.error_code == 0 and entries["min.insync.replicas"].value == "2"
             assert entries["min.insync.replicas"].source == 1 and entries["retention.ms"].source == 5
+
+        # producer ids are unique across the brokers: each takes a block from /latest_producer_id_block
+        pids = set()
+        for b in brokers.values():
+            with WireClient(b.bootstrap) as w:
+                pids |= {w.request(InitProducerIdRequest()).producer_id for _ in range(2)}
+        assert len(pids) == 6
+        block = json.loads(observer.get(paths.PRODUCER_ID_BLOCK)[0])
+        assert int(block["block_end"]) >= max(pids)
 
         # one broker coordinates the groups (the lowest live id); the others say NotCoordinator
         for b in brokers.values():

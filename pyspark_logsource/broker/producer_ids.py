@@ -43,6 +43,12 @@ class ProducerIdManager:
             raise StorageError(f"{self.path} holds a negative producer id")
         self._epochs: dict[int, int] = {}
 
+    def use_block_source(self, source: Callable[[int], tuple[int, int]]) -> None:
+        """Take ids from ``source(size) -> (start, end)`` from now on (a cluster's ``/latest_producer_id_block``);
+        what is left of the local block is dropped, as those ids are not reserved cluster-wide."""
+        self.block_source = source
+        self._end = self._next
+
     def _reserve(self) -> None:
         if self.block_source is not None:
             self._next, self._end = self.block_source(self.block_size)

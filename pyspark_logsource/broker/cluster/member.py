@@ -74,8 +74,7 @@ class ClusterMember:
             self.zk.ensure_path(p)
         self._adopt_cluster_id()
         if self.state.producer_ids is not None:
-            self.state.producer_ids.block_source = self.reserve_producer_ids
-            self.state.producer_ids._end = self.state.producer_ids._next  # local ids are not the cluster's
+            self.state.producer_ids.use_block_source(self.reserve_producer_ids)
         self.zk.add_listener(self._on_session)
         self.registry.watch()
         ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, self._on_topics)
