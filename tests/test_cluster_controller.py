@@ -442,10 +442,12 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
     brokers = _brokers(zk_connect, tmp_path)
     try:
         cid = wait_for(lambda: _controller(observer), what="a controller")
+        victim = next(b for b in (1, 2, 3) if b != cid)  # not the controller
         with WireClient(brokers[cid].bootstrap) as w:
-            assert w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3)])).topics[0].error_code == 0
-        # the broker leading a partition that is not the controller
-        victim = next(b for b in (1, 2, 3) if b != cid)
+            r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3),
+                                               CreatableTopic("solo", assignments={0: [victim]})])).topics  # fmt: skip
+            assert [x.error_code for x in r] == [0, 0]
+        # the broker leading a partition of t
         p = next(q for q in range(3) if _state(observer, "t", q)[0]["leader"] == victim)
         state = brokers[victim]._broker.state
         with WireClient(brokers[victim].bootstrap) as w:
@@ -465,6 +467,11 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
         new = _state(observer, "t", p)[0]
         assert new["leader"] != victim and new["leader_epoch"] >= 1
         assert state.role("t", p).leader == new["leader"]
+        # its only-replica partition was leaderless while it was away and is its own again, at a new epoch
+        solo = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == victim and s, what="solo led")
+        assert solo["leader_epoch"] >= 1
+        with WireClient(brokers[victim].bootstrap) as w:
+            wait_for(lambda: w.produce("solo", 0, fmt.encode([b"back"])).error_code == 0, what="solo writable")
     finally:
         for b in brokers.values():
             b.close()

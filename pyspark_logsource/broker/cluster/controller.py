@@ -301,11 +301,13 @@ class Controller:
         # failure and a return, as Kafka does with broker epochs: it leads nothing it led before
         bounced = {b for b, czxid in regs.items() if b in self._registrations and self._registrations[b] != czxid}
         self._registrations = regs
-        self._reconcile(sorted(self._topics), set(regs) - bounced, bounced)
+        self._reconcile(sorted(self._topics), set(regs) - bounced)
+        if bounced:  # ...and its return: partitions left leaderless may be led by it again (its ISR)
+            self._reconcile(sorted(self._topics), set(regs))
 
-    def _reconcile(self, topics: Sequence[str], live: set[int] | None = None, bounced: set[int] = frozenset()) -> None:
-        """Give each partition of ``topics`` a state with a live leader where possible; drop dead brokers
-        (and ``bounced`` ones) from ISRs. Missing states (a topic made by another tool) are created."""
+    def _reconcile(self, topics: Sequence[str], live: set[int] | None = None) -> None:
+        """Give each partition of ``topics`` a state with a live leader where possible; drop brokers not in
+        ``live`` from ISRs. Missing states (a topic made by another tool, or auto-created) are created."""
         if live is None:
             live = set(self.registry.live())
         for topic in topics:
@@ -315,12 +317,12 @@ class Controller:
             for p, replicas in sorted(paths.decode_assignment(got[0]).items()):
                 for _ in range(5):  # a leader's concurrent ISR write moves the version: re-read and retry
                     try:
-                        self._reconcile_partition(topic, p, replicas, live, bounced)
+                        self._reconcile_partition(topic, p, replicas, live)
                         break
                     except ConditionFailed:
                         continue
 
-    def _reconcile_partition(self, topic: str, p: int, replicas: list[int], live: set[int], bounced: set[int]) -> None:
+    def _reconcile_partition(self, topic: str, p: int, replicas: list[int], live: set[int]) -> None:
         got = self.zk.get(paths.partition_state_path(topic, p))
         if got is None:
             alive = [r for r in replicas if r in live]
