@@ -68,7 +68,9 @@ class PartitionRole:
 class ReplicaManagerProtocol(Protocol):
     """What :class:`BrokerState` delegates replication to (cluster mode only; None on a single broker).
 
-    The hooks run on the event loop thread, after :attr:`BrokerState.roles` was updated.
+    The hooks run on the event loop thread, after :attr:`BrokerState.roles` was updated: ``on_become_*``
+    once per leader epoch; a change of ISR or znode version within an epoch goes to the optional
+    ``on_role_update(role)`` (see :meth:`BrokerState.update_role`).
     """
 
     def on_become_leader(self, role: PartitionRole) -> None:
@@ -128,7 +130,8 @@ class BrokerState:
     cluster: ClusterProtocol | None = None
     #: host and port clients connect to (set by the server once bound)
     advertised: tuple[str, int] = ("127.0.0.1", 0)
-    #: True while this broker lost its ZooKeeper session: it leads nothing until it re-registered
+    #: cluster mode: True until this broker registered on its ZooKeeper session, and again from a session's
+    #: loss until it registered on a new one and re-read its roles; it takes no writes as leader meanwhile
     fenced: bool = False
 
     def __post_init__(self) -> None:
