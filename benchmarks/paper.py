@@ -8,11 +8,17 @@ the broker flushing to disk asynchronously (its default flush policy):
   produce request, requests pipelined, no waiting per message) and batch
   size 50 (50 messages per request), through ``Producer.send()`` one message
   at a time, and through ``Producer.send_arrow()`` (the batch-level API);
+  ``send()`` rows with ``acks=1`` (the default) and ``acks=0`` (the paper's
+  producer did not wait for the broker), and the send() caller cost: the
+  send() loop alone with batch 50 and ``linger_ms=5``, as msg/s;
 * consumer test: one consumer reads all of them back, each fetch up to
   ~1000 messages / 200 KB, as Arrow batches (``poll_arrow``) and message by
   message (``poll()``);
 * end-to-end latency at 10,000 msg/s: send -> a long-polling consumer in this
-  process receives it; p50 / p99.
+  process receives it; p50 / p99, beside the p99 of a raw-socket ping-pong
+  with an echo process paced the same way (the machine's own noise);
+* log append (group ``append``): ``PartitionLog.append`` of pre-encoded
+  50-message batches vs a plain ``write()`` of the same bytes (log_store.py).
 
 The baseline measured in the same run is a synchronous client: one produce
 request at a time, waiting for each answer (what a naive RPC client does);
