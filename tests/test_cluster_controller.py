@@ -430,6 +430,39 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
         assert observer.exists(paths.topic_path("t")) is None and observer.exists(paths.topic_config_path("t")) is None
         for b in brokers.values():
             wait_for(lambda b=b: not any(lg.topic == "t" for lg in b._broker.state.logs.logs()), what="logs deleted")
+
+        # deleted and at once created again: every replica starts empty, the old record is not served
+        with WireClient(brokers[cid].bootstrap) as w:
+            assert w.request(CreateTopicsRequest([CreatableTopic("again", 1, 3)])).topics[0].error_code == 0
+            leader = _state(observer, "again", 0)[0]["leader"]
+        with WireClient(brokers[leader].bootstrap) as w:
+            assert w.produce("again", 0, fmt.encode([b"old"]), acks=1).error_code == 0
+        with WireClient(brokers[cid].bootstrap) as w:
+            assert w.request(DeleteTopicsRequest(["again"])).topics[0].error_code == 0
+            assert w.request(CreateTopicsRequest([CreatableTopic("again", 1, 3)])).topics[0].error_code == 0
+        leader = _state(observer, "again", 0)[0]["leader"]
+        for b in brokers.values():
+            wait_for(lambda b=b: b._broker.state.role("again", 0) is not None
+                     and b._broker.state.role("again", 0).leader == leader, what="roles of the new topic")  # fmt: skip
+            assert b._broker.state.logs.get_log("again", 0).log_end_offset == 0
+        with WireClient(brokers[leader].bootstrap) as w:
+            r = wait_for(lambda: (r := w.produce("again", 0, fmt.encode([b"new"]), acks=1)).error_code == 0 and r,
+                         what="the new topic writable")  # fmt: skip
+            assert r.base_offset == 0
+
+        # a replica's log of another incarnation of the topic (its partition.metadata names another topic id,
+        # as when the topic was deleted and made again while it was away) is set aside; it copies the new one
+        away = next(b for b in (1, 2, 3) if b != leader)
+        meta = brokers[away].data_dir / "logs" / "again-0" / "partition.metadata"
+        wait_for(lambda: brokers[away]._broker.state.logs.get_log("again", 0).log_end_offset == 1, what="replicated")
+        brokers[away].stop()
+        old_id = meta.read_text()
+        meta.write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+        brokers[away].start()
+        lg = wait_for(lambda: (lg := brokers[away]._broker.state.logs.get_log("again", 0)).log_end_offset == 1 and lg,
+                      what="the replica holding the topic again")  # fmt: skip
+        assert (lg.directory / "partition.metadata").read_text() == old_id
+        assert list((brokers[away].data_dir / "logs").glob("again-0.*-stray"))
     finally:
         for b in brokers.values():
             b.close()

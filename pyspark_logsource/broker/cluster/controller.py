@@ -99,7 +99,7 @@ def write_topic(zk: ZkClient, name: str, plan: Mapping[int, list[int]], config: 
     ops: list[tuple[str, tuple]] = []
     if zk.exists(paths.topic_config_path(name)) is None:
         ops.append(("create", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)))))
-    ops.append(("create", (paths.topic_path(name), paths.encode_assignment(dict(plan)))))
+    ops.append(("create", (paths.topic_path(name), paths.encode_assignment(dict(plan), paths.new_topic_id()))))
     try:
         zk.transaction(ops)
     except ConditionFailed:
@@ -401,7 +401,7 @@ class Controller:
                 ops.append(("set", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)), -1)))
             else:
                 ops.append(("create", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)))))
-            ops.append(("create", (paths.topic_path(name), paths.encode_assignment(plan))))
+            ops.append(("create", (paths.topic_path(name), paths.encode_assignment(plan, paths.new_topic_id()))))
             ops.append(("create", (paths.partitions_path(name), b"")))
             for p, replicas in sorted(plan.items()):
                 state = LeaderAndIsr(replicas[0], 0, list(replicas), self.epoch)

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from kazoo.client import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -56,6 +57,8 @@ class ClusterMember:
         self._configs: dict[str, dict[str, str]] = {}
         self._states: dict[tuple[str, int], tuple[paths.LeaderAndIsr, int]] = {}
         self._watched: set[tuple[str, int]] = set()
+        self._topic_ids: dict[str, str | None] = {}
+        self._czxids: dict[str, int] = {}  # topic -> creation zxid of its znode: tells a recreated topic apart
         self._controller_id = -1
         self._address: tuple[str, int] = ("", 0)
         self._lost = False
@@ -211,28 +214,47 @@ class ClusterMember:
 
     # kazoo passes the event as a third argument to a watcher that takes three: these take exactly two
     def _assignment_watcher(self, topic: str) -> Callable[[bytes | None, ZnodeStat | None], bool]:
-        return lambda data, stat: self._on_assignment(topic, data)
+        return lambda data, stat: self._on_assignment(topic, data, stat)
 
     def _state_watcher(self, topic: str, p: int) -> Callable[[bytes | None, ZnodeStat | None], bool]:
         return lambda data, stat: self._on_state(topic, p, data, stat)
 
-    def _on_assignment(self, topic: str, data: bytes | None) -> bool:
+    def _forget_topic(self, topic: str, keep_watching: bool) -> None:
+        """The topic (this incarnation of it) is gone: forget it, stop its local replicas, delete their logs."""
+        with self._lock:
+            gone = self._assignments.pop(topic, {})
+            self._configs.pop(topic, None)
+            self._topic_ids.pop(topic, None)
+            for p in gone:
+                self._states.pop((topic, p), None)
+                if not keep_watching:
+                    self._watched.discard((topic, p))
+        mine = [p for p, r in gone.items() if self.broker_id in r]
+        self.loop.call_soon_threadsafe(self._stop_replicas, topic, list(gone), mine)
+
+    def _on_assignment(self, topic: str, data: bytes | None, stat: ZnodeStat | None) -> bool:
         if self._closing:
             return False
         if data is None:  # the topic was deleted
-            with self._lock:
-                gone = self._assignments.pop(topic, {})
-                self._configs.pop(topic, None)
-                for p in gone:
-                    self._states.pop((topic, p), None)
-                    self._watched.discard((topic, p))
-            mine = [p for p, r in gone.items() if self.broker_id in r]
-            self.loop.call_soon_threadsafe(self._stop_replicas, topic, list(gone), mine)
+            self._forget_topic(topic, keep_watching=False)
+            self._czxids.pop(topic, None)
             return False
+        recreated = self._czxids.get(topic, stat.czxid) != stat.czxid
+        self._czxids[topic] = stat.czxid
+        if recreated:
+            # deleted and created again between two looks of this watch: the old incarnation's replicas
+            # go first, then the new one's states are read again (their watch may have fired already and
+            # been ignored as older than the old incarnation's roles)
+            log.info("broker %d: topic %s was deleted and created again", self.broker_id, topic)
+            self._forget_topic(topic, keep_watching=True)
+            got = self.zk.get(paths.topic_config_path(topic))
+            with self._lock:
+                self._configs[topic] = paths.decode_topic_config(got[0]) if got else {}
         assignment = paths.decode_assignment(data)
         with self._lock:
             old = self._assignments.get(topic, {})
             self._assignments[topic] = assignment
+            self._topic_ids[topic] = paths.decode_topic_id(data)
         moved = [p for p, r in old.items() if self.broker_id in r and self.broker_id not in assignment.get(p, [])]
         if moved:
             self.loop.call_soon_threadsafe(self._stop_replicas, topic, [], moved)
@@ -242,6 +264,11 @@ class ClusterMember:
                     continue
                 self._watched.add((topic, p))
             DataWatch(self.zk.client, paths.partition_state_path(topic, p), self._state_watcher(topic, p))
+        if recreated:
+            for p in sorted(assignment):
+                got = self.zk.get(paths.partition_state_path(topic, p))
+                if got is not None:
+                    self._on_state(topic, p, got[0], got[1])
         return True
 
     def _on_state(self, topic: str, p: int, data: bytes | None, stat: object) -> bool:
@@ -257,9 +284,10 @@ class ClusterMember:
             self._states[(topic, p)] = (s, stat.version)
             replicas = self._assignments.get(topic, {}).get(p, [])
             config = dict(self._configs.get(topic, {}))
+            topic_id = self._topic_ids.get(topic)
         if self.broker_id in replicas:
             role = self._role(topic, p, replicas, s, stat.version)
-            self.loop.call_soon_threadsafe(self._apply_role, role, config)
+            self.loop.call_soon_threadsafe(self._apply_role, role, config, topic_id)
         return True
 
     @staticmethod
@@ -293,14 +321,15 @@ class ClusterMember:
                     with self._lock:
                         self._states[(t, p)] = (s, got[1].version)
                         config = dict(self._configs.get(t, {}))
-                    roles.append((self._role(t, p, replicas, s, got[1].version), config))
+                        topic_id = self._topic_ids.get(t)
+                    roles.append((self._role(t, p, replicas, s, got[1].version), config, topic_id))
         except Exception:
             log.exception("broker %d could not rejoin the cluster on its new session; it stays fenced", self.broker_id)
             return
 
         def apply() -> None:
-            for role, config in roles:
-                self._apply_role(role, config)
+            for role, config, topic_id in roles:
+                self._apply_role(role, config, topic_id)
             self._fence(False, "registered on a new ZooKeeper session and re-read its roles")
 
         self.loop.call_soon_threadsafe(apply)
@@ -314,14 +343,14 @@ class ClusterMember:
             log.info("broker %d %s: leading its partitions", self.broker_id, why)
         self.state.fenced = fenced
 
-    def _apply_role(self, role: PartitionRole, config: dict[str, str]) -> None:
+    def _apply_role(self, role: PartitionRole, config: dict[str, str], topic_id: str | None) -> None:
         st = self.state
         if st.logs is None:
             return  # stopping
         key = (role.topic, role.partition)
         try:
-            st.logs.create_log(role.topic, role.partition, config)
-        except LogSourceError:
+            self._local_log(role.topic, role.partition, config, topic_id)
+        except (LogSourceError, OSError):
             log.exception("broker %d cannot create the log of %s-%d", self.broker_id, *key)
             return
         current = st.roles.get(key)
@@ -335,6 +364,26 @@ class ClusterMember:
             st.become_leader(role)
         else:
             st.become_follower(role)
+
+    def _local_log(self, topic: str, p: int, config: dict[str, str], topic_id: str | None) -> None:
+        """This replica's log, made if missing. A log of another incarnation of the topic (deleted and created
+        again while this broker was away: its ``partition.metadata`` names another topic id) is set aside
+        and a new one made, so no record of the old topic is served or replicated."""
+        st = self.state
+        try:
+            lg = st.logs.get_log(topic, p)
+        except LogSourceError:
+            lg = None
+        if lg is not None and topic_id is not None:
+            local = read_topic_id(lg.directory)
+            if local is not None and local != topic_id:
+                log.warning("broker %d: its log of %s-%d belongs to an older topic of that name (id %s, now %s)",
+                            self.broker_id, topic, p, local, topic_id)  # fmt: skip
+                st.stop_replica(topic, p, delete=True)
+                st.logs.set_aside_log(topic, p)
+        lg = st.logs.create_log(topic, p, config)
+        if topic_id is not None and read_topic_id(lg.directory) is None:
+            write_topic_id(lg.directory, topic_id)
 
     def _stop_replicas(self, topic: str, partitions: list[int], mine: list[int]) -> None:
         st = self.state
@@ -363,3 +412,26 @@ class ClusterMember:
                 st.logs.set_aside_log(*key)
             except LogSourceError:
                 log.exception("broker %d cannot set aside its stray log %s-%d", self.broker_id, *key)
+
+
+#: Kafka's file naming a partition directory's topic id
+PARTITION_METADATA = "partition.metadata"
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id in a partition directory's ``partition.metadata`` (None if absent or unreadable)."""
+    try:
+        for line in (directory / PARTITION_METADATA).read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k.strip() == "topic_id":
+                return v.strip() or None
+    except OSError:
+        return None
+    return None
+
+
+def write_topic_id(directory: Path, topic_id: str) -> None:
+    """Write ``partition.metadata`` (Kafka's format) atomically."""
+    tmp = directory / (PARTITION_METADATA + ".tmp")
+    tmp.write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    tmp.replace(directory / PARTITION_METADATA)

@@ -5,7 +5,7 @@ znode                                                   data
 ======================================================  =============================================================
 ``/brokers/ids/<id>`` (ephemeral)                       ``{"version":4,"host":"h","port":p,"endpoints":["PLAINTEXT://h:p"],
                                                         "jmx_port":-1,"timestamp":"<ms>"}``
-``/brokers/topics/<t>``                                 ``{"version":2,"partitions":{"0":[1,2,3],...},
+``/brokers/topics/<t>``                                 ``{"version":3,"topic_id":"<22 chars>","partitions":{"0":[1,2,3],...},
                                                         "adding_replicas":{},"removing_replicas":{}}``
 ``/brokers/topics/<t>/partitions/<p>/state``            ``{"controller_epoch":E,"leader":L,"version":1,
                                                         "leader_epoch":LE,"isr":[...]}``
@@ -23,8 +23,10 @@ multi-op that also checks ``/controller_epoch``'s version), never blindly.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,9 +115,20 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
 # ---------------------------------------------------------------- topics
 
 
-def encode_assignment(assignment: dict[int, list[int]]) -> bytes:
-    return _dumps({"version": 2, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+def new_topic_id() -> str:
+    """A topic id as Kafka writes it: a random UUID in URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def encode_assignment(assignment: dict[int, list[int]], topic_id: str) -> bytes:
+    return _dumps({"version": 3, "topic_id": topic_id,
+                   "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
                    "adding_replicas": {}, "removing_replicas": {}})  # fmt: skip
+
+
+def decode_topic_id(data: bytes) -> str | None:
+    """The topic id of an assignment znode (None for a version-2 node written by an older tool)."""
+    return _loads(data).get("topic_id")
 
 
 def decode_assignment(data: bytes) -> dict[int, list[int]]:
