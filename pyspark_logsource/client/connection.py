@@ -310,9 +310,10 @@ class BrokerConnection:
 
     # ------------------------------------------------------------ receiving
 
-    def _dispatch(self, data: bytes | memoryview) -> None:
+    def _dispatch(self, data: bytes | memoryview | None, filled: int = 0) -> None:
+        """Decode received bytes: ``data``, or ``filled`` bytes received into the protocol's receive_buffer()."""
         with self._lock:
-            responses = self._proto.receive_data(data)
+            responses = self._proto.receive_data(data) if data is not None else self._proto.received_into(filled)
             done = []
             for r in responses:
                 cid, cb, _ = self._pending.popleft()
@@ -337,12 +338,13 @@ class BrokerConnection:
                 if not readable:
                     self._check_deadlines()
                     continue
-                n = sock.recv_into(buf)
+                direct = self._proto.receive_buffer()
+                n = sock.recv_into(buf if direct is None else direct)
             except (OSError, ValueError) as e:
                 if not self._closed:
                     self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
                 return
-            if not self._received(view, n):
+            if not self._received(view if direct is None else None, n):
                 return
             if self._pending and self._pending[0][2] < time.monotonic():
                 self._check_deadlines()
@@ -359,23 +361,26 @@ class BrokerConnection:
                 self._fail(RequestTimedOut(f"no response from broker {self.address} within {limit:.1f} s"))
                 return
             self._sock.settimeout(left)
+            # the rest of a large response is received straight into its frame (no copy)
+            direct = self._proto.receive_buffer()
             try:
-                n = self._sock.recv_into(buf)
+                n = self._sock.recv_into(buf if direct is None else direct)
             except TimeoutError:
                 continue
             except OSError as e:
                 self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
                 return
-            if not self._received(view, n):
+            if not self._received(view if direct is None else None, n):
                 return
 
-    def _received(self, view: memoryview, n: int) -> bool:
-        """Hand ``n`` received bytes to the decoder; False when the connection is finished."""
+    def _received(self, view: memoryview | None, n: int) -> bool:
+        """Hand ``n`` received bytes (in ``view``, or in the protocol's receive_buffer() when None) to the
+        decoder; False when the connection is finished."""
         if n == 0:
             self._fail(NetworkError(f"broker {self.address} closed the connection"))
             return False
         try:
-            self._dispatch(view[:n])
+            self._dispatch(None if view is None else view[:n], n)
         except ProtocolError as e:
             self._fail(NetworkError(f"bad response from broker {self.address}: {e}"))
             return False

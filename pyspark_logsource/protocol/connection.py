@@ -74,6 +74,27 @@ class FrameDecoder:
         """True while part of a frame has been received (a disconnect now cuts a request)."""
         return bool(self._buf) or self._frame is not None
 
+    def unfilled(self) -> memoryview | None:
+        """The missing part of a large frame being received, or None: receive into it, then :meth:`filled`.
+
+        Receiving straight into the frame saves the one copy :meth:`feed` makes.
+        """
+        if self._frame is None:
+            return None
+        return memoryview(self._frame)[self._filled :]
+
+    def filled(self, n: int) -> list[bytearray]:
+        """``n`` bytes were written at the start of :meth:`unfilled`; return the frame if it is complete."""
+        frame = self._frame
+        if frame is None or not 0 <= n <= len(frame) - self._filled:
+            raise ValueError(f"{n} bytes do not fit the frame being received")
+        self._filled += n
+        if self._filled < len(frame):
+            return []
+        self._frame = None
+        self._need = -1
+        return [frame]
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
         """Add received bytes; return the complete frames (without length prefix)."""
         if self.error is not None:
@@ -284,8 +305,19 @@ class ClientConnection:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[ResponseReceived]:
         """Decode all complete responses in ``data``; raise ProtocolError if malformed."""
+        return self._responses(self.frames.feed(data))
+
+    def receive_buffer(self) -> memoryview | None:
+        """Where the next received bytes may go directly (the rest of a large response), or None."""
+        return self.frames.unfilled()
+
+    def received_into(self, n: int) -> list[ResponseReceived]:
+        """``n`` bytes were received into :meth:`receive_buffer`; decode the response if complete."""
+        return self._responses(self.frames.filled(n))
+
+    def _responses(self, frames: list[bytearray]) -> list[ResponseReceived]:
         out = []
-        for frame in self.frames.feed(data):
+        for frame in frames:
             r = Reader(frame)
             cid = r.i32()
             if self._head >= len(self._pending):

@@ -1,0 +1,73 @@
+"""read_range(whole_fetches=True), the Spark task's read: one contiguous batch per fetch response.
+
+It must hold exactly what the batch-by-batch read holds: trimmed to the
+range, in both broker layouts, and without aborted transactions or markers.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from brokers import broker_process, broker_thread
+
+from pyspark_logsource.client import Admin, Producer, read_range
+from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
+from pyspark_logsource.protocol.txn_messages import StagedProducer
+
+COLUMNS = ["key", "value", "offset", "timestamp", "timestamp_type", "headers"]
+
+
+def _read(bs: str, topic: str, partition: int, start: int, end: int, whole: bool, **kw) -> tuple[pa.Table, int]:
+    batches = list(read_range(bs, topic, partition, start, end, whole_fetches=whole, **kw))
+    return pa.Table.from_batches(batches).select(COLUMNS) if batches else None, len(batches)
+
+
+@pytest.mark.parametrize("arrow_body", [True, False], ids=["arrow-body", "kafka-only"])
+def test_whole_fetches_hold_what_batch_by_batch_holds(tmp_path, arrow_body):
+    with broker_thread(tmp_path, config={"logsource.arrow.body.enable": str(arrow_body).lower()}) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a:
+            a.create_topic("t", partitions=1)
+        with Producer(bs, batch_size=300, linger_ms=0) as p:
+            for i in range(500):
+                p.send("t", b"%d" % i, key=b"k%d" % (i % 7), headers=[("h", b"%d" % i)] if i % 5 == 0 else None)
+            p.flush()
+        for start, end, max_bytes in [(0, 500, 1 << 20), (123, 456, 2048), (499, 500, 2048), (0, 1, 1024)]:
+            whole, n_whole = _read(bs, "t", 0, start, end, True, max_bytes=max_bytes)
+            each, n_each = _read(bs, "t", 0, start, end, False, max_bytes=max_bytes)
+            assert whole.equals(each), (start, end)
+            assert whole.column("offset").to_pylist() == list(range(start, end))
+            assert n_whole < n_each or n_each == 1  # one batch per response, not per stored batch
+
+
+def test_whole_fetches_drop_aborted_transactions_and_markers(tmp_path):
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        with Admin(bs) as a, StagedTxns(bs) as txns:
+            a.create_topic("t", partitions=1)
+            with Producer(bs) as p:
+                for i in range(3):
+                    p.send("t", b"plain-%d" % i, partition=0)
+            staged = []
+            for name in ("win", "lose"):
+                tp = TransactionalProducer(bs, acks=-1)
+                try:
+                    pid, epoch = tp.producer_id_and_epoch()
+                    txns.register("w", pid, epoch, [("t", 0)], 60000)
+                    futures = [tp.send("t", b"%s-%d" % (name.encode(), i), partition=0) for i in range(4)]
+                    tp.flush()
+                    for f in futures:
+                        f.result()
+                    staged.append(StagedProducer(pid, epoch, {("t", 0): 4}))
+                finally:
+                    tp.close()
+            assert txns.commit("w", 0, [staged[0]]).committed  # "lose" is aborted
+            with Producer(bs) as p:
+                p.send("t", b"after", partition=0).result()
+            end = a.list_offsets([("t", 0)], "latest", read_committed=True)[("t", 0)]
+        whole, _ = _read(bs, "t", 0, 0, end, True)
+        each, _ = _read(bs, "t", 0, 0, end, False)
+        assert whole.equals(each)
+        assert whole.column("value").to_pylist() == [
+            *[b"plain-%d" % i for i in range(3)], *[b"win-%d" % i for i in range(4)], b"after"
+        ]
