@@ -1,6 +1,7 @@
 """Benchmark of the Spark data source against Parquet on local disk, in one run.
 
     .venv/bin/python benchmarks/spark.py [--rows 10000000] [--partitions 4] [--stream-seconds 60] [--rate 10000]
+    .venv/bin/python benchmarks/spark.py --stream-start-only [--stream-start-repeat 3]
 
 Rows are 200-byte values. Batch read: ``count()`` and ``sum(length(value))``
 over a topic vs over a Parquet copy of the same rows. Batch write: the same
@@ -16,6 +17,16 @@ batch size as logsource hands Spark), and for writes a Python Arrow writer
 that drops what it gets. No Python data source can beat it, so
 ``logsource / floor`` is what the data source itself costs and
 ``floor / parquet`` is what Spark's Python path costs.
+
+Stream start: a fresh process (a user's script) creates the SparkSession,
+starts a streaming query with a Parquet sink and waits for its first
+committed micro-batch of 3,000 rows: logsource (a topic holding 3,000 rows,
+startingOffsets=earliest) against Spark's built-in rate source
+(``rate-micro-batch`` with rowsPerBatch=3000, whose first micro-batch holds
+exactly those rows; plain ``rate`` starts with an empty one) and a trivial
+Python streaming source (Spark's own cost of a Python source: its planner
+and worker processes). Same session config for all; runs alternate;
+target: logsource <= rate + 3 s.
 
 Every source is warmed up first (JIT, one Python worker per core with its
 imports) and each timing is the best of ``--repeat`` runs, interleaved, since
@@ -168,7 +179,13 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--skip-stream", action="store_true")
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per measurement (best is reported)")
+    ap.add_argument("--skip-stream-start", action="store_true")
+    ap.add_argument("--stream-start-only", action="store_true", help="only the stream start row (no 10M-row load)")
+    ap.add_argument("--stream-start-repeat", type=int, default=2)
     args = ap.parse_args()
+    if args.stream_start_only:
+        stream_start(args)
+        return 0
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -330,6 +347,8 @@ def main() -> int:
             admin.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if not args.skip_stream_start:
+        stream_start(args)
     return 0
 
 
@@ -390,5 +409,154 @@ def stream_latency(spark, bs: str, admin, args) -> None:
     print(f"{'':<30} {np.percentile(lat, 50):>8.0f} {np.percentile(lat, 99):>8.0f} {np.max(lat):>8.0f}")
 
 
+START_ROWS = 3000
+START_SOURCES = ("rate", "python floor", "logsource")
+
+
+def stream_start(args) -> None:
+    """Fresh process -> first committed micro-batch, per source, alternating; prints the best of each."""
+    import json
+    import subprocess
+
+    import pyarrow.parquet as pq
+
+    from pyspark_logsource import Admin, EmbeddedBroker, Producer
+
+    work = tempfile.mkdtemp(prefix="logsource-start-")
+    best: dict[str, tuple[float, float]] = {}
+    try:
+        with EmbeddedBroker(os.path.join(work, "broker"), mode="process") as broker:
+            bs = broker.bootstrap
+            with Admin(bs) as admin:
+                admin.create_topic("start", partitions=2)
+            with Producer(bs, linger_ms=5, acks=1) as p:
+                for i in range(START_ROWS):
+                    p.send("start", b"x" * 200, key=b"k%d" % (i % 1000))
+            env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+            for r in range(args.stream_start_repeat):
+                for source in START_SOURCES:
+                    out = os.path.join(work, f"{source.replace(' ', '_')}-{r}")
+                    t0 = time.time()
+                    proc = subprocess.run([sys.executable, __file__, "--stream-start-child", source, bs, out],
+                                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+                    marks = [json.loads(x[6:]) for x in proc.stdout.splitlines() if x.startswith("MARKS ")]
+                    if proc.returncode or not marks:
+                        raise RuntimeError(f"{source}: child failed\n{proc.stderr[-3000:]}")
+                    m = marks[0]
+                    rows = pq.read_table(os.path.join(out, "data")).num_rows
+                    assert rows == START_ROWS, (source, rows)
+                    total, query = m["commit"] - t0, m["commit"] - m["start"]
+                    print(f"  {source:<13} run {r + 1}: process start -> commit {total:6.2f} s, "
+                          f"start() -> commit {query:6.2f} s", flush=True)  # fmt: skip
+                    if source not in best or total < best[source][0]:
+                        best[source] = (total, query)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rate = best["rate"]
+    print()
+    print(f"stream start -> first committed micro-batch ({START_ROWS:,} rows, Parquet sink), a fresh process each, "
+          f"best of {args.stream_start_repeat}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    print(f"{'source':<16} {'process start -> commit s':>26} {'start() -> commit s':>20} {'- rate s':>9}")
+    for source in START_SOURCES:
+        total, query = best[source]
+        print(f"{source:<16} {total:>26.2f} {query:>20.2f} {total - rate[0]:>+9.2f}")
+    print("target: logsource <= rate + 3 s")
+
+
+def stream_start_child(source: str, bs: str, out: str) -> None:
+    """One fresh driver: session, query, wait for commits/0; prints the wall-clock marks."""
+    import json
+
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("logsource-bench-start")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    marks = {"session": time.time()}
+    if source == "logsource":
+        from pyspark_logsource import register
+
+        register(spark)
+        reader = (
+            spark.readStream.format("logsource")
+            .option("bootstrap.servers", bs)
+            .option("subscribe", "start")
+            .option("startingOffsets", "earliest")
+        )
+    elif source == "rate":
+        reader = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", START_ROWS)
+    else:
+        spark.dataSource.register(floor_stream_source())
+        reader = spark.readStream.format("logsource_stream_floor")
+    ckpt = os.path.join(out, "checkpoint")
+    marks["start"] = time.time()
+    q = reader.load().writeStream.format("parquet").option("checkpointLocation", ckpt).start(os.path.join(out, "data"))
+    while not os.path.exists(os.path.join(ckpt, "commits", "0")):
+        if q.exception() is not None:
+            raise q.exception()
+        time.sleep(0.01)
+    marks["commit"] = time.time()
+    print("MARKS " + json.dumps(marks), flush=True)
+    q.stop()
+    spark.stop()
+
+
+def floor_stream_source():
+    """A trivial Python streaming source: one micro-batch of START_ROWS rows of logsource's schema, built
+    in the task with pyarrow alone (no import of this package: the floor pays only Spark's own costs)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class FloorStreamReader(DataSourceStreamReader):
+        def initialOffset(self):
+            return {"rows": 0}
+
+        def latestOffset(self):
+            return {"rows": START_ROWS}
+
+        def partitions(self, start, end):
+            n = end["rows"] - start["rows"]
+            return [InputPartition((i, n // 2 + (i < n % 2))) for i in range(2)]
+
+        def read(self, partition):
+            import datetime
+
+            import pyarrow as pa
+
+            task, n = partition.value
+            now = datetime.datetime.now(datetime.timezone.utc)
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "key": pa.array([b"k%d" % (i % 1000) for i in range(n)], pa.binary()),
+                    "value": pa.array([b"x" * 200] * n, pa.binary()),
+                    "topic": pa.array(["start"] * n, pa.string()),
+                    "partition": pa.array([task] * n, pa.int32()),
+                    "offset": pa.array(range(n), pa.int64()),
+                    "timestamp": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+                    "timestampType": pa.array([0] * n, pa.int32()),
+                }
+            )
+
+    class FloorStreamSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "logsource_stream_floor"
+
+        def schema(self):
+            return ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
+                    "timestampType int")  # fmt: skip
+
+        def streamReader(self, schema):
+            return FloorStreamReader()
+
+    return FloorStreamSource
+
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--stream-start-child":
+        stream_start_child(*sys.argv[2:])
+        sys.exit(0)
     sys.exit(main())
