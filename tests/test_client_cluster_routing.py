@@ -182,3 +182,23 @@ def test_idempotent_producer_restarts_sequences_when_the_broker_forgot_it(broker
         assert [f.result(1)[1] for f in second] == list(range(100))
     got = _consume_all(broker.bootstrap, topic, 1, 100)
     assert [m.value for m in got] == [f"b{i}".encode() for i in range(100)]
+
+
+@pytest.mark.parametrize("bad", [[], ["127.0.0.1:9092", "nohost"], ("127.0.0.1:x",), "127.0.0.1:70000,"])
+def test_a_malformed_bootstrap_list_is_a_config_error(bad):
+    from pyspark_logsource.client import parse_bootstrap
+    from pyspark_logsource.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        parse_bootstrap(bad)
+    with pytest.raises(ConfigError):
+        Admin(bad)
+
+
+def test_bootstrap_list_forms_parse_alike():
+    from pyspark_logsource.client import parse_bootstrap
+
+    want = [("127.0.0.1", 9092), ("broker-2", 9093)]
+    assert parse_bootstrap("127.0.0.1:9092, broker-2:9093") == want
+    assert parse_bootstrap(["127.0.0.1:9092", "PLAINTEXT://broker-2:9093"]) == want
+    assert parse_bootstrap(("127.0.0.1:9092", "broker-2:9093")) == want
