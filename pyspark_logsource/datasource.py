@@ -18,10 +18,8 @@ import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -34,7 +32,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .errors import ConfigError, OffsetOutOfRange, UnknownTopicOrPartition
-from .spark import arrow as sarrow
 from .spark import planning
 from .spark.broker import BrokerOffsets, check_data_loss
 from .spark.options import (
@@ -46,6 +43,14 @@ from .spark.options import (
     parse_write_options,
 )
 from .spark.planning import TP, OffsetRange, Pushed
+from .spark.schema import spark_read_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow (and spark/arrow.py) are imported where rows are read or written: Spark's planner
+# processes (data source lookup, schema, stream planning) start a fresh Python each and need neither
+# (about 0.2 s of CPU each on the way to a stream's first micro-batch).
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +140,10 @@ def _convert(
     pending: list[pa.RecordBatch], r: OffsetRange, opts: ReadOptions, ts_lo: int | None, ts_hi: int | None
 ) -> pa.RecordBatch:
     """Join fetched ARROW_SCHEMA batches and convert them to Spark's read schema in one go."""
+    import pyarrow as pa
+
+    from .spark import arrow as sarrow
+
     raw: pa.RecordBatch | pa.Table = pending[0] if len(pending) == 1 else pa.Table.from_batches(pending)
     return sarrow.to_spark_batch(raw, r.topic, r.partition, opts.include_headers, ts_lo_us=ts_lo, ts_hi_us=ts_hi)
 
@@ -401,6 +410,7 @@ SINK_BATCH_BYTES = 1 << 20
 def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSourceCommitMessage:
     """Send Spark Arrow batches with one idempotent producer (the work of one write task)."""
     from .client import Producer
+    from .spark.arrow import to_producer_table
 
     kwargs: dict[str, Any] = dict(
         acks=opts.acks, linger_ms=opts.linger_ms, compression=opts.compression, enable_idempotence=True,
@@ -413,7 +423,7 @@ def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSou
         for rb in batches:
             if rb.num_rows == 0:
                 continue
-            t = sarrow.to_producer_table(rb)
+            t = to_producer_table(rb)
             msg.rows += t.num_rows
             for topic, sub in _split_by_topic(t, opts.topic):
                 futures.extend(producer.send_arrow(topic, sub))
@@ -437,6 +447,8 @@ def _split_by_topic(t: pa.Table, default_topic: str | None) -> Iterator[tuple[st
     if "topic" not in t.column_names:
         yield default_topic, t  # type: ignore[misc]
         return
+    import pyarrow.compute as pc
+
     col = t.column("topic")
     rest = t.drop_columns(["topic"])
     nulls = col.null_count
@@ -451,6 +463,7 @@ def _split_by_topic(t: pa.Table, default_topic: str | None) -> Iterator[tuple[st
 
 def _rows_to_batches(rows: Iterator[Any], schema: StructType) -> Iterator[pa.RecordBatch]:
     """Fallback for PySpark 4.0's row-based stream writer (no Arrow writer there)."""
+    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     pa_schema = to_arrow_schema(schema, timezone="UTC")
@@ -534,7 +547,7 @@ class LogSource(DataSource):
         return "logsource"
 
     def schema(self) -> StructType:
-        return sarrow.spark_read_schema(parse_bool(normalize(self.options), "includeHeaders", False))
+        return spark_read_schema(parse_bool(normalize(self.options), "includeHeaders", False))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)
@@ -547,7 +560,9 @@ class LogSource(DataSource):
 
     def _write_options(self, schema: StructType) -> WriteOptions:
         opts = parse_write_options(self.options)
-        sarrow.check_write_schema(schema, opts.topic is not None)
+        from .spark.arrow import check_write_schema
+
+        check_write_schema(schema, opts.topic is not None)
         if opts.topic is not None:
             b = _with_broker(opts)
             try:

@@ -9,40 +9,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
+from .schema import spark_read_schema  # noqa: F401  (here for callers that build Arrow batches of it)
 
 HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-
-
-def spark_read_schema(include_headers: bool):
-    """Spark's Kafka source schema (as a pyspark StructType)."""
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        fields.append(
-            StructField(
-                "headers",
-                ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
-            )
-        )
-    return StructType(fields)
 
 
 def arrow_read_schema(include_headers: bool) -> pa.Schema:
