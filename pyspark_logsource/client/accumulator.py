@@ -204,6 +204,10 @@ class RecordAccumulator:
         self.flushing = 0
         self.closed = False
         self.sender_idle = True
+        #: partitions that send nothing until one of their unanswered batches is answered (see hold)
+        self.muted: set[TopicPartition] = set()
+        #: per partition, how many of its batches were answered or put back for a retry (see hold)
+        self.answers: dict[TopicPartition, int] = {}
 
     # ---------------------------------------------------------- called by send()
 
@@ -290,10 +294,13 @@ class RecordAccumulator:
                 elif next_at is None or due < next_at:
                     next_at = due
         out = []
+        muted = self.muted
         for q in self.ready.values():
             if not q:
                 continue
             b = q[0]
+            if muted and b.tp in muted:
+                continue
             if b.retry_at > now:
                 if next_at is None or b.retry_at < next_at:
                     next_at = b.retry_at
@@ -310,8 +317,37 @@ class RecordAccumulator:
             out.append(run)
         return out, next_at
 
+    def hold(self, tp: TopicPartition, batches: list[ProducerBatch], answers: int) -> None:
+        """Put drained batches back at the front of their partition's queue, in order; lock held.
+
+        The partition sends nothing more until one of its unanswered batches is
+        answered, unless one already was since the caller read ``answers[tp]``
+        (the value passed): a wake-up cannot be missed.
+        """
+        q = self.ready.get(tp)
+        if q is None:
+            q = self.ready[tp] = deque()
+        i = 0  # batches put back for a retry meanwhile keep their place by sequence
+        while i < len(q) and q[i].base_sequence is not None and (
+            batches[0].base_sequence is None or q[i].base_sequence < batches[0].base_sequence
+        ):
+            i += 1
+        for k, b in enumerate(batches):
+            q.insert(i + k, b)
+        if self.answers.get(tp, 0) == answers:
+            self.muted.add(tp)
+        else:
+            self.wakeup.notify()
+
+    def _answered(self, tp: TopicPartition) -> None:
+        self.answers[tp] = self.answers.get(tp, 0) + 1
+        if self.muted and tp in self.muted:
+            self.muted.discard(tp)
+            self.wakeup.notify()
+
     def requeue(self, b: ProducerBatch, retry_at: float) -> None:
         """Put a batch back for a retry, ahead of newer batches of its partition; lock held."""
+        self._answered(b.tp)
         b.retry_at = retry_at
         q = self.ready.get(b.tp)
         if q is None:
@@ -333,6 +369,7 @@ class RecordAccumulator:
     def complete(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Release a batch's memory and resolve its future (lock NOT held)."""
         with self.lock:
+            self._answered(b.tp)
             self.incomplete.discard(b)
             self.used -= b.size
             if self.used < 0:

@@ -52,6 +52,8 @@ from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 log = logging.getLogger(__name__)
 
 _INT32_MAX = (1 << 31) - 1
+#: unanswered batches with sequence numbers per partition: the broker remembers each producer's last 5
+MAX_UNANSWERED_BATCHES = 5
 _time = time.time
 
 #: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
@@ -605,10 +607,15 @@ class Producer:
                 pass
         # node -> requests in round order; a round holds at most one run per partition
         by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
+        held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
         for r in rounds:
             open_reqs: dict[int, tuple[list, dict]] = {}
             sizes: dict[int, int] = {}
             for run in r:
+                if self.idempotent:
+                    run = self._sendable(run, held)
+                    if not run:
+                        continue
                 head = run[0]
                 try:
                     for b in run:
@@ -632,6 +639,10 @@ class Producer:
             for node, entry in open_reqs.items():
                 if entry[0]:
                     by_node.setdefault(node, []).append(self._request(entry))
+        if held:
+            with self._acc.lock:
+                for tp, (answers, batches) in held.items():
+                    self._acc.hold(tp, batches, answers)
         for node, items in by_node.items():
             try:
                 conn = self._client.node_connection(node)
@@ -650,6 +661,43 @@ class Producer:
                 conn.send_many(calls)
             except LogSourceError:
                 pass  # send_many already ran the callbacks of unsent requests with the error
+
+    def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
+        """The part of an idempotent run that may be sent now; the rest goes into ``held``.
+
+        A run carries consecutive sequence numbers only: the broker checks each
+        batch against the one before, so a gap (a batch resent while a later one
+        is still unanswered, followed by new batches numbered after that one)
+        would be refused as OutOfOrderSequence and misread as lost state. And a
+        partition has at most MAX_UNANSWERED_BATCHES batches with sequence numbers
+        unanswered, as many as the broker remembers per producer (Kafka's 5 in
+        flight): a batch whose answer is lost, resent to a new leader, is then
+        always recognised as a duplicate. Held batches wait until the partition
+        has an answer; a partition with held batches sends nothing later in this round.
+        """
+        tp = run[0].tp
+        if tp in held:
+            held[tp][1].extend(run)
+            return []
+        answers = self._acc.answers.get(tp, 0)  # read before the decision: see RecordAccumulator.hold
+        with self._seq_lock:
+            unanswered = len(self._assigned.get(tp, ()))
+            nxt = self._next_seq.get(tp, 0)
+            end = None
+            for i, b in enumerate(run):  # noqa: B007 - i is where the run stops
+                seq = b.base_sequence
+                if seq is None:
+                    if unanswered >= MAX_UNANSWERED_BATCHES:
+                        break
+                    seq, nxt = nxt, (nxt + b.record_count) & _INT32_MAX
+                    unanswered += 1
+                if end is not None and seq != end:
+                    break
+                end = (seq + b.record_count) & _INT32_MAX
+            else:
+                return run
+        held[tp] = (answers, run[i:])
+        return run[:i]
 
     def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
         return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]

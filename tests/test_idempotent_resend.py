@@ -1,0 +1,119 @@
+"""The idempotent producer when the answers to appended batches are lost and the batches are resent.
+
+A broker remembers the last 5 batches of each producer per partition. Batches whose answers
+were lost (a leader killed after replicating them, a cut connection) are resent with the same
+sequence numbers and must be recognised as duplicates, never appended twice and never taken
+for lost producer state (which restarts the partition's sequences under a new producer id).
+So the producer keeps at most 5 batches with sequence numbers unanswered per partition, and
+every request carries a partition's batches with consecutive sequence numbers.
+
+A TCP relay in front of a real broker (advertised to the clients in its place) swallows the
+broker's answers and then cuts the connections, as a failover does.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+from pyspark_logsource.broker.embedded import EmbeddedBroker
+from pyspark_logsource.client import Admin, Consumer, Producer
+
+TOPIC = "resend"
+
+
+class AnswerRelay:
+    """Relays 127.0.0.1:port to the broker; while ``swallow`` is set, the broker's answers are dropped."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.upstream = 0
+        self.swallow = threading.Event()
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self.upstream))
+            self.conns += [client, broker]
+            threading.Thread(target=self._pump, args=(client, broker, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(broker, client, True), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if not (answers and self.swallow.is_set()):
+                    dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """Close every relayed connection (the swallowed answers are lost)."""
+        conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.cut()
+        self.server.close()
+
+
+def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> None:
+    relay = AnswerRelay()
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{relay.port}"}
+    with EmbeddedBroker(tmp_path / "broker", config=config) as eb:
+        relay.upstream = eb.port
+        bootstrap = f"127.0.0.1:{relay.port}"
+        admin = Admin(bootstrap)
+        admin.create_topic(TOPIC, partitions=1)
+        admin.close()
+        log = eb._broker.state.logs.get_log(TOPIC, 0)
+        producer = Producer(bootstrap, enable_idempotence=True, batch_size=1, linger_ms=0,
+                            retry_backoff_ms=20, request_timeout_ms=5000)  # fmt: skip
+        caplog.set_level(logging.WARNING, logger="pyspark_logsource.client.producer")
+        try:
+            first = producer.send(TOPIC, b"first", partition=0).result(10)
+            relay.swallow.set()
+            # The sender numbers batches under this lock: all 20 (one record each) are ready when it goes on.
+            with producer._seq_lock:
+                futures = [producer.send(TOPIC, str(i).encode(), partition=0) for i in range(20)]
+                time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while log.log_end_offset < 6 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)  # more would arrive here if more than 5 batches could be unanswered
+            appended_unanswered = log.log_end_offset - 1
+            relay.swallow.clear()
+            relay.cut()
+            offsets = [f.result(30)[1] for f in futures]
+        finally:
+            producer.close()
+        assert 1 <= appended_unanswered <= 5, f"{appended_unanswered} batches of a partition were sent unanswered"
+        assert not [r for r in caplog.records if "restarting the partition's sequences" in r.getMessage()]
+        consumer = Consumer(bootstrap, auto_offset_reset="earliest")
+        try:
+            consumer.assign([(TOPIC, 0)])
+            got: list[tuple[int, bytes]] = []
+            deadline = time.monotonic() + 10
+            while len(got) < 21 and time.monotonic() < deadline:
+                got += [(m.offset, m.value) for m in consumer.poll(timeout_ms=200)]
+        finally:
+            consumer.close()
+    relay.close()
+    assert got == [(first[1], b"first")] + [(o, str(i).encode()) for i, o in enumerate(offsets)]
+    assert [o for o, _ in got] == list(range(21))
