@@ -259,8 +259,7 @@ class Controller:
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         self._registrations = {}
         self._topics = set(self.zk.children(paths.BROKER_TOPICS))
-        self._reconcile(sorted(self._topics))
-        self._on_brokers_changed()
+        self._on_brokers_changed()  # every topic against the live brokers
         for t in self.zk.children(paths.DELETE_TOPICS):
             self._delete_topic(t)
 
@@ -295,8 +294,9 @@ class Controller:
     # ------------------------------------------------------------ elections
 
     def _on_brokers_changed(self) -> None:
-        live = self.registry.live()
-        regs = {b: i.timestamp for b, i in live.items()}
+        # read now, not from the watch's cache: a controller just elected must not take a broker that has
+        # registered for dead (it would move its leaderships, or leave its partitions leaderless)
+        regs = self.registry.registrations()
         # a broker that registered again (a new session, e.g. after its session expired) is treated as a
         # failure and a return, as Kafka does with broker epochs: it leads nothing it led before
         bounced = {b for b, czxid in regs.items() if b in self._registrations and self._registrations[b] != czxid}

@@ -93,6 +93,8 @@ class BrokerInfo:
     host: str
     port: int
     timestamp: int = 0
+    #: creation zxid of the registration znode: a new one for each session of the broker
+    czxid: int = 0
 
 
 def encode_broker(host: str, port: int) -> bytes:

@@ -81,11 +81,11 @@ class BrokerRegistry:
             if got is None:
                 continue  # gone between the listing and the read
             data, stat = got
-            if known is not None and known.timestamp == stat.czxid:
+            if known is not None and known.czxid == stat.czxid:
                 live[bid] = known
                 continue
             info = paths.decode_broker(bid, data)
-            live[bid] = paths.BrokerInfo(bid, info.host, info.port, stat.czxid)
+            live[bid] = paths.BrokerInfo(bid, info.host, info.port, info.timestamp, stat.czxid)
         with self._lock:
             changed = set(live) != set(self._live) or any(self._live.get(b) != i for b, i in live.items())
             self._live = live
@@ -112,6 +112,14 @@ class BrokerRegistry:
             with self._lock:
                 return sorted(self._live)
         return sorted(int(c) for c in self.zk.children(paths.BROKER_IDS) if c.isdigit())
+
+    def registrations(self) -> dict[int, int]:
+        """Live broker id -> the czxid of its registration (a new one per session), read from ZooKeeper now."""
+        out = {}
+        for c in self.zk.children(paths.BROKER_IDS):
+            if c.isdigit() and (stat := self.zk.exists(paths.broker_path(int(c)))) is not None:
+                out[int(c)] = stat.czxid
+        return out
 
     def brokers(self) -> list[tuple[int, str, int]]:
         """Live brokers (id, host, port), sorted by id."""
