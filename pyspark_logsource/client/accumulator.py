@@ -206,8 +206,8 @@ class RecordAccumulator:
         self.sender_idle = True
         #: partitions that send nothing until one of their unanswered batches is answered (see hold)
         self.muted: set[TopicPartition] = set()
-        #: per partition, how many of its batches were answered or put back for a retry (see hold)
-        self.answers: dict[TopicPartition, int] = {}
+        #: batches answered or put back for a retry so far (see hold)
+        self.answered = 0
 
     # ---------------------------------------------------------- called by send()
 
@@ -317,12 +317,12 @@ class RecordAccumulator:
             out.append(run)
         return out, next_at
 
-    def hold(self, tp: TopicPartition, batches: list[ProducerBatch], answers: int) -> None:
+    def hold(self, tp: TopicPartition, batches: list[ProducerBatch], answered: int) -> None:
         """Put drained batches back at the front of their partition's queue, in order; lock held.
 
-        The partition sends nothing more until one of its unanswered batches is
-        answered, unless one already was since the caller read ``answers[tp]``
-        (the value passed): a wake-up cannot be missed.
+        The partition sends nothing more until one of its batches is answered
+        or put back for a retry, unless any batch was since the drain that took
+        these (``answered`` is the count read then): a wake-up cannot be missed.
         """
         q = self.ready.get(tp)
         if q is None:
@@ -334,13 +334,13 @@ class RecordAccumulator:
             i += 1
         for k, b in enumerate(batches):
             q.insert(i + k, b)
-        if self.answers.get(tp, 0) == answers:
+        if self.answered == answered:
             self.muted.add(tp)
         else:
             self.wakeup.notify()
 
     def _answered(self, tp: TopicPartition) -> None:
-        self.answers[tp] = self.answers.get(tp, 0) + 1
+        self.answered += 1
         if self.muted and tp in self.muted:
             self.muted.discard(tp)
             self.wakeup.notify()

@@ -162,6 +162,7 @@ class Producer:
         self._next_seq: dict[tuple[str, int], int] = {}
         self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
         self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
+        self._drain_mark = 0  # RecordAccumulator.answered when the sender last drained
         self._resets: set[tuple[str, int]] = set()  # partitions whose sequences restart (see _reset_sequences)
         self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
         self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}
@@ -526,6 +527,7 @@ class Producer:
                     if not more:
                         break
                     rounds.append(more)
+                self._drain_mark = acc.answered  # see _sendable
             try:
                 self._send_rounds(rounds)
             except Exception as e:  # keep the sender alive; the batches carry the error
@@ -641,8 +643,8 @@ class Producer:
                     by_node.setdefault(node, []).append(self._request(entry))
         if held:
             with self._acc.lock:
-                for tp, (answers, batches) in held.items():
-                    self._acc.hold(tp, batches, answers)
+                for tp, (mark, batches) in held.items():
+                    self._acc.hold(tp, batches, mark)
         for node, items in by_node.items():
             try:
                 conn = self._client.node_connection(node)
@@ -679,7 +681,6 @@ class Producer:
         if tp in held:
             held[tp][1].extend(run)
             return []
-        answers = self._acc.answers.get(tp, 0)  # read before the decision: see RecordAccumulator.hold
         with self._seq_lock:
             unanswered = len(self._assigned.get(tp, ()))
             nxt = self._next_seq.get(tp, 0)
@@ -696,7 +697,7 @@ class Producer:
                 end = (seq + b.record_count) & _INT32_MAX
             else:
                 return run
-        held[tp] = (answers, run[i:])
+        held[tp] = (self._drain_mark, run[i:])
         return run[:i]
 
     def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
