@@ -64,13 +64,7 @@ from .header import (  # noqa: F401
     walk,
     write_header,
 )
-from .kafka import (  # noqa: F401
-    KafkaRecordBatch,
-    arrow_to_kafka,
-    decode_kafka,
-    encode_kafka,
-    kafka_to_arrow_batch,
-    to_kafka,
-    validate_kafka_records,
-)
+from .kafka import arrow_to_kafka, kafka_to_arrow_batch, to_kafka  # noqa: F401
+from .kafka_decode import KafkaRecordBatch, decode_kafka, validate_kafka_records  # noqa: F401
+from .kafka_encode import encode_kafka  # noqa: F401
 from .runs import FAST_PATH_MAX_AVG_RECORDS, decode, decode_all, to_arrow, trim  # noqa: F401

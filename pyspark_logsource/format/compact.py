@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from .header import KAFKA_ATTRIBUTES, TIMESTAMP_TYPE_BIT, BatchHeader, walk
-from .kafka import _kafka_batch
+from .kafka_encode import _kafka_batch
 from .runs import to_arrow
 
 

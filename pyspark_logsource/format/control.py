@@ -25,7 +25,7 @@ from .header import (
     fix_crc,
     read_header,
 )
-from .kafka import encode_kafka
+from .kafka_encode import encode_kafka
 
 ABORT = 0
 COMMIT = 1

@@ -42,7 +42,7 @@ from .header import (
     set_attributes_and_length,
     walk,
 )
-from .kafka import KafkaRecordBatch, decode_kafka, decode_kafka_run
+from .kafka_decode import KafkaRecordBatch, decode_kafka, decode_kafka_run
 
 _INT32_MAX = (1 << 31) - 1
 _TS_MS = pa.timestamp("ms")

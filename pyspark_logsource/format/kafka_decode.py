@@ -1,0 +1,336 @@
+"""Decoding Kafka's v2 record body (layout in ``format.kafka``): varint records into Arrow.
+
+Parsing is sequential only where it must be: one tight Python loop follows
+the record length varints (one iteration per record, the chain that
+decides where each record starts); every field inside the records is then
+parsed for all records at once with numpy. Headers, rare, take a Python
+loop. Every error in a body is a CorruptRecord.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CorruptRecord
+from . import compression
+from .arrow_body import ARROW_SCHEMA, HEADER_TYPE, MAX_UNCOMPRESSED_BYTES, Record
+from .arrow_decode import _gather, _np_col, _null_headers_col
+from .header import (
+    ARROW_BODY,
+    CODEC_MASK,
+    CONTROL_BIT,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    read_header,
+    verify_crc,
+)
+from .varint import INT32_MAX, read_raw_varint, read_varint32s, read_varints
+
+_PAD = 16  # zero bytes after the records, so that fixed-width gathers never leave the buffer
+_TS_MS = pa.timestamp("ms")
+
+
+class KafkaRecordBatch:
+    """A decoded Kafka-layout batch, with the same ``to_arrow()`` / ``records()`` as an Arrow-body one."""
+
+    __slots__ = ("header", "_table")
+
+    def __init__(self, header: BatchHeader, table: pa.Table) -> None:
+        self.header = header
+        self._table = table
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def record_count(self) -> int:
+        return self.header.record_count
+
+    @property
+    def is_control(self) -> bool:
+        """A transaction marker: data readers skip it."""
+        return self.header.is_control
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """The batch as an Arrow RecordBatch with ``ARROW_SCHEMA`` (control records included)."""
+        t = self._table.combine_chunks()
+        return t.to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+
+    def records(self) -> list[Record]:
+        """The records as Python objects (the per-message API; not a hot path)."""
+        t = self._table
+        hdrs = [[(d["key"], d["value"]) for d in h] if h else [] for h in t.column(5).to_pylist()]
+        ts = t.column(3).cast(pa.int64()).to_pylist()
+        return list(map(Record, t.column(2).to_pylist(), ts, t.column(0).to_pylist(), t.column(1).to_pylist(), hdrs))
+
+
+class _Parsed:
+    """Field positions of every record of one or more records sections laid end to end."""
+
+    __slots__ = ("data", "d", "n", "batch", "local", "ts_delta", "off_delta", "key_start", "key_len", "val_start",
+                 "val_len", "header_counts", "headers")  # fmt: skip
+
+
+def _sections(buf, headers: Sequence[BatchHeader], positions: Sequence[int], max_uncompressed: int) -> list:
+    """The records sections of Kafka-layout batches, decompressed (bounded)."""
+    mv = memoryview(buf)
+    out = []
+    for h, pos in zip(headers, positions, strict=True):
+        raw = mv[pos + HEADER_SIZE : pos + h.size]
+        codec = h.attributes & CODEC_MASK
+        out.append(raw if codec == compression.NONE else compression.kafka_decompress(codec, raw, max_uncompressed))
+    return out
+
+
+def _parse(sections: list, counts: Sequence[int], lods: Sequence[int] | None = None) -> _Parsed:
+    """Locate every field of every record; raise CorruptRecord unless each section is exactly ``count`` records.
+
+    Without ``lods`` offset deltas must be 0..n-1 (the produce path); with each batch's
+    last offset delta they must increase within [0, lod] (compaction leaves gaps).
+    """
+    data = b"".join([*sections, bytes(_PAD)])
+    bounds = []
+    ends: list[int] = []
+    app = ends.append
+    p = 0
+    try:
+        for sec, c in zip(sections, counts, strict=True):
+            e = p + len(sec)
+            bounds.append(p)
+            # the one sequential step: each length varint says where the next record starts
+            for _ in range(c):
+                b = data[p]
+                if b < 0x80:
+                    raw = b
+                    p += 1
+                else:
+                    b2 = data[p + 1]
+                    if b2 < 0x80:
+                        raw = (b & 0x7F) | (b2 << 7)
+                        p += 2
+                    else:
+                        raw, p = read_raw_varint(data, p)
+                if raw & 1:
+                    raise CorruptRecord("negative record length")
+                p += raw >> 1
+                app(p)
+            if p != e:
+                raise CorruptRecord(f"records section of {len(sec)} bytes does not hold exactly {c} records")
+    except IndexError:
+        raise CorruptRecord("record lengths overrun the batch") from None
+    n = len(ends)
+    d = np.frombuffer(data, dtype=np.uint8)
+    end = np.array(ends, dtype=np.int64)
+    cnt = np.asarray(counts, dtype=np.int64)
+    batch = np.repeat(np.arange(len(cnt)), cnt)
+    first = np.zeros(len(cnt), dtype=np.int64)
+    np.cumsum(cnt[:-1], out=first[1:])
+    begin = np.empty(n, dtype=np.int64)
+    begin[1:] = end[:-1]
+    begin[first] = np.asarray(bounds, dtype=np.int64)
+    local = np.arange(n, dtype=np.int64) - first[batch]
+
+    def check(q: np.ndarray, what: str) -> None:
+        if (q > end).any():
+            raise CorruptRecord(f"record {what} overruns its record")
+
+    _, ln = read_varints(d, begin, 5)
+    q = begin + ln + 1  # skip the record attributes byte (unused in v2)
+    check(q, "attributes")
+    ts_delta, ln = read_varints(d, q, 10)
+    q = q + ln
+    check(q, "timestamp delta")
+    off_delta, ln = read_varint32s(d, q, "offset delta")
+    if lods is None or len(lods) != len(cnt) or all(lod == c - 1 for lod, c in zip(lods, counts, strict=False)):
+        if (off_delta != local).any():
+            raise CorruptRecord("record offset deltas are not 0..n-1")
+    else:
+        up = np.ones(n, dtype=bool)
+        up[1:] = off_delta[1:] > off_delta[:-1]
+        up[first] = off_delta[first] >= 0
+        if not up.all() or (off_delta > np.asarray(lods, dtype=np.int64)[batch]).any():
+            raise CorruptRecord("record offset deltas do not increase within the batch's offsets")
+    q = q + ln
+    check(q, "offset delta")
+    key_len, ln = read_varint32s(d, q, "key length")
+    key_start = q + ln
+    q = key_start + np.maximum(key_len, 0)
+    if (key_len < -1).any():
+        raise CorruptRecord("negative record key length")
+    check(q, "key")
+    val_len, ln = read_varint32s(d, q, "value length")
+    val_start = q + ln
+    q = val_start + np.maximum(val_len, 0)
+    if (val_len < -1).any():
+        raise CorruptRecord("negative record value length")
+    check(q, "value")
+    hcount, ln = read_varint32s(d, q, "header count")
+    q = q + ln
+    if (hcount < 0).any():
+        raise CorruptRecord("negative record header count")
+    check(q, "header count")
+    with_headers = np.flatnonzero(hcount)
+    if ((q != end) & (hcount == 0)).any():
+        raise CorruptRecord("trailing bytes in a record")
+    out = _Parsed()
+    out.data, out.d, out.n, out.batch, out.local = data, d, n, batch, local
+    out.ts_delta, out.key_start, out.key_len, out.val_start, out.val_len = ts_delta, key_start, key_len, val_start, val_len
+    out.off_delta = off_delta
+    out.header_counts = hcount
+    out.headers = _parse_headers(data, q[with_headers].tolist(), end[with_headers].tolist(),
+                                 hcount[with_headers].tolist()) if len(with_headers) else None  # fmt: skip
+    return out
+
+
+def _parse_headers(data: bytes, starts: list[int], ends: list[int], counts: list[int]) -> list[tuple[int, int, int, int]]:
+    """(key start, key length, value start, value length or -1) of every header, in order (a Python loop)."""
+    out = []
+    for p, e, c in zip(starts, ends, counts, strict=True):
+        if 2 * c > e - p:
+            raise CorruptRecord(f"record claims {c} headers, more than its bytes can hold")
+        try:
+            for _ in range(c):
+                raw, p = read_raw_varint(data, p)
+                klen = (raw >> 1) ^ -(raw & 1)
+                if klen < 0:
+                    raise CorruptRecord("negative header key length")
+                ks = p
+                raw, p = read_raw_varint(data, p + klen)
+                vlen = (raw >> 1) ^ -(raw & 1)
+                if vlen < -1:
+                    raise CorruptRecord("negative header value length")
+                out.append((ks, klen, p, vlen))
+                p += max(vlen, 0)
+                if p > e:
+                    raise CorruptRecord("record header overruns its record")
+        except IndexError:
+            raise CorruptRecord("record header overruns its batch") from None
+        if p != e:
+            raise CorruptRecord("trailing bytes in a record")
+    return out
+
+
+def _binary(data: pa.Buffer, starts: np.ndarray, lens: np.ndarray, type_=pa.binary()) -> pa.Array:
+    """A binary array of the byte ranges (-1 length = null) of ``data``; ranges are sorted and disjoint."""
+    n = len(lens)
+    sizes = np.maximum(lens, 0)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] > INT32_MAX:
+        raise OverflowError("more than 2 GiB of keys or values in one run")
+    valid = lens >= 0
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    body = _gather(data, starts, sizes) if n else pa.py_buffer(b"")
+    return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(offsets.astype(np.int32)), body])
+
+
+def _table(p: _Parsed, headers: Sequence[BatchHeader]) -> pa.Table:
+    data = pa.py_buffer(p.data)
+    base = np.array([h.base_offset for h in headers], dtype=np.int64)
+    base_ts = np.array([h.base_timestamp for h in headers], dtype=np.int64)
+    max_ts = np.array([h.max_timestamp for h in headers], dtype=np.int64)
+    lat = np.array([bool(h.attributes & TIMESTAMP_TYPE_BIT) for h in headers])
+    g = p.batch
+    # LogAppendTime: every record carries the batch's max timestamp (int64 wrap-around as numpy adds)
+    ts = np.where(lat[g], max_ts[g], p.ts_delta + base_ts[g])
+    cols = [
+        _binary(data, p.key_start, p.key_len),
+        _binary(data, p.val_start, p.val_len),
+        _np_col(pa.int64(), base[g] + p.off_delta),
+        _np_col(_TS_MS, ts),
+        _np_col(pa.int32(), lat[g].astype(np.int32)),
+        _headers_col(data, p),
+    ]
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)])
+
+
+def _headers_col(data: pa.Buffer, p: _Parsed) -> pa.Array:
+    if p.headers is None:
+        return _null_headers_col(p.n)
+    spans = np.array(p.headers, dtype=np.int64).reshape(-1, 4)
+    keys = _binary(data, spans[:, 0], spans[:, 1], pa.string())
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:
+        raise CorruptRecord("record header keys are not valid UTF-8") from None
+    entries = pa.StructArray.from_arrays([keys, _binary(data, spans[:, 2], spans[:, 3])],
+                                         fields=list(HEADER_TYPE.value_type))  # fmt: skip
+    list_off = np.zeros(p.n + 1, dtype=np.int32)
+    np.cumsum(p.header_counts, out=list_off[1:])
+    empty = p.header_counts == 0
+    return pa.ListArray.from_arrays(_np_col(pa.int32(), list_off), entries, type=HEADER_TYPE,
+                                    mask=pa.array(empty) if empty.any() else None)  # fmt: skip
+
+
+def decode_kafka_run(
+    buf: bytes | bytearray | memoryview,
+    headers: Sequence[BatchHeader],
+    positions: Sequence[int],
+    *,
+    max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
+    include_control: bool = False,
+) -> pa.Table:
+    """Consecutive Kafka-layout batches (headers already walked and CRC-checked) into one ``ARROW_SCHEMA`` table.
+
+    Control batches are dropped unless ``include_control``.
+    """
+    if not include_control:
+        keep = [i for i, h in enumerate(headers) if not h.attributes & CONTROL_BIT]
+        if len(keep) != len(headers):
+            headers, positions = [headers[i] for i in keep], [positions[i] for i in keep]
+    if not headers:
+        return ARROW_SCHEMA.empty_table()
+    sections = _sections(buf, headers, positions, max_uncompressed)
+    return _table(_parse(sections, [h.record_count for h in headers], [h.last_offset_delta for h in headers]), headers)
+
+
+def decode_kafka(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
+) -> KafkaRecordBatch:
+    """Decode the Kafka-layout batch at ``pos`` (control records included; see ``is_control``)."""
+    h = read_header(buf, pos)
+    if h.attributes & ARROW_BODY:
+        raise CorruptRecord(f"batch at offset {h.base_offset} has an Arrow body, not Kafka's record layout")
+    if len(buf) - pos < h.size:
+        raise CorruptRecord(f"truncated batch at offset {h.base_offset}: {len(buf) - pos} of {h.size} bytes")
+    if check_crc:
+        verify_crc(buf, pos, h)
+    table = decode_kafka_run(buf, [h], [pos], max_uncompressed=max_uncompressed, include_control=True)
+    return KafkaRecordBatch(h, table)
+
+
+def validate_kafka_records(
+    batch: bytes | bytearray | memoryview,
+    pos: int = 0,
+    header: BatchHeader | None = None,
+    *,
+    max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
+) -> bool:
+    """Structural check of a Kafka-layout batch's records (the broker's produce-path check).
+
+    The records parse, their number is the header's record_count, offset
+    deltas are 0..n-1, every length stays inside its record, no byte is left
+    over; a compressed section is decompressed chunk by chunk, bounded by
+    ``max_uncompressed``. Raises CorruptRecord. The header and CRC are the
+    walker's job (pass its ``header`` to skip re-reading it). Returns whether
+    some record has a null key (compacted topics refuse those).
+    """
+    h = read_header(batch, pos) if header is None else header
+    if h.attributes & ARROW_BODY:
+        raise CorruptRecord("validate_kafka_records needs a Kafka-layout batch")
+    if len(batch) - pos < h.size:
+        raise CorruptRecord(f"truncated batch at offset {h.base_offset}")
+    p = _parse(_sections(batch, [h], [pos], max_uncompressed), [h.record_count])
+    return bool((p.key_len < 0).any())
+
+
+# ---------------------------------------------------------------- encoding
