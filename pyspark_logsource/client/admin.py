@@ -7,21 +7,21 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..errors import ConfigError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
-from ..protocol.messages import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
+from ..protocol.admin_messages import (
     RESOURCE_TOPIC,
     ConfigResource,
     CreatableTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+)
+from ..protocol.coordinator_messages import OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest
+from ..protocol.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     ListOffsetsPartition,
     ListOffsetsRequest,
     MetadataRequest,
-    OffsetCommitPartition,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
 )
 from ..topics import is_internal
 from .group_admin import GroupAdmin

@@ -35,7 +35,8 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..protocol.messages import FindCoordinatorRequest, MetadataRequest, MetadataResponse
+from ..protocol.coordinator_messages import FindCoordinatorRequest
+from ..protocol.messages import MetadataRequest, MetadataResponse
 from .connection import BrokerConnection, raise_for_response
 from .metadata import Bootstrap, BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
 

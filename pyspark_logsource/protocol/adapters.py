@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from . import admin_messages as am
+from . import coordinator_messages as cm
 from . import messages as m
 from .primitives import ProtocolError
 
@@ -257,36 +259,36 @@ def list_offsets_resp_from(d: dict, v: int) -> m.ListOffsetsResponse:
 # ------------------------------------------------------------------ FindCoordinator
 
 
-def find_coordinator_req_to(r: m.FindCoordinatorRequest, v: int) -> dict:
+def find_coordinator_req_to(r: cm.FindCoordinatorRequest, v: int) -> dict:
     return {"key": r.key, "key_type": r.key_type, "coordinator_keys": [r.key]}
 
 
-def find_coordinator_req_from(d: dict, v: int) -> m.FindCoordinatorRequest:
+def find_coordinator_req_from(d: dict, v: int) -> cm.FindCoordinatorRequest:
     if v >= 4:
         keys = d["coordinator_keys"]
         if len(keys) != 1:
             # one key per request is what the clients send; batched lookups answer per key
-            return m.FindCoordinatorRequest(keys[0] if keys else "", d["key_type"])
-        return m.FindCoordinatorRequest(keys[0], d["key_type"])
-    return m.FindCoordinatorRequest(d["key"], d["key_type"])
+            return cm.FindCoordinatorRequest(keys[0] if keys else "", d["key_type"])
+        return cm.FindCoordinatorRequest(keys[0], d["key_type"])
+    return cm.FindCoordinatorRequest(d["key"], d["key_type"])
 
 
-def find_coordinator_resp_to(r: m.FindCoordinatorResponse, v: int) -> dict:
+def find_coordinator_resp_to(r: cm.FindCoordinatorResponse, v: int) -> dict:
     one = {"key": r.key, "node_id": r.node_id, "host": r.host, "port": r.port, "error_code": r.error_code,
            "error_message": r.error_message}  # fmt: skip
     return {"throttle_time_ms": r.throttle_time_ms, **one, "coordinators": [one]}
 
 
-def find_coordinator_resp_from(d: dict, v: int) -> m.FindCoordinatorResponse:
+def find_coordinator_resp_from(d: dict, v: int) -> cm.FindCoordinatorResponse:
     src = d["coordinators"][0] if v >= 4 and d["coordinators"] else d
-    return m.FindCoordinatorResponse(src["error_code"], src["error_message"], src["node_id"], src["host"],
+    return cm.FindCoordinatorResponse(src["error_code"], src["error_message"], src["node_id"], src["host"],
                                      src["port"], d["throttle_time_ms"], src.get("key", ""))  # fmt: skip
 
 
 # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
 
 
-def offset_commit_req_to(r: m.OffsetCommitRequest, v: int) -> dict:
+def offset_commit_req_to(r: cm.OffsetCommitRequest, v: int) -> dict:
     return {
         "group_id": r.group_id, "generation_id_or_member_epoch": r.generation_id, "member_id": r.member_id,
         "group_instance_id": r.group_instance_id, "retention_time_ms": -1,
@@ -297,27 +299,27 @@ def offset_commit_req_to(r: m.OffsetCommitRequest, v: int) -> dict:
     }  # fmt: skip
 
 
-def offset_commit_req_from(d: dict, v: int) -> m.OffsetCommitRequest:
-    parts = [m.OffsetCommitPartition(t["name"], p["partition_index"], p["committed_offset"], p["committed_metadata"],
+def offset_commit_req_from(d: dict, v: int) -> cm.OffsetCommitRequest:
+    parts = [cm.OffsetCommitPartition(t["name"], p["partition_index"], p["committed_offset"], p["committed_metadata"],
                                      p["committed_leader_epoch"])
              for t in d["topics"] for p in t["partitions"]]  # fmt: skip
-    return m.OffsetCommitRequest(d["group_id"], parts, d["generation_id_or_member_epoch"], d["member_id"],
+    return cm.OffsetCommitRequest(d["group_id"], parts, d["generation_id_or_member_epoch"], d["member_id"],
                                  d["group_instance_id"])  # fmt: skip
 
 
-def offset_commit_resp_to(r: m.OffsetCommitResponse, v: int) -> dict:
+def offset_commit_resp_to(r: cm.OffsetCommitResponse, v: int) -> dict:
     return {"throttle_time_ms": r.throttle_time_ms,
             "topics": [{"name": t, "partitions": [{"partition_index": p.partition, "error_code": p.error_code}
                                                   for p in ps]} for t, ps in _group(r.partitions).items()]}  # fmt: skip
 
 
-def offset_commit_resp_from(d: dict, v: int) -> m.OffsetCommitResponse:
-    parts = [m.OffsetCommitPartitionResponse(t["name"], p["partition_index"], p["error_code"])
+def offset_commit_resp_from(d: dict, v: int) -> cm.OffsetCommitResponse:
+    parts = [cm.OffsetCommitPartitionResponse(t["name"], p["partition_index"], p["error_code"])
              for t in d["topics"] for p in t["partitions"]]  # fmt: skip
-    return m.OffsetCommitResponse(parts, d["throttle_time_ms"])
+    return cm.OffsetCommitResponse(parts, d["throttle_time_ms"])
 
 
-def offset_fetch_req_to(r: m.OffsetFetchRequest, v: int) -> dict:
+def offset_fetch_req_to(r: cm.OffsetFetchRequest, v: int) -> dict:
     if r.partitions is None:
         if v < 2:
             raise ValueError("OffsetFetch v0/v1 cannot ask for all partitions")
@@ -328,13 +330,13 @@ def offset_fetch_req_to(r: m.OffsetFetchRequest, v: int) -> dict:
     return {"group_id": r.group_id, "topics": topics, "require_stable": r.require_stable}
 
 
-def offset_fetch_req_from(d: dict, v: int) -> m.OffsetFetchRequest:
+def offset_fetch_req_from(d: dict, v: int) -> cm.OffsetFetchRequest:
     topics = d["topics"]
     parts = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-    return m.OffsetFetchRequest(d["group_id"], parts, d["require_stable"])
+    return cm.OffsetFetchRequest(d["group_id"], parts, d["require_stable"])
 
 
-def offset_fetch_resp_to(r: m.OffsetFetchResponse, v: int) -> dict:
+def offset_fetch_resp_to(r: cm.OffsetFetchResponse, v: int) -> dict:
     return {
         "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code,
         "topics": [{"name": t, "partitions": [
@@ -344,11 +346,11 @@ def offset_fetch_resp_to(r: m.OffsetFetchResponse, v: int) -> dict:
     }  # fmt: skip
 
 
-def offset_fetch_resp_from(d: dict, v: int) -> m.OffsetFetchResponse:
-    parts = [m.OffsetFetchPartitionResponse(t["name"], p["partition_index"], p["committed_offset"], p["metadata"],
+def offset_fetch_resp_from(d: dict, v: int) -> cm.OffsetFetchResponse:
+    parts = [cm.OffsetFetchPartitionResponse(t["name"], p["partition_index"], p["committed_offset"], p["metadata"],
                                             p["error_code"], p["committed_leader_epoch"])
              for t in d["topics"] for p in t["partitions"]]  # fmt: skip
-    return m.OffsetFetchResponse(parts, d["error_code"], d["throttle_time_ms"])
+    return cm.OffsetFetchResponse(parts, d["error_code"], d["throttle_time_ms"])
 
 
 # ------------------------------------------------------------------ InitProducerId
@@ -376,7 +378,7 @@ def init_pid_resp_from(d: dict, v: int) -> m.InitProducerIdResponse:
 # ------------------------------------------------------------------ CreateTopics / DeleteTopics
 
 
-def create_topics_req_to(r: m.CreateTopicsRequest, v: int) -> dict:
+def create_topics_req_to(r: am.CreateTopicsRequest, v: int) -> dict:
     return {
         "topics": [{"name": t.name, "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
                     "assignments": [{"partition_index": p, "broker_ids": b} for p, b in t.assignments.items()],
@@ -385,63 +387,63 @@ def create_topics_req_to(r: m.CreateTopicsRequest, v: int) -> dict:
     }  # fmt: skip
 
 
-def create_topics_req_from(d: dict, v: int) -> m.CreateTopicsRequest:
-    topics = [m.CreatableTopic(t["name"], t["num_partitions"], t["replication_factor"],
+def create_topics_req_from(d: dict, v: int) -> am.CreateTopicsRequest:
+    topics = [am.CreatableTopic(t["name"], t["num_partitions"], t["replication_factor"],
                                {c["name"]: c["value"] for c in t["configs"]},
                                {a["partition_index"]: a["broker_ids"] for a in t["assignments"]})
               for t in d["topics"]]  # fmt: skip
-    return m.CreateTopicsRequest(topics, d["timeout_ms"], d["validate_only"])
+    return am.CreateTopicsRequest(topics, d["timeout_ms"], d["validate_only"])
 
 
-def create_topics_resp_to(r: m.CreateTopicsResponse, v: int) -> dict:
+def create_topics_resp_to(r: am.CreateTopicsResponse, v: int) -> dict:
     return {"throttle_time_ms": r.throttle_time_ms,
             "topics": [{"name": t.name, "topic_id": None, "error_code": t.error_code, "error_message": t.error_message,
                         "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
                         "configs": None if t.error_code else []} for t in r.topics]}  # fmt: skip
 
 
-def create_topics_resp_from(d: dict, v: int) -> m.CreateTopicsResponse:
-    topics = [m.CreateTopicResult(t["name"], t["error_code"], t["error_message"], t["num_partitions"],
+def create_topics_resp_from(d: dict, v: int) -> am.CreateTopicsResponse:
+    topics = [am.CreateTopicResult(t["name"], t["error_code"], t["error_message"], t["num_partitions"],
                                   t["replication_factor"]) for t in d["topics"]]  # fmt: skip
-    return m.CreateTopicsResponse(topics, d["throttle_time_ms"])
+    return am.CreateTopicsResponse(topics, d["throttle_time_ms"])
 
 
-def delete_topics_req_to(r: m.DeleteTopicsRequest, v: int) -> dict:
+def delete_topics_req_to(r: am.DeleteTopicsRequest, v: int) -> dict:
     return {"topics": [{"name": t, "topic_id": None} for t in r.topics], "topic_names": r.topics,
             "timeout_ms": r.timeout_ms}  # fmt: skip
 
 
-def delete_topics_req_from(d: dict, v: int) -> m.DeleteTopicsRequest:
+def delete_topics_req_from(d: dict, v: int) -> am.DeleteTopicsRequest:
     names = [t["name"] for t in d["topics"]] if v >= 6 else d["topic_names"]
-    return m.DeleteTopicsRequest([n if n is not None else "" for n in names], d["timeout_ms"])
+    return am.DeleteTopicsRequest([n if n is not None else "" for n in names], d["timeout_ms"])
 
 
-def delete_topics_resp_to(r: m.DeleteTopicsResponse, v: int) -> dict:
+def delete_topics_resp_to(r: am.DeleteTopicsResponse, v: int) -> dict:
     return {"throttle_time_ms": r.throttle_time_ms,
             "responses": [{"name": t.name, "topic_id": None, "error_code": t.error_code,
                            "error_message": t.error_message} for t in r.topics]}  # fmt: skip
 
 
-def delete_topics_resp_from(d: dict, v: int) -> m.DeleteTopicsResponse:
-    return m.DeleteTopicsResponse([m.DeleteTopicResult(t["name"], t["error_code"], t["error_message"])
+def delete_topics_resp_from(d: dict, v: int) -> am.DeleteTopicsResponse:
+    return am.DeleteTopicsResponse([am.DeleteTopicResult(t["name"], t["error_code"], t["error_message"])
                                    for t in d["responses"]], d["throttle_time_ms"])  # fmt: skip
 
 
 # ------------------------------------------------------------------ DescribeConfigs / DescribeCluster
 
 
-def describe_configs_req_to(r: m.DescribeConfigsRequest, v: int) -> dict:
+def describe_configs_req_to(r: am.DescribeConfigsRequest, v: int) -> dict:
     return {"resources": [{"resource_type": x.resource_type, "resource_name": x.resource_name,
                            "configuration_keys": x.keys} for x in r.resources],
             "include_synonyms": r.include_synonyms, "include_documentation": r.include_documentation}  # fmt: skip
 
 
-def describe_configs_req_from(d: dict, v: int) -> m.DescribeConfigsRequest:
-    res = [m.ConfigResource(x["resource_type"], x["resource_name"], x["configuration_keys"]) for x in d["resources"]]
-    return m.DescribeConfigsRequest(res, d["include_synonyms"], d["include_documentation"])
+def describe_configs_req_from(d: dict, v: int) -> am.DescribeConfigsRequest:
+    res = [am.ConfigResource(x["resource_type"], x["resource_name"], x["configuration_keys"]) for x in d["resources"]]
+    return am.DescribeConfigsRequest(res, d["include_synonyms"], d["include_documentation"])
 
 
-def describe_configs_resp_to(r: m.DescribeConfigsResponse, v: int) -> dict:
+def describe_configs_resp_to(r: am.DescribeConfigsResponse, v: int) -> dict:
     return {"throttle_time_ms": r.throttle_time_ms, "results": [
         {"error_code": x.error_code, "error_message": x.error_message, "resource_type": x.resource_type,
          "resource_name": x.resource_name, "configs": [
@@ -451,13 +453,13 @@ def describe_configs_resp_to(r: m.DescribeConfigsResponse, v: int) -> dict:
         for x in r.results]}  # fmt: skip
 
 
-def describe_configs_resp_from(d: dict, v: int) -> m.DescribeConfigsResponse:
-    results = [m.DescribeConfigsResult(
+def describe_configs_resp_from(d: dict, v: int) -> am.DescribeConfigsResponse:
+    results = [am.DescribeConfigsResult(
         x["resource_type"], x["resource_name"], x["error_code"], x["error_message"],
-        [m.ConfigEntry(c["name"], c["value"], c["read_only"], c["config_source"] if v >= 1 else
+        [am.ConfigEntry(c["name"], c["value"], c["read_only"], c["config_source"] if v >= 1 else
                        (5 if c["is_default"] else 1), c["is_sensitive"], c["config_type"], c["documentation"])
          for c in x["configs"]]) for x in d["results"]]  # fmt: skip
-    return m.DescribeConfigsResponse(results, d["throttle_time_ms"])
+    return am.DescribeConfigsResponse(results, d["throttle_time_ms"])
 
 
 def describe_cluster_req_to(r: m.DescribeClusterRequest, v: int) -> dict:

@@ -23,6 +23,8 @@ from typing import Any
 
 from ..errors import UnsupportedVersion
 from . import adapters as a
+from . import admin_messages as am
+from . import coordinator_messages as cm
 from . import epoch_messages as em
 from . import fetch_fast
 from . import group_adapters as ga
@@ -73,9 +75,9 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.FETCH, m.FetchRequest, m.FetchResponse, "fetch"),
         Api(m.ApiKey.LIST_OFFSETS, m.ListOffsetsRequest, m.ListOffsetsResponse, "list_offsets"),
         Api(m.ApiKey.METADATA, m.MetadataRequest, m.MetadataResponse, "metadata"),
-        Api(m.ApiKey.OFFSET_COMMIT, m.OffsetCommitRequest, m.OffsetCommitResponse, "offset_commit"),
-        Api(m.ApiKey.OFFSET_FETCH, m.OffsetFetchRequest, m.OffsetFetchResponse, "offset_fetch"),
-        Api(m.ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest, m.FindCoordinatorResponse, "find_coordinator"),
+        Api(m.ApiKey.OFFSET_COMMIT, cm.OffsetCommitRequest, cm.OffsetCommitResponse, "offset_commit"),
+        Api(m.ApiKey.OFFSET_FETCH, cm.OffsetFetchRequest, cm.OffsetFetchResponse, "offset_fetch"),
+        Api(m.ApiKey.FIND_COORDINATOR, cm.FindCoordinatorRequest, cm.FindCoordinatorResponse, "find_coordinator"),
         Api(m.ApiKey.JOIN_GROUP, gm.JoinGroupRequest, gm.JoinGroupResponse, "join_group", ga),
         Api(m.ApiKey.HEARTBEAT, gm.HeartbeatRequest, gm.HeartbeatResponse, "heartbeat", ga),
         Api(m.ApiKey.LEAVE_GROUP, gm.LeaveGroupRequest, gm.LeaveGroupResponse, "leave_group", ga),
@@ -83,12 +85,12 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.DESCRIBE_GROUPS, gm.DescribeGroupsRequest, gm.DescribeGroupsResponse, "describe_groups", ga),
         Api(m.ApiKey.LIST_GROUPS, gm.ListGroupsRequest, gm.ListGroupsResponse, "list_groups", ga),
         Api(m.ApiKey.API_VERSIONS, m.ApiVersionsRequest, m.ApiVersionsResponse, "api_versions"),
-        Api(m.ApiKey.CREATE_TOPICS, m.CreateTopicsRequest, m.CreateTopicsResponse, "create_topics"),
-        Api(m.ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest, m.DeleteTopicsResponse, "delete_topics"),
+        Api(m.ApiKey.CREATE_TOPICS, am.CreateTopicsRequest, am.CreateTopicsResponse, "create_topics"),
+        Api(m.ApiKey.DELETE_TOPICS, am.DeleteTopicsRequest, am.DeleteTopicsResponse, "delete_topics"),
         Api(m.ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse, "init_pid"),
         Api(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, em.OffsetForLeaderEpochRequest, em.OffsetForLeaderEpochResponse,
             "offset_for_leader_epoch", em),
-        Api(m.ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse, "describe_configs"),
+        Api(m.ApiKey.DESCRIBE_CONFIGS, am.DescribeConfigsRequest, am.DescribeConfigsResponse, "describe_configs"),
         Api(m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"),
         Api(m.ApiKey.WRITE_TXN_MARKERS, tm.WriteTxnMarkersRequest, tm.WriteTxnMarkersResponse, "write_txn_markers", tm),
         # our extension (not Kafka's): the staged transactions of a Spark write

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .messages import ApiKey
+from .api_keys import ApiKey
 
 OFFSET_FOR_LEADER_EPOCH_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 #: replica_id of a consumer (a follower sends its broker id; Kafka's default -2 is a debugging consumer)

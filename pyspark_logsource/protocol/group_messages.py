@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .messages import ApiKey
+from .api_keys import ApiKey
 from .primitives import ProtocolError, Reader, Writer
 from .schema import Codec
 from .schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION

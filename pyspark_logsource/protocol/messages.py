@@ -4,15 +4,51 @@ Per-partition entries are flat lists that carry their topic name; on the wire
 Kafka nests them by topic (:mod:`.codecs` does the grouping). Every field has
 the default Kafka gives it when a version lacks it, so callers never branch on
 versions. Byte layouts are in :mod:`.schemas`.
+
+The data path (ApiVersions, Metadata, DescribeCluster, Produce, Fetch,
+ListOffsets, InitProducerId) is here; the other families have their own
+modules, re-exported here so that ``messages.X`` names every core message:
+:mod:`.api_keys`, :mod:`.coordinator_messages` (FindCoordinator,
+OffsetCommit, OffsetFetch), :mod:`.admin_messages` (CreateTopics,
+DeleteTopics, DescribeConfigs); the group membership, transaction and
+leader-epoch APIs are in :mod:`.group_messages`, :mod:`.txn_messages` and
+:mod:`.epoch_messages`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 from ..format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from .admin_messages import (  # noqa: F401  (re-exported: messages.X names every core message)
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ConfigEntry,
+    ConfigResource,
+    CreatableTopic,
+    CreateTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
+from .api_keys import ApiKey, RequestHeader  # noqa: F401
+from .coordinator_messages import (  # noqa: F401
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    OffsetCommitPartition,
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchPartitionResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -20,44 +56,6 @@ READ_COMMITTED = 1
 #: The feature a logsource broker advertises in ApiVersions (v3+) when it stores
 #: and serves our Arrow-bodied record batches next to Kafka's.
 ARROW_BODY_FEATURE = "logsource.arrow.body"
-
-
-class ApiKey(IntEnum):
-    """Kafka's api keys for the requests this broker answers."""
-
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    INIT_PRODUCER_ID = 22
-    WRITE_TXN_MARKERS = 27
-    OFFSET_FOR_LEADER_EPOCH = 23
-    DESCRIBE_CONFIGS = 32
-    DESCRIBE_CLUSTER = 60
-    #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
-    STAGED_TXNS = 10100
-
-
-@dataclass(slots=True)
-class RequestHeader:
-    """api_key, api_version, correlation_id, client_id (header v1; v2 adds tagged fields)."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None = None
 
 
 # ------------------------------------------------------------------ ApiVersions
@@ -327,106 +325,6 @@ class ListOffsetsResponse:
     throttle_time_ms: int = 0
 
 
-# ------------------------------------------------------------------ FindCoordinator
-
-
-@dataclass(slots=True)
-class FindCoordinatorRequest:
-    """Which broker coordinates a group (key_type 0) or a transactional id (1)."""
-
-    API_KEY = ApiKey.FIND_COORDINATOR
-    key: str = ""
-    key_type: int = 0
-
-
-@dataclass(slots=True)
-class FindCoordinatorResponse:
-    """The coordinator's node and address."""
-
-    error_code: int = 0
-    error_message: str | None = None
-    node_id: int = -1
-    host: str = ""
-    port: int = -1
-    throttle_time_ms: int = 0
-    key: str = ""
-
-
-# ------------------------------------------------------------------ OffsetCommit / OffsetFetch
-
-
-@dataclass(slots=True)
-class OffsetCommitPartition:
-    """The next offset to consume for a partition, plus free-form metadata."""
-
-    topic: str
-    partition: int
-    offset: int
-    metadata: str | None = None
-    leader_epoch: int = -1
-
-
-@dataclass(slots=True)
-class OffsetCommitRequest:
-    """Store offsets for a named group."""
-
-    API_KEY = ApiKey.OFFSET_COMMIT
-    group_id: str = ""
-    partitions: list[OffsetCommitPartition] = field(default_factory=list)
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-
-
-@dataclass(slots=True)
-class OffsetCommitPartitionResponse:
-    """Outcome of committing one partition."""
-
-    topic: str
-    partition: int
-    error_code: int = 0
-
-
-@dataclass(slots=True)
-class OffsetCommitResponse:
-    """Per-partition outcomes."""
-
-    partitions: list[OffsetCommitPartitionResponse] = field(default_factory=list)
-    throttle_time_ms: int = 0
-
-
-@dataclass(slots=True)
-class OffsetFetchRequest:
-    """Read a group's committed offsets; ``partitions=None`` means all of them."""
-
-    API_KEY = ApiKey.OFFSET_FETCH
-    group_id: str = ""
-    partitions: list[tuple[str, int]] | None = None
-    require_stable: bool = False
-
-
-@dataclass(slots=True)
-class OffsetFetchPartitionResponse:
-    """A committed offset (-1: none) and its metadata."""
-
-    topic: str
-    partition: int
-    offset: int = -1
-    metadata: str | None = None
-    error_code: int = 0
-    leader_epoch: int = -1
-
-
-@dataclass(slots=True)
-class OffsetFetchResponse:
-    """Per-partition committed offsets, and a group-level error (v2+)."""
-
-    partitions: list[OffsetFetchPartitionResponse] = field(default_factory=list)
-    error_code: int = 0
-    throttle_time_ms: int = 0
-    error_message: str | None = None  # not on the wire; for raise_for_response
-
-
 # ------------------------------------------------------------------ InitProducerId
 
 
@@ -455,130 +353,7 @@ class InitProducerIdResponse:
     error_message: str | None = None  # not on the wire; for raise_for_response
 
 
-# ------------------------------------------------------------------ CreateTopics / DeleteTopics
-
-
-@dataclass(slots=True)
-class CreatableTopic:
-    """A topic to create; ``config`` uses Kafka's topic-level spellings."""
-
-    name: str
-    num_partitions: int = -1  # -1: the broker's num.partitions
-    replication_factor: int = -1
-    config: dict[str, str | None] = field(default_factory=dict)
-    assignments: dict[int, list[int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class CreateTopicsRequest:
-    """Create topics."""
-
-    API_KEY = ApiKey.CREATE_TOPICS
-    topics: list[CreatableTopic] = field(default_factory=list)
-    timeout_ms: int = 30000
-    validate_only: bool = False
-
-
-@dataclass(slots=True)
-class CreateTopicResult:
-    """Outcome for one topic of a CreateTopics request."""
-
-    name: str
-    error_code: int = 0
-    error_message: str | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-
-
-@dataclass(slots=True)
-class CreateTopicsResponse:
-    """Per-topic outcomes."""
-
-    topics: list[CreateTopicResult] = field(default_factory=list)
-    throttle_time_ms: int = 0
-
-
-@dataclass(slots=True)
-class DeleteTopicsRequest:
-    """Delete topics by name."""
-
-    API_KEY = ApiKey.DELETE_TOPICS
-    topics: list[str] = field(default_factory=list)
-    timeout_ms: int = 30000
-
-
-@dataclass(slots=True)
-class DeleteTopicResult:
-    """Outcome for one topic of a DeleteTopics request."""
-
-    name: str
-    error_code: int = 0
-    error_message: str | None = None
-
-
-@dataclass(slots=True)
-class DeleteTopicsResponse:
-    """Per-topic outcomes."""
-
-    topics: list[DeleteTopicResult] = field(default_factory=list)
-    throttle_time_ms: int = 0
-
-
-# ------------------------------------------------------------------ DescribeConfigs / DescribeCluster
-
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-
-
-@dataclass(slots=True)
-class ConfigResource:
-    """A topic (2) or broker (4) whose configs to describe; ``keys=None`` means all."""
-
-    resource_type: int
-    resource_name: str
-    keys: list[str] | None = None
-
-
-@dataclass(slots=True)
-class DescribeConfigsRequest:
-    """Describe topic or broker configs."""
-
-    API_KEY = ApiKey.DESCRIBE_CONFIGS
-    resources: list[ConfigResource] = field(default_factory=list)
-    include_synonyms: bool = False
-    include_documentation: bool = False
-
-
-@dataclass(slots=True)
-class ConfigEntry:
-    """One config value; ``source`` is Kafka's ConfigSource (1 topic, 4 static broker, 5 default)."""
-
-    name: str
-    value: str | None
-    read_only: bool = False
-    source: int = 5
-    is_sensitive: bool = False
-    config_type: int = 0
-    documentation: str | None = None
-
-
-@dataclass(slots=True)
-class DescribeConfigsResult:
-    """Configs of one resource, or its error."""
-
-    resource_type: int
-    resource_name: str
-    error_code: int = 0
-    error_message: str | None = None
-    configs: list[ConfigEntry] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class DescribeConfigsResponse:
-    """Per-resource configs."""
-
-    results: list[DescribeConfigsResult] = field(default_factory=list)
-    throttle_time_ms: int = 0
+# ------------------------------------------------------------------ DescribeCluster
 
 
 @dataclass(slots=True)

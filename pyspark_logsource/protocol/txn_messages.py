@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .messages import ApiKey
+from .api_keys import ApiKey
 from .schema import F, message
 
 STAGED_TXNS_KEY = ApiKey.STAGED_TXNS

@@ -1,0 +1,44 @@
+"""Kafka's api keys and the request header every request starts with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    """Kafka's api keys for the requests this broker answers."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    WRITE_TXN_MARKERS = 27
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    DESCRIBE_CLUSTER = 60
+    #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
+    STAGED_TXNS = 10100
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    """api_key, api_version, correlation_id, client_id (header v1; v2 adds tagged fields)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
