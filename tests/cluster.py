@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
 from pyspark_logsource.broker.embedded import EmbeddedBroker
@@ -62,6 +62,33 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30.0, interval: float = 0
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
         time.sleep(interval)
+
+
+def expire_session(zk_connect: str, client: KazooClient) -> None:
+    """Expire ``client``'s session on the server, as kazoo's test harness does: a second client
+    attaches to it (its id and password) and closes it; wait until ``client`` sees LOST.
+
+    The second client connects without the chroot: kazoo checks a chroot with a request, which fails
+    with ConnectionLoss when the first client takes the session back first. If the two clients'
+    reconnections race that way, try again."""
+    lost = []
+    client.add_listener(lambda s: lost.append(s) if s == KazooState.LOST else None)
+    hosts = zk_connect.split("/", 1)[0]
+    for _ in range(10):
+        other = KazooClient(hosts, client_id=client.client_id, timeout=5.0)
+        try:
+            other.start(timeout=5)
+            other.stop()  # closing the session deletes its ephemeral nodes (/brokers/ids/<id>, /controller)
+        except Exception:  # the session moved back to the first client meanwhile: try again
+            pass
+        finally:
+            other.close()
+        try:
+            wait_for(lambda: lost, 3, what="the session LOST")
+            return
+        except AssertionError:
+            continue
+    raise AssertionError("could not expire the session")
 
 
 class Cluster:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from brokers import WireClient
-from cluster import wait_for
-from kazoo.client import KazooClient, KazooState
+from cluster import expire_session, wait_for
+from kazoo.client import KazooClient
 
 from pyspark_logsource.broker.cluster import paths
 from pyspark_logsource.broker.cluster.controller import Controller, assign_replicas, elect_leader
@@ -142,32 +142,6 @@ def _state(zk: KazooClient, topic: str, p: int) -> tuple[dict, int]:
     return json.loads(data), stat.version
 
 
-def _expire(zk_connect: str, client: KazooClient) -> None:
-    """Expire ``client``'s session on the server: a second client attaches to it (its id and password)
-    and closes it, as kazoo's test harness used to; wait until ``client`` sees LOST.
-
-    The second client connects without the chroot (kazoo checks a chroot with a request, which fails when
-    the first client takes the session back first) and tries again if the two clients' reconnections race."""
-    lost = []
-    client.add_listener(lambda s: lost.append(s) if s == KazooState.LOST else None)
-    hosts = zk_connect.split("/", 1)[0]
-    for _ in range(10):
-        other = KazooClient(hosts, client_id=client.client_id, timeout=5.0)
-        try:
-            other.start(timeout=5)
-            other.stop()
-        except Exception:  # the session moved back to the first client meanwhile: try again
-            pass
-        finally:
-            other.close()
-        try:
-            wait_for(lambda: lost, 3, what="the session LOST")
-            return
-        except AssertionError:
-            continue
-    raise AssertionError("could not expire the session")
-
-
 @pytest.fixture
 def observer(zk_connect):
     zk = KazooClient(zk_connect, timeout=10.0)
@@ -209,7 +183,7 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
 
         # the controller's session expires: another broker is elected with the next epoch
         old_epoch = c1.epoch
-        _expire(zk_connect, nodes[first].zk.client)
+        expire_session(zk_connect, nodes[first].zk.client)
         second = wait_for(lambda: (c := _controller(observer)) not in (None, first) and c, what="a new controller")
         c2 = nodes[second].controller
         wait_for(lambda: c2.active, what="the new controller active")
@@ -486,7 +460,7 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
         with WireClient(brokers[victim].bootstrap) as w:
             assert w.produce("t", p, fmt.encode([b"before"]), acks=1).error_code == 0
             old_zk = state.zk.client.client_id
-            _expire(zk_connect, state.zk.client)
+            expire_session(zk_connect, state.zk.client)
             # fenced from LOST until it registered again and re-read its roles; then a follower
             wait_for(lambda: _state(observer, "t", p)[0]["leader"] != victim, what="a new leader")
             wait_for(lambda: w.produce("t", p, fmt.encode([b"zombie"]), acks=1).error_code == NotLeaderOrFollower.code,

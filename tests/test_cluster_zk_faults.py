@@ -13,7 +13,7 @@ import time
 
 import pytest
 from brokers import WireClient
-from cluster import Cluster, wait_for
+from cluster import Cluster, expire_session, wait_for
 from kazoo.client import KazooClient, KazooState
 
 from pyspark_logsource.client import Consumer, Producer
@@ -27,17 +27,6 @@ def _kazoo(cluster: Cluster, broker_id: int) -> KazooClient:
     """The KazooClient of an in-thread broker."""
     state = cluster.brokers[broker_id]._broker.state
     return state.zk.client
-
-
-def expire_session(zk_connect: str, client: KazooClient) -> None:
-    """Close ``client``'s session from a second client with the same id and password (kazoo's harness)."""
-    lost = []
-    client.add_listener(lambda s: lost.append(s) if s == KazooState.LOST else None)
-    other = KazooClient(zk_connect, client_id=client.client_id, timeout=5.0)
-    other.start(timeout=15)
-    other.stop()  # closing the session deletes its ephemeral nodes: /brokers/ids/<id>, /controller
-    other.close()
-    wait_for(lambda: lost, 30, what="the broker's kazoo client seeing its session LOST")
 
 
 def _produce_to(broker_bootstrap: str, topic: str, partition: int, value: bytes) -> int:
