@@ -111,6 +111,35 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
     assert rc == 0 and "zookeeper" in out
 
 
+@pytest.mark.cluster
+def test_cluster_start_waits_for_a_live_leader_of_every_partition(zk_connect, tmp_path):
+    # what `cluster start` waits for after the brokers registered: each partition's state names a live leader
+    from kazoo.client import KazooClient
+
+    from pyspark_logsource.broker.cluster import paths
+    from pyspark_logsource.broker.cluster.local import LocalCluster, _leaderless
+    from pyspark_logsource.errors import LeaderNotAvailable
+
+    zk = KazooClient(zk_connect, timeout=10.0)
+    zk.start(timeout=15)
+    try:
+        zk.create(paths.topic_path("t"), paths.encode_assignment({0: [1, 2], 1: [2, 1], 2: [1, 2]}, paths.new_topic_id()),
+                  makepath=True)  # fmt: skip
+        zk.create(paths.partition_state_path("t", 0), paths.encode_state(paths.LeaderAndIsr(1, 3, [1, 2], 1)), makepath=True)
+        zk.create(paths.partition_state_path("t", 1), paths.encode_state(paths.LeaderAndIsr(2, 3, [2], 1)), makepath=True)
+        # partition 2 has no state yet (being created); partition 1's leader 2 is not registered
+        assert _leaderless(zk, {1}) == ["t-1", "t-2"]
+        c = LocalCluster(tmp_path, 2, startup_timeout=0.5)
+        with pytest.raises(LeaderNotAvailable, match=r"partition\(s\) t-1, t-2 have no leader after"):
+            c._wait_leaders(zk_connect, {1})
+        zk.create(paths.partition_state_path("t", 2), paths.encode_state(paths.LeaderAndIsr(1, 0, [1], 1)), makepath=True)
+        assert _leaderless(zk, {1, 2}) == []
+        c._wait_leaders(zk_connect, {1, 2})  # returns at once
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def test_cluster_stop_without_a_cluster(tmp_path, capsys):
     rc, _, err = here(capsys, "cluster", "stop", "--data-dir", str(tmp_path / "none"))
     assert rc == 1 and "no cluster" in err

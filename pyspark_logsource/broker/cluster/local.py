@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError, LogSourceError, NetworkError
+from ...errors import ConfigError, LeaderNotAvailable, LogSourceError, NetworkError
 from .zookeeper import ZooKeeperServer, free_port, pid_alive
 
 _STATE = "cluster.json"
@@ -99,7 +99,8 @@ class LocalCluster:
     # ------------------------------------------------------------ start
 
     def start(self) -> str:
-        """Start ZooKeeper and the brokers; return ``bootstrap.servers`` once all are registered."""
+        """Start ZooKeeper and the brokers; return ``bootstrap.servers`` once all are registered and
+        every existing partition has a live leader."""
         alive = self.running_pids()
         if alive:
             raise ConfigError(
@@ -138,6 +139,9 @@ class LocalCluster:
         bootstrap = ",".join(f"{self.host}:{b['port']}" for b in state["brokers"])
         state["bootstrap.servers"] = bootstrap
         self._write_state(state)
+        # On a restart the data's topics are back: the list is printed once each of their partitions
+        # is led again (the brokers stay up on a timeout: 'cluster stop' or a look at broker.log).
+        self._wait_leaders(zk.connect, set(procs))
         return bootstrap
 
     def _spawn_broker(self, bid: int, port: int, zk_connect: str) -> tuple[subprocess.Popen, Path]:
@@ -199,6 +203,29 @@ class LocalCluster:
             zk.stop()
             zk.close()
 
+    def _wait_leaders(self, zk_connect: str, live: set[int]) -> None:
+        """Wait until every partition in ``/brokers/topics`` has a live leader in its state znode."""
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(zk_connect, timeout=10.0)
+        zk.start(timeout=self.startup_timeout)
+        try:
+            deadline = time.monotonic() + self.startup_timeout
+            while True:
+                leaderless = _leaderless(zk, live)
+                if not leaderless:
+                    return
+                if time.monotonic() > deadline:
+                    shown = ", ".join(leaderless[:10]) + (f" and {len(leaderless) - 10} more" if len(leaderless) > 10 else "")
+                    raise LeaderNotAvailable(
+                        f"the cluster in {self.data_dir} is running, but partition(s) {shown} have no leader "
+                        f"after {self.startup_timeout:.0f}s (see the brokers' broker.log; 'logsource cluster stop' stops it)"
+                    )
+                time.sleep(0.1)
+        finally:
+            zk.stop()
+            zk.close()
+
     # ------------------------------------------------------------ stop
 
     def stop(self, timeout: float = 30.0) -> list[str]:
@@ -226,6 +253,32 @@ class LocalCluster:
         for b in state.get("brokers", []):
             rows.append((f"broker-{b['id']}", b.get("pid"), b.get("port"), _ours(b.get("pid"), _BROKER_MARK)))
         return rows
+
+
+def _leaderless(zk: Any, live: set[int]) -> list[str]:
+    """``topic-p`` of each partition whose state names no leader among ``live`` (or has no state yet)."""
+    from kazoo.exceptions import NoNodeError
+
+    from . import paths
+
+    out = []
+    try:
+        topics = zk.get_children(paths.BROKER_TOPICS)
+    except NoNodeError:
+        return out
+    for topic in sorted(topics):
+        try:
+            parts = paths.decode_assignment(zk.get(paths.topic_path(topic))[0])
+        except NoNodeError:  # deleted meanwhile
+            continue
+        for p in sorted(parts):
+            try:
+                leader = paths.decode_state(zk.get(paths.partition_state_path(topic, p))[0]).leader
+            except NoNodeError:
+                leader = -1
+            if leader not in live:
+                out.append(f"{topic}-{p}")
+    return out
 
 
 def _ours(pid: int | None, marker: str) -> bool:
