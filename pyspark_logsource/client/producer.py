@@ -641,10 +641,6 @@ class Producer:
             for node, entry in open_reqs.items():
                 if entry[0]:
                     by_node.setdefault(node, []).append(self._request(entry))
-        if held:
-            with self._acc.lock:
-                for tp, (mark, batches) in held.items():
-                    self._acc.hold(tp, batches, mark)
         for node, items in by_node.items():
             try:
                 conn = self._client.node_connection(node)
@@ -663,6 +659,10 @@ class Producer:
                 conn.send_many(calls)
             except LogSourceError:
                 pass  # send_many already ran the callbacks of unsent requests with the error
+        if held:  # last: if anything above raised, _run puts every unfinished batch back itself
+            with self._acc.lock:
+                for tp, (mark, batches) in held.items():
+                    self._acc.hold(tp, batches, mark)
 
     def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
         """The part of an idempotent run that may be sent now; the rest goes into ``held``.
