@@ -1,10 +1,10 @@
 """The idempotent producer when the answers to appended batches are lost and the batches are resent.
 
-A broker remembers the last 5 batches of each producer per partition. Batches whose answers
+A broker remembers the last batches of each producer per partition (Kafka 5, ours 80). Batches whose answers
 were lost (a leader killed after replicating them, a cut connection) are resent with the same
 sequence numbers and must be recognised as duplicates, never appended twice and never taken
 for lost producer state (which restarts the partition's sequences under a new producer id).
-So the producer keeps at most 5 batches with sequence numbers unanswered per partition, and
+So the producer keeps no more batches with sequence numbers unanswered per partition, and
 every request carries a partition's batches with consecutive sequence numbers.
 
 A TCP relay in front of a real broker (advertised to the clients in its place) swallows the
@@ -19,9 +19,13 @@ import threading
 import time
 
 from pyspark_logsource.broker.embedded import EmbeddedBroker
+from pyspark_logsource.broker.log.producer_state import MAX_BATCHES_PER_PRODUCER
 from pyspark_logsource.client import Admin, Consumer, Producer
+from pyspark_logsource.client.producer import MAX_UNANSWERED_BATCHES
 
 TOPIC = "resend"
+#: more one-record batches than the broker remembers per producer
+COUNT = MAX_BATCHES_PER_PRODUCER + 20
 
 
 class AnswerRelay:
@@ -74,6 +78,7 @@ class AnswerRelay:
 
 
 def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> None:
+    assert MAX_UNANSWERED_BATCHES <= MAX_BATCHES_PER_PRODUCER
     relay = AnswerRelay()
     config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{relay.port}"}
     with EmbeddedBroker(tmp_path / "broker", config=config) as eb:
@@ -83,37 +88,39 @@ def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> N
         admin.create_topic(TOPIC, partitions=1)
         admin.close()
         log = eb._broker.state.logs.get_log(TOPIC, 0)
-        producer = Producer(bootstrap, enable_idempotence=True, batch_size=1, linger_ms=0,
-                            retry_backoff_ms=20, request_timeout_ms=5000)  # fmt: skip
+        # 10 requests of 16 batches may be in flight: more batches than the broker remembers
+        producer = Producer(bootstrap, enable_idempotence=True, batch_size=1, linger_ms=0, max_in_flight=10,
+                            max_batches_per_request=16, retry_backoff_ms=20, request_timeout_ms=5000)  # fmt: skip
         caplog.set_level(logging.WARNING, logger="pyspark_logsource.client.producer")
         try:
             first = producer.send(TOPIC, b"first", partition=0).result(10)
             relay.swallow.set()
-            # The sender numbers batches under this lock: all 20 (one record each) are ready when it goes on.
+            # The sender numbers batches under this lock: all (one record each) are ready when it goes on.
             with producer._seq_lock:
-                futures = [producer.send(TOPIC, str(i).encode(), partition=0) for i in range(20)]
+                futures = [producer.send(TOPIC, str(i).encode(), partition=0) for i in range(COUNT)]
                 time.sleep(0.2)
             deadline = time.monotonic() + 10
-            while log.log_end_offset < 6 and time.monotonic() < deadline:
+            while log.log_end_offset <= MAX_UNANSWERED_BATCHES and time.monotonic() < deadline:
                 time.sleep(0.01)
-            time.sleep(0.5)  # more would arrive here if more than 5 batches could be unanswered
+            time.sleep(0.5)  # more would arrive here if more batches could be unanswered
             appended_unanswered = log.log_end_offset - 1
             relay.swallow.clear()
             relay.cut()
             offsets = [f.result(30)[1] for f in futures]
         finally:
             producer.close()
-        assert 1 <= appended_unanswered <= 5, f"{appended_unanswered} batches of a partition were sent unanswered"
+        assert 1 <= appended_unanswered <= MAX_UNANSWERED_BATCHES, (
+            f"{appended_unanswered} batches of a partition were sent unanswered")
         assert not [r for r in caplog.records if "restarting the partition's sequences" in r.getMessage()]
         consumer = Consumer(bootstrap, auto_offset_reset="earliest")
         try:
             consumer.assign([(TOPIC, 0)])
             got: list[tuple[int, bytes]] = []
             deadline = time.monotonic() + 10
-            while len(got) < 21 and time.monotonic() < deadline:
+            while len(got) < COUNT + 1 and time.monotonic() < deadline:
                 got += [(m.offset, m.value) for m in consumer.poll(timeout_ms=200)]
         finally:
             consumer.close()
     relay.close()
     assert got == [(first[1], b"first")] + [(o, str(i).encode()) for i, o in enumerate(offsets)]
-    assert [o for o, _ in got] == list(range(21))
+    assert [o for o, _ in got] == list(range(COUNT + 1))

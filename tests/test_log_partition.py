@@ -403,11 +403,13 @@ def test_sequence_gap_and_old_epoch_are_rejected(tmp_path):
         log.append(pbatch(10, 1, seq=5, epoch=1))
 
 
-def test_only_the_last_five_batches_are_remembered(tmp_path):
+def test_only_the_last_batches_are_remembered(tmp_path):
+    from pyspark_logsource.broker.log.producer_state import MAX_BATCHES_PER_PRODUCER as window
+
     log = open_log(tmp_path)
-    for i in range(7):
+    for i in range(window + 2):
         log.append(pbatch(i, 1, seq=i))
-    for i in range(2, 7):
+    for i in range(2, window + 2):
         assert log.append(pbatch(i, 1, seq=i)).duplicate
     with pytest.raises(OutOfOrderSequence):
         log.append(pbatch(1, 1, seq=1))

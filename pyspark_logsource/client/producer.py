@@ -52,8 +52,9 @@ from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 log = logging.getLogger(__name__)
 
 _INT32_MAX = (1 << 31) - 1
-#: unanswered batches with sequence numbers per partition: the broker remembers each producer's last 5
-MAX_UNANSWERED_BATCHES = 5
+#: unanswered batches with sequence numbers per partition: at most as many as the broker remembers per
+#: producer (broker.log.producer_state.MAX_BATCHES_PER_PRODUCER), so a resent one is known as a duplicate
+MAX_UNANSWERED_BATCHES = 80
 _time = time.time
 
 #: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
@@ -672,9 +673,9 @@ class Producer:
         is still unanswered, followed by new batches numbered after that one)
         would be refused as OutOfOrderSequence and misread as lost state. And a
         partition has at most MAX_UNANSWERED_BATCHES batches with sequence numbers
-        unanswered, as many as the broker remembers per producer (Kafka's 5 in
-        flight): a batch whose answer is lost, resent to a new leader, is then
-        always recognised as a duplicate. Held batches wait until the partition
+        unanswered, no more than the broker remembers per producer (as Kafka's
+        producer keeps 5 in flight): a batch whose answer is lost, resent to a
+        new leader, is then always recognised as a duplicate. Held batches wait until the partition
         has an answer; a partition with held batches sends nothing later in this round.
         """
         tp = run[0].tp

@@ -1,11 +1,14 @@
 """Idempotent-producer state of one partition: the last batches of each producer id.
 
 For every producer id the partition remembers its epoch and the sequence
-ranges and offsets of its last five batches (Kafka's
-``max.in.flight.requests.per.connection`` bound). An append checks each batch
-against that: a retry of one of those five is a duplicate (answered with the
-original offsets, nothing written), a gap is OutOfOrderSequence, an older
-epoch is InvalidProducerEpoch.
+ranges and offsets of its last MAX_BATCHES_PER_PRODUCER batches. Kafka keeps
+5 (its ``max.in.flight.requests.per.connection`` bound); this client sends
+runs of several batches per request, so it may have more unanswered (see
+``client.producer.MAX_UNANSWERED_BATCHES``, which must not exceed this), and
+Kafka's clients need no more than 5. An append checks each batch against
+that: a retry of one of those is a duplicate (answered with the original
+offsets, nothing written), a gap is OutOfOrderSequence, an older epoch is
+InvalidProducerEpoch.
 
 The state is a function of the log, so it survives a restart: it is saved in
 ``<offset>.snapshot`` files (at roll and clean close) and, on open, the latest
@@ -28,7 +31,8 @@ from ...format.crc import crc32c
 
 log = logging.getLogger(__name__)
 
-MAX_BATCHES_PER_PRODUCER = 5
+#: 5 requests in flight x 16 batches per request, the producer's defaults
+MAX_BATCHES_PER_PRODUCER = 80
 SNAPSHOT_SUFFIX = ".snapshot"
 _INT32_MAX = (1 << 31) - 1
 
@@ -100,15 +104,13 @@ class ProducerAppend:
                     f"producer {pid} bumped its epoch to {h.producer_epoch} but sent sequence {h.base_sequence}, not 0"
                 )
             return None
+        expected = (entry.last_seq + 1) & _INT32_MAX
+        if h.base_sequence == expected:  # the usual case: no look through the remembered batches
+            return None
         dup = entry.duplicate_of(h)
         if dup is not None:
             return dup
-        expected = (entry.last_seq + 1) & _INT32_MAX
-        if h.base_sequence != expected:
-            raise OutOfOrderSequence(
-                f"producer {pid} epoch {h.producer_epoch}: sequence {h.base_sequence}, expected {expected}"
-            )
-        return None
+        raise OutOfOrderSequence(f"producer {pid} epoch {h.producer_epoch}: sequence {h.base_sequence}, expected {expected}")
 
     def record(self, h: BatchHeader) -> None:
         """Stage a batch (with its final offsets) as appended."""
