@@ -124,3 +124,39 @@ def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> N
     relay.close()
     assert got == [(first[1], b"first")] + [(o, str(i).encode()) for i, o in enumerate(offsets)]
     assert [o for o, _ in got] == list(range(COUNT + 1))
+
+
+def test_a_request_never_skips_an_unanswered_sequence() -> None:
+    """The run the matrix caught: batch 0 put back for a retry while batch 1 is unanswered, then drained
+    with a new batch. Sent together, the new one would be numbered 2 and the broker would refuse the
+    gap (expected 1) for the whole run, which the producer took for lost state. The retry goes alone;
+    the new batch waits, unnumbered, for an answer. (The sender's numbering, without a broker.)"""
+    from pyspark_logsource.client.accumulator import ProducerBatch
+
+    producer = Producer("127.0.0.1:9", enable_idempotence=True)
+    try:
+        tp = (TOPIC, 0)
+
+        def batch(seq: int | None) -> ProducerBatch:
+            b = ProducerBatch.from_encoded(TOPIC, 0, bytearray(70), 1, time.monotonic())
+            b.base_sequence = seq
+            return b
+
+        retried, unanswered, new = batch(0), batch(1), batch(None)
+        producer._assigned[tp] = [retried, unanswered]
+        producer._next_seq[tp] = 2
+        held: dict = {}
+        assert producer._sendable([retried, new], held) == [retried]
+        assert held[tp][1] == [new] and new.base_sequence is None
+        # consecutive sequences travel together, up to the unanswered limit
+        producer._assigned[tp] = [retried]
+        producer._next_seq[tp] = 1
+        held = {}
+        assert producer._sendable([retried, new], held) == [retried, new] and not held
+        producer._assigned[tp] = [batch(i) for i in range(MAX_UNANSWERED_BATCHES)]
+        producer._next_seq[tp] = MAX_UNANSWERED_BATCHES
+        held = {}
+        assert producer._sendable([new], held) == [] and held[tp][1] == [new]
+    finally:
+        producer._assigned.clear()
+        producer.close()
