@@ -181,6 +181,11 @@ def test_confluent_kafka_read_committed_sees_no_aborted_or_staged_data(tmp_path)
                                                           + [b"staged-%d" % i for i in range(2)])  # fmt: skip
 
 
+def _published(bs: str) -> int:
+    with Admin(bs) as a:
+        return sum(a.list_offsets([("eos_out", 0), ("eos_out", 1)], "latest", read_committed=True).values())
+
+
 def _expected(values: dict[tuple[int, int], int]) -> Counter:
     exp: Counter = Counter()
     for (p, o), v in values.items():
@@ -207,7 +212,7 @@ def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_
         def feed() -> None:
             with Producer(bs, linger_ms=1) as p:
                 n = 0
-                while not stop.is_set() and n < 3000:  # small data, however slow the machine
+                while not stop.is_set():
                     futs = [(v, p.send("eos_in", str(v).encode(), partition=v % 2)) for v in range(n, n + 5)]
                     for v, f in futs:
                         part, off = f.result()[:2]
@@ -222,10 +227,14 @@ def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_
         kills = 0
         try:
             for _ in range(10):
+                before = _published(bs)
                 proc = subprocess.Popen([sys.executable, script, bs, ckpt, "run"], env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
                 assert proc.stdout.readline().strip() == b"STARTED"
-                time.sleep(rng.uniform(1.5, 5.0))  # somewhere in planning, staging or committing a micro-batch
+                deadline = time.monotonic() + 120
+                while _published(bs) == before and time.monotonic() < deadline:
+                    time.sleep(0.1)  # this run committed a micro-batch: the next one is under way
+                time.sleep(rng.uniform(0.0, 2.5))  # somewhere in planning, staging or committing a micro-batch
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += 1
