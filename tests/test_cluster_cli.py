@@ -129,6 +129,9 @@ def test_cluster_start_waits_for_a_live_leader_of_every_partition(zk_connect, tm
         zk.create(paths.partition_state_path("t", 1), paths.encode_state(paths.LeaderAndIsr(2, 3, [2], 1)), makepath=True)
         # partition 2 has no state yet (being created); partition 1's leader 2 is not registered
         assert _leaderless(zk, {1}) == ["t-1", "t-2"]
+        zk.create(paths.topic_path("gone"), paths.encode_assignment({0: [2]}, paths.new_topic_id()))
+        zk.create(paths.delete_topic_path("gone"), makepath=True)  # being deleted: nobody leads it again
+        assert _leaderless(zk, {1}) == ["t-1", "t-2"]
         c = LocalCluster(tmp_path, 2, startup_timeout=0.5)
         with pytest.raises(LeaderNotAvailable, match=r"partition\(s\) t-1, t-2 have no leader after"):
             c._wait_leaders(zk_connect, {1})

@@ -256,7 +256,8 @@ class LocalCluster:
 
 
 def _leaderless(zk: Any, live: set[int]) -> list[str]:
-    """``topic-p`` of each partition whose state names no leader among ``live`` (or has no state yet)."""
+    """``topic-p`` of each partition whose state names no leader among ``live`` (or has no state yet);
+    topics being deleted are left out."""
     from kazoo.exceptions import NoNodeError
 
     from . import paths
@@ -267,6 +268,8 @@ def _leaderless(zk: Any, live: set[int]) -> list[str]:
     except NoNodeError:
         return out
     for topic in sorted(topics):
+        if zk.exists(paths.delete_topic_path(topic)) is not None:
+            continue
         try:
             parts = paths.decode_assignment(zk.get(paths.topic_path(topic))[0])
         except NoNodeError:  # deleted meanwhile
