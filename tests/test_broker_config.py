@@ -65,11 +65,21 @@ def test_overrides_win_and_log_settings_reach_log_config(tmp_path):
         ({"default.replication.factor": "3"}, "replication"),
         ({"log.segment.bytes": "ten"}, "integer"),
         ({"log.dirs": " , "}, "empty"),
+        ({"transaction.max.timeout.ms": "0"}, "transaction.max.timeout.ms"),
+        ({"transaction.max.timeout.ms": "15min"}, "integer"),
     ],
 )
 def test_bad_values_raise_config_error(props, match):
     with pytest.raises(ConfigError, match=match):
         BrokerConfig.from_properties(props)
+
+
+def test_transaction_max_timeout_is_read_from_the_file_and_overridable(tmp_path):
+    assert BrokerConfig.load().transaction_max_timeout_ms == 900_000  # Kafka's default
+    f = tmp_path / "s.properties"
+    f.write_text("transaction.max.timeout.ms=5000\n")
+    assert BrokerConfig.load(f).transaction_max_timeout_ms == 5000
+    assert BrokerConfig.load(f, {"transaction.max.timeout.ms": "7000"}).transaction_max_timeout_ms == 7000
 
 
 def test_override_syntax_and_missing_file(tmp_path):

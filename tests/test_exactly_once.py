@@ -26,7 +26,7 @@ from brokers import broker_process
 from pyspark_logsource import format as fmt
 from pyspark_logsource.client import Admin, Consumer, Producer, read_range
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
-from pyspark_logsource.errors import InvalidRecord, InvalidTxnState
+from pyspark_logsource.errors import InvalidRecord, InvalidRequest, InvalidTxnState
 from pyspark_logsource.format.control import COMMIT, encode_marker
 from pyspark_logsource.protocol.txn_messages import StagedProducer
 
@@ -111,6 +111,28 @@ def test_an_idle_attempt_is_aborted_after_its_timeout_and_cannot_commit(tmp_path
             with Producer(bs) as p:
                 p.send("t", b"after", partition=0).result()
             assert _committed_values(bs, "t", 1) == [b"plain", b"after"]
+
+
+def test_transaction_max_timeout_from_server_properties_bounds_what_a_write_may_register(tmp_path):
+    conf = tmp_path / "server.properties"
+    conf.write_text(f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path / 'logs'}\n"
+                    "transaction.max.timeout.ms=5000\n")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "pyspark_logsource.broker", "--config", str(conf)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("listening on "), line
+        bs = line.split()[-1]
+        with Admin(bs) as a, StagedTxns(bs) as txns:
+            a.create_topic("t", partitions=1)
+            with pytest.raises(InvalidRequest, match="transaction.max.timeout.ms"):
+                _stage(bs, txns, "w1", "t", [b"too-long"], 1, timeout_ms=5001)
+            staged = _stage(bs, txns, "w2", "t", [b"ok"], 1, timeout_ms=5000)
+            txns.commit("w2", 0, [staged])
+        assert _committed_values(bs, "t", 1) == [b"ok"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_a_broker_killed_after_the_decision_completes_the_commit_on_restart(tmp_path, monkeypatch):

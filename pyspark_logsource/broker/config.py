@@ -64,6 +64,8 @@ DEFAULTS: dict[str, str] = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "leader.imbalance.per.broker.percentage": "10",
+    # exactly-once writes: the longest transaction timeout a write may ask for (Kafka's default)
+    "transaction.max.timeout.ms": "900000",
 }
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
@@ -195,6 +197,8 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    #: the longest timeout a staged write may register; open transactions nobody registered expire after it
+    transaction_max_timeout_ms: int = 900_000
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
 
@@ -253,6 +257,7 @@ class BrokerConfig:
             auto_leader_rebalance_enable=_bool(p, "auto.leader.rebalance.enable"),
             leader_imbalance_check_interval_seconds=_int(p, "leader.imbalance.check.interval.seconds", 1),
             leader_imbalance_per_broker_percentage=_int(p, "leader.imbalance.per.broker.percentage", 0),
+            transaction_max_timeout_ms=_int(p, "transaction.max.timeout.ms", 1),
             log=log_config,
             properties=p,
         )

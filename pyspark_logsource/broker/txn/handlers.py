@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidRequest, LogSourceError, NotCoordinator, code_of
 from ...format.control import ABORT, COMMIT
 from ...protocol import txn_messages as tm
-from .coordinator import DEFAULT_MAX_TIMEOUT_MS, TxnCoordinator, append_marker, winners_of
+from .coordinator import TxnCoordinator, append_marker, winners_of
 
 if TYPE_CHECKING:
     from ..handlers import Session
@@ -56,8 +56,7 @@ class TxnHandlers:
     @property
     def coordinator(self) -> TxnCoordinator:
         if self._coordinator is None or self._coordinator.state.logs is not self.state.logs:
-            raw = self.state.config.properties.get("transaction.max.timeout.ms", str(DEFAULT_MAX_TIMEOUT_MS))
-            self._coordinator = TxnCoordinator(self.state, int(raw))
+            self._coordinator = TxnCoordinator(self.state, self.state.config.transaction_max_timeout_ms)
             self._schedule()
         return self._coordinator
 
