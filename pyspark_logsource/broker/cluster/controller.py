@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from kazoo.client import KazooState
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ...errors import (
@@ -40,6 +41,9 @@ from .registry import BrokerRegistry
 from .zk import ZK_UNAVAILABLE, ConditionFailed, NodeExistsError, ZkClient
 
 log = logging.getLogger(__name__)
+
+#: How long a stopping controller waits for each ZooKeeper reply when it resigns (best effort).
+RESIGN_TIMEOUT_S = 2.0
 
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int,
@@ -157,12 +161,18 @@ class Controller:
             self.active = False  # ZooKeeper is away: /controller goes with the session
         if self.active:
             self.active = False
+            # Best effort, one attempt of at most RESIGN_TIMEOUT_S each (not the retry object's deadline):
+            # ZooKeeper may have gone a moment ago, before the client noticed, and the session's end
+            # removes /controller anyway; a stopping broker must not wait for ZooKeeper.
+            client = self.zk.client
             try:
-                got = self.zk.get(paths.CONTROLLER)
-                if got is not None and got[1].ephemeralOwner == self.zk.session_id:
-                    self.zk.delete(paths.CONTROLLER)
+                data, stat = client.get_async(paths.CONTROLLER).get(timeout=RESIGN_TIMEOUT_S)
+                if stat.ephemeralOwner == self.zk.session_id:
+                    client.delete_async(paths.CONTROLLER, stat.version).get(timeout=RESIGN_TIMEOUT_S)
                     log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
-            except ZK_UNAVAILABLE as e:  # ZooKeeper is away: /controller goes with the session
+            except NoNodeError:
+                pass
+            except (*ZK_UNAVAILABLE, client.handler.timeout_exception) as e:  # /controller goes with the session
                 log.warning("broker %d could not resign as controller: %r", self.broker_id, e)
 
     def _on_session(self, state: KazooState) -> None:
