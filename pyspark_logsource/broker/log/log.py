@@ -11,6 +11,8 @@ the offset up to which everything is on disk (the recovery point) is written
 to ``recovery-point`` at each flush. On open, segments past the recovery point
 are CRC-scanned and their torn tail truncated; a ``.clean_shutdown`` marker
 (written by ``close()``) skips that scan.
+
+Retention, the cleaner's segment swap and truncation are in :mod:`.deletion`.
 """
 
 from __future__ import annotations
@@ -34,15 +36,16 @@ from ...errors import (
 )
 from ...format import header as fmt
 from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from ...format.kafka import validate_kafka_records
+from ...format.kafka_decode import validate_kafka_records
 from ...topics import validate_topic_name
 from . import transactions as txn
 from .config import LogConfig
+from .deletion import SegmentDeletionMixin
 from .epochs import LeaderEpochCache
 from .follower import ReplicaLogMixin
-from .loader import complete_swaps, fault_point, fsync_dir, write_swap_meta
+from .loader import complete_swaps
 from .producer_state import ProducerStateManager
-from .segment import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, FileRegion, LogSegment
+from .segment import DELETED_SUFFIX, LOG_SUFFIX, FileRegion, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(ReplicaLogMixin):
+class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin):
     """The log of one topic partition in ``directory``; opening it recovers it."""
 
     def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int) -> None:
@@ -479,6 +482,10 @@ class PartitionLog(ReplicaLogMixin):
             self._check_open()
             return self._roll_locked(_now_ms())
 
+    def _set_segments(self, segments: tuple[LogSegment, ...] | list[LogSegment]) -> None:
+        """Publish a new segment list (readers take the view without the lock)."""
+        self._view = _View([s.base_offset for s in segments], tuple(segments))
+
     def _roll_locked(self, now_ms: int) -> LogSegment:
         old = self.active_segment
         if old.size == 0:
@@ -497,138 +504,7 @@ class PartitionLog(ReplicaLogMixin):
         self._view = _View([*bases, seg.base_offset], (*segs, seg))
         return seg
 
-    # ------------------------------------------------------------ retention and deletion
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms and retention.bytes to whole, inactive segments; return how many went."""
-        with self._lock:
-            self._check_open()
-            now = _now_ms() if now_ms is None else now_ms
-            segs = self._view.segments
-            n = 0
-            if not self.config.delete:
-                n = 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
-            elif self.config.retention_ms >= 0:
-                while n < len(segs) - 1 and now - segs[n].max_timestamp > self.config.retention_ms:
-                    n += 1
-            if self.config.retention_bytes >= 0 and self.config.delete:
-                excess = sum(s.size for s in segs) - self.config.retention_bytes
-                for s in segs[:n]:
-                    excess -= s.size
-                while n < len(segs) - 1 and excess - segs[n].size >= 0:
-                    excess -= segs[n].size
-                    n += 1
-            if n:
-                self._remove_segments(segs[:n], segs[n:])
-                log.info("%s: retention deleted %d segments; log start is now %d", self.name, n, self.log_start_offset)
-        self.run_pending_deletes()
-        return n
-
-    def _remove_segments(self, gone: tuple[LogSegment, ...] | list[LogSegment], keep: tuple[LogSegment, ...]) -> None:
-        self._view = _View([s.base_offset for s in keep], tuple(keep))
-        due = time.monotonic() + self.config.file_delete_delay_ms / 1000
-        for seg in gone:
-            seg.rename_for_delete()
-            self._pending_deletes.append((due, seg))
-
-    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
-        """Swap the cleaned segment ``new`` (files ``*.cleaned``) in for ``old``: Kafka's suffix protocol.
-
-        ``old`` must still be consecutive inactive segments of the log (retention or a
-        truncation may have removed them meanwhile: then nothing changes and False
-        is returned, ``new`` is destroyed). See :mod:`.loader` for the steps and how
-        a restart finishes or rolls back a swap a crash interrupted.
-        """
-        with self._lock:
-            segs = self._view.segments
-            i = next((j for j, s in enumerate(segs) if s is old[0]), -1)
-            if self._closed or i < 0 or i + len(old) >= len(segs) or any(
-                a is not b for a, b in zip(segs[i : i + len(old)], old, strict=False)
-            ):
-                new.destroy()
-                return False
-            meta = write_swap_meta(self.directory, new.base_offset, [s.base_offset for s in old])
-            new.seal_time_index()
-            new.flush()
-            fault_point("cleaned")
-            new.change_suffix(SWAP_SUFFIX)
-            fsync_dir(self.directory)  # committed: a restart now completes the swap
-            fault_point("swap")
-            keep = (*segs[:i], new, *segs[i + len(old):])
-            self._view = _View([s.base_offset for s in keep], keep)  # readers see the cleaned segment
-            due = time.monotonic() + self.config.file_delete_delay_ms / 1000
-            for seg in old:
-                seg.rename_for_delete()  # open handles (regions being served) stay valid
-                self._pending_deletes.append((due, seg))
-            fault_point("deleted")
-            new.change_suffix("")
-            fsync_dir(self.directory)
-            fault_point("renamed")
-            meta.unlink(missing_ok=True)
-            return True
-
-    def run_pending_deletes(self, force: bool = False) -> int:
-        """Close and unlink segments whose ``file.delete.delay.ms`` passed; return how many."""
-        with self._lock:
-            now = time.monotonic()
-            due = [s for t, s in self._pending_deletes if force or t <= now]
-            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
-        for seg in due:
-            seg.destroy()
-        return len(due)
-
-    def truncate_to(self, offset: int) -> int:
-        """Remove every batch at or after the one holding ``offset``; return the new log end."""
-        with self._flush_lock, self._lock:  # no flush may write an older recovery point after ours
-            self._check_open()
-            if offset >= self._leo:
-                return self._leo
-            segs = self._view.segments
-            if offset <= segs[0].base_offset:
-                keep_n = 1
-            else:
-                keep_n = bisect_right(self._view.bases, offset)
-            keep, gone = segs[:keep_n], segs[keep_n:]
-            if gone:
-                self._remove_segments(gone, keep)
-            last = keep[-1]
-            if offset <= last.base_offset:
-                last.truncate_to(last.base_offset)
-            else:
-                last.truncate_to(offset)
-            self._leo = last.next_offset
-            self._recovery_point = min(self._recovery_point, self._leo)
-            self._write_recovery_point()
-            self.epochs.truncate_from_end(self._leo)
-            self.producer_state.delete_snapshots_after(self._leo)
-            self.txns.delete_snapshots_after(self._leo)
-            self._rebuild_producer_state()
-            return self._leo
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment and restart the log, empty, at ``offset`` (a follower far behind the leader)."""
-        if offset < 0:
-            raise InvalidRequest(f"cannot start a log at negative offset {offset}")
-        with self._flush_lock, self._lock:
-            self._check_open()
-            gone = list(self._view.segments)
-            for seg in gone:
-                seg.rename_for_delete()  # frees the names: the new segment may reuse a base offset
-            for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
-                (self.directory / f"{offset:020d}{suffix}").unlink(missing_ok=True)
-            seg = LogSegment(self.directory, offset, self.config)
-            self._view = _View([offset], (seg,))
-            due = time.monotonic() + self.config.file_delete_delay_ms / 1000
-            self._pending_deletes.extend((due, s) for s in gone)
-            self._leo = self._recovery_point = offset
-            self._write_recovery_point()
-            self.epochs.clear()
-            if self._hw is not None:
-                self._hw = offset
-            self.producer_state.delete_snapshots_after(-1)
-            self.producer_state.producers = {}
-            self.txns.delete_snapshots_after(-1)
-            self.txns.reset()
+    # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and mark the shutdown clean."""
