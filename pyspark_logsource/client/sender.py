@@ -1,0 +1,381 @@
+"""The producer's sender thread: ready batches into Produce requests, answers into futures.
+
+The thread drains the accumulator, stamps each batch with the producer id,
+epoch and sequence numbers (idempotence), groups runs of batches into one
+Produce request per leader, and resolves each batch from the answer: done,
+retried (retriable errors, within ``delivery_timeout_ms``) or failed. The
+sequence bookkeeping lives here too: which batches are unanswered per
+partition, how a failed batch gives its numbers back, and how a partition
+whose broker lost this producer's state restarts at sequence 0.
+
+It is a mixin of :class:`~.producer.Producer` (kept apart so the producer
+module stays readable): it uses the producer's settings, network client,
+accumulator and locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import (
+    DuplicateSequence,
+    LogSourceError,
+    NetworkError,
+    OutOfOrderSequence,
+    RequestTimedOut,
+    UnknownProducerId,
+    error_for_code,
+)
+from ..format import arrow_to_kafka, set_producer
+from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
+from .accumulator import ProducerBatch
+from .encoding import encode_records
+
+#: the producer's logger: users configure one logger for the producer and its sender
+log = logging.getLogger(__package__ + ".producer")
+
+_INT32_MAX = (1 << 31) - 1
+#: unanswered batches with sequence numbers per partition: at most as many as the broker remembers per
+#: producer (broker.log.producer_state.MAX_BATCHES_PER_PRODUCER), so a resent one is known as a duplicate
+MAX_UNANSWERED_BATCHES = 80
+#: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
+_METADATA_ERRORS = (3, 5, 6, 74, 75)
+
+
+def restamp_producer(buf: bytearray, producer_id: int, epoch: int, base_sequence: int) -> None:
+    """Write producer id/epoch/base sequence into an encoded batch and fix its CRC."""
+    set_producer(buf, producer_id, epoch, base_sequence)
+
+
+class ProducerSenderMixin:
+    """The sender thread and sequence bookkeeping of Producer."""
+
+    def _in_broker_layout(self, data: bytearray) -> bytearray:
+        """Our Arrow-bodied batch as is, or in Kafka's layout for a broker without our extension."""
+        if self._arrow_body is None:
+            self._arrow_body = self._client.arrow_body
+        return data if self._arrow_body else arrow_to_kafka(data)
+
+    def _init_producer_id(self) -> None:
+        resp = self._client.request(InitProducerIdRequest())
+        self._producer_id, self._producer_epoch = resp.producer_id, resp.producer_epoch
+        log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+
+    def _run(self) -> None:
+        acc = self._acc
+        max_run, max_bytes = self.max_batches_per_request, self.max_request_size
+        while True:
+            with acc.lock:
+                while True:
+                    runs, next_at = acc.drain(time.monotonic(), max_run, max_bytes)
+                    if runs:
+                        break
+                    if acc.closed and not acc.has_pending():
+                        return
+                    acc.sender_idle = True
+                    timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
+                    acc.wakeup.wait(timeout if timeout is None else min(timeout, 1.0))
+                    acc.sender_idle = False
+                # Drain more rounds while ready so several requests share one write.
+                rounds = [runs]
+                for _ in range(63):
+                    more, _ = acc.drain(time.monotonic(), max_run, max_bytes)
+                    if not more:
+                        break
+                    rounds.append(more)
+                self._drain_mark = acc.answered  # see _sendable
+            try:
+                self._send_rounds(rounds)
+            except Exception as e:  # keep the sender alive; the batches carry the error
+                log.exception("producer sender failed")
+                for r in rounds:
+                    for run in r:
+                        for b in run:
+                            if not b.future.done():
+                                self._fail_or_retry(b, e)
+
+    def _prepare(self, b: ProducerBatch) -> None:
+        if b.deadline == 0.0:
+            b.deadline = time.monotonic() + self.delivery_timeout
+        with self._seq_lock:
+            seq = -1
+            if self.idempotent and b.base_sequence is None:
+                seq = self._next_seq.get(b.tp, 0)
+                b.base_sequence = seq
+                self._next_seq[b.tp] = (seq + b.record_count) & _INT32_MAX
+                self._assigned.setdefault(b.tp, []).append(b)
+            elif b.base_sequence is not None:
+                seq = b.base_sequence
+            pid, epoch = self._pid_for.get(b.tp) or (self._producer_id, self._producer_epoch)
+            if self.idempotent:
+                self._stamped[id(b)] = pid
+            if b.encoded is None:
+                b.encoded = self._in_broker_layout(encode_records(
+                    b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
+                    producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                ))  # fmt: skip
+                # The lists are no longer needed; memory stays accounted until the answer.
+                b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
+            elif self.idempotent and (b.restamp or b.attempts == 0):
+                restamp_producer(b.encoded, pid, epoch, seq)
+            b.restamp = False
+
+    def _finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
+        """Complete a batch; a batch that failed for good gives its sequence numbers back."""
+        if self.idempotent and b.base_sequence is not None:
+            with self._seq_lock:
+                self._stamped.pop(id(b), None)
+                queue = self._assigned.get(b.tp, [])
+                try:
+                    i = queue.index(b)
+                except ValueError:
+                    i = -1
+                if i >= 0:
+                    del queue[i]
+                    if error is None:
+                        self._last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+                    else:
+                        # Later batches move down so the broker sees no gap; their bytes are
+                        # restamped before they are (re)sent.
+                        n = b.record_count
+                        for later in queue[i:]:
+                            later.base_sequence = (later.base_sequence - n) & _INT32_MAX
+                            later.restamp = True
+                        self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
+        self._acc.complete(b, result, error)
+
+    def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
+        if self.idempotent and self._producer_id < 0:
+            try:
+                self._init_producer_id()
+            except LogSourceError as e:
+                for r in rounds:
+                    for run in r:
+                        for b in run:
+                            self._fail_or_retry(b, e)
+                return
+        if self._resets:
+            self._reset_sequences()
+        if self._refresh_needed:
+            self._refresh_needed = False
+            try:
+                with self._meta_lock:
+                    self._client.refresh_metadata(list({run[0].topic for r in rounds for run in r}))
+            except LogSourceError:
+                pass
+        # node -> requests in round order; a round holds at most one run per partition
+        by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
+        held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
+        for r in rounds:
+            open_reqs: dict[int, tuple[list, dict]] = {}
+            sizes: dict[int, int] = {}
+            for run in r:
+                if self.idempotent:
+                    run = self._sendable(run, held)
+                    if not run:
+                        continue
+                head = run[0]
+                try:
+                    for b in run:
+                        self._prepare(b)
+                    node = self._client.leader_for(head.topic, head.partition)
+                except LogSourceError as e:
+                    for b in run:
+                        self._fail_or_retry(b, e)
+                    continue
+                data = run[0].encoded if len(run) == 1 else b"".join([b.encoded for b in run])
+                entry = open_reqs.get(node)
+                if entry is not None and entry[0] and sizes[node] + len(data) > self.max_request_size:
+                    by_node.setdefault(node, []).append(self._request(entry))
+                    entry = None
+                if entry is None:
+                    entry = open_reqs[node] = ([], {})
+                    sizes[node] = 0
+                entry[0].append(ProducePartitionData(head.topic, head.partition, data))
+                entry[1][head.tp] = run
+                sizes[node] += len(data)
+            for node, entry in open_reqs.items():
+                if entry[0]:
+                    by_node.setdefault(node, []).append(self._request(entry))
+        for node, items in by_node.items():
+            try:
+                conn = self._client.node_connection(node)
+            except LogSourceError as e:
+                for _, runs in items:
+                    for run in runs.values():
+                        for b in run:
+                            self._fail_or_retry(b, e)
+                continue
+            calls = [(req, self._callback(runs)) for req, runs in items]
+            for _, runs in items:
+                for run in runs.values():
+                    for b in run:
+                        b.attempts += 1
+            try:
+                conn.send_many(calls)
+            except LogSourceError:
+                pass  # send_many already ran the callbacks of unsent requests with the error
+        if held:  # last: if anything above raised, _run puts every unfinished batch back itself
+            with self._acc.lock:
+                for tp, (mark, batches) in held.items():
+                    self._acc.hold(tp, batches, mark)
+
+    def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
+        """The part of an idempotent run that may be sent now; the rest goes into ``held``.
+
+        A run carries consecutive sequence numbers only: the broker checks each
+        batch against the one before, so a gap (a batch resent while a later one
+        is still unanswered, followed by new batches numbered after that one)
+        would be refused as OutOfOrderSequence and misread as lost state. And a
+        partition has at most MAX_UNANSWERED_BATCHES batches with sequence numbers
+        unanswered, no more than the broker remembers per producer (as Kafka's
+        producer keeps 5 in flight): a batch whose answer is lost, resent to a
+        new leader, is then always recognised as a duplicate. Held batches wait until the partition
+        has an answer; a partition with held batches sends nothing later in this round.
+        """
+        tp = run[0].tp
+        if tp in held:
+            held[tp][1].extend(run)
+            return []
+        with self._seq_lock:
+            unanswered = len(self._assigned.get(tp, ()))
+            nxt = self._next_seq.get(tp, 0)
+            end = None
+            for i, b in enumerate(run):  # noqa: B007 - i is where the run stops
+                seq = b.base_sequence
+                if seq is None:
+                    if unanswered >= MAX_UNANSWERED_BATCHES:
+                        break
+                    seq, nxt = nxt, (nxt + b.record_count) & _INT32_MAX
+                    unanswered += 1
+                if end is not None and seq != end:
+                    break
+                end = (seq + b.record_count) & _INT32_MAX
+            else:
+                return run
+        held[tp] = (self._drain_mark, run[i:])
+        return run[:i]
+
+    def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
+        return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
+
+    def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
+        def fail(run: list[ProducerBatch], err: BaseException) -> None:
+            for b in run:
+                self._fail_or_retry(b, err)
+
+        def on_response(resp: Any, error: BaseException | None) -> None:
+            if error is not None:
+                for run in runs.values():
+                    fail(run, error)
+                return
+            if resp is None:  # acks=0: written, no answer
+                for run in runs.values():
+                    for b in run:
+                        self._finish(b, (b.partition, -1, -1))
+                return
+            seen = set()
+            for pr in resp.partitions:
+                tp = (pr.topic, pr.partition)
+                run = runs.get(tp)
+                if run is None:
+                    continue
+                seen.add(tp)
+                if pr.error_code:
+                    err = error_for_code(pr.error_code, pr.error_message or "")
+                    if isinstance(err, DuplicateSequence) and len(run) > 1:
+                        # part of the run was appended before (a retry): resend each batch alone
+                        for b in run:
+                            b.solo = True
+                        err = _ResendAlone(str(err))
+                    fail(run, err)
+                    continue
+                # offsets are consecutive: each batch of the run follows the previous one
+                off = pr.base_offset
+                for b in run:
+                    self._finish(b, (b.partition, off, off + b.record_count - 1))
+                    off += b.record_count
+            for tp, run in runs.items():
+                if tp not in seen:
+                    fail(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
+
+        return on_response
+
+    def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+        retriable = isinstance(error, LogSourceError) and error.retriable
+        if self.idempotent and isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
+            # As Kafka's idempotent producer: always retried. A batch that follows an unresolved
+            # one (an earlier batch failed or is being resent, say to a new leader after a
+            # failover) is resent with its sequence numbers unchanged, as is one whose answer is
+            # about a send from before its partition's sequences were reset.
+            retriable = True
+            with self._seq_lock:
+                stale = self._stamped.get(id(b)) != (self._pid_for.get(b.tp) or (self._producer_id,))[0]
+            if not stale and not b.restamp and (isinstance(error, UnknownProducerId) or self._is_next(b)):
+                # Every earlier batch was acknowledged, yet the broker expects another sequence or
+                # no longer knows this producer: it lost acknowledged records or its producer state.
+                # Retrying the same numbers cannot help; the partition's sequences restart.
+                log.warning("%s-%d: broker refused sequence %s (%s); restarting the partition's sequences",
+                            b.topic, b.partition, b.base_sequence, error)  # fmt: skip
+                with self._seq_lock:
+                    self._resets.add(b.tp)
+        now = time.monotonic()
+        if (
+            retriable
+            and not self._acc.closed
+            and b.attempts <= self.retries
+            and (b.deadline == 0.0 or now < b.deadline)
+        ):
+            if getattr(error, "code", None) in _METADATA_ERRORS or isinstance(error, NetworkError):
+                self._refresh_needed = True
+            with self._acc.lock:
+                self._acc.requeue(b, now + self.retry_backoff)
+            return
+        if retriable and b.deadline and now >= b.deadline:
+            error = RequestTimedOut(
+                f"batch for {b.topic}-{b.partition} not delivered within delivery_timeout_ms="
+                f"{self.delivery_timeout * 1000:.0f}: {error}"
+            )
+        self._finish(b, error=error)
+
+    def _reset_sequences(self) -> None:
+        """Restart the sequences of partitions where the broker lost this producer's state (sender thread).
+
+        Kafka bumps the producer epoch here (KIP-360) and holds back the other partitions until
+        their in-flight batches are answered; a fresh producer id for just these partitions has
+        the same effect at the broker (a new producer, sequences from 0) and leaves the other
+        partitions' numbering alone. Every unfinished batch of the partition is renumbered in
+        order; answers to sends from before the reset are recognised by their producer id.
+        """
+        for tp in sorted(self._resets):
+            try:
+                resp = self._client.request(InitProducerIdRequest())
+            except LogSourceError as e:
+                log.warning("cannot get a producer id to reset %s-%d (will retry): %s", tp[0], tp[1], e)
+                return
+            with self._seq_lock:
+                self._resets.discard(tp)
+                self._pid_for[tp] = (resp.producer_id, resp.producer_epoch)
+                seq = 0
+                for b in self._assigned.get(tp, []):
+                    b.base_sequence = seq
+                    b.restamp = True
+                    seq = (seq + b.record_count) & _INT32_MAX
+                self._next_seq[tp] = seq
+                self._last_acked.pop(tp, None)
+            log.info("%s-%d: sequences restart at 0 with producer id %d", tp[0], tp[1], resp.producer_id)
+
+    def _is_next(self, b: ProducerBatch) -> bool:
+        """True if every earlier batch of ``b``'s partition was acknowledged (``b`` is the next sequence)."""
+        with self._seq_lock:
+            last = self._last_acked.get(b.tp, -1)
+        return b.base_sequence == ((last + 1) & _INT32_MAX)
+
+
+class _ResendAlone(LogSourceError):
+    """Part of a run of batches was a duplicate: resend each batch alone (retriable; never surfaces)."""
+
+    retriable = True
