@@ -20,7 +20,7 @@ from cluster import expire_session, wait_for
 from kazoo.client import KazooClient
 
 from pyspark_logsource.broker.cluster import paths
-from pyspark_logsource.broker.cluster.controller import Controller, assign_replicas, elect_leader
+from pyspark_logsource.broker.cluster.controller import Controller, assign_replicas, elect_leader, next_state
 from pyspark_logsource.broker.cluster.paths import LeaderAndIsr
 from pyspark_logsource.broker.cluster.registry import BrokerRegistry
 from pyspark_logsource.broker.cluster.zk import ZkClient
@@ -88,6 +88,21 @@ def test_leader_election_picks_the_first_live_isr_replica_and_is_never_unclean_b
     assert elect_leader([1, 2, 3], LeaderAndIsr(-1, 5, [1], 1), {1, 2}, unclean=False) == LeaderAndIsr(1, 6, [1], 0)
     # unclean.leader.election.enable=true: a live out-of-sync replica leads alone
     assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=True) == LeaderAndIsr(2, 5, [2], 0)
+
+
+def test_a_leaderless_partition_keeps_its_last_in_sync_replica_on_every_later_look():
+    # the controller looks at every partition again on each broker or topic event; a partition left
+    # leaderless with its dead last in-sync replica keeps that replica in its ISR (as Kafka's controller
+    # does), else it could never have a clean leader again
+    gone = elect_leader([1, 2], LeaderAndIsr(1, 4, [1], 1), {2}, unclean=False)
+    assert gone == LeaderAndIsr(-1, 5, [1], 0)
+    assert next_state([1, 2], gone, {2}, unclean=False) is None
+    assert next_state([1, 2], gone, {2, 3}, unclean=False) is None
+    assert next_state([1, 2, 3], LeaderAndIsr(-1, 5, [1, 3], 1), {2}, unclean=False) is None
+    assert next_state([1, 2], gone, {1, 2}, unclean=False) == LeaderAndIsr(1, 6, [1], 0)
+    # a live leader: dead followers leave the ISR, the leader stays in it
+    assert next_state([1, 2, 3], LeaderAndIsr(1, 4, [1, 2, 3], 1), {1, 3}, unclean=False) == LeaderAndIsr(1, 4, [1, 3], 0)
+    assert next_state([1, 2, 3], LeaderAndIsr(1, 4, [1, 3], 1), {1, 3}, unclean=False) is None
 
 
 def test_cluster_config_keys_are_read_and_validated():
@@ -193,7 +208,7 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
         before = _state(observer, "t", 0)
         c1.active = True  # as if it still believed it was the controller
         with pytest.raises(StaleControllerEpoch):
-            c1._write_state("t", 0, LeaderAndIsr(-1, 99, [], 0), before[1])
+            c1._write_state("t", 0, LeaderAndIsr(-1, 99, [first], 0), before[1])
         assert not c1.active and _state(observer, "t", 0) == before
         with pytest.raises(NotController):
             c1.create_topic("u", 1, 1, {})
@@ -230,6 +245,10 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
         # no unclean election: the live out-of-sync replica does not lead
         s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless")
         assert s["isr"] == [victim]
+        # the controller looks again (another broker event, a late topics watch): the ISR stays [victim]
+        with ctl._lock:
+            ctl._reconcile(["solo"])
+        assert _state(observer, "solo", 0)[0] == s
 
         # the victim returns: as the last in-sync replica it leads "solo" again
         nodes[victim] = Node(zk_connect, victim)

@@ -94,6 +94,20 @@ def elect_leader(replicas: Sequence[int], state: LeaderAndIsr, live: set[int], u
     return LeaderAndIsr(-1, state.leader_epoch + 1, list(state.isr), 0)
 
 
+def next_state(replicas: Sequence[int], state: LeaderAndIsr, live: set[int], unclean: bool) -> LeaderAndIsr | None:
+    """The partition's next state against ``live`` (None: no change): a leader elected if needed
+    (:func:`elect_leader`), else the ISR without dead members. The ISR never becomes empty: with no
+    member alive it stays as it is, as Kafka's controller keeps the last in-sync replica, so that replica
+    leads again when it returns (an empty ISR could only be left by an unclean election)."""
+    new = elect_leader(replicas, state, live, unclean)
+    if new is not None:
+        return new
+    isr = [r for r in state.isr if r in live or r == state.leader]
+    if not isr or isr == state.isr:
+        return None
+    return LeaderAndIsr(state.leader, state.leader_epoch, isr, 0)
+
+
 def write_topic(zk: ZkClient, name: str, plan: Mapping[int, list[int]], config: Mapping[str, str]) -> None:
     """Write a topic's config and assignment without partition states (Kafka's AdminZkClient path, used by
     any broker to auto-create a topic): the controller's topic watch then elects the first leaders.
@@ -291,6 +305,8 @@ class Controller:
             raise
 
     def _write_state(self, topic: str, p: int, new: LeaderAndIsr, version: int | None) -> None:
+        if not new.isr:
+            raise ValueError(f"{topic}-{p}: a partition state's ISR is never empty ({new})")
         new = LeaderAndIsr(new.leader, new.leader_epoch, new.isr, self.epoch)
         path = paths.partition_state_path(topic, p)
         if version is None:
@@ -340,13 +356,11 @@ class Controller:
                 self._write_state(topic, p, LeaderAndIsr(alive[0], 0, alive, self.epoch), None)
             return
         state, version = paths.decode_state(got[0]), got[1].version
-        new = elect_leader(replicas, state, live, self.unclean_election)
-        if new is None:
-            isr = [r for r in state.isr if r in live or r == state.leader]
-            if isr == state.isr:
-                return
-            new = LeaderAndIsr(state.leader, state.leader_epoch, isr, self.epoch)
-        self._write_state(topic, p, new, version)
+        # a leaderless partition is looked at again on every later broker or topic event: its last
+        # in-sync replica, dead, must stay in its ISR (see next_state)
+        new = next_state(replicas, state, live, self.unclean_election)
+        if new is not None:
+            self._write_state(topic, p, new, version)
 
     def _rebalance_leaders(self) -> None:
         """Kafka's auto leader rebalance: for each broker of which more than ``imbalance_percentage`` of the

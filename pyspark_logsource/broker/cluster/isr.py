@@ -105,6 +105,8 @@ class IsrUpdater:
             new_isr = [b for b in isr if b not in remove] + [b for b in add if b not in isr]
             if new_isr == isr:
                 return isr, version
+            if not new_isr:  # never written: an empty ISR leaves the partition no clean leader ever again
+                return None
             data = encode_state(LeaderAndIsr(me, role.leader_epoch, new_isr, controller_epoch))
             try:
                 return new_isr, self.zk.set_if(path, data, version).version
