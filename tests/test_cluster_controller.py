@@ -205,11 +205,17 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
         assert c2.epoch == old_epoch + 1 == int(observer.get(paths.CONTROLLER_EPOCH)[0])
 
         # the old controller, had it not noticed yet, cannot write: its multi-op checks the epoch's version
-        before = _state(observer, "t", 0)
+        # (a partition the expired broker does not lead: the new controller may drop that broker from its
+        # ISR meanwhile, with its own write, but elects no leader there)
+        p0 = next(p for p, r in plan.items() if r[0] != first)
+        before = _state(observer, "t", p0)
         c1.active = True  # as if it still believed it was the controller
         with pytest.raises(StaleControllerEpoch):
-            c1._write_state("t", 0, LeaderAndIsr(-1, 99, [first], 0), before[1])
-        assert not c1.active and _state(observer, "t", 0) == before
+            c1._write_state("t", p0, LeaderAndIsr(-1, 99, [first], 0), before[1])
+        after = _state(observer, "t", p0)
+        assert not c1.active and after[0]["leader"] == before[0]["leader"] != -1
+        assert after[0]["leader_epoch"] == before[0]["leader_epoch"] != 99
+        assert after == before or after[0]["controller_epoch"] == c2.epoch
         with pytest.raises(NotController):
             c1.create_topic("u", 1, 1, {})
         assert observer.exists(paths.topic_path("u")) is None
@@ -263,6 +269,36 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
         wait_for(lambda: not observer.get_children(paths.DELETE_TOPICS), what="the deletion request done")
         assert observer.exists(paths.topic_config_path("t")) is None
         assert observer.get_children(paths.BROKER_TOPICS) == ["solo"]
+    finally:
+        for n in nodes.values():
+            n.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(120)
+def test_a_dead_controller_that_was_the_only_replica_leads_its_partition_again_on_return(zk_connect, observer):
+    # The controller dies with its session (as on kill -9): /controller and its registration go together,
+    # and the new controller leaves the partition leaderless. Every later look at it (here: another broker
+    # joins) once wrote an empty ISR, after which the partition never had a leader again.
+    nodes = {b: Node(zk_connect, b) for b in (1, 2, 3)}
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        ctl = nodes[cid].controller
+        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(nodes), what="controller active, brokers seen")
+        ctl.create_topic("solo", 1, 1, {}, assignment={0: [cid]})
+        dead = nodes.pop(cid)
+        dead.zk.stop()  # the session ends at once, without resigning first
+        dead.controller.stop()
+        new = wait_for(lambda: (c := _controller(observer)) not in (None, cid) and c, what="a new controller")
+        nctl = nodes[new].controller
+        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless")
+        nodes[4] = Node(zk_connect, 4)
+        wait_for(lambda: nctl._events.empty() and 4 in nctl._registrations, what="the new broker handled")
+        with nctl._lock:  # the event being handled, if any, is done
+            assert _state(observer, "solo", 0)[0] == s and s["isr"] == [cid]
+        nodes[cid] = Node(zk_connect, cid)
+        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == cid and s, what="solo led again")
+        assert s["isr"] == [cid] and s["leader_epoch"] == 2
     finally:
         for n in nodes.values():
             n.close()
