@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import NamedTuple
 from ...errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 from ...format.batch import BatchHeader
 from ...format.crc import crc32c
+from .snapshots import SnapshotFiles
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class ProducerStateManager:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self.snapshots = SnapshotFiles(self.directory, SNAPSHOT_SUFFIX)
         self.producers: dict[int, ProducerEntry] = {}
 
     def begin(self) -> ProducerAppend:
@@ -151,15 +152,7 @@ class ProducerStateManager:
 
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshot files on disk, ascending."""
-        out = []
-        for p in self.directory.glob("*" + SNAPSHOT_SUFFIX):
-            stem = p.name[: -len(SNAPSHOT_SUFFIX)]
-            if len(stem) == 20 and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
-
-    def _path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        return self.snapshots.offsets()
 
     def take_snapshot(self, offset: int) -> None:
         """Save the state as of ``offset`` (the log end offset), atomically."""
@@ -167,16 +160,7 @@ class ProducerStateManager:
             [[e.producer_id, e.epoch, e.last_timestamp, [list(b) for b in e.batches]] for e in self.producers.values()],
             separators=(",", ":"),
         ).encode()
-        path = self._path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(crc32c(body).to_bytes(4, "big") + body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        # Two snapshots are plenty: the newest, and one to fall back to.
-        for old in self.snapshot_offsets()[:-2]:
-            self._path(old).unlink(missing_ok=True)
+        self.snapshots.write(offset, crc32c(body).to_bytes(4, "big") + body)
 
     def load(self, log_end_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``log_end_offset``; return its offset (None: none).
@@ -184,13 +168,7 @@ class ProducerStateManager:
         Snapshots past the log end (the log was truncated) are deleted.
         """
         self.producers = {}
-        for p in self.directory.glob("*" + SNAPSHOT_SUFFIX + ".tmp"):
-            p.unlink(missing_ok=True)
-        for off in reversed(self.snapshot_offsets()):
-            path = self._path(off)
-            if off > log_end_offset:
-                path.unlink(missing_ok=True)
-                continue
+        for off, path in self.snapshots.newest_first(log_end_offset):
             try:
                 raw = path.read_bytes()
                 body = raw[4:]
@@ -209,6 +187,4 @@ class ProducerStateManager:
 
     def delete_snapshots_after(self, offset: int) -> None:
         """Remove snapshots taken past ``offset`` (after a truncation)."""
-        for off in self.snapshot_offsets():
-            if off > offset:
-                self._path(off).unlink(missing_ok=True)
+        self.snapshots.delete_after(offset)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...format.control import ABORT
+from .snapshots import SnapshotFiles
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class PartitionTransactions:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self.snapshots = SnapshotFiles(self.directory, SNAPSHOT_SUFFIX)
         self.open: dict[int, OpenTxn] = {}
         self.aborted: list[AbortedTxn] = []
 
@@ -120,16 +122,9 @@ class PartitionTransactions:
 
     # ------------------------------------------------------------ snapshots
 
-    def _path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
     def snapshot_offsets(self) -> list[int]:
-        out = []
-        for p in self.directory.glob("*" + SNAPSHOT_SUFFIX):
-            stem = p.name[: -len(SNAPSHOT_SUFFIX)]
-            if len(stem) == 20 and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
+        """Offsets of the snapshot files on disk, ascending."""
+        return self.snapshots.offsets()
 
     def take_snapshot(self, offset: int, log_start_offset: int) -> None:
         """Save the state as of ``offset`` (the log end), atomically; drop index entries below the log start."""
@@ -138,25 +133,13 @@ class PartitionTransactions:
             "open": [[t.producer_id, t.producer_epoch, t.first_offset, t.records] for t in self.open.values()],
             "aborted": [list(a) for a in self.aborted],
         }, separators=(",", ":"))  # fmt: skip
-        path = self._path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        for old in self.snapshot_offsets()[:-2]:
-            self._path(old).unlink(missing_ok=True)
+        self.snapshots.write(offset, body.encode())
 
     def load(self, log_end_offset: int) -> int | None:
         """Load the newest readable snapshot at or below the log end; return its offset (None: none)."""
         self.reset()
         now = time.monotonic()
-        for off in reversed(self.snapshot_offsets()):
-            path = self._path(off)
-            if off > log_end_offset:
-                path.unlink(missing_ok=True)
-                continue
+        for off, path in self.snapshots.newest_first(log_end_offset):
             try:
                 d = json.loads(path.read_text())
                 opened = {int(p): OpenTxn(int(p), int(e), int(f), int(n), now) for p, e, f, n in d["open"]}
@@ -170,9 +153,8 @@ class PartitionTransactions:
         return None
 
     def delete_snapshots_after(self, offset: int) -> None:
-        for off in self.snapshot_offsets():
-            if off > offset:
-                self._path(off).unlink(missing_ok=True)
+        """Remove snapshots taken past ``offset`` (after a truncation)."""
+        self.snapshots.delete_after(offset)
 
 
 # ---------------------------------------------------------------- the log's hooks
