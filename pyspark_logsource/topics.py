@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidTopic
+from .errors import InvalidRequest, InvalidTopic, TopicDeletionDisabled
 
 MAX_TOPIC_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
@@ -37,3 +37,12 @@ def validate_topic_name(name: object) -> str:
 def is_internal(name: str) -> bool:
     """Internal topics (consumer offsets and the like) start with ``__``."""
     return name.startswith(INTERNAL_PREFIX)
+
+
+def check_deletable(name: object, deletion_enabled: bool) -> str:
+    """Return ``name`` if a DeleteTopics request may delete it (Kafka's checks, in Kafka's order)."""
+    if not deletion_enabled:
+        raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
+    if isinstance(name, str) and is_internal(name):
+        raise InvalidRequest(f"internal topic {name!r} cannot be deleted")
+    return validate_topic_name(name)

@@ -34,7 +34,6 @@ from ..errors import (
     LogSourceError,
     OffsetNotAvailable,
     TopicAlreadyExists,
-    TopicDeletionDisabled,
     UnknownTopicOrPartition,
     code_of,
 )
@@ -88,7 +87,7 @@ from ..protocol import (
     SupportedFeature,
     TopicMetadata,
 )
-from ..topics import is_internal, validate_topic_name
+from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .groups.handlers import GroupHandlers
@@ -421,10 +420,7 @@ class Handlers:
         for name in req.topics:
             r = DeleteTopicResult(name)
             try:
-                if not self.config.delete_topic_enable:
-                    raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
-                if is_internal(name):
-                    raise InvalidRequest(f"internal topic {name!r} cannot be deleted")
+                check_deletable(name, self.config.delete_topic_enable)
                 if name not in self.logs.topics():
                     raise topic_error(name)
                 self.state.delete_topic(name)

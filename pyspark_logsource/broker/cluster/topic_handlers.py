@@ -21,7 +21,6 @@ from ...errors import (
     InvalidTopic,
     LogSourceError,
     RequestTimedOut,
-    TopicDeletionDisabled,
     code_of,
 )
 from ...protocol import (
@@ -33,7 +32,7 @@ from ...protocol import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from ...topics import is_internal, validate_topic_name
+from ...topics import check_deletable, is_internal, validate_topic_name
 
 if TYPE_CHECKING:
     from ..handlers import Session
@@ -112,11 +111,7 @@ class ClusterTopicHandlers:
         for name in req.topics:
             r = DeleteTopicResult(name)
             try:
-                if not self.config.delete_topic_enable:
-                    raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
-                if is_internal(name):
-                    raise InvalidRequest(f"internal topic {name!r} cannot be deleted")
-                validate_topic_name(name)
+                check_deletable(name, self.config.delete_topic_enable)
                 await loop.run_in_executor(None, self.member.delete_topic, name)
                 asked.append(r)
             except LogSourceError as e:
