@@ -7,10 +7,11 @@ request answers NotCoordinator or loses its connection, and the clients look the
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
-from cluster import Cluster
+from cluster import Cluster, wait_for
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 
@@ -52,3 +53,29 @@ def test_group_requests_go_to_a_coordinator_that_is_not_the_bootstrap_broker(zk_
                 assert cons.committed(("g", 0)) == 5
             assert admin.group_offsets("grp2") == {("g", 0): 5}
             assert admin._client.coordinator("grp2") not in (coordinator, None)
+
+        # A partition whose only replica is down has no leader: a consumer that starts then waits (within
+        # its request timeout, the metadata refreshed between tries) and reads once the broker is back,
+        # as Kafka's consumer treats LEADER_NOT_AVAILABLE as retriable.
+        c.create_topic("solo", partitions=1, replication_factor=1)
+        lead = c.wait_leader("solo", 0)
+        with Producer(c.bootstrap, acks="all") as p:
+            for i in range(5):
+                p.send("solo", str(i), partition=0)
+            p.flush(30)
+        c.kill(lead)
+        wait_for(lambda: c.leader("solo", 0) is None, what="solo leaderless")
+        bootstrap = c.bootstrap
+        comeback = threading.Timer(1.0, c.start, args=(lead,))
+        comeback.start()
+        try:
+            with Consumer(bootstrap, request_timeout_ms=90000) as cons:
+                cons.assign([("solo", 0)])
+                cons.seek_to_beginning()  # ListOffsets needs the leader
+                got = []
+                deadline = time.monotonic() + 60
+                while len(got) < 5 and time.monotonic() < deadline:
+                    got.extend(cons.poll(500))
+            assert [m.value for m in got] == [str(i).encode() for i in range(5)]
+        finally:
+            comeback.join()
