@@ -16,7 +16,10 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 bootstrap, checkpoint, mode = sys.argv[1:4]
+# the test starts this driver 11 times: a JVM that only JIT-compiles with C1 and collects with the serial GC
+# starts with ~28% less CPU (measured 32.2 s -> 23.1 s for a drain run, driver + JVM + Python workers)
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # fmt: skip
 spark.sparkContext.setLogLevel("ERROR")
 src = (spark.readStream.format("logsource").option("bootstrap.servers", bootstrap).option("subscribe", "eos_in")
