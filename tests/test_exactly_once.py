@@ -219,8 +219,8 @@ def _expected(values: dict[tuple[int, int], int]) -> Counter:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.eos_kill
-# 11 Spark driver starts: ~2.5 min estimated for an idle 2-core machine (~250-350 s CPU in all);
-# 610-690 s measured under a load average of 6-14
+# 11 Spark driver starts: 217 s CPU in all (every process), so ~2-2.5 min on an idle 2-core machine;
+# 355 s measured under a load average of 4.4-6.2
 @pytest.mark.timeout(900)
 def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_path):
     rng = random.Random(12)
