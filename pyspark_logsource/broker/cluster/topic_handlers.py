@@ -97,11 +97,7 @@ class ClusterTopicHandlers:
             except LogSourceError as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
             out.append(r)
-        for r in made:
-            try:
-                await self.member.wait_topic(r.name, True, max(req.timeout_ms, 0) / 1000)
-            except RequestTimedOut as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+        await self._wait(made, True, req.timeout_ms)
         return CreateTopicsResponse(topics=out)
 
     async def delete_topics(self, req: DeleteTopicsRequest, session: Session) -> DeleteTopicsResponse:
@@ -117,9 +113,13 @@ class ClusterTopicHandlers:
             except LogSourceError as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
             out.append(r)
-        for r in asked:
+        await self._wait(asked, False, req.timeout_ms)
+        return DeleteTopicsResponse(topics=out)
+
+    async def _wait(self, results: list[Any], exists: bool, timeout_ms: int) -> None:
+        """Wait until each result's topic exists (or is gone) everywhere; a timeout is that topic's error."""
+        for r in results:
             try:
-                await self.member.wait_topic(r.name, False, max(req.timeout_ms, 0) / 1000)
+                await self.member.wait_topic(r.name, exists, max(timeout_ms, 0) / 1000)
             except RequestTimedOut as e:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
-        return DeleteTopicsResponse(topics=out)
