@@ -66,6 +66,10 @@ DEFAULTS: dict[str, str] = {
     "leader.imbalance.per.broker.percentage": "10",
     # exactly-once writes: the longest transaction timeout a write may ask for (Kafka's default)
     "transaction.max.timeout.ms": "900000",
+    # cluster mode: the internal topics are replicated like Kafka's (a coordinator is its partition's leader)
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
 }
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
@@ -199,6 +203,11 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     #: the longest timeout a staged write may register; open transactions nobody registered expire after it
     transaction_max_timeout_ms: int = 900_000
+    #: cluster mode: replicas of ``__consumer_offsets`` / ``__transaction_state``; the coordinator is not available
+    #: while fewer brokers are live (Kafka's rule)
+    offsets_topic_replication_factor: int = 3
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
 
@@ -258,6 +267,9 @@ class BrokerConfig:
             leader_imbalance_check_interval_seconds=_int(p, "leader.imbalance.check.interval.seconds", 1),
             leader_imbalance_per_broker_percentage=_int(p, "leader.imbalance.per.broker.percentage", 0),
             transaction_max_timeout_ms=_int(p, "transaction.max.timeout.ms", 1),
+            offsets_topic_replication_factor=_int(p, "offsets.topic.replication.factor", 1),
+            transaction_state_log_replication_factor=_int(p, "transaction.state.log.replication.factor", 1),
+            transaction_state_log_min_isr=_int(p, "transaction.state.log.min.isr", 1),
             log=log_config,
             properties=p,
         )

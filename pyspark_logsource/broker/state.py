@@ -40,6 +40,7 @@ from .producer_ids import ProducerIdManager
 from .waiters import FetchWaiters
 
 if TYPE_CHECKING:
+    from .internal_topics import LeadershipListener
     from .log.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,8 @@ class ClusterProtocol(Protocol):
     def topics(self) -> dict[str, int]:
         """Every topic of the cluster with its partition count."""
 
-    def auto_create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
+    def auto_create_topic(self, name: str, partitions: int, replication_factor: int,
+                          config: Mapping[str, str] | None = None) -> None:  # fmt: skip
         """Create a topic with these settings from any broker (blocking; run it off the event loop)."""
 
     def topic_config(self, topic: str) -> dict[str, str]:
@@ -130,6 +132,9 @@ class BrokerState:
     cluster: ClusterProtocol | None = None
     #: host and port clients connect to (set by the server once bound)
     advertised: tuple[str, int] = ("127.0.0.1", 0)
+    #: internal topic -> who loads its partitions' state when this broker starts or stops leading them
+    #: (:mod:`.internal_topics`; the group and transaction coordinators)
+    leadership_listeners: dict[str, LeadershipListener] = field(default_factory=dict)
     #: cluster mode: True until this broker registered on its ZooKeeper session, and again from a session's
     #: loss until it registered on a new one and re-read its roles; it takes no writes as leader meanwhile
     fenced: bool = False
@@ -337,6 +342,9 @@ class BrokerState:
                  role.leader_epoch, role.isr)  # fmt: skip
         if self.replication is not None:
             self.replication.on_become_leader(role)
+        listener = self.leadership_listeners.get(role.topic)
+        if listener is not None:
+            listener.on_elected(role.partition, role.leader_epoch)
         self.notify(role.topic, role.partition)
 
     def become_follower(self, role: PartitionRole) -> None:
@@ -348,6 +356,9 @@ class BrokerState:
             addr = self.broker_address(role.leader) if role.leader >= 0 else None
             host, port = addr if addr is not None else ("", -1)
             self.replication.on_become_follower(role, host, port)
+        listener = self.leadership_listeners.get(role.topic)
+        if listener is not None:
+            listener.on_resigned(role.partition)
         self.notify(role.topic, role.partition)
 
     def update_role(self, role: PartitionRole) -> None:
@@ -364,6 +375,9 @@ class BrokerState:
         self.roles.pop((topic, partition), None)
         if self.replication is not None:
             self.replication.on_stop_replica(topic, partition, delete)
+        listener = self.leadership_listeners.get(topic)
+        if listener is not None:
+            listener.on_resigned(partition)
         self.notify(topic, partition)
 
 

@@ -160,12 +160,14 @@ class ClusterMember:
         """Create through the controller (this broker must be it: NotController otherwise)."""
         return self.controller.create_topic(name, partitions, replication_factor, config, assignment, validate_only)
 
-    def auto_create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
-        """Create a topic from any broker (Metadata's auto-creation): assignment and config only, the
-        controller elects the leaders. TopicAlreadyExists is fine (another request made it first)."""
+    def auto_create_topic(self, name: str, partitions: int, replication_factor: int,
+                          config: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        """Create a topic from any broker (Metadata's auto-creation, the internal topics): assignment and
+        config only, the controller elects the leaders. TopicAlreadyExists is fine (another request made it
+        first)."""
         plan = assign_replicas(self.registry.live_ids(fresh=True), partitions, replication_factor)
         try:
-            write_topic(self.zk, name, plan, {})
+            write_topic(self.zk, name, plan, dict(config or {}))
             log.info("broker %d auto-created topic %s: %s", self.broker_id, name, plan)
         except TopicAlreadyExists:
             pass
