@@ -295,6 +295,12 @@ class IllegalGeneration(LogSourceError):
     code = 22
 
 
+class InvalidCommitOffsetSize(LogSourceError):
+    """The offset commit is too large for the coordinator's offsets topic (Kafka's INVALID_COMMIT_OFFSET_SIZE)."""
+
+    code = 28
+
+
 class InconsistentGroupProtocol(LogSourceError):
     """The member's protocol type or protocols do not match the group's."""
 

@@ -107,7 +107,9 @@ class Cluster:
         the broker's objects, e.g. its ZooKeeper session; kill() is a clean stop for them)."""
         self.zk_connect = zk_connect
         self.base_dir = Path(base_dir)
-        self.config = {**FAST_CLUSTER, **{str(k): str(v) for k, v in (config or {}).items()}}
+        # the internal topics' replication factor is Kafka's 3; a smaller cluster holds what it can
+        fits = {"offsets.topic.replication.factor": str(min(3, brokers))}
+        self.config = {**FAST_CLUSTER, **fits, **{str(k): str(v) for k, v in (config or {}).items()}}
         self.brokers: dict[int, EmbeddedBroker] = {}
         in_thread = set(thread_brokers)
         for bid in range(1, brokers + 1):

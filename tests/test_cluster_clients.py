@@ -1,8 +1,9 @@
 """Our clients' group requests in a 3-broker cluster: the coordinator is found, not assumed.
 
-The clients are given only broker 3's address; groups are coordinated by another broker (the live
-broker with the lowest id), which FindCoordinator names. When that broker is killed, the next
-request answers NotCoordinator or loses its connection, and the clients look the coordinator up again.
+The clients are given only the address of a broker that does not coordinate the group; the group's
+coordinator (the leader of its ``__consumer_offsets`` partition) is what FindCoordinator names. When
+that broker is killed, the next request answers NotCoordinator or loses its connection, and the clients
+look the coordinator up again: the new leader of the partition, with the group's offsets.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ def test_group_requests_go_to_a_coordinator_that_is_not_the_bootstrap_broker(zk_
     with Cluster(zk_connect, tmp_path, brokers=3) as c:
         c.create_topic("g", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
         c.wait_full_isr("g")
-        only3 = c.brokers[3].bootstrap
+        with Admin(c.bootstrap) as a:
+            first = wait_for(lambda: a._client.coordinator("grp", refresh=True), what="a coordinator")
+        only3 = c.brokers[next(b for b in (3, 2, 1) if b != first)].bootstrap
         with Producer(only3, acks="all") as p:
             for i in range(30):
                 p.send("g", str(i), partition=i % 3)
             p.flush(30)
         with Admin(only3) as admin:
             coordinator = admin._client.coordinator("grp")
-            assert coordinator != 3
+            assert coordinator == first and only3 != c.brokers[coordinator].bootstrap
             with Consumer(only3, group_id="grp", enable_auto_commit=False) as cons:
                 cons.subscribe(["g"])
                 got = []
@@ -41,11 +44,11 @@ def test_group_requests_go_to_a_coordinator_that_is_not_the_bootstrap_broker(zk_
                 assert admin.group_offsets("grp") == {("g", 0): 10, ("g", 1): 10, ("g", 2): 10}
                 d = admin.describe_group("grp")
                 assert d.state == "Stable" and len(d.members) == 1
-            # the coordinator dies: another broker coordinates (this build keeps group offsets on the
-            # coordinator only, so they start empty there); the clients find it again
+            # the coordinator dies: another broker coordinates, with the group's replicated offsets;
+            # the clients find it again
             c.kill(coordinator)
             # the admin's cached coordinator of "grp" is dead: the request is re-routed, not failed
-            assert isinstance(admin.group_offsets("grp"), dict)
+            assert admin.group_offsets("grp") == {("g", 0): 10, ("g", 1): 10, ("g", 2): 10}
             assert admin._client.coordinator("grp") != coordinator
             with Consumer(only3, group_id="grp2", enable_auto_commit=False) as cons:
                 cons.assign([("g", 0)])

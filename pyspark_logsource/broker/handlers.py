@@ -431,16 +431,17 @@ class Handlers:
 
     # ------------------------------------------------------------ group offsets
 
-    def offset_commit(self, req: OffsetCommitRequest, session: Session) -> OffsetCommitResponse:
+    def offset_commit(self, req: OffsetCommitRequest, session: Session) -> Any:
         """Store the group's offsets durably, all valid partitions in one append (a member's commit
-        must name the group's current generation)."""
+        must name the group's current generation). In a cluster, a coroutine answered once the
+        ISR of the group's ``__consumer_offsets`` partition has the commit."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
-        self.state.check_group_coordinator()
+        self.state.check_group_coordinator(req.group_id)
         self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
         out = []
         entries = []
-        topics = self.logs.topics()
+        topics = self.state.topics()
         for p in req.partitions:
             r = OffsetCommitPartitionResponse(p.topic, p.partition)
             n = topics.get(p.topic)
@@ -451,8 +452,19 @@ class Handlers:
             else:
                 entries.append((p.topic, p.partition, p.offset, p.metadata))
             out.append(r)
+        if self.state.cluster is not None and entries:
+            return self._replicated_commit(req.group_id, entries, out)
         try:
             self.state.groups.commit(req.group_id, entries)
+        except LogSourceError as e:
+            for r in out:
+                if r.error_code == 0:
+                    r.error_code = code_of(e)
+        return OffsetCommitResponse(partitions=out)
+
+    async def _replicated_commit(self, group: str, entries: list, out: list) -> OffsetCommitResponse:
+        try:
+            await self.state.group_ownership.commit(group, entries)
         except LogSourceError as e:
             for r in out:
                 if r.error_code == 0:
@@ -463,7 +475,7 @@ class Handlers:
         """Committed offsets (-1 where the group has none)."""
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
-        self.state.check_group_coordinator()
+        self.state.check_group_coordinator(req.group_id)
         found = self.state.groups.fetch(req.group_id, req.partitions)
         keys = sorted(found) if req.partitions is None else req.partitions
         out = []
@@ -496,15 +508,24 @@ class Handlers:
         return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
 
     def find_coordinator(self, req: FindCoordinatorRequest, session: Session) -> FindCoordinatorResponse:
-        """This broker coordinates every group; transactions have no coordinator (not supported)."""
+        """Groups: the leader of the group's ``__consumer_offsets`` partition (this broker when single);
+        transactions have no coordinator (not supported)."""
         if req.key_type != 0:
             raise CoordinatorNotAvailable("transactions are not supported: there is no transaction coordinator")
         if not req.key:
             raise InvalidGroupId("group id is empty")
-        node = self.state.group_coordinator_id()
+        if self.state.cluster is not None:
+            return self._find_group_coordinator(req)  # a coroutine: the offsets topic may have to be created
+        return self._coordinator_response(req, self.state.broker_id)
+
+    async def _find_group_coordinator(self, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        """The leader of the group's ``__consumer_offsets`` partition (created on first use)."""
+        return self._coordinator_response(req, await self.state.group_ownership.find(req.key))
+
+    def _coordinator_response(self, req: FindCoordinatorRequest, node: int) -> FindCoordinatorResponse:
         addr = self.state.broker_address(node)
         if addr is None:
-            raise CoordinatorNotAvailable("no live broker coordinates groups right now")
+            raise CoordinatorNotAvailable(f"coordinator broker {node} of {req.key!r} is not live")
         return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
 
     def describe_configs(self, req: DescribeConfigsRequest, session: Session) -> DescribeConfigsResponse:

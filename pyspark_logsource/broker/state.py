@@ -27,7 +27,6 @@ from ..errors import (
     InvalidReplicationFactor,
     InvalidTopic,
     LogSourceError,
-    NotCoordinator,
     NotLeaderOrFollower,
     UnknownTopicOrPartition,
 )
@@ -35,6 +34,8 @@ from ..topics import validate_topic_name
 from .config import BrokerConfig
 from .groups import GroupCoordinator, GroupOffsetStore
 from .groups.coordinator import GroupSettings
+from .groups.ownership import GroupOwnership
+from .internal_topics import OFFSETS_TOPIC
 from .log import LogManager
 from .producer_ids import ProducerIdManager
 from .waiters import FetchWaiters
@@ -121,6 +122,8 @@ class BrokerState:
     logs: LogManager | None = None
     groups: GroupOffsetStore | None = None
     coordinator: GroupCoordinator | None = None
+    #: which groups this broker coordinates (cluster: the ``__consumer_offsets`` partitions it leads)
+    group_ownership: GroupOwnership | None = None
     producer_ids: ProducerIdManager | None = None
     cluster_id: str | None = None
     waiters: FetchWaiters = field(default_factory=FetchWaiters)
@@ -162,11 +165,15 @@ class BrokerState:
         self.logs = LogManager(c.log_dirs, c.log)
         try:
             self._load_meta()
+            # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
             self.groups = GroupOffsetStore(self.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
-                                           c.socket_request_max_bytes)  # fmt: skip
+                                           c.socket_request_max_bytes, replicated=c.cluster_mode)  # fmt: skip
             settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
                                      c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
-            self.coordinator = GroupCoordinator(settings, self.groups.store_group, self.groups.group_meta)
+            self.group_ownership = GroupOwnership(self)
+            self.coordinator = GroupCoordinator(settings, self.group_ownership.persist, self.groups.group_meta)
+            if c.cluster_mode:
+                self.leadership_listeners[OFFSETS_TOPIC] = self.group_ownership
             self.producer_ids = ProducerIdManager(c.log_dirs[0])
         except BaseException:
             self.logs.close()
@@ -311,20 +318,11 @@ class BrokerState:
             return self.config.broker_id
         return self.cluster.controller_id()
 
-    def group_coordinator_id(self) -> int:
-        """The broker that coordinates consumer groups: this one on a single broker; in a cluster the live
-        broker with the lowest id (group offsets live in that broker's own ``__consumer_offsets``, which is
-        not replicated: they do not survive the loss of that broker). -1 when no broker is live."""
-        if self.cluster is None:
-            return self.config.broker_id
-        live = self.cluster.brokers()
-        return live[0][0] if live else -1
-
-    def check_group_coordinator(self) -> None:
-        """NotCoordinator unless this broker coordinates groups (clients then ask FindCoordinator again)."""
-        if self.cluster is not None and self.group_coordinator_id() != self.broker_id:
-            raise NotCoordinator(f"broker {self.broker_id} is not the group coordinator "
-                                 f"(broker {self.group_coordinator_id()} is)")  # fmt: skip
+    def check_group_coordinator(self, group: str) -> None:
+        """NotCoordinator unless this broker coordinates ``group``: always on a single broker; in a cluster
+        when it leads the group's ``__consumer_offsets`` partition (:mod:`.groups.ownership`). Clients then
+        ask FindCoordinator again."""
+        self.group_ownership.check(group)
 
     def broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """(host, port) of a live broker, or None."""

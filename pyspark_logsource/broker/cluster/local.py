@@ -36,11 +36,13 @@ _BROKER_MARK = "pyspark_logsource.broker"
 
 def cluster_defaults(brokers: int) -> dict[str, str]:
     """Settings a local N-broker cluster starts with (override any with ``--override``): three
-    copies of each partition where there are three brokers, and acks=all needing two of them."""
+    copies of each partition (and of ``__consumer_offsets``) where there are three brokers, and
+    acks=all needing two of them."""
     rf = min(3, brokers)
     return {
         "default.replication.factor": str(rf),
         "min.insync.replicas": str(2 if rf >= 3 else 1),
+        "offsets.topic.replication.factor": str(rf),
     }
 
 

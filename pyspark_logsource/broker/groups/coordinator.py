@@ -18,8 +18,11 @@ A member that is waiting in JoinGroup or SyncGroup is kept alive, as in Kafka.
 The assignment is computed by the group's leader (a client), never here: the
 coordinator only picks the protocol all members support (by vote, as Kafka
 does) and relays bytes. A group's membership is written to
-``__consumer_offsets`` when it becomes Stable or Empty, so after a restart the
-members can go on heartbeating the same generation.
+``__consumer_offsets`` when it becomes Stable or Empty, so after a restart (or
+at a new coordinator, in a cluster) the members can go on heartbeating the same
+generation. In a cluster the group becomes Stable, and the members get their
+assignments, only once that record is replicated (as Kafka's storeGroup); if it
+is not, the syncs get the error and the group rebalances.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import json
 import logging
 import uuid
 from base64 import b64decode, b64encode
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -42,6 +45,7 @@ from ...errors import (
     InvalidSessionTimeout,
     LogSourceError,
     MemberIdRequired,
+    NotCoordinator,
     RebalanceInProgress,
     UnknownMemberId,
     code_of,
@@ -110,12 +114,15 @@ class GroupSettings:
 class GroupCoordinator:
     """Every group of this broker; runs on one event loop.
 
-    ``persist(group_id, value | None)`` stores a membership record durably
-    (GroupOffsetStore.store_group); ``restored`` are the records read at startup.
+    ``persist(group_id, value | None)`` stores a membership record durably; it returns None
+    when the record is stored (a single broker), or an awaitable that completes when the
+    ISR has it (a cluster; it raises if not). ``restored`` are the records read at startup.
+    In a cluster a broker coordinates the groups of the offsets partitions it leads:
+    :meth:`load` and :meth:`unload` follow its leadership.
     """
 
     def __init__(self, settings: GroupSettings | None = None,
-                 persist: Callable[[str, bytes | None], None] | None = None,
+                 persist: Callable[[str, bytes | None], Awaitable[None] | None] | None = None,
                  restored: dict[str, bytes] | None = None) -> None:  # fmt: skip
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
@@ -317,12 +324,39 @@ class GroupCoordinator:
         if m.member_id == grp.leader:
             for x in grp.members.values():
                 x.assignment = req.assignments.get(x.member_id, b"")
-            grp.state = GroupState.STABLE
-            self._store(grp)
-            log.info("group %s: generation %d is stable", grp.group_id, grp.generation)
-            for x in grp.members.values():
-                _answer(x, "sync", self._sync_response(grp, x))
+            pending = self._store(grp, GroupState.STABLE)
+            if pending is None:
+                self._to_stable(grp)
+            else:
+                asyncio.get_running_loop().create_task(self._stable_once_stored(grp, grp.generation, pending))
         return await fut
+
+    def _to_stable(self, grp: Group) -> None:
+        grp.state = GroupState.STABLE
+        log.info("group %s: generation %d is stable", grp.group_id, grp.generation)
+        for x in grp.members.values():
+            _answer(x, "sync", self._sync_response(grp, x))
+
+    async def _stable_once_stored(self, grp: Group, generation: int, pending: Awaitable[None]) -> None:
+        """Cluster: the assignments go out once the membership record is replicated; if it is not, the
+        members get the error (NotCoordinator, CoordinatorNotAvailable: they find the coordinator again)
+        and the group rebalances, as in Kafka."""
+        error: LogSourceError | None = None
+        try:
+            await pending
+        except LogSourceError as e:
+            error = e
+        if (self.groups.get(grp.group_id) is not grp or grp.state != GroupState.COMPLETING_REBALANCE
+                or grp.generation != generation):  # fmt: skip
+            return  # a rebalance or an unload answered the syncs meanwhile
+        if error is None:
+            self._to_stable(grp)
+            return
+        log.warning("group %s: generation %d not stored (%s); rebalancing", grp.group_id, generation, error)
+        for x in grp.members.values():
+            x.assignment = b""
+            _answer(x, "sync", g.SyncGroupResponse(code_of(error), error_message=str(error)))
+        self._prepare_rebalance(grp, "its membership record was not replicated")
 
     @staticmethod
     def _sync_response(grp: Group, m: Member) -> g.SyncGroupResponse:
@@ -412,23 +446,55 @@ class GroupCoordinator:
     def _to_empty(self, grp: Group) -> None:
         grp.state, grp.leader, grp.protocol = GroupState.EMPTY, None, None
         log.info("group %s: empty (generation %d)", grp.group_id, grp.generation)
-        self._store(grp)
+        pending = self._store(grp, GroupState.EMPTY)
+        if pending is not None:
+            asyncio.get_running_loop().create_task(self._log_failure(grp.group_id, pending))
+
+    @staticmethod
+    async def _log_failure(group_id: str, pending: Awaitable[None]) -> None:
+        try:
+            await pending
+        except LogSourceError as e:  # the next rebalance writes the group again
+            log.warning("group %s: empty membership record not stored: %s", group_id, e)
 
     # ------------------------------------------------------------ persistence
 
-    def _store(self, grp: Group) -> None:
+    def _store(self, grp: Group, state: GroupState) -> Awaitable[None] | None:
+        """Write the group's membership as of ``state``; None when stored, else what to await."""
         if self._persist is None:
-            return
+            return None
         value = {"protocol_type": grp.protocol_type, "generation": grp.generation, "protocol": grp.protocol,
-                 "leader": grp.leader, "state": grp.state.value,
+                 "leader": grp.leader, "state": state.value,
                  "members": [{"id": m.member_id, "client_id": m.client_id, "host": m.client_host,
                               "session": m.session_timeout_ms, "rebalance": m.rebalance_timeout_ms,
                               "protocols": [[n, b64encode(md).decode()] for n, md in m.protocols],
                               "assignment": b64encode(m.assignment).decode()} for m in grp.members.values()]}  # fmt: skip
         try:
-            self._persist(grp.group_id, json.dumps(value).encode())
+            return self._persist(grp.group_id, json.dumps(value).encode())
         except LogSourceError as e:  # the offsets log is unwritable: membership still works in memory
             log.warning("group %s: cannot persist membership: %s", grp.group_id, e)
+            return None
+
+    def load(self, restored: dict[str, bytes]) -> None:
+        """Take over these groups (their last membership records): this broker now coordinates them."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._restored.update(restored)  # restored on first use, once the loop runs
+            return
+        for gid, value in restored.items():
+            self._restore(gid, value)
+
+    def unload(self, group_ids: set[str]) -> None:
+        """Drop these groups (another broker coordinates them now): their parked joins and syncs are
+        answered NotCoordinator, so the members find the new coordinator and rejoin there."""
+        for gid in group_ids:
+            self._restored.pop(gid, None)
+            grp = self.groups.pop(gid, None)
+            if grp is not None:
+                self._cancel(grp, NotCoordinator(f"group {gid!r} moved to another coordinator"))
+        if group_ids:
+            log.info("unloaded %d groups (coordinated elsewhere now)", len(group_ids))
 
     def _restore(self, gid: str, raw: bytes) -> None:
         try:
@@ -471,14 +537,16 @@ class GroupCoordinator:
     def close(self) -> None:
         """Cancel every timer and answer every parked request (the broker is stopping)."""
         for grp in self.groups.values():
-            if grp.timer is not None:
-                grp.timer.cancel()
-            for m in grp.members.values():
-                if m.timer is not None:
-                    m.timer.cancel()
-                err = CoordinatorNotAvailable("the coordinator is shutting down")
-                _answer(m, "join", self._join_error(err))
-                _answer(m, "sync", g.SyncGroupResponse(err.code))
+            self._cancel(grp, CoordinatorNotAvailable("the coordinator is shutting down"))
+
+    def _cancel(self, grp: Group, err: LogSourceError) -> None:
+        if grp.timer is not None:
+            grp.timer.cancel()
+        for m in grp.members.values():
+            if m.timer is not None:
+                m.timer.cancel()
+            _answer(m, "join", self._join_error(err))
+            _answer(m, "sync", g.SyncGroupResponse(err.code))
 
 
 def _answer(m: Member, which: str, resp: object) -> None:

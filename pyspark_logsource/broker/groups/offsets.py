@@ -1,4 +1,9 @@
-"""Durable group offsets: the internal topic ``__consumer_offsets`` on the broker's own log.
+"""Durable group offsets: the internal topic ``__consumer_offsets``.
+
+On a single broker the topic is the broker's own log. In a cluster it is a
+replicated topic and each partition's groups live on its leader (see
+:mod:`.ownership`): they are loaded when the broker becomes the leader and
+dropped when it stops, and a commit counts once the ISR has it.
 
 Why a topic and not a file: it is how Kafka does it, it reuses the log's
 durability (CRC, recovery, flush policy) instead of inventing a second one,
@@ -24,11 +29,14 @@ import logging
 import struct
 import time
 import zlib
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ... import format as fmt
-from ...errors import TopicAlreadyExists
+from ...errors import LogSourceError, TopicAlreadyExists
 from ..log import LogManager
+
+if TYPE_CHECKING:
+    from ..log.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -96,92 +104,171 @@ def _decode_value(value: bytes) -> CommittedOffset | None:
         return None
 
 
+class OffsetWrite(NamedTuple):
+    """Offsets appended to ``__consumer_offsets`` and not yet applied to the in-memory map (see
+    :meth:`GroupOffsetStore.append_commit`): ``end_offset`` is what must reach the ISR first."""
+
+    group: str
+    partition: int
+    base_offset: int
+    end_offset: int
+    entries: list[tuple[str, int, int, str | None]]
+    timestamp: int
+
+
 class GroupOffsetStore:
-    """Committed offsets per group, persisted in ``__consumer_offsets``; used from one event loop."""
+    """Committed offsets per group, persisted in ``__consumer_offsets``; used from one event loop.
+
+    On a single broker (``replicated=False``) the topic is this broker's own log, made if missing,
+    and every partition is loaded at once. In a cluster (``replicated=True``) it is a replicated
+    topic: nothing is loaded until this broker leads a partition (:meth:`load_partition`), and a
+    partition's groups are dropped when it stops leading it (:meth:`unload_partition`); the map
+    holds the groups of the loaded partitions only.
+    """
 
     def __init__(self, logs: LogManager, num_partitions: int = 1, retention_ms: int = 7 * 24 * 3600 * 1000,
-                 max_message_bytes: int = 100 * 1024 * 1024) -> None:  # fmt: skip
+                 max_message_bytes: int = 100 * 1024 * 1024, replicated: bool = False) -> None:  # fmt: skip
         self.logs = logs
+        self.replicated = replicated
         self.offsets: dict[tuple[str, str, int], CommittedOffset] = {}
         #: group -> its last membership record (see :mod:`.coordinator`)
         self.group_meta: dict[str, bytes] = {}
+        #: the topic's overrides (where the cluster creates it, :mod:`.ownership` uses them too)
+        self.topic_config = {"retention.ms": str(retention_ms), "max.message.bytes": str(max_message_bytes)}
+        #: partitions whose groups are in the maps
+        self.loaded: set[int] = set()
+        #: replicated: the log offset of the record each applied key comes from (a late write never wins)
+        self._applied_at: dict[tuple[str, str, int], int] = {}
+        self.num_partitions = num_partitions
+        if replicated:
+            return
         if OFFSETS_TOPIC not in logs.topics():
             try:
-                logs.create_topic(
-                    OFFSETS_TOPIC,
-                    num_partitions,
-                    {"retention.ms": str(retention_ms), "max.message.bytes": str(max_message_bytes)},
-                )
+                logs.create_topic(OFFSETS_TOPIC, num_partitions, dict(self.topic_config))
                 log.info("created internal topic %s with %d partitions", OFFSETS_TOPIC, num_partitions)
             except TopicAlreadyExists:
                 pass
         self.num_partitions = logs.topics()[OFFSETS_TOPIC]
-        self._replay()
-
-    def _replay(self) -> None:
         t0 = time.monotonic()
-        records = 0
-        for p in range(self.num_partitions):
-            lg = self.logs.get_log(OFFSETS_TOPIC, p)
-            # last value per raw key wins, as compaction would keep it; dict.update over
-            # Arrow columns does that in C, so only the surviving keys are decoded in Python
-            latest: dict[bytes | None, bytes | None] = {}
-            offset, end = lg.log_start_offset, lg.log_end_offset
-            while offset < end:
-                data = lg.read_checked(offset, 8 << 20)
-                batches = fmt.decode_all(data, check_crc=False)  # read_checked verified every CRC
-                if not batches:
-                    break
-                for rb in batches:
-                    t = rb.to_arrow()
-                    records += t.num_rows
-                    latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
-                offset = batches[-1].header.next_offset
-            for raw_key, raw_value in latest.items():
-                if raw_key is None:
-                    continue
-                gkey = _decode_group_key(raw_key)
-                if gkey is not None:
-                    if raw_value is None:
-                        self.group_meta.pop(gkey, None)
-                    else:
-                        self.group_meta[gkey] = raw_value
-                    continue
-                key = _decode_key(raw_key)
-                if key is None:
-                    continue
-                value = _decode_value(raw_value) if raw_value is not None else None
-                if value is None:
-                    self.offsets.pop(key, None)
-                else:
-                    self.offsets[key] = value
+        records = sum(self._replay(p) for p in range(self.num_partitions))
         log.info("loaded %d committed offsets from %d records of %s in %.1f ms", len(self.offsets), records,
                  OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)  # fmt: skip
+
+    def _replay(self, partition: int) -> int:
+        """Read one partition into the maps; returns how many records it read."""
+        self.loaded.add(partition)
+        records = 0
+        lg = self.logs.get_log(OFFSETS_TOPIC, partition)
+        # last value per raw key wins, as compaction would keep it; dict.update over
+        # Arrow columns does that in C, so only the surviving keys are decoded in Python
+        latest: dict[bytes | None, bytes | None] = {}
+        offset, end = lg.log_start_offset, lg.log_end_offset
+        while offset < end:
+            data = lg.read_checked(offset, 8 << 20)
+            batches = fmt.decode_all(data, check_crc=False)  # read_checked verified every CRC
+            if not batches:
+                break
+            for rb in batches:
+                t = rb.to_arrow()
+                records += t.num_rows
+                latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
+            offset = batches[-1].header.next_offset
+        for raw_key, raw_value in latest.items():
+            if raw_key is None:
+                continue
+            gkey = _decode_group_key(raw_key)
+            if gkey is not None:
+                if raw_value is None:
+                    self.group_meta.pop(gkey, None)
+                else:
+                    self.group_meta[gkey] = raw_value
+                continue
+            key = _decode_key(raw_key)
+            if key is None:
+                continue
+            value = _decode_value(raw_value) if raw_value is not None else None
+            if value is None:
+                self.offsets.pop(key, None)
+            else:
+                self.offsets[key] = value
+        return records
+
+    def load_partition(self, partition: int, num_partitions: int) -> dict[str, bytes]:
+        """Replicated: this broker now leads ``partition`` of a ``num_partitions`` topic; read its offsets and
+        membership records (the log is what the ISR has: a leader is elected from it). Returns the
+        membership records of its groups, for the coordinator."""
+        self.num_partitions = num_partitions
+        self.unload_partition(partition)
+        t0 = time.monotonic()
+        records = self._replay(partition)
+        meta = {gid: v for gid, v in self.group_meta.items() if self.partition_for(gid) == partition}
+        log.info("loaded %s-%d: %d records, %d groups with membership, in %.1f ms", OFFSETS_TOPIC, partition,
+                 records, len(meta), (time.monotonic() - t0) * 1000)  # fmt: skip
+        return meta
+
+    def unload_partition(self, partition: int) -> set[str]:
+        """Forget the groups of ``partition`` (this broker stopped leading it); returns their ids."""
+        self.loaded.discard(partition)
+        gone = {g for g, _, _ in self.offsets if self.partition_for(g) == partition}
+        gone.update(g for g in self.group_meta if self.partition_for(g) == partition)
+        if gone:
+            for key in [k for k in self.offsets if k[0] in gone]:
+                del self.offsets[key]
+                self._applied_at.pop(key, None)
+            for g in gone:
+                self.group_meta.pop(g, None)
+        return gone
+
+    def is_loaded(self, group: str) -> bool:
+        """Whether the group's partition is loaded (always on a single broker)."""
+        return self.partition_for(group) in self.loaded
 
     def partition_for(self, group: str) -> int:
         """The offsets-topic partition holding ``group`` (stable across runs)."""
         return zlib.crc32(group.encode()) % self.num_partitions
 
+    def _log(self, group: str) -> PartitionLog:
+        return self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group))
+
     def commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> None:
-        """Durably store ``(topic, partition, offset, metadata)`` entries for ``group``, all or nothing."""
-        if not entries:
-            return
+        """Durably store ``(topic, partition, offset, metadata)`` entries for ``group``, all or nothing
+        (a single broker: the append is the commit)."""
+        if entries:
+            self.apply(self.append_commit(group, entries))
+
+    def append_commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> OffsetWrite:
+        """Append the entries as one batch without applying them: in a cluster they count once replicated."""
         now = int(time.time() * 1000)
         keys = [_encode_key(group, t, p) for t, p, _, _ in entries]
         values = [_encode_value(o, m, now) for _, _, o, m in entries]
-        data = fmt.encode(values, keys)
-        self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
-        for t, p, o, m in entries:
-            self.offsets[(group, t, p)] = CommittedOffset(o, m, now)
+        info = self._log(group).append(fmt.encode(values, keys))
+        return OffsetWrite(group, self.partition_for(group), info.base_offset, info.last_offset + 1, entries, now)
 
-    def store_group(self, group: str, value: bytes | None) -> None:
-        """Durably record the group's membership (``None``: a tombstone, the group is gone)."""
+    def apply(self, w: OffsetWrite) -> None:
+        """Make an appended commit visible (replicated: once it is on the ISR, and only while its partition is
+        still loaded; a key already applied from a later record keeps that one)."""
+        if not self.replicated:
+            for t, p, o, m in w.entries:
+                self.offsets[(w.group, t, p)] = CommittedOffset(o, m, w.timestamp)
+            return
+        if w.partition not in self.loaded:
+            return
+        for t, p, o, m in w.entries:
+            key = (w.group, t, p)
+            if self._applied_at.get(key, -1) <= w.base_offset:
+                self._applied_at[key] = w.base_offset
+                self.offsets[key] = CommittedOffset(o, m, w.timestamp)
+
+    def store_group(self, group: str, value: bytes | None) -> int:
+        """Append the group's membership record (``None``: a tombstone, the group is gone); returns the log end
+        offset after it (in a cluster the record counts once the ISR has it)."""
         data = fmt.encode([value], [_encode_group_key(group)])
-        self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
+        info = self._log(group).append(data)
         if value is None:
             self.group_meta.pop(group, None)
         else:
             self.group_meta[group] = value
+        return info.last_offset + 1
 
     def fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset]:
         """Committed offsets of ``group``; with ``partitions=None`` every partition it committed."""
@@ -199,13 +286,20 @@ class GroupOffsetStore:
         return {g for g, _, _ in self.offsets}
 
     def forget_topic(self, topic: str) -> None:
-        """Write tombstones for every offset committed on ``topic`` (it was deleted)."""
+        """Write tombstones for every offset committed on ``topic`` (it was deleted). In a cluster the
+        tombstones go to the partitions this broker leads (only theirs are loaded), without waiting for
+        the ISR: a lost tombstone leaves an offset of a topic that is gone, as before the deletion."""
         by_group: dict[str, list[tuple[str, str, int]]] = {}
         for key in self.offsets:
             if key[1] == topic:
                 by_group.setdefault(key[0], []).append(key)
         for group, keys in by_group.items():
             data = fmt.encode([None] * len(keys), [_encode_key(*k) for k in keys])
-            self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group)).append(data)
+            try:
+                self._log(group).append(data)
+            except LogSourceError as e:
+                log.warning("group %s: cannot forget the offsets of deleted topic %s: %s", group, topic, e)
+                continue
             for k in keys:
                 self.offsets.pop(k, None)
+                self._applied_at.pop(k, None)
