@@ -19,7 +19,12 @@ from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.errors import CoordinatorNotAvailable, NotCoordinator, code_of
 from pyspark_logsource.protocol import group_messages as g
-from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorRequest, OffsetFetchRequest
+from pyspark_logsource.protocol.coordinator_messages import (
+    FindCoordinatorRequest,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -40,7 +45,8 @@ def _coordinator(client: NetworkClient, group: str) -> int:
 
 
 def test_committed_offsets_survive_the_kill_of_the_coordinator(zk_connect, tmp_path):
-    with Cluster(zk_connect, tmp_path, brokers=3) as c:
+    # min.insync.replicas=2 for __consumer_offsets too: commits need two copies
+    with Cluster(zk_connect, tmp_path, brokers=3, config={"min.insync.replicas": "2"}) as c:
         c.create_topic("t", partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
         c.wait_full_isr("t")
         with Producer(c.bootstrap, acks="all") as p:
@@ -112,6 +118,20 @@ def test_committed_offsets_survive_the_kill_of_the_coordinator(zk_connect, tmp_p
             assert sorted(seen) == sorted(want)
         finally:
             k.close()
+
+        # a commit that cannot reach min.insync.replicas copies is refused (the client retries elsewhere) and
+        # never shows: the other surviving broker dies, the coordinator is alone in the ISR
+        c.kill(next(b for b in c.running() if b != new))
+        wait_for(lambda: c.partition_state(OFFSETS, 0)["isr"] == [new], what="the ISR shrinking to the coordinator")
+        client = NetworkClient(c.brokers[new].bootstrap, request_timeout_ms=10000)
+        try:
+            client.refresh_metadata(None)
+            resp = client.request(OffsetCommitRequest("g1", [OffsetCommitPartition("t", 0, 49)]), new)
+            assert [p.error_code for p in resp.partitions] == [CoordinatorNotAvailable.code]
+            fetched = client.request(OffsetFetchRequest("g1", [("t", 0)]), new)
+            assert [p.offset for p in fetched.partitions] == [40]
+        finally:
+            client.close()
 
 
 def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor(zk_connect, tmp_path):

@@ -76,6 +76,7 @@ class GroupOwnership:
         self.state = state
         #: partition -> the leader epoch it was loaded at (cluster mode)
         self.epochs: dict[int, int] = {}
+        self._partitions: int | None = None  # the topic's partition count, once it exists (it never changes)
 
     @property
     def clustered(self) -> bool:
@@ -89,8 +90,14 @@ class GroupOwnership:
 
     def num_partitions(self) -> int:
         """The topic's partition count (the cluster's once it exists, the setting before)."""
-        n = self.state.topics().get(OFFSETS_TOPIC) if self.clustered else None
-        return n or self.state.groups.num_partitions
+        if self._partitions is None:
+            if not self.clustered:
+                return self.state.groups.num_partitions
+            n = self.state.topics().get(OFFSETS_TOPIC)
+            if not n:
+                return self.state.groups.num_partitions
+            self._partitions = n
+        return self._partitions
 
     def partition_for(self, group: str) -> int:
         """The offsets partition holding ``group``."""
