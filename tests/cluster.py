@@ -108,7 +108,9 @@ class Cluster:
         self.zk_connect = zk_connect
         self.base_dir = Path(base_dir)
         # the internal topics' replication factor is Kafka's 3; a smaller cluster holds what it can
-        fits = {"offsets.topic.replication.factor": str(min(3, brokers))}
+        fits = {"offsets.topic.replication.factor": str(min(3, brokers)),
+                "transaction.state.log.replication.factor": str(min(3, brokers)),
+                "transaction.state.log.min.isr": "2" if brokers >= 3 else "1"}  # fmt: skip
         self.config = {**FAST_CLUSTER, **fits, **{str(k): str(v) for k, v in (config or {}).items()}}
         self.brokers: dict[int, EmbeddedBroker] = {}
         in_thread = set(thread_brokers)

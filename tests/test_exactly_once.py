@@ -143,7 +143,7 @@ def test_a_broker_killed_after_the_decision_completes_the_commit_on_restart(tmp_
         bs = b.bootstrap
         with Admin(bs) as a:
             a.create_topic("t", partitions=2)
-        with StagedTxns(bs) as txns:
+        with StagedTxns(bs, request_timeout_ms=1000) as txns:  # retries the lost connection for 1 s only
             win = _stage(bs, txns, "w3", "t", [b"win-%d" % i for i in range(6)], 2)
             _stage(bs, txns, "w3", "t", [b"lose-%d" % i for i in range(4)], 2)
             with pytest.raises(Exception):  # noqa: B017 - the broker died mid-request

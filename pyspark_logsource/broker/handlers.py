@@ -509,9 +509,11 @@ class Handlers:
 
     def find_coordinator(self, req: FindCoordinatorRequest, session: Session) -> FindCoordinatorResponse:
         """Groups: the leader of the group's ``__consumer_offsets`` partition (this broker when single);
-        transactions have no coordinator (not supported)."""
+        transactions: the leader of ``__transaction_state-0``."""
+        if req.key_type == 1:
+            return self.txn.find_coordinator(req)  # a coroutine: the topic may have to be created first
         if req.key_type != 0:
-            raise CoordinatorNotAvailable("transactions are not supported: there is no transaction coordinator")
+            raise InvalidRequest(f"unknown coordinator key type {req.key_type} (0 group, 1 transaction)")
         if not req.key:
             raise InvalidGroupId("group id is empty")
         if self.state.cluster is not None:

@@ -13,20 +13,24 @@
 from __future__ import annotations
 
 import heapq
-import time
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import NotCoordinator
+from ..errors import CoordinatorLoadInProgress, CoordinatorNotAvailable, NetworkError, NotCoordinator
 from ..format import iter_headers
 from ..format.control import ABORT, marker_type, set_transactional
 from ..protocol import txn_messages as tm
+from ..protocol.coordinator_messages import FindCoordinatorRequest
 from .connection import raise_for_response
-from .network import NetworkClient
+from .metadata import BrokerInfo
+from .network import NetworkClient, Retry
 from .producer import Producer
 
+log = logging.getLogger(__name__)
+
 _TXN_BITS = 0x30  # transactional | control
-_ATTEMPTS = 6
+_RETRIABLE = (NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress, NetworkError)
 
 
 class TransactionalProducer(Producer):
@@ -52,25 +56,51 @@ class TransactionalProducer(Producer):
 
 
 class StagedTxns:
-    """Client of the coordinator's StagedTxns API (one connection; close it)."""
+    """Client of the coordinator's StagedTxns API (close it).
+
+    The coordinator is found with FindCoordinator (key_type 1, the write id as
+    the transactional id): in a cluster the leader of ``__transaction_state-0``.
+    NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress and a
+    lost connection (the coordinator failed over) find it again and retry,
+    with backoff, until the request timeout. A commit retried that way is
+    answered as a repeat when its first try was recorded ("committed before",
+    with the batch's winners kept): its data is published once either way.
+    """
 
     def __init__(self, bootstrap: str, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
         self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-txn",
                                      request_timeout_ms=request_timeout_ms)  # fmt: skip
+        self._node: int | None = None
+
+    def coordinator(self, write_id: str, refresh: bool = False) -> int:
+        """Node id of the transaction coordinator (FindCoordinator, cached until ``refresh``; retried while
+        there is none, until the request timeout)."""
+        if refresh:
+            self._node = None
+        return self._retrying(write_id, self._find)
+
+    def _find(self, write_id: str) -> int:
+        if self._node is None:
+            resp = raise_for_response(self._client.request(FindCoordinatorRequest(write_id or "-", key_type=1)))
+            if resp.node_id not in self._client.cluster.brokers:
+                self._client.cluster.brokers[resp.node_id] = BrokerInfo(resp.node_id, resp.host, resp.port)
+            self._node = resp.node_id
+        return self._node
+
+    def _retrying(self, write_id: str, fn: Callable[[str], Any]) -> Any:
+        retry = Retry(self._client.request_timeout_ms / 1000)
+        while True:
+            try:
+                return fn(write_id)
+            except _RETRIABLE as e:
+                err: Exception = e
+            log.debug("transaction coordinator of %s: %s; finding it again", write_id, err)
+            self._node = None
+            retry.wait(err)
 
     def _call(self, req: tm.StagedTxnsRequest) -> tm.StagedTxnsResponse:
-        # the controller coordinates; NotCoordinator (a new controller) sends us to the metadata again
-        for attempt in range(_ATTEMPTS):
-            if attempt or self._client.cluster.controller_id < 0:
-                self._client.refresh_metadata(None)
-            node = self._client.cluster.controller_id
-            try:
-                return raise_for_response(self._client.request(req, node if node >= 0 else None))
-            except NotCoordinator:
-                if attempt + 1 == _ATTEMPTS:
-                    raise
-                time.sleep(min(1.0, 0.1 * 2**attempt))
-        raise AssertionError("unreachable")
+        return self._retrying(req.write_id,
+                              lambda w: raise_for_response(self._client.request(req, self._find(w))))  # fmt: skip
 
     def register(self, write_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]],
                  timeout_ms: int) -> None:  # fmt: skip

@@ -42,6 +42,9 @@ def cluster_defaults(brokers: int) -> dict[str, str]:
     return {
         "default.replication.factor": str(rf),
         "min.insync.replicas": str(2 if rf >= 3 else 1),
+        # __transaction_state: Kafka's rule (no coordinator while fewer brokers are live) must fit N = 1, 2
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(2 if rf >= 3 else 1),
         "offsets.topic.replication.factor": str(rf),
     }
 

@@ -4,66 +4,88 @@ A Spark write task attempt stages its rows as transactional batches under its
 own producer id (invisible to ``read_committed`` readers) after registering
 the partitions it may write under the write's id (the streaming query id, or
 a batch job's write id). The driver's commit names the winning attempts and
-the batch id; the coordinator then, in one event-loop step (so nothing
-interleaves):
+the batch id; the coordinator then, holding the write id's lock (so two
+commits of one write never interleave while one waits for replication):
 
-1. checks every winner's staged data is still open, with the counted records;
-2. appends the decision (batch id, winners, losers) to ``__transaction_state``
-   and fsyncs it: from here the commit happens, even across a broker crash
-   (on start the last decision of each write is completed);
+1. checks every winner's staged data is still open, with the counted records
+   (where this broker leads the partition; elsewhere the COMMIT marker closes
+   exactly what is open);
+2. appends the decision (batch id, winners, losers; state ``prepare``) to
+   ``__transaction_state`` and waits until it is on the partition's ISR (on a
+   single broker: fsyncs it). From here the commit happens, even across a
+   crash or a failover: whoever leads ``__transaction_state-0`` next loads it;
 3. writes COMMIT markers into the winners' partitions and ABORT markers with
    the epoch bumped (which fences the attempt) into every partition a losing
    attempt registered (speculative duplicates, failed attempts, zombies);
-4. remembers the batch id, so a repeated commit of it (the driver died
-   before Spark recorded the commit) aborts the re-run's data and changes nothing.
+   partitions other brokers lead get theirs through WriteTxnMarkers (API 27);
+4. once every marker is written or acknowledged, appends the decision again
+   with state ``complete`` (Kafka's PrepareCommit -> CompleteCommit), so a new
+   coordinator re-sends markers only for decisions still in ``prepare``;
+   markers are idempotent at the leader (:mod:`.markers`), so re-sending them
+   never changes what readers see.
 
-Registrations are also in ``__transaction_state``. An attempt whose staged data
-saw no append for its ``timeout_ms`` is aborted by :meth:`expire` (run every
-second), and so is an open transaction nobody registered (a broker restart
-lost it) after ``transaction.max.timeout.ms``: staged data never blocks
-readers for longer than that.
+A batch id at or below the write's last committed one is answered "committed
+before" and the re-run's data is aborted. Registrations are also records of
+``__transaction_state``; an attempt whose staged data saw no append for its
+``timeout_ms`` is aborted by :meth:`expire` (every second), and open
+transactions nobody registered by :func:`.markers.abort_forgotten` after
+``transaction.max.timeout.ms``.
 
-Cluster mode: the controller is the coordinator (clients send StagedTxns there;
-another broker answers NotCoordinator). Markers for partitions led by other
-brokers are queued in :attr:`TxnCoordinator.remote` and sent with Kafka's
-WriteTxnMarkers (API 27) after the decision is recorded, retried every second
-until the leaders took them; the staged data, the markers and so the
-published batch are replicated like any other data. Not done: the decision log
-``__transaction_state`` is this broker's own (not replicated), so a new
-controller does not know the old one's decisions and registrations.
+Cluster mode: ``__transaction_state`` is a replicated internal topic
+(:mod:`..internal_topics`) with one partition; the broker leading it is the
+coordinator, loads this state when it is elected and drops it when it resigns.
+One partition is enough: the coordinator sees a few requests per Spark
+micro-batch, and one coordinator for the whole cluster lets every write's
+client find it without hashing (records are keyed by write id, so more
+partitions would only need ``partition_for(write_id)``). A coordinator that
+loses leadership while it waits for replication answers NotCoordinator and
+writes no markers for that decision (the new leader's log decides).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import signal
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ... import format as fmt
 from ...errors import (
+    CoordinatorNotAvailable,
     InvalidRequest,
     InvalidTxnState,
     LogSourceError,
-    TopicAlreadyExists,
+    NotCoordinator,
+    NotEnoughReplicas,
+    NotEnoughReplicasAfterAppend,
+    NotLeaderOrFollower,
+    RequestTimedOut,
     UnknownTopicOrPartition,
 )
-from ...format.control import ABORT, COMMIT, encode_marker
+from ...format.control import ABORT, COMMIT
+from .. import internal_topics
+from .markers import Marker, append_marker, replicated
 
 if TYPE_CHECKING:
     from ..state import BrokerState
 
 log = logging.getLogger(__name__)
 
-TXN_TOPIC = "__transaction_state"
+TXN_TOPIC = internal_topics.TRANSACTION_STATE_TOPIC
 #: crash tests: the broker kills itself with SIGKILL at the named step when this variable names it
+#: ("decided": once a decision is durable, before its markers), or names it and a write id ("decided:w1")
 FAULT_ENV = "LOGSOURCE_TXN_FAULT"
 #: Kafka's transaction.max.timeout.ms: the longest timeout a write may ask for, and the one for
 #: open transactions nobody registered
 DEFAULT_MAX_TIMEOUT_MS = 900_000
+
+Winners = dict[int, tuple[int, dict[tuple[str, int], int]]]
 
 
 @dataclass(slots=True)
@@ -78,6 +100,15 @@ class Registration:
     registered_ms: int = 0
 
 
+@dataclass(slots=True)
+class _Completion:
+    """Markers of one decision or abort still unacknowledged, and the records to append once they are."""
+
+    remote: set[Marker]
+    keys: list[bytes]
+    values: list[bytes | None]
+
+
 def _reg_key(write_id: str, pid: int) -> bytes:
     return f"r\x00{write_id}\x00{pid}".encode()
 
@@ -86,30 +117,39 @@ def _decision_key(write_id: str) -> bytes:
     return f"d\x00{write_id}".encode()
 
 
+def transaction_state_topic(state: BrokerState) -> internal_topics.InternalTopic:
+    """``__transaction_state`` as this broker creates it: one compacted partition (see the module docstring)."""
+    c = state.config
+    return internal_topics.InternalTopic(TXN_TOPIC, 1, c.transaction_state_log_replication_factor, {
+        "cleanup.policy": "compact", "min.insync.replicas": str(c.transaction_state_log_min_isr)})  # fmt: skip
+
+
 class TxnCoordinator:
-    """Decisions and registrations of staged writes, kept in ``__transaction_state`` (one partition)."""
+    """Decisions and registrations of staged writes, loaded from ``__transaction_state-0`` (this broker leads it)."""
 
     def __init__(self, state: BrokerState, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS) -> None:
         self.state = state
         self.max_timeout_ms = max_timeout_ms
+        #: False once this broker stopped leading ``__transaction_state-0`` (nothing more is written)
+        self.active = True
         self.last_committed: dict[str, int] = {}
         self.registrations: dict[str, dict[int, Registration]] = {}
-        #: markers for partitions other brokers lead: (topic, partition, producer id, epoch, kind)
-        self.remote: list[tuple[str, int, int, int, int]] = []
-        logs = state.logs
-        if TXN_TOPIC not in logs.topics():
-            try:
-                logs.create_topic(TXN_TOPIC, 1, {"cleanup.policy": "compact"})
-            except TopicAlreadyExists:
-                pass
-        self._log = logs.get_log(TXN_TOPIC, 0)
-        decisions = self._replay()
-        for write_id, d in decisions.items():
-            self._complete(write_id, d)
+        #: markers for partitions other brokers lead, each with the key of the completion waiting for it
+        self.remote: list[tuple[Marker, int]] = []
+        self._completions: dict[int, _Completion] = {}
+        self._next_completion = 0
+        #: write id -> (end offset, decision): appended, not yet known to be on the ISR
+        self._in_doubt: dict[str, tuple[int, dict]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        #: write id -> producer ids its last decision committed (a retried commit must not abort them)
+        self._last_winners: dict[str, set[int]] = {}
+        self._log = state.logs.get_log(TXN_TOPIC, 0)
+        self._loaded = self._replay()
 
     # ------------------------------------------------------------ durable records
 
     def _replay(self) -> dict[str, dict]:
+        """Read the log: last committed batch ids, registrations; return the decisions not complete."""
         latest: dict[bytes, bytes | None] = {}
         lg = self._log
         offset, end = lg.log_start_offset, lg.log_end_offset
@@ -122,67 +162,161 @@ class TxnCoordinator:
                 t = rb.to_arrow()
                 latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
             offset = batches[-1].header.next_offset
-        decisions = {}
+        incomplete = {}
         for key, value in latest.items():
             if key is None or value is None:
                 continue
             kind, write_id, *rest = key.decode().split("\x00")
             v = json.loads(value)
             if kind == "d":
-                decisions[write_id] = v
                 if v.get("last_committed", -1) >= 0:
                     self.last_committed[write_id] = v["last_committed"]
+                self._last_winners[write_id] = {c[0] for c in v.get("commit", [])}
+                if v.get("state", "prepare") != "complete":  # records before states existed count as prepare
+                    incomplete[write_id] = v
             elif kind == "r":
                 reg = Registration(int(rest[0]), v["epoch"], {(t, p) for t, p in v["partitions"]}, v["timeout_ms"],
                                    v["ts"])  # fmt: skip
                 self.registrations.setdefault(write_id, {})[reg.producer_id] = reg
-        log.info("transaction coordinator: %d writes with decisions, %d with registered attempts",
-                 len(decisions), len(self.registrations))  # fmt: skip
-        return decisions
+        log.info("transaction coordinator on broker %d: %d writes committed, %d decisions to complete, %d writes "
+                 "with registered attempts", self.state.broker_id, len(self.last_committed), len(incomplete),
+                 len(self.registrations))  # fmt: skip
+        return incomplete
 
-    def _append(self, keys: list[bytes], values: list[bytes | None], fsync: bool) -> None:
-        self._log.append(fmt.encode(values, keys))
+    def complete_loaded(self) -> None:
+        """Write the markers of the decisions loaded in state ``prepare`` (a crash or failover interrupted them)."""
+        todo, self._loaded = self._loaded, {}
+        for write_id, d in todo.items():
+            self._write_markers(write_id, d)
+
+    def _append(self, keys: list[bytes], values: list[bytes | None], fsync: bool = False) -> int:
+        """Append records as the leader of ``__transaction_state-0``; return the log end after them."""
+        if not self.active:
+            raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
+        self.state.check_leader(TXN_TOPIC, 0)
+        repl = self.state.replication
+        if repl is not None:
+            try:
+                repl.check_min_isr(TXN_TOPIC, 0)  # as an acks=all produce: refused before the append
+            except NotEnoughReplicas as e:
+                raise CoordinatorNotAvailable(f"the transaction state cannot be replicated: {e}") from e
+        role = self.state.role(TXN_TOPIC, 0)
+        info = self._log.append(fmt.encode(values, keys), role.leader_epoch if role is not None else 0)
         if fsync:
             self._log.flush()
+        if repl is not None:
+            repl.after_append(TXN_TOPIC, 0)
+        return info.last_offset + 1
+
+    async def _replicated(self, end_offset: int) -> None:
+        """Wait until the records below ``end_offset`` are on the ISR; Kafka's coordinator errors otherwise."""
+        try:
+            await internal_topics.wait_replicated(self.state, TXN_TOPIC, 0, end_offset)
+        except NotLeaderOrFollower as e:
+            raise NotCoordinator(f"broker {self.state.broker_id} lost the leadership of {TXN_TOPIC}-0: {e}") from e
+        except (NotEnoughReplicas, NotEnoughReplicasAfterAppend, RequestTimedOut) as e:
+            raise CoordinatorNotAvailable(f"the transaction state was not replicated: {e}") from e
+        if not self.active:
+            raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
+
+    @asynccontextmanager
+    async def _write_lock(self, write_id: str) -> AsyncIterator[None]:
+        """One request of a write at a time (commit awaits replication; nothing of the write interleaves)."""
+        lock = self._locks.setdefault(write_id, asyncio.Lock())
+        try:
+            async with lock:
+                await self._settle(write_id)
+                yield
+        finally:
+            if not lock.locked() and self._locks.get(write_id) is lock:
+                del self._locks[write_id]
+
+    async def _settle(self, write_id: str) -> None:
+        """Finish a decision appended but not yet known to be replicated (a wait that failed before)."""
+        doubt = self._in_doubt.get(write_id)
+        if doubt is None:
+            return
+        end, decision = doubt
+        await self._replicated(end)
+        _fault_point("decided", write_id)
+        del self._in_doubt[write_id]
+        self.last_committed[write_id] = decision["batch"]
+        self._last_winners[write_id] = {c[0] for c in decision["commit"]}
+        self._write_markers(write_id, decision)
 
     # ------------------------------------------------------------ markers
 
-    def _marker(self, topic: str, partition: int, pid: int, epoch: int, kind: int, *, only_open: bool) -> bool:
+    def _marker(self, m: Marker, completion: int) -> None:
         """Write one marker into a partition this broker leads, or queue it for its leader (WriteTxnMarkers)."""
-        role = self.state.role(topic, partition)
-        if role is not None and role.leader != self.state.broker_id:
-            self.remote.append((topic, partition, pid, epoch, kind))
-            return True
-        return append_marker(self.state, topic, partition, pid, epoch, kind, only_open=only_open)
-
-    def _abort_attempt(self, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> None:
-        """ABORT with the epoch bumped in every partition the attempt registered or has data in (fences it)."""
-        for t, p in sorted(partitions):
+        t, p, pid, epoch, kind = m
+        if internal_topics.leader_of(self.state, t, p) == self.state.broker_id:
             try:
-                self._marker(t, p, pid, epoch + 1, ABORT, only_open=False)
-            except LogSourceError as e:  # a deleted topic: nothing staged there any more
-                log.warning("abort of producer %d in %s-%d failed: %s", pid, t, p, e)
+                append_marker(self.state, t, p, pid, epoch, kind)
+                if self.state.replication is not None:  # done once on the ISR (a single broker: at once)
+                    self._completions[completion].remote.add(m)
+                    asyncio.get_running_loop().create_task(self.confirm(m, completion))
+                return
+            except UnknownTopicOrPartition as e:  # a deleted topic: nothing staged there any more
+                log.warning("marker for producer %d in %s-%d not written: %s", pid, t, p, e)
+                return
+            except LogSourceError as e:  # leadership moving: sent to the leader
+                log.info("marker for producer %d in %s-%d goes to its leader: %s", pid, t, p, e)
+        self.remote.append((m, completion))
+        self._completions[completion].remote.add(m)
 
-    def _complete(self, write_id: str, d: dict) -> None:
-        """Finish a recorded decision a crash may have interrupted (markers only where still open)."""
-        for pid, epoch, parts in d.get("commit", []):
-            for t, p in parts:
-                try:
-                    self._marker(t, p, pid, epoch, COMMIT, only_open=True)
-                except LogSourceError as e:
-                    log.warning("completing commit of %s: %s-%d: %s", write_id, t, p, e)
-        for pid, epoch, parts in d.get("abort", []):
-            for t, p in parts:
-                try:
-                    self._marker(t, p, pid, epoch + 1, ABORT, only_open=True)
-                except LogSourceError as e:
-                    log.warning("completing abort of %s: %s-%d: %s", write_id, t, p, e)
+    def _write_markers(self, write_id: str, d: dict) -> None:
+        """COMMIT the decision's winners, ABORT (epoch + 1) its losers; record ``complete`` when all are written."""
+        done = dict(d, state="complete")
+        markers = [(t, p, pid, epoch, COMMIT) for pid, epoch, parts in d.get("commit", []) for t, p in parts]
+        markers += [(t, p, pid, epoch + 1, ABORT) for pid, epoch, parts in d.get("abort", []) for t, p in parts]
+        self._with_completion(markers, [_decision_key(write_id)], [json.dumps(done).encode()])
+
+    def _with_completion(self, markers: list[Marker], keys: list[bytes], values: list[bytes | None]) -> None:
+        """Write ``markers``; append ``keys``/``values`` once every one of them is written or acknowledged."""
+        cid = self._next_completion
+        self._next_completion += 1
+        self._completions[cid] = _Completion(set(), keys, values)
+        for m in markers:
+            self._marker(m, cid)
+        self._maybe_complete(cid)
+
+    def _maybe_complete(self, cid: int) -> None:
+        c = self._completions.get(cid)
+        if c is None or c.remote:
+            return
+        del self._completions[cid]
+        if c.keys:
+            try:
+                self._append(c.keys, c.values)  # not awaited: a lost completion only makes a successor re-send
+            except LogSourceError as e:
+                log.info("completion record not written (%s): the next coordinator re-sends its markers", e)
+
+    async def confirm(self, m: Marker, completion: int) -> None:
+        """A marker this broker appended as leader is done once on the ISR; else its leader gets it again."""
+        try:
+            await replicated(self.state, m[0], m[1])
+        except LogSourceError as e:
+            log.info("marker for producer %d in %s-%d not replicated (%s): sent again", m[2], m[0], m[1], e)
+            self.remote.append((m, completion))
+            return
+        self.marker_done(m, completion)
+
+    def marker_done(self, m: Marker, completion: int) -> None:
+        """A queued marker was written by its leader (or its partition is gone)."""
+        c = self._completions.get(completion)
+        if c is not None:
+            c.remote.discard(m)
+            self._maybe_complete(completion)
+
+    def _abort_attempt(self, pid: int, epoch: int, partitions: set[tuple[str, int]]) -> list[Marker]:
+        """ABORT with the epoch bumped in every partition the attempt registered or has data in (fences it)."""
+        return [(t, p, pid, epoch + 1, ABORT) for t, p in sorted(partitions)]
 
     # ------------------------------------------------------------ the API
 
-    def register(self, write_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
-                 timeout_ms: int) -> None:  # fmt: skip
-        """A task attempt will stage data in ``partitions`` (durable before it writes)."""
+    async def register(self, write_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
+                       timeout_ms: int) -> None:  # fmt: skip
+        """A task attempt will stage data in ``partitions`` (replicated before it writes)."""
         if not write_id:
             raise InvalidRequest("write id is empty")
         if not 0 < timeout_ms <= self.max_timeout_ms:
@@ -192,34 +326,58 @@ class TxnCoordinator:
         for t, p in partitions:
             if not 0 <= p < known.get(t, 0):
                 raise UnknownTopicOrPartition(f"unknown topic or partition {t}-{p}")
-        regs = self.registrations.setdefault(write_id, {})
-        reg = regs.get(pid)
-        if reg is not None and epoch < reg.producer_epoch:
-            raise InvalidTxnState(f"producer {pid} epoch {epoch} is fenced")
-        if reg is None:
-            reg = regs[pid] = Registration(pid, epoch, set(), timeout_ms, int(time.time() * 1000))
-        reg.partitions |= partitions
-        reg.producer_epoch, reg.timeout_ms = epoch, timeout_ms
-        value = json.dumps({"epoch": epoch, "partitions": sorted(reg.partitions), "timeout_ms": timeout_ms,
-                            "ts": reg.registered_ms}).encode()  # fmt: skip
-        self._append([_reg_key(write_id, pid)], [value], fsync=False)
+        async with self._write_lock(write_id):
+            regs = self.registrations.setdefault(write_id, {})
+            reg = regs.get(pid)
+            if reg is not None and epoch < reg.producer_epoch:
+                raise InvalidTxnState(f"producer {pid} epoch {epoch} is fenced")
+            if reg is None:
+                reg = regs[pid] = Registration(pid, epoch, set(), timeout_ms, int(time.time() * 1000))
+            reg.partitions |= partitions
+            reg.producer_epoch, reg.timeout_ms = epoch, timeout_ms
+            value = json.dumps({"epoch": epoch, "partitions": sorted(reg.partitions), "timeout_ms": timeout_ms,
+                                "ts": reg.registered_ms}).encode()  # fmt: skip
+            await self._replicated(self._append([_reg_key(write_id, pid)], [value]))
 
-    def commit(self, write_id: str, batch_id: int, winners: dict[int, tuple[int, dict[tuple[str, int], int]]]) -> tuple[bool, int]:
+    async def commit(self, write_id: str, batch_id: int, winners: Winners) -> tuple[bool, int]:
         """Publish the winners' staged data as batch ``batch_id`` of the write; (committed, last batch id).
 
         ``winners``: producer id -> (epoch, {partition: staged records}). A batch id at or
         below the last committed one changes nothing (its re-run's data is aborted).
         """
-        last = self.last_committed.get(write_id, -1)
-        regs = self.registrations.get(write_id, {})
-        if batch_id <= last:
-            log.info("write %s: batch %d was committed before (last %d): aborting the re-run", write_id, batch_id, last)
-            self.abort(write_id, winners)
-            return False, last
+        async with self._write_lock(write_id):
+            last = self.last_committed.get(write_id, -1)
+            if batch_id <= last:
+                log.info("write %s: batch %d was committed before (last %d): aborting the re-run", write_id,
+                         batch_id, last)  # fmt: skip
+                decided = self._last_winners.get(write_id, set())  # a retry of the commit that won: keep them
+                self._abort_locked(write_id, {pid: w for pid, w in winners.items() if pid not in decided})
+                return False, last
+            self._check_staged(write_id, batch_id, winners)
+            regs = self.registrations.get(write_id, {})
+            losers = {pid: r for pid, r in regs.items() if pid not in winners}
+            commit = [[pid, epoch, sorted([t, p] for (t, p), n in parts.items() if n > 0)]
+                      for pid, (epoch, parts) in winners.items()]  # fmt: skip
+            abort = [[pid, r.producer_epoch, sorted([t, p] for t, p in r.partitions)] for pid, r in losers.items()]
+            decision = {"state": "prepare", "last_committed": batch_id, "batch": batch_id, "commit": commit,
+                        "abort": abort, "ts": int(time.time() * 1000)}  # fmt: skip
+            keys = [_decision_key(write_id)] + [_reg_key(write_id, pid) for pid in regs]
+            # the commit point: fsynced on a single broker, on the ISR in a cluster (in _settle)
+            end = self._append(keys, [json.dumps(decision).encode()] + [None] * len(regs),
+                               fsync=self.state.cluster is None)  # fmt: skip
+            self.registrations.pop(write_id, None)
+            self._in_doubt[write_id] = (end, decision)
+            await self._settle(write_id)
+            log.info("write %s: committed batch %d (%d producers; %d attempts aborted)", write_id, batch_id,
+                     len(commit), len(losers))  # fmt: skip
+            return True, batch_id
+
+    def _check_staged(self, write_id: str, batch_id: int, winners: Winners) -> None:
+        """InvalidTxnState unless each winner's data is open with its counted records (where this broker leads)."""
+        me = self.state.broker_id
         for pid, (epoch, parts) in winners.items():
             for (t, p), n in parts.items():
-                role = self.state.role(t, p)
-                if n <= 0 or (role is not None and role.leader != self.state.broker_id):
+                if n <= 0 or internal_topics.leader_of(self.state, t, p) != me:
                     continue  # counts are checked where the data is led (a replica here may lag)
                 o = self.state.logs.get_log(t, p).txns.open.get(pid)
                 if o is None or o.producer_epoch != epoch or o.records != n:
@@ -228,28 +386,13 @@ class TxnCoordinator:
                         f"write {write_id} batch {batch_id}: producer {pid} epoch {epoch} staged {n} records in "
                         f"{t}-{p} but the partition has {have} (aborted after its timeout, or the data was lost)"
                     )
-        losers = {pid: r for pid, r in regs.items() if pid not in winners}
-        commit = [[pid, epoch, sorted([t, p] for (t, p), n in parts.items() if n > 0)]
-                  for pid, (epoch, parts) in winners.items()]  # fmt: skip
-        abort = [[pid, r.producer_epoch, sorted([t, p] for t, p in r.partitions)] for pid, r in losers.items()]
-        decision = {"last_committed": batch_id, "batch": batch_id, "commit": commit, "abort": abort,
-                    "ts": int(time.time() * 1000)}  # fmt: skip
-        keys = [_decision_key(write_id)] + [_reg_key(write_id, pid) for pid in regs]
-        self._append(keys, [json.dumps(decision).encode()] + [None] * len(regs), fsync=True)  # the commit point
-        _fault_point("decided")
-        self.last_committed[write_id] = batch_id
-        self.registrations.pop(write_id, None)
-        for pid, epoch, parts in commit:
-            for t, p in parts:
-                self._marker(t, p, pid, epoch, COMMIT, only_open=True)
-        for pid, r in losers.items():
-            self._abort_attempt(pid, r.producer_epoch, r.partitions)
-        log.info("write %s: committed batch %d (%d producers; %d attempts aborted)", write_id, batch_id,
-                 len(commit), len(losers))  # fmt: skip
-        return True, batch_id
 
-    def abort(self, write_id: str, producers: dict[int, tuple[int, dict[tuple[str, int], int]]]) -> None:
+    async def abort(self, write_id: str, producers: Winners) -> None:
         """Abort the given attempts and every registered attempt of the write."""
+        async with self._write_lock(write_id):
+            self._abort_locked(write_id, producers)
+
+    def _abort_locked(self, write_id: str, producers: Winners) -> None:
         regs = self.registrations.pop(write_id, {})
         todo: dict[int, tuple[int, set[tuple[str, int]]]] = {
             pid: (epoch, set(parts)) for pid, (epoch, parts) in producers.items()
@@ -257,77 +400,58 @@ class TxnCoordinator:
         for pid, r in regs.items():
             epoch, parts = todo.get(pid, (r.producer_epoch, set()))
             todo[pid] = (max(epoch, r.producer_epoch), parts | r.partitions)
-        if regs:
-            self._append([_reg_key(write_id, pid) for pid in regs], [None] * len(regs), fsync=False)
-        for pid, (epoch, parts) in todo.items():
-            self._abort_attempt(pid, epoch, parts)
+        markers = [m for pid, (epoch, parts) in todo.items() for m in self._abort_attempt(pid, epoch, parts)]
+        # the registrations go once the markers are written: a successor that still has them aborts them again
+        self._with_completion(markers, [_reg_key(write_id, pid) for pid in regs], [None] * len(regs))
 
     # ------------------------------------------------------------ timeouts
 
-    def expire(self, now_ms: int | None = None) -> int:
-        """Abort attempts idle for their timeout and unregistered open transactions past the maximum."""
+    def _idle(self, r: Registration, now: int, mono: float) -> int:
+        """How long the attempt saw no append (in the partitions this broker has; else since its registration)."""
+        idle_since = r.registered_ms
+        for t, p in r.partitions:
+            try:
+                o = self.state.logs.get_log(t, p).txns.open.get(r.producer_id)
+            except LogSourceError:  # no replica here
+                continue
+            if o is not None:
+                idle_since = max(idle_since, now - int((mono - o.last_append) * 1000))
+        return now - idle_since
+
+    async def expire(self, now_ms: int | None = None) -> int:
+        """Abort attempts idle for their timeout; return how many."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        mono = time.monotonic()
-        registered: set[int] = set()
         n = 0
-        for write_id, regs in list(self.registrations.items()):
-            for pid, r in list(regs.items()):
-                registered.add(pid)
-                idle_since = r.registered_ms
-                for t, p in r.partitions:
-                    try:
-                        o = self.state.logs.get_log(t, p).txns.open.get(pid)
-                    except LogSourceError:
+        for write_id in list(self.registrations):
+            mono = time.monotonic()
+            if not any(self._idle(r, now, mono) > r.timeout_ms for r in self.registrations[write_id].values()):
+                continue
+            async with self._write_lock(write_id):
+                regs = self.registrations.get(write_id, {})
+                for pid, r in list(regs.items()):
+                    idle = self._idle(r, now, time.monotonic())
+                    if idle <= r.timeout_ms:
                         continue
-                    if o is not None:
-                        idle_since = max(idle_since, now - int((mono - o.last_append) * 1000))
-                if now - idle_since > r.timeout_ms:
-                    log.warning("write %s: aborting attempt (producer %d) idle for %d ms", write_id, pid,
-                                now - idle_since)  # fmt: skip
+                    log.warning("write %s: aborting attempt (producer %d) idle for %d ms", write_id, pid, idle)
                     del regs[pid]
-                    self._append([_reg_key(write_id, pid)], [None], fsync=False)
-                    self._abort_attempt(pid, r.producer_epoch, r.partitions)
+                    self._with_completion(self._abort_attempt(pid, r.producer_epoch, r.partitions),
+                                          [_reg_key(write_id, pid)], [None])  # fmt: skip
                     n += 1
-            if not regs:
-                self.registrations.pop(write_id, None)
-        me = self.state.broker_id
-        for lg in self.state.logs.logs():
-            role = self.state.role(lg.topic, lg.partition) if lg.txns.open else None
-            if role is not None and role.leader != me:
-                continue  # the leader's own scan aborts it
-            for pid, o in list(lg.txns.open.items()):
-                if pid not in registered and (mono - o.last_append) * 1000 > self.max_timeout_ms:
-                    log.warning("%s: aborting unregistered transaction of producer %d", lg.name, pid)
-                    try:
-                        self._marker(lg.topic, lg.partition, pid, o.producer_epoch + 1, ABORT, only_open=True)
-                        n += 1
-                    except LogSourceError as e:
-                        log.warning("abort in %s failed: %s", lg.name, e)
+                if not regs:
+                    self.registrations.pop(write_id, None)
         return n
 
+    def registered_producers(self) -> set[int]:
+        """Producer ids of every registered attempt (their own timeouts apply, not the maximum)."""
+        return {pid for regs in self.registrations.values() for pid in regs}
 
-def _fault_point(name: str) -> None:
-    if os.environ.get(FAULT_ENV) == name:
+
+def _fault_point(name: str, write_id: str) -> None:
+    if os.environ.get(FAULT_ENV) in (name, f"{name}:{write_id}"):
         log.warning("fault injection: SIGKILL at transaction step %r", name)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def append_marker(state: BrokerState, topic: str, partition: int, pid: int, epoch: int, kind: int, *,
-                  only_open: bool) -> bool:  # fmt: skip
-    """Append one marker to a partition this broker leads; False when ``only_open`` and ``pid`` has nothing open.
-
-    Used by the coordinator for its own partitions and by the WriteTxnMarkers handler for the rest.
-    """
-    state.check_leader(topic, partition)
-    lg = state.logs.get_log(topic, partition)
-    if only_open and pid not in lg.txns.open:
-        return False
-    role = state.role(topic, partition)
-    lg.append(encode_marker(kind, pid, epoch), role.leader_epoch if role is not None else 0, control=True)
-    state.notify(topic, partition)
-    return True
-
-
-def winners_of(producers: list[Any]) -> dict[int, tuple[int, dict[tuple[str, int], int]]]:
+def winners_of(producers: list[Any]) -> Winners:
     """The request's producers as {producer id: (epoch, {partition: records})}."""
     return {p.producer_id: (p.producer_epoch, dict(p.partitions)) for p in producers}

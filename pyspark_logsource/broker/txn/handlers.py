@@ -1,11 +1,19 @@
 """Request handlers of transactions: our StagedTxns API (register / commit / abort the attempts of a
-Spark write) and Kafka's WriteTxnMarkers (a coordinator asks this partition leader for markers).
+Spark write), Kafka's WriteTxnMarkers (a coordinator asks this partition leader for markers) and
+FindCoordinator for transactions (key_type 1).
 
-The coordinator is made when the broker starts (completing decisions a crash
-interrupted) and from then on runs :meth:`TxnCoordinator.expire` every second on
-the event loop, which also retries markers queued for other brokers. In cluster
-mode the controller coordinates; another broker answers StagedTxns with
-NotCoordinator.
+Who coordinates: on a single broker, this broker (its coordinator is loaded at
+start, completing decisions a crash interrupted). In a cluster, the leader of
+``__transaction_state-0``: the topic is created on first use (FindCoordinator
+or StagedTxns), this object is the topic's :class:`LeadershipListener` and
+loads the coordinator when this broker is elected, drops it on resignation.
+Another broker answers StagedTxns with NotCoordinator; while the partition has
+no live leader (or too few brokers are live to create the topic) every broker
+answers CoordinatorNotAvailable. Clients retry both after FindCoordinator.
+
+A timer runs every second on the event loop: the coordinator's timeouts, the
+markers queued for other leaders, and on every broker the scan for forgotten
+open transactions in the partitions it leads.
 """
 
 from __future__ import annotations
@@ -15,10 +23,21 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidRequest, LogSourceError, NotCoordinator, code_of
+from ...errors import (
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
+    InvalidRequest,
+    LogSourceError,
+    NotCoordinator,
+    UnknownTopicOrPartition,
+    code_of,
+)
 from ...format.control import ABORT, COMMIT
 from ...protocol import txn_messages as tm
-from .coordinator import TxnCoordinator, append_marker, winners_of
+from ...protocol.coordinator_messages import FindCoordinatorRequest, FindCoordinatorResponse
+from .. import internal_topics
+from .coordinator import TXN_TOPIC, TxnCoordinator, transaction_state_topic, winners_of
+from .markers import Marker, abort_forgotten, append_marker, replicated
 
 if TYPE_CHECKING:
     from ..handlers import Session
@@ -29,6 +48,7 @@ log = logging.getLogger(__name__)
 #: how often timed-out attempts are looked for and queued markers retried (Kafka's
 #: transaction.abort.timed.out.transaction.cleanup.interval.ms is 10 s; readers wait on them)
 EXPIRE_INTERVAL_S = 1.0
+_DONE_CODES = (0, UnknownTopicOrPartition.code)  # written, or the topic is gone (nothing staged there)
 
 
 def _send(address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str) -> tm.WriteTxnMarkersResponse:
@@ -42,27 +62,73 @@ def _send(address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: s
 
 
 class TxnHandlers:
-    """The transaction APIs of one broker."""
+    """The transaction APIs of one broker, and the lifecycle of its coordinator."""
 
     def __init__(self, state: BrokerState) -> None:
         self.state = state
         self._coordinator: TxnCoordinator | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._flushing = False
+        self._flush_lock: asyncio.Lock | None = None
+        self._expiring = False
+        state.leadership_listeners[TXN_TOPIC] = self
 
     def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
         return {tm.STAGED_TXNS_KEY: self.staged_txns, tm.ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers}
 
+    # ------------------------------------------------------------ lifecycle
+
     @property
     def coordinator(self) -> TxnCoordinator:
-        if self._coordinator is None or self._coordinator.state.logs is not self.state.logs:
-            self._coordinator = TxnCoordinator(self.state, self.state.config.transaction_max_timeout_ms)
-            self._schedule()
+        """Single broker: the coordinator (loaded on first use)."""
+        c = self._coordinator
+        if c is None or c.state.logs is not self.state.logs:
+            internal_topics.ensure(self.state, transaction_state_topic(self.state))
+            self._load()
         return self._coordinator
 
+    def _load(self) -> None:
+        c = self._coordinator = TxnCoordinator(self.state, self.state.config.transaction_max_timeout_ms)
+        c.complete_loaded()
+        if c.remote:
+            self._spawn(self._flush_remote(c))
+
+    def _current(self) -> TxnCoordinator | None:
+        """The coordinator if this broker coordinates now."""
+        if not self.state.config.cluster_mode:
+            return self.coordinator
+        c = self._coordinator
+        return c if c is not None and c.active else None
+
     def start(self) -> None:
-        """Load the coordinator (completing decisions a crash interrupted) and start its timer."""
-        _ = self.coordinator
+        """Load the coordinator of a single broker (completing decisions a crash interrupted); start the timer."""
+        if not self.state.config.cluster_mode:
+            _ = self.coordinator
+        self._schedule()
+
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        """This broker leads ``__transaction_state-0``: load the state, complete unfinished decisions."""
+        if partition != 0 or self._current() is not None:
+            return  # still loaded: this broker led the partition all along
+        log.info("broker %d coordinates transactions (leader epoch %d of %s-0)", self.state.broker_id,
+                 leader_epoch, TXN_TOPIC)  # fmt: skip
+        try:
+            self._load()
+        except Exception:  # clients see CoordinatorLoadInProgress until a later election loads it
+            log.exception("loading the transaction state failed")
+
+    def on_resigned(self, partition: int) -> None:
+        """This broker no longer leads ``__transaction_state-0``: drop the state (pending waits are fenced)."""
+        c = self._coordinator
+        if partition == 0 and c is not None and self.state.config.cluster_mode:
+            c.active = False
+            self._coordinator = None
+            log.info("broker %d no longer coordinates transactions", self.state.broker_id)
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:  # no loop (a unit test): the timer does it later
+            coro.close()
 
     def _schedule(self) -> None:
         try:
@@ -75,89 +141,159 @@ class TxnHandlers:
         if self.state.logs is None:
             return  # the broker stopped
         try:
-            self.coordinator.expire()
-            if self.coordinator.remote and not self._flushing:
-                asyncio.get_running_loop().create_task(self._flush_remote())
+            c = self._current()
+            registered = c.registered_producers() if c is not None else set()
+            if c is not None and not self._expiring:
+                self._spawn(self._expire(c))
+            if c is not None and c.remote:
+                self._spawn(self._flush_remote(c))
+            abort_forgotten(self.state, self.state.config.transaction_max_timeout_ms, registered)
         except Exception:  # a failed round must not stop the timer
             log.exception("transaction timeout scan failed")
         self._schedule()
 
-    async def _flush_remote(self) -> None:
-        """Send queued markers to their partitions' leaders (WriteTxnMarkers); requeue what failed."""
-        c = self.coordinator
-        if self._flushing:
-            return
-        self._flushing = True
+    async def _expire(self, c: TxnCoordinator) -> None:
+        self._expiring = True
         try:
+            await c.expire()
+        except LogSourceError as e:
+            log.info("transaction timeouts not applied yet: %s", e)
+        except Exception:
+            log.exception("transaction timeout scan failed")
+        finally:
+            self._expiring = False
+
+    # ------------------------------------------------------------ markers for other leaders
+
+    async def _flush_remote(self, c: TxnCoordinator) -> None:
+        """Send queued markers to their partitions' leaders (WriteTxnMarkers); requeue what failed."""
+        if self._flush_lock is None:
+            self._flush_lock = asyncio.Lock()
+        async with self._flush_lock:
+            if not c.active or not c.remote:
+                return  # a successor re-sends what this coordinator did not finish
             todo, c.remote = c.remote, []
-            by_leader: dict[int, list[tuple[str, int, int, int, int]]] = {}
+            by_leader: dict[int, list[tuple[Marker, int]]] = {}
             for item in todo:
-                role = self.state.role(item[0], item[1])
-                by_leader.setdefault(role.leader if role is not None else self.state.broker_id, []).append(item)
+                (t, p, *_), _cid = item
+                by_leader.setdefault(internal_topics.leader_of(self.state, t, p), []).append(item)
             loop = asyncio.get_running_loop()
             for leader, items in by_leader.items():
                 if leader == self.state.broker_id:  # leadership moved here meanwhile
-                    for t, p, pid, epoch, kind in items:
+                    for m, cid in items:
                         try:
-                            append_marker(self.state, t, p, pid, epoch, kind, only_open=False)
+                            append_marker(self.state, *m)
+                            loop.create_task(c.confirm(m, cid))
+                        except UnknownTopicOrPartition:
+                            c.marker_done(m, cid)
                         except LogSourceError:
-                            c.remote.append((t, p, pid, epoch, kind))
+                            c.remote.append((m, cid))
                     continue
-                address = self.state.broker_address(leader)
+                address = self.state.broker_address(leader) if leader >= 0 else None
                 req = tm.WriteTxnMarkersRequest([tm.TxnMarker(pid, epoch, kind == COMMIT, [(t, p)])
-                                                 for t, p, pid, epoch, kind in items])  # fmt: skip
+                                                 for (t, p, pid, epoch, kind), _ in items])  # fmt: skip
                 try:
                     if address is None:
-                        raise NotCoordinator(f"broker {leader} is not known")
+                        raise CoordinatorNotAvailable(f"broker {leader} is not live")
                     resp = await loop.run_in_executor(None, _send, address, req,
                                                       f"txn-coordinator-{self.state.broker_id}")  # fmt: skip
                 except Exception as e:  # the leader is down or moving: retried on the next tick
                     log.warning("markers for broker %d not written yet: %s", leader, e)
                     c.remote.extend(items)
                     continue
-                for item, result in zip(items, resp.markers, strict=False):
-                    if any(result.errors.values()):
-                        c.remote.append(item)
-        finally:
-            self._flushing = False
+                for (m, cid), result in zip(items, resp.markers, strict=False):
+                    if all(code in _DONE_CODES for code in result.errors.values()):
+                        c.marker_done(m, cid)
+                    else:
+                        c.remote.append((m, cid))
+
+    # ------------------------------------------------------------ finding the coordinator
+
+    async def _txn_leader(self) -> int:
+        """The broker leading ``__transaction_state-0`` (created on first use); CoordinatorNotAvailable if none."""
+        if self.state.cluster is None:
+            return self.state.broker_id
+        if TXN_TOPIC not in self.state.cluster.topics():
+            loop = asyncio.get_running_loop()  # ZooKeeper writes: off the event loop
+            await loop.run_in_executor(None, internal_topics.ensure, self.state, transaction_state_topic(self.state))
+        leader = internal_topics.leader_of(self.state, TXN_TOPIC, 0)
+        if leader < 0 or self.state.broker_address(leader) is None:
+            raise CoordinatorNotAvailable(f"{TXN_TOPIC}-0 has no live leader yet: no transaction coordinator")
+        return leader
+
+    async def _coordinator_here(self) -> TxnCoordinator:
+        """This broker's coordinator; NotCoordinator when another broker coordinates."""
+        if self.state.cluster is None:
+            return self.coordinator
+        leader = await self._txn_leader()
+        me = self.state.broker_id
+        if leader != me:
+            raise NotCoordinator(f"broker {me} is not the transaction coordinator: broker {leader} leads "
+                                 f"{TXN_TOPIC}-0")  # fmt: skip
+        c = self._current()
+        if c is None:
+            raise CoordinatorLoadInProgress(f"broker {me} is loading the transaction state")
+        return c
+
+    async def find_coordinator(self, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        """FindCoordinator for a transactional id (key_type 1): the leader of ``__transaction_state-0``."""
+        if not req.key:
+            raise InvalidRequest("transactional id is empty")
+        node = await self._txn_leader()
+        addr = self.state.broker_address(node)
+        if addr is None:
+            raise CoordinatorNotAvailable(f"the transaction coordinator (broker {node}) is not live")
+        return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
+
+    # ------------------------------------------------------------ the APIs
 
     async def staged_txns(self, req: tm.StagedTxnsRequest, session: Session) -> tm.StagedTxnsResponse:
         """Register an attempt's partitions, or commit / abort the write's attempts."""
         resp = tm.StagedTxnsResponse(last_committed_batch_id=-1)
+        c = None
         try:
-            if self.state.cluster is not None and self.state.controller_id() != self.state.broker_id:
-                raise NotCoordinator(f"broker {self.state.broker_id} is not the controller, which coordinates "
-                                     "transactions")  # fmt: skip
-            c = self.coordinator
+            c = await self._coordinator_here()
             if req.action == tm.REGISTER:
                 for p in req.producers:
-                    c.register(req.write_id, p.producer_id, p.producer_epoch, set(p.partitions), req.timeout_ms)
+                    await c.register(req.write_id, p.producer_id, p.producer_epoch, set(p.partitions),
+                                     req.timeout_ms)  # fmt: skip
             elif req.action == tm.COMMIT:
-                resp.committed, resp.last_committed_batch_id = c.commit(req.write_id, req.batch_id,
-                                                                        winners_of(req.producers))  # fmt: skip
+                resp.committed, resp.last_committed_batch_id = await c.commit(req.write_id, req.batch_id,
+                                                                              winners_of(req.producers))  # fmt: skip
             elif req.action == tm.ABORT:
-                c.abort(req.write_id, winners_of(req.producers))
+                await c.abort(req.write_id, winners_of(req.producers))
             else:
                 raise InvalidRequest(f"unknown StagedTxns action {req.action} (0 register, 1 commit, 2 abort)")
             if req.action != tm.COMMIT:
                 resp.last_committed_batch_id = c.last_committed.get(req.write_id, -1)
         except LogSourceError as e:
             resp.error_code, resp.error_message = code_of(e), e.message or str(e)
-        if self.coordinator.remote:
-            await self._flush_remote()  # the decision is recorded: markers elsewhere are retried if this fails
+        if c is not None and c.remote:
+            await self._flush_remote(c)  # readers see the batch on the answer; what failed is retried
         return resp
 
-    def write_txn_markers(self, req: tm.WriteTxnMarkersRequest, session: Session) -> tm.WriteTxnMarkersResponse:
-        """Append each marker to the partitions this broker leads (per-partition errors otherwise)."""
+    async def write_txn_markers(self, req: tm.WriteTxnMarkersRequest,
+                                session: Session) -> tm.WriteTxnMarkersResponse:  # fmt: skip
+        """Append each marker to the partitions this broker leads (a repeat appends nothing) and answer once
+        they are on the ISR; errors per partition."""
         out = []
+        written: dict[tuple[str, int], list[tm.TxnMarkerResult]] = {}
         for m in req.markers:
             r = tm.TxnMarkerResult(m.producer_id)
             for t, p in m.partitions:
                 try:
-                    append_marker(self.state, t, p, m.producer_id, m.producer_epoch, COMMIT if m.committed else ABORT,
-                                  only_open=False)  # fmt: skip
+                    append_marker(self.state, t, p, m.producer_id, m.producer_epoch, COMMIT if m.committed else ABORT)
                     r.errors[(t, p)] = 0
+                    written.setdefault((t, p), []).append(r)
                 except LogSourceError as e:
                     r.errors[(t, p)] = code_of(e)
             out.append(r)
+        tps = list(written)
+        results = await asyncio.gather(*(replicated(self.state, t, p) for t, p in tps), return_exceptions=True)
+        for tp, res in zip(tps, results, strict=True):
+            if isinstance(res, LogSourceError):
+                for r in written[tp]:
+                    r.errors[tp] = code_of(res)
+            elif isinstance(res, BaseException):
+                raise res
         return tm.WriteTxnMarkersResponse(out)

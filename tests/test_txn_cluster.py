@@ -1,0 +1,140 @@
+"""The transaction coordinator in cluster mode (issue 12): ``__transaction_state`` is a replicated internal
+topic and its partition's leader coordinates staged writes.
+
+Real ZooKeeper and broker processes (tests/cluster.py). Data is staged with the clients the Spark
+sink uses (TransactionalProducer + StagedTxns) in partitions led by every broker; the coordinator
+is killed -9 right after it recorded a decision (``LOGSOURCE_TXN_FAULT=decided:<write id>``, set
+for every broker: the one that coordinates dies) and a new leader of ``__transaction_state-0``
+completes the markers, answers the driver's retried commit "committed before", aborts the re-run's
+data, and aborts an attempt registered before the kill once it is idle past its timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from cluster import Cluster, wait_for
+
+from pyspark_logsource.client import Admin, Consumer
+from pyspark_logsource.client.connection import raise_for_response
+from pyspark_logsource.client.network import NetworkClient
+from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
+from pyspark_logsource.errors import CoordinatorNotAvailable, NotCoordinator
+from pyspark_logsource.protocol import txn_messages as tm
+from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorRequest
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+TXN = "__transaction_state"
+
+
+def _stage(bs: str, txns: StagedTxns, write_id: str, values: list[bytes], timeout_ms: int = 60000) -> tm.StagedProducer:
+    """One task attempt: register, stage ``values`` round-robin over t-0..2 (acks=all), return its commit message."""
+    p = TransactionalProducer(bs, acks=-1)
+    try:
+        pid, epoch = p.producer_id_and_epoch()
+        txns.register(write_id, pid, epoch, [("t", q) for q in range(3)], timeout_ms)
+        futures = [p.send("t", v, partition=i % 3) for i, v in enumerate(values)]
+        p.flush()
+        counts: Counter = Counter(("t", f.result()[0]) for f in futures)
+    finally:
+        p.close()
+    return tm.StagedProducer(pid, epoch, dict(counts))
+
+
+def _read_committed(bs: str, expected: int) -> list[bytes]:
+    """Everything a read_committed consumer gets from t (waits for ``expected`` records, then a little more)."""
+    with Consumer(bs) as c:
+        c.assign([("t", q) for q in range(3)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(got) < expected:
+            got += [m.value for m in c.poll(0.2)]
+        got += [m.value for m in c.poll(0.5)]
+    return got
+
+
+def _stable_everywhere(bs: str) -> bool:
+    """No open transaction in t: read_committed 'latest' is the log end in every partition."""
+    tps = [("t", q) for q in range(3)]
+    with Admin(bs) as a:
+        return a.list_offsets(tps, "latest", read_committed=True) == a.list_offsets(tps, "latest")
+
+
+def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOGSOURCE_TXN_FAULT", "decided:w-kill")  # every broker process inherits it
+    with Cluster(zk_connect, tmp_path, brokers=3) as c:
+        c.create_topic("t", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+        c.wait_full_isr("t")
+        assert len(set(c.leaders("t").values())) == 3, c.leaders("t")  # the data is led by every broker
+        bs = c.bootstrap
+        with StagedTxns(bs) as txns:
+            coordinator = txns.coordinator("w")  # FindCoordinator key_type 1 creates __transaction_state
+            assert coordinator == c.leader(TXN, 0)
+            assert len(c.assignment(TXN)[0]) == 3
+
+            # a non-coordinator answers NotCoordinator (the client's retry finds the leader instead)
+            other = next(b for b in c.running() if b != coordinator)
+            net = NetworkClient(bs)
+            try:
+                net.refresh_metadata(None)
+                req = tm.StagedTxnsRequest(tm.COMMIT, "w", 0, 60000, [])
+                with pytest.raises(NotCoordinator, match="not the transaction coordinator"):
+                    raise_for_response(net.request(req, other))
+            finally:
+                net.close()
+
+            # batch 0 of write w: one winner, one speculative duplicate (aborted), exactly once
+            win = _stage(bs, txns, "w", [b"w0-%d" % i for i in range(9)])
+            _stage(bs, txns, "w", [b"dup-%d" % i for i in range(6)])
+            assert txns.commit("w", 0, [win]).committed
+            assert sorted(_read_committed(bs, 9)) == sorted(b"w0-%d" % i for i in range(9))
+
+            # an attempt of another write registers and stages, then idles: the next coordinator must know it
+            _stage(bs, txns, "w-idle", [b"idle-%d" % i for i in range(3)], timeout_ms=4000)
+            # the coordinator dies once the decision of w-kill batch 0 is on the ISR, before any marker
+            won = _stage(bs, txns, "w-kill", [b"k0-%d" % i for i in range(6)])
+            _stage(bs, txns, "w-kill", [b"lost-%d" % i for i in range(3)])
+            assert not _stable_everywhere(bs)
+            resp = txns.commit("w-kill", 0, [won])  # the client finds the new coordinator and retries
+            # the retry is a repeat of a recorded decision: "committed before", its winner kept
+            assert not resp.committed and resp.last_committed_batch_id == 0
+            assert c.pid(coordinator) is None or coordinator not in c.running()
+            c.kill(coordinator)  # reap the process; wait until ZooKeeper dropped it
+            new = c.wait_leader(TXN, 0, not_in={coordinator})
+            assert txns.coordinator("w-kill", refresh=True) == new
+
+            # the driver retries batch 0 after its own crash: a re-run's data is aborted, nothing changes
+            rerun = _stage(c.bootstrap, txns, "w-kill", [b"rerun-%d" % i for i in range(5)])
+            resp = txns.commit("w-kill", 0, [rerun])
+            assert not resp.committed and resp.last_committed_batch_id == 0
+
+        bs = c.bootstrap
+        # the idle attempt registered before the kill is aborted by the new coordinator after its timeout
+        wait_for(lambda: _stable_everywhere(bs), 30, what="every staged transaction decided")
+        assert "aborting attempt" in c.broker_log(new), "the new coordinator did not expire the idle attempt"
+        expected = [b"w0-%d" % i for i in range(9)] + [b"k0-%d" % i for i in range(6)]
+        assert sorted(_read_committed(bs, 15)) == sorted(expected)  # each once: no dup, lost, rerun, idle
+
+        # too few live brokers for min.insync.replicas of __transaction_state: CoordinatorNotAvailable
+        for b in [b for b in c.running() if b != new]:
+            c.kill(b)
+        wait_for(lambda: c.isr(TXN, 0) == [new], 30, what=f"ISR of {TXN}-0 shrunk to [{new}]")
+        with StagedTxns(c.bootstrap, request_timeout_ms=2000) as txns:
+            with pytest.raises(CoordinatorNotAvailable, match="cannot be replicated"):
+                txns.register("w2", 1, 0, [("t", 0)], 60000)
+
+
+def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor(zk_connect, tmp_path):
+    with Cluster(zk_connect, tmp_path, brokers=2, config={"transaction.state.log.replication.factor": "3"}) as c:
+        net = NetworkClient(c.bootstrap)
+        try:
+            with pytest.raises(CoordinatorNotAvailable, match="needs 3 live brokers"):
+                net.request(FindCoordinatorRequest("w", key_type=1))
+        finally:
+            net.close()
+        with StagedTxns(c.bootstrap, request_timeout_ms=1500) as txns, pytest.raises(CoordinatorNotAvailable):
+            txns.register("w", 1, 0, [], 60000)
+        assert TXN not in c.zk.get_children("/brokers/topics")  # never created under-replicated
