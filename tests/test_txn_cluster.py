@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import closing
 
 import pytest
+from brokers import broker_process
 from cluster import Cluster, wait_for
 
 from pyspark_logsource.client import Admin, Consumer
@@ -24,8 +26,6 @@ from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
 from pyspark_logsource.errors import CoordinatorNotAvailable, NotCoordinator
 from pyspark_logsource.protocol import txn_messages as tm
 from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorRequest
-
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 TXN = "__transaction_state"
 
@@ -63,6 +63,8 @@ def _stable_everywhere(bs: str) -> bool:
         return a.list_offsets(tps, "latest", read_committed=True) == a.list_offsets(tps, "latest")
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect, tmp_path, monkeypatch):
     monkeypatch.setenv("LOGSOURCE_TXN_FAULT", "decided:w-kill")  # every broker process inherits it
     with Cluster(zk_connect, tmp_path, brokers=3) as c:
@@ -127,6 +129,7 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
                 txns.register("w2", 1, 0, [("t", 0)], 60000)
 
 
+@pytest.mark.cluster
 def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor(zk_connect, tmp_path):
     with Cluster(zk_connect, tmp_path, brokers=2, config={"transaction.state.log.replication.factor": "3"}) as c:
         net = NetworkClient(c.bootstrap)
@@ -138,3 +141,44 @@ def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor
         with StagedTxns(c.bootstrap, request_timeout_ms=1500) as txns, pytest.raises(CoordinatorNotAvailable):
             txns.register("w", 1, 0, [], 60000)
         assert TXN not in c.zk.get_children("/brokers/topics")  # never created under-replicated
+
+
+def test_a_repeated_marker_appends_nothing_and_a_stale_commit_closes_nothing(tmp_path):
+    """What a coordinator's re-sent markers do at the leader (WriteTxnMarkers): only the first counts."""
+    with broker_process(tmp_path) as b, closing(NetworkClient(b.bootstrap)) as net, Admin(b.bootstrap) as a:
+        a.create_topic("t", partitions=1)
+
+        def markers(pid: int, epoch: int, commit: bool) -> dict:
+            resp = net.request(tm.WriteTxnMarkersRequest([tm.TxnMarker(pid, epoch, commit, [("t", 0)])]))
+            return resp.markers[0].errors
+
+        def ends() -> tuple[int, int]:
+            return (a.list_offsets([("t", 0)], "latest")[("t", 0)],
+                    a.list_offsets([("t", 0)], "latest", read_committed=True)[("t", 0)])  # fmt: skip
+
+        p = TransactionalProducer(b.bootstrap, acks=-1)
+        pid, epoch = p.producer_id_and_epoch()
+        for v in (b"a", b"b"):
+            p.send("t", v, partition=0)
+        p.flush()
+        p.close()
+        assert ends() == (2, 0)  # staged
+        assert markers(pid, epoch - 1, True) == {("t", 0): 0}  # a stale epoch's COMMIT: nothing appended
+        assert ends() == (2, 0)
+        assert markers(pid, epoch, True) == {("t", 0): 0}
+        assert ends() == (3, 3)  # the COMMIT marker
+        assert markers(pid, epoch, True) == {("t", 0): 0}  # re-sent by a new coordinator: nothing appended
+        assert markers(pid, epoch + 1, False) == {("t", 0): 0}  # a loser's fencing ABORT: appended once
+        assert markers(pid, epoch + 1, False) == {("t", 0): 0}
+        assert ends() == (4, 4)
+        assert sorted(_read_committed_partition(b.bootstrap)) == [b"a", b"b"]
+
+
+def _read_committed_partition(bs: str) -> list[bytes]:
+    with Consumer(bs) as c:
+        c.assign([("t", 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(got) < 2:
+            got += [m.value for m in c.poll(0.2)]
+        return got + [m.value for m in c.poll(0.3)]
