@@ -143,6 +143,26 @@ def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor
         assert TXN not in c.zk.get_children("/brokers/topics")  # never created under-replicated
 
 
+@pytest.mark.cluster
+def test_a_one_broker_cluster_holds_the_transaction_state_it_can(zk_connect, tmp_path):
+    # the harness (as `logsource cluster start --brokers 1`) sets the replication factor and min ISR to 1
+    with Cluster(zk_connect, tmp_path, brokers=1) as c:
+        c.create_topic("t", partitions=3, replication_factor=1)
+        with StagedTxns(c.bootstrap) as txns:
+            win = _stage(c.bootstrap, txns, "w", [b"one-%d" % i for i in range(4)])
+            assert txns.commit("w", 0, [win]).committed
+        assert sorted(_read_committed(c.bootstrap, 4)) == sorted(b"one-%d" % i for i in range(4))
+        assert c.partition_state(TXN, 0)["isr"] == [1]
+
+
+def test_cluster_start_sizes_the_transaction_state_to_the_brokers():
+    from pyspark_logsource.broker.cluster.local import cluster_defaults
+
+    got = [(cluster_defaults(n)["transaction.state.log.replication.factor"],
+            cluster_defaults(n)["transaction.state.log.min.isr"]) for n in (1, 2, 3, 5)]  # fmt: skip
+    assert got == [("1", "1"), ("2", "1"), ("3", "2"), ("3", "2")]
+
+
 def test_a_repeated_marker_appends_nothing_and_a_stale_commit_closes_nothing(tmp_path):
     """What a coordinator's re-sent markers do at the leader (WriteTxnMarkers): only the first counts."""
     with broker_process(tmp_path) as b, closing(NetworkClient(b.bootstrap)) as net, Admin(b.bootstrap) as a:
