@@ -15,6 +15,7 @@ import time
 import pytest
 from cluster import Cluster, wait_for
 
+from pyspark_logsource.broker.internal_topics import partition_for
 from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.errors import CoordinatorNotAvailable, NotCoordinator, code_of
@@ -150,16 +151,25 @@ def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor
         assert not c.zk.exists(f"/brokers/topics/{OFFSETS}")
 
 
-def test_a_two_broker_cluster_holds_the_offsets_topic_it_can(zk_connect, tmp_path):
+def test_a_two_broker_cluster_spreads_groups_over_the_offsets_partitions(zk_connect, tmp_path):
     # the harness (as `logsource cluster start --brokers 2`) sets offsets.topic.replication.factor to 2
-    with Cluster(zk_connect, tmp_path, brokers=2) as c:
+    with Cluster(zk_connect, tmp_path, brokers=2, config={"offsets.topic.num.partitions": "4"}) as c:
         c.create_topic("t", partitions=1, replication_factor=2)
-        with Consumer(c.bootstrap, group_id="g2", enable_auto_commit=False) as cons:
-            cons.assign([("t", 0)])
-            cons.commit({("t", 0): 7})
-            assert cons.committed(("t", 0)) == 7
+        groups = [f"g{i}" for i in range(6)]
+        for i, group in enumerate(groups):
+            with Consumer(c.bootstrap, group_id=group, enable_auto_commit=False) as cons:
+                cons.assign([("t", 0)])
+                cons.commit({("t", 0): i})
+                assert cons.committed(("t", 0)) == i
         c.wait_full_isr(OFFSETS)
-        assert sorted(c.partition_state(OFFSETS, 0)["isr"]) == [1, 2]
+        assert all(sorted(c.partition_state(OFFSETS, p)["isr"]) == [1, 2] for p in range(4))
+        with Admin(c.bootstrap) as admin:
+            # each group's coordinator leads its partition; both brokers coordinate some (ListGroups asks each)
+            coordinators = {gr: admin._client.coordinator(gr, refresh=True) for gr in groups}
+            assert coordinators == {gr: c.leader(OFFSETS, partition_for(gr, 4)) for gr in groups}
+            assert len(set(coordinators.values())) == 2
+            assert [x.group_id for x in admin.list_groups()] == groups
+            assert [admin.group_offsets(gr) for gr in groups] == [{("t", 0): i} for i in range(6)]
 
 
 def test_cluster_start_sizes_the_offsets_topic_to_the_brokers():
