@@ -18,9 +18,10 @@ commits of one write never interleave while one waits for replication):
    the epoch bumped (which fences the attempt) into every partition a losing
    attempt registered (speculative duplicates, failed attempts, zombies);
    partitions other brokers lead get theirs through WriteTxnMarkers (API 27);
-4. once every marker is written or acknowledged, appends the decision again
-   with state ``complete`` (Kafka's PrepareCommit -> CompleteCommit), so a new
-   coordinator re-sends markers only for decisions still in ``prepare``;
+4. once every marker is on its partition's ISR, completes the decision
+   (Kafka's PrepareCommit -> CompleteCommit): its ``prepare`` record (one key
+   per batch) is tombstoned and the write's last committed batch recorded, so
+   a new coordinator re-sends markers only for decisions still in ``prepare``;
    markers are idempotent at the leader (:mod:`.markers`), so re-sending them
    never changes what readers see.
 
@@ -107,14 +108,25 @@ class _Completion:
     remote: set[Marker]
     keys: list[bytes]
     values: list[bytes | None]
+    #: a decision's write: its last committed batch is recorded too (the value current when appended)
+    write_id: str | None = None
 
 
+# Record keys (the topic is compacted, so the latest value per key is the state):
+#   r<0>write<0>producer   a registered attempt (tombstoned when committed, aborted or expired)
+#   d<0>write<0>batch      a decision in state prepare (tombstoned once complete: one per batch, so a later
+#                          batch's decision never hides an earlier one whose markers are still unwritten)
+#   l<0>write              the write's last committed batch and its winners, once a decision is complete
 def _reg_key(write_id: str, pid: int) -> bytes:
     return f"r\x00{write_id}\x00{pid}".encode()
 
 
-def _decision_key(write_id: str) -> bytes:
-    return f"d\x00{write_id}".encode()
+def _decision_key(write_id: str, batch_id: int) -> bytes:
+    return f"d\x00{write_id}\x00{batch_id}".encode()
+
+
+def _last_key(write_id: str) -> bytes:
+    return f"l\x00{write_id}".encode()
 
 
 def transaction_state_topic(state: BrokerState) -> internal_topics.InternalTopic:
@@ -138,8 +150,8 @@ class TxnCoordinator:
         self.remote: list[tuple[Marker, int]] = []
         self._completions: dict[int, _Completion] = {}
         self._next_completion = 0
-        #: write id -> (end offset, decision): appended, not yet known to be on the ISR
-        self._in_doubt: dict[str, tuple[int, dict]] = {}
+        #: write id -> (end offset, decision, its key): appended, not yet known to be on the ISR
+        self._in_doubt: dict[str, tuple[int, dict, bytes]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         #: write id -> producer ids its last decision committed (a retried commit must not abort them)
         self._last_winners: dict[str, set[int]] = {}
@@ -148,7 +160,7 @@ class TxnCoordinator:
 
     # ------------------------------------------------------------ durable records
 
-    def _replay(self) -> dict[str, dict]:
+    def _replay(self) -> list[tuple[str, dict, bytes]]:
         """Read the log: last committed batch ids, registrations; return the decisions not complete."""
         latest: dict[bytes, bytes | None] = {}
         lg = self._log
@@ -162,18 +174,19 @@ class TxnCoordinator:
                 t = rb.to_arrow()
                 latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
             offset = batches[-1].header.next_offset
-        incomplete = {}
+        incomplete = []
         for key, value in latest.items():
             if key is None or value is None:
                 continue
             kind, write_id, *rest = key.decode().split("\x00")
             v = json.loads(value)
-            if kind == "d":
-                if v.get("last_committed", -1) >= 0:
-                    self.last_committed[write_id] = v["last_committed"]
-                self._last_winners[write_id] = {c[0] for c in v.get("commit", [])}
-                if v.get("state", "prepare") != "complete":  # records before states existed count as prepare
-                    incomplete[write_id] = v
+            if kind in ("d", "l"):  # a decision (d<0>write: the layout before states, one per write) or the last
+                batch = v.get("last_committed", -1)
+                if batch > self.last_committed.get(write_id, -1):
+                    self.last_committed[write_id] = batch
+                    self._last_winners[write_id] = {c[0] for c in v.get("commit", [])}
+                if kind == "d" and v.get("state", "prepare") != "complete":
+                    incomplete.append((write_id, v, key))
             elif kind == "r":
                 reg = Registration(int(rest[0]), v["epoch"], {(t, p) for t, p in v["partitions"]}, v["timeout_ms"],
                                    v["ts"])  # fmt: skip
@@ -181,13 +194,13 @@ class TxnCoordinator:
         log.info("transaction coordinator on broker %d: %d writes committed, %d decisions to complete, %d writes "
                  "with registered attempts", self.state.broker_id, len(self.last_committed), len(incomplete),
                  len(self.registrations))  # fmt: skip
-        return incomplete
+        return sorted(incomplete, key=lambda i: i[1].get("batch", -1))
 
     def complete_loaded(self) -> None:
         """Write the markers of the decisions loaded in state ``prepare`` (a crash or failover interrupted them)."""
-        todo, self._loaded = self._loaded, {}
-        for write_id, d in todo.items():
-            self._write_markers(write_id, d)
+        todo, self._loaded = self._loaded, []
+        for write_id, d, key in todo:
+            self._write_markers(write_id, d, key)
 
     def _append(self, keys: list[bytes], values: list[bytes | None], fsync: bool = False) -> int:
         """Append records as the leader of ``__transaction_state-0``; return the log end after them."""
@@ -236,13 +249,13 @@ class TxnCoordinator:
         doubt = self._in_doubt.get(write_id)
         if doubt is None:
             return
-        end, decision = doubt
+        end, decision, key = doubt
         await self._replicated(end)
         _fault_point("decided", write_id)
         del self._in_doubt[write_id]
         self.last_committed[write_id] = decision["batch"]
         self._last_winners[write_id] = {c[0] for c in decision["commit"]}
-        self._write_markers(write_id, decision)
+        self._write_markers(write_id, decision, key)
 
     # ------------------------------------------------------------ markers
 
@@ -264,18 +277,19 @@ class TxnCoordinator:
         self.remote.append((m, completion))
         self._completions[completion].remote.add(m)
 
-    def _write_markers(self, write_id: str, d: dict) -> None:
-        """COMMIT the decision's winners, ABORT (epoch + 1) its losers; record ``complete`` when all are written."""
-        done = dict(d, state="complete")
+    def _write_markers(self, write_id: str, d: dict, key: bytes) -> None:
+        """COMMIT the decision's winners, ABORT (epoch + 1) its losers; once all are on their ISR the decision
+        is complete: its record is tombstoned and the write's last committed batch recorded."""
         markers = [(t, p, pid, epoch, COMMIT) for pid, epoch, parts in d.get("commit", []) for t, p in parts]
         markers += [(t, p, pid, epoch + 1, ABORT) for pid, epoch, parts in d.get("abort", []) for t, p in parts]
-        self._with_completion(markers, [_decision_key(write_id)], [json.dumps(done).encode()])
+        self._with_completion(markers, [key], [None], write_id)
 
-    def _with_completion(self, markers: list[Marker], keys: list[bytes], values: list[bytes | None]) -> None:
+    def _with_completion(self, markers: list[Marker], keys: list[bytes], values: list[bytes | None],
+                         write_id: str | None = None) -> None:  # fmt: skip
         """Write ``markers``; append ``keys``/``values`` once every one of them is written or acknowledged."""
         cid = self._next_completion
         self._next_completion += 1
-        self._completions[cid] = _Completion(set(), keys, values)
+        self._completions[cid] = _Completion(set(), keys, values, write_id)
         for m in markers:
             self._marker(m, cid)
         self._maybe_complete(cid)
@@ -285,9 +299,15 @@ class TxnCoordinator:
         if c is None or c.remote:
             return
         del self._completions[cid]
-        if c.keys:
+        keys, values = c.keys, c.values
+        if c.write_id is not None:  # the latest batch, even when an earlier decision completes last
+            w = c.write_id
+            last = {"state": "complete", "last_committed": self.last_committed.get(w, -1),
+                    "commit": [[pid] for pid in sorted(self._last_winners.get(w, ()))]}  # fmt: skip
+            keys, values = [*keys, _last_key(w)], [*values, json.dumps(last).encode()]
+        if keys:
             try:
-                self._append(c.keys, c.values)  # not awaited: a lost completion only makes a successor re-send
+                self._append(keys, values)  # not awaited: a lost completion only makes a successor re-send
             except LogSourceError as e:
                 log.info("completion record not written (%s): the next coordinator re-sends its markers", e)
 
@@ -361,12 +381,13 @@ class TxnCoordinator:
             abort = [[pid, r.producer_epoch, sorted([t, p] for t, p in r.partitions)] for pid, r in losers.items()]
             decision = {"state": "prepare", "last_committed": batch_id, "batch": batch_id, "commit": commit,
                         "abort": abort, "ts": int(time.time() * 1000)}  # fmt: skip
-            keys = [_decision_key(write_id)] + [_reg_key(write_id, pid) for pid in regs]
+            key = _decision_key(write_id, batch_id)
+            keys = [key] + [_reg_key(write_id, pid) for pid in regs]
             # the commit point: fsynced on a single broker, on the ISR in a cluster (in _settle)
             end = self._append(keys, [json.dumps(decision).encode()] + [None] * len(regs),
                                fsync=self.state.cluster is None)  # fmt: skip
             self.registrations.pop(write_id, None)
-            self._in_doubt[write_id] = (end, decision)
+            self._in_doubt[write_id] = (end, decision, key)
             await self._settle(write_id)
             log.info("write %s: committed batch %d (%d producers; %d attempts aborted)", write_id, batch_id,
                      len(commit), len(losers))  # fmt: skip
