@@ -11,6 +11,7 @@ data, and aborts an attempt registered before the kill once it is idle past its 
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from contextlib import closing
@@ -107,6 +108,10 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
             c.kill(coordinator)  # reap the process; wait until ZooKeeper dropped it
             new = c.wait_leader(TXN, 0, not_in={coordinator})
             assert txns.coordinator("w-kill", refresh=True) == new
+            # it loaded both writes and re-sent markers only for w-kill's decision (w's was recorded complete)
+            loaded = wait_for(lambda: re.findall(r"(\d+) writes committed, (\d+) decisions to complete, (\d+) writes "
+                                                 "with registered", c.broker_log(new)), 10, what="the state loaded")
+            assert loaded[-1] == ("2", "1", "1"), loaded  # w-idle is registered (w-kill's went with its decision)
 
             # the driver retries batch 0 after its own crash: a re-run's data is aborted, nothing changes
             rerun = _stage(c.bootstrap, txns, "w-kill", [b"rerun-%d" % i for i in range(5)])
