@@ -427,6 +427,20 @@ def test_a_run_with_two_batches_of_one_producer(tmp_path):
     assert log.log_end_offset == 6
 
 
+def test_a_run_of_two_producers_with_an_epoch_bump(tmp_path):
+    # later batches of a producer in one run are checked against its earlier ones (staged, not yet committed)
+    log = open_log(tmp_path)
+    run = pbatch(0, 2, pid=1, seq=0) + pbatch(2, 2, pid=2, seq=0) + pbatch(4, 2, pid=1, seq=2)
+    run += pbatch(6, 2, pid=1, epoch=1, seq=0) + pbatch(8, 2, pid=1, epoch=1, seq=2)
+    assert log.append(bytes(run)).last_offset == 9
+    with pytest.raises(OutOfOrderSequence):  # epoch 1 goes on at 4; nothing of this run is kept
+        log.append(bytes(pbatch(10, 1, pid=2, seq=2) + pbatch(11, 1, pid=1, epoch=1, seq=5)))
+    with pytest.raises(InvalidProducerEpoch):
+        log.append(pbatch(10, 1, pid=1, epoch=0, seq=4))
+    assert log.append(bytes(pbatch(10, 1, pid=2, seq=2) + pbatch(11, 1, pid=1, epoch=1, seq=4))).base_offset == 10
+    assert log.append(pbatch(6, 2, pid=1, epoch=1, seq=0)).duplicate
+
+
 @pytest.mark.parametrize("how", ["clean", "crash", "crash_without_snapshots"])
 def test_producer_state_survives_reopen(tmp_path, how):
     log = open_log(tmp_path, segment_bytes=1000)

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 MAX_BATCHES_PER_PRODUCER = 80
 SNAPSHOT_SUFFIX = ".snapshot"
 _INT32_MAX = (1 << 31) - 1
+_new_meta = tuple.__new__  # BatchMetadata(...) without namedtuple's Python-level __new__
 
 
 class BatchMetadata(NamedTuple):
@@ -71,24 +72,61 @@ class ProducerEntry:
         return None
 
     def record(self, h: BatchHeader) -> None:
-        if h.producer_epoch != self.epoch:
-            self.epoch = h.producer_epoch
+        self.add(h.producer_epoch, BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset),
+                 h.max_timestamp)  # fmt: skip
+
+    def add(self, epoch: int, batch: BatchMetadata, max_timestamp: int) -> None:
+        """Remember a batch of ``epoch`` (a newer epoch forgets the older one's batches)."""
+        if epoch != self.epoch:
+            self.epoch = epoch
             self.batches.clear()
-        self.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset))
-        self.last_timestamp = max(self.last_timestamp, h.max_timestamp)
+        self.batches.append(batch)
+        if max_timestamp > self.last_timestamp:
+            self.last_timestamp = max_timestamp
 
 
 class ProducerAppend:
-    """Checks for the batches of one append, staged so that a failure changes nothing."""
+    """Checks for the batches of one append, staged so that a failure changes nothing.
+
+    Staged batches are applied to the producers' entries at :meth:`commit`. The usual
+    append has one batch per producer, checked against the entry as it is; only a
+    producer's second batch in the same append is checked against a staged copy of its
+    entry (copying up to MAX_BATCHES_PER_PRODUCER batches per append cost more than the
+    rest of the check).
+    """
+
+    __slots__ = ("_producers", "_staged", "_copies")
 
     def __init__(self, manager: ProducerStateManager) -> None:
-        self._manager = manager
-        self.staged: dict[int, ProducerEntry] = {}
+        self._producers = manager.producers
+        #: (producer id, epoch, batch, max timestamp) in append order
+        self._staged: list[tuple[int, int, BatchMetadata, int]] = []
+        #: producer id -> its entry with this append's staged batches, made on a second batch
+        self._copies: dict[int, ProducerEntry] | None = None
+
+    def _entry(self, pid: int) -> ProducerEntry | None:
+        """The producer's entry as the staged batches leave it."""
+        copies = self._copies
+        if copies is not None and pid in copies:
+            return copies[pid]
+        entry = self._producers.get(pid)
+        if not any(s[0] == pid for s in self._staged):
+            return entry
+        entry = entry.copy() if entry is not None else None
+        for spid, epoch, batch, ts in self._staged:
+            if spid == pid:
+                if entry is None:
+                    entry = ProducerEntry(pid, epoch)
+                entry.add(epoch, batch, ts)
+        if copies is None:
+            copies = self._copies = {}
+        copies[pid] = entry
+        return entry
 
     def check(self, h: BatchHeader) -> BatchMetadata | None:
         """Validate an idempotent batch (header offsets not yet final); return the original if duplicate."""
         pid = h.producer_id
-        entry = self.staged.get(pid) or self._manager.producers.get(pid)
+        entry = self._entry(pid) if self._staged else self._producers.get(pid)
         if entry is None:
             if h.base_sequence != 0:
                 raise UnknownProducerId(
@@ -104,7 +142,8 @@ class ProducerAppend:
                     f"producer {pid} bumped its epoch to {h.producer_epoch} but sent sequence {h.base_sequence}, not 0"
                 )
             return None
-        expected = (entry.last_seq + 1) & _INT32_MAX
+        batches = entry.batches
+        expected = (batches[-1].last_seq + 1) & _INT32_MAX if batches else 0
         if h.base_sequence == expected:  # the usual case: no look through the remembered batches
             return None
         dup = entry.duplicate_of(h)
@@ -112,19 +151,25 @@ class ProducerAppend:
             return dup
         raise OutOfOrderSequence(f"producer {pid} epoch {h.producer_epoch}: sequence {h.base_sequence}, expected {expected}")
 
-    def record(self, h: BatchHeader) -> None:
-        """Stage a batch (with its final offsets) as appended."""
-        pid = h.producer_id
-        entry = self.staged.get(pid)
-        if entry is None:
-            current = self._manager.producers.get(pid)
-            entry = current.copy() if current is not None else ProducerEntry(pid, h.producer_epoch)
-            self.staged[pid] = entry
-        entry.record(h)
+    def record(self, h: BatchHeader, base_offset: int, max_timestamp: int) -> None:
+        """Stage a checked batch as appended at ``base_offset`` (its header is the one received)."""
+        pid, seq, lod = h.producer_id, h.base_sequence, h.last_offset_delta
+        staged = (pid, h.producer_epoch,
+                  _new_meta(BatchMetadata, (seq, (seq + lod) & _INT32_MAX, base_offset, base_offset + lod)),
+                  max_timestamp)  # fmt: skip
+        self._staged.append(staged)
+        copies = self._copies
+        if copies is not None and pid in copies:
+            copies[pid].add(*staged[1:])
 
     def commit(self) -> None:
-        """Make the staged state current (after the batches are written)."""
-        self._manager.producers.update(self.staged)
+        """Apply the staged batches (after they are written)."""
+        producers = self._producers
+        for pid, epoch, batch, ts in self._staged:
+            entry = producers.get(pid)
+            if entry is None:
+                entry = producers[pid] = ProducerEntry(pid, epoch)
+            entry.add(epoch, batch, ts)
 
 
 class ProducerStateManager:
