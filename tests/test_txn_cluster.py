@@ -24,7 +24,7 @@ from pyspark_logsource.client import Admin, Consumer
 from pyspark_logsource.client.connection import raise_for_response
 from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
-from pyspark_logsource.errors import CoordinatorNotAvailable, NotCoordinator
+from pyspark_logsource.errors import CoordinatorNotAvailable, InvalidRequest, NotCoordinator
 from pyspark_logsource.protocol import txn_messages as tm
 from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorRequest
 
@@ -169,7 +169,8 @@ def test_cluster_start_sizes_the_transaction_state_to_the_brokers():
 
 
 def test_a_repeated_marker_appends_nothing_and_a_stale_commit_closes_nothing(tmp_path):
-    """What a coordinator's re-sent markers do at the leader (WriteTxnMarkers): only the first counts."""
+    """What a coordinator's re-sent markers do at the leader (WriteTxnMarkers): only the first counts.
+    And FindCoordinator for transactions on a single broker."""
     with broker_process(tmp_path) as b, closing(NetworkClient(b.bootstrap)) as net, Admin(b.bootstrap) as a:
         a.create_topic("t", partitions=1)
 
@@ -197,6 +198,13 @@ def test_a_repeated_marker_appends_nothing_and_a_stale_commit_closes_nothing(tmp
         assert markers(pid, epoch + 1, False) == {("t", 0): 0}
         assert ends() == (4, 4)
         assert sorted(_read_committed_partition(b.bootstrap)) == [b"a", b"b"]
+
+        # FindCoordinator: a single broker coordinates transactions; bad keys are refused
+        assert net.request(FindCoordinatorRequest("w", key_type=1)).port == int(b.bootstrap.rsplit(":", 1)[1])
+        with pytest.raises(InvalidRequest, match="transactional id is empty"):
+            net.request(FindCoordinatorRequest("", key_type=1))
+        with pytest.raises(InvalidRequest, match="unknown coordinator key type 2"):
+            net.request(FindCoordinatorRequest("w", key_type=2))
 
 
 def _read_committed_partition(bs: str) -> list[bytes]:
