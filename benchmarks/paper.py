@@ -191,9 +191,14 @@ def consume(bootstrap: str, topic: str, n: int, arrow: bool, cpu: dict | None = 
     return dt, got
 
 
-def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: float = 1.0) -> tuple:
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: float = 1.0,
+            cpu: dict | None = None) -> tuple:  # fmt: skip
     """Send at ``rate`` msg/s; a consumer thread long-polls; return steady-state p50/p99/max (ms) and
-    count, and the p99 and count over every message."""
+    count, and the p99 and count over every message.
+
+    ``cpu``: a dict with the broker's ``pid``, given CPU seconds during the timed part of this process
+    (``client``), of the broker (``broker``), of the sending thread (``send_loop``: send() and its pacing
+    sleeps) and of the consumer's polling thread (``poll``: poll_arrow() and this script's bookkeeping)."""
     n = int(rate * seconds)
     sent_at = np.zeros(n, dtype=np.int64)
     recv_at = np.zeros(n, dtype=np.int64)
@@ -204,13 +209,17 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: fl
     c.seek((topic, 0), start)
     stop = threading.Event()
 
+    poll_cpu = [0.0]
+
     def reader() -> None:
         seen = 0
+        c0 = time.thread_time()
         while seen < n and not stop.is_set():
             for t in c.poll_arrow(200).values():
                 now = time.perf_counter_ns()
                 recv_at[t.column("offset").to_numpy() - start] = now
                 seen += t.num_rows
+        poll_cpu[0] = time.thread_time() - c0
 
     # The reader's bookkeeping (ChunkedArray.to_numpy) loads pandas on its first call: 0.5-2 s of imports
     # right after the first poll, in the timed window, holding the GIL, which stalled the consumer and the
@@ -220,6 +229,8 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: fl
     th.start()
     time.sleep(0.5)  # the consumer is now long-polling at the end of the log
     payload = b"x" * MSG
+    if cpu is not None:
+        c0, b0, m0 = time.process_time(), cpu_seconds(cpu["pid"]), time.thread_time()
     t0 = time.perf_counter_ns()
     step = 1_000_000_000 // rate
     for i in range(n):
@@ -230,9 +241,14 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: fl
             time.sleep((target - now) / 1e9)
         sent_at[i] = time.perf_counter_ns()
         p.send(topic, payload, partition=0)
+    if cpu is not None:
+        cpu["send_loop"] = time.thread_time() - m0
     p.flush()
     th.join(timeout=30)
     stop.set()
+    if cpu is not None:
+        cpu["client"], cpu["broker"] = time.process_time() - c0, cpu_seconds(cpu["pid"]) - b0
+        cpu["poll"] = poll_cpu[0]
     p.close()
     c.close()
     ok = recv_at > 0
@@ -389,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(msg_row[:6] + (1.0,))
 
         if "latency" in groups:
-            p50, p99, mx, cnt, p99_all, cnt_all = latency(bs, "lat", 10_000, args.latency_seconds)
+            lat_cpu: dict = {"pid": broker.pid}
+            p50, p99, mx, cnt, p99_all, cnt_all = latency(bs, "lat", 10_000, args.latency_seconds, cpu=lat_cpu)
             ping = ping_pong(10_000, args.latency_seconds)
         if "append" in groups:
             append_rows = log_append(n)
@@ -408,6 +425,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"end-to-end latency at 10,000 msg/s, linger_ms=1 ({cnt:,} messages after a 0.5 s warm-up): "
               f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {mx:.2f} ms (target p99 <= 5 ms); "
               f"p99 including the warm-up ({cnt_all:,} messages): {p99_all:.2f} ms")  # fmt: skip
+        # what the pipeline costs per message: on a shared machine, the share of CPU it can get decides the tail
+        us = {k: 1e6 * lat_cpu[k] / cnt_all for k in ("client", "broker", "send_loop", "poll")}
+        print(f"CPU per message, end-to-end latency at 10,000 msg/s: client process {us['client']:.2f} us "
+              f"(send() loop with its pacing sleeps {us['send_loop']:.2f}, poll_arrow() thread {us['poll']:.2f}, "
+              f"producer sender and I/O threads {us['client'] - us['send_loop'] - us['poll']:.2f}), "
+              f"broker process {us['broker']:.2f} us")  # fmt: skip
     print()
     print(f"| {'issue 14 row (not msg/s)':<40} | {'measured':>9} | {'machine noise':>22} | {'today (doc.)':>12} | "
           f"{'target':>7} |")  # fmt: skip
@@ -437,11 +460,18 @@ def compare_with_base(args: argparse.Namespace) -> int:
     argv = ["--messages", str(args.messages), "--baseline-messages", str(args.baseline_messages),
             "--in-flight", str(args.in_flight), "--runs", str(args.runs), "--latency-seconds",
             str(args.latency_seconds), "--rows", args.rows, "--base", "none", *(["--quick"] if args.quick else [])]  # fmt: skip
-    best, outs = compare(base, argv, args.rounds, head_script=True)
+    every: dict[str, list[str]] = {}
+    best, outs = compare(base, argv, args.rounds, head_script=True, every=every)
     print(outs["head"], end="")
     for line in outs["base"].splitlines():
         if line.startswith("CPU per message"):
             print(f"base {base}: {line}")
+    # latency is not a best-of figure: every round's, both revisions (the tail varies with the machine's load)
+    for label in ("base", "head"):
+        for r, out in enumerate(every.get(label, []), 1):
+            for line in out.splitlines():
+                if line.startswith("end-to-end latency"):
+                    print(f"{label} {base if label == 'base' else 'work tree'}, round {r}: {line}")
     print_comparison(best, base, args.rounds, TARGETS)
     print("the machine is shared: absolute msg/s vary with its load; the ratio compares rounds run alternately")
     return 0

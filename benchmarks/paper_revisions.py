@@ -67,8 +67,10 @@ def run_paper(script: Path, package: Path, argv: list[str]) -> tuple[dict[str, f
 
 
 def compare(base: str, argv: list[str], rounds: int, head_script: bool,
-            targets: dict[str, float] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, str]]:  # fmt: skip
-    """Best msg/s per row at ``base`` and at the work tree, alternating ``rounds`` times; and the last output of each."""
+            targets: dict[str, float] | None = None,
+            every: dict[str, list[str]] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, str]]:  # fmt: skip
+    """Best msg/s per row at ``base`` and at the work tree, alternating ``rounds`` times; and the last output of each
+    (``every``: given, each round's output is appended to ``every["base"]`` / ``every["head"]``)."""
     best: dict[str, dict[str, float]] = {"base": {}, "head": {}}
     outs = {"base": "", "head": ""}
     with worktree(base) as base_tree:
@@ -78,6 +80,8 @@ def compare(base: str, argv: list[str], rounds: int, head_script: bool,
                 print(f"round {r + 1}/{rounds}: {label} ...", file=sys.stderr, flush=True)
                 rows, out = run_paper(script, tree, argv)
                 outs[label] = out
+                if every is not None:
+                    every.setdefault(label, []).append(out)
                 for name, v in rows.items():
                     best[label][name] = max(v, best[label].get(name, 0.0))
     return best, outs
