@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import (
     ConfigError,
+    CoordinatorNotAvailable,
     IllegalGeneration,
     LogSourceError,
     MemberIdRequired,
@@ -160,9 +161,12 @@ class GroupMembership:
         done, box = threading.Event(), []
         try:
             conn = self._client.node_connection(self._node)
-        except LogSourceError:
+        except LogSourceError as e:
             self._node = None
-            raise
+            if isinstance(e, NetworkError):
+                raise
+            # not in the metadata any more (LeaderNotAvailable): the coordinator died; find the next one
+            raise CoordinatorNotAvailable(f"coordinator of group {self.group_id!r} is gone: {e}") from e
         conn.send(req, lambda r, e: (box.append((r, e)), done.set()), timeout=timeout)
         if not done.wait((timeout or self._client.request_timeout_ms / 1000) + 5):
             raise RequestTimedOut(f"no answer to {type(req).__name__} from the coordinator")

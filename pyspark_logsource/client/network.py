@@ -315,7 +315,8 @@ class NetworkClient:
         """Send a group request to the group's coordinator, finding it again when it moved.
 
         NotCoordinator, CoordinatorNotAvailable and CoordinatorLoadInProgress
-        (top-level, on any partition or group) and a lost connection are retried;
+        (top-level, on any partition or group), a lost connection and a coordinator
+        gone from the metadata (a dead broker) are retried;
         the response is returned as is otherwise.
         """
         retry = Retry(self._timeout(timeout))
@@ -330,6 +331,8 @@ class NetworkClient:
                     return resp
                 err: LogSourceError = error_for_code(min(bad), f"group {group!r} on broker {node}")
             except (NetworkError, NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress) as e:
+                err = e
+            except LeaderNotAvailable as e:  # the cached coordinator left the metadata: it died, find the next
                 err = e
             self._coordinators.pop(group, None)
             log.debug("group %s: coordinator request failed (%s); looking it up again", group, err)
