@@ -1,4 +1,6 @@
-"""The group coordinator: membership (:mod:`.coordinator`) and committed offsets (:mod:`.offsets`)."""
+"""The group coordinator: membership (:mod:`.coordinator`), committed offsets (:mod:`.offsets`) and which
+groups this broker coordinates (:mod:`.ownership`: in a cluster, those of the ``__consumer_offsets``
+partitions it leads)."""
 
 from __future__ import annotations
 
