@@ -40,6 +40,25 @@ def test_small_batch_encoder_is_byte_identical(values, with_keys, codec, ts0, ji
     assert rb.column("value").to_pylist() == values
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.binary(max_size=300),
+    key=st.one_of(st.none(), st.binary(max_size=30)),
+    ts=st.integers(-(2**63), 2**63 - 1),
+    pid=st.integers(-1, 2**40),
+    epoch=st.integers(-1, 2**15 - 1),
+    seq=st.integers(-1, 2**31 - 1),
+)
+def test_one_record_batch_is_byte_identical(value, key, ts, pid, epoch, seq):
+    """The one-record path (batch_size 1: a batch per send) writes what format.encode writes."""
+    keys = None if key is None else [key]
+    a = encode_records([value], keys, [ts], None, codec=0, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    b = fmt.encode([value], keys, [ts], None, codec=0, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    assert a == b
+    (rec,) = fmt.decode(a).records()
+    assert (rec.key, rec.value, rec.timestamp) == (key, value, ts)
+
+
 def test_encoder_falls_back_for_nulls_and_headers():
     vals = [b"a", None]
     assert encode_records(vals, None, [1, 2], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1) == fmt.encode(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 
@@ -75,6 +75,36 @@ class BatchFuture(Future):
         self._wait_done(timeout)
         return super().exception(0)
 
+    # set_result/set_exception as Future's, minus the work nobody asked for: the shared
+    # condition is notified only while someone waits on it, callbacks run only if added.
+    def set_result(self, result) -> None:
+        """As ``Future.set_result``."""
+        with _SHARED_CONDITION:
+            if self._state in _DONE_STATES:
+                raise InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._state = FINISHED
+            for waiter in self._waiters:
+                waiter.add_result(self)
+            if _SHARED_CONDITION._waiters:
+                _SHARED_CONDITION.notify_all()
+        if self._done_callbacks:
+            self._invoke_callbacks()
+
+    def set_exception(self, exception: BaseException) -> None:
+        """As ``Future.set_exception``."""
+        with _SHARED_CONDITION:
+            if self._state in _DONE_STATES:
+                raise InvalidStateError(f"{self._state}: {self!r}")
+            self._exception = exception
+            self._state = FINISHED
+            for waiter in self._waiters:
+                waiter.add_exception(self)
+            if _SHARED_CONDITION._waiters:
+                _SHARED_CONDITION.notify_all()
+        if self._done_callbacks:
+            self._invoke_callbacks()
+
 
 class ProducerBatch:
     """Records of one partition that travel in one record batch."""
@@ -82,12 +112,14 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "values", "keys", "timestamps", "headers", "size", "created",
         "future", "encoded", "record_count", "base_sequence", "attempts", "retry_at",
-        "deadline", "has_keys", "closed", "restamp", "solo",
+        "deadline", "has_keys", "closed", "restamp", "solo", "tp",
     )  # fmt: skip
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic = topic
         self.partition = partition
+        #: (topic, partition), the key of every per-partition table (a slot: read several times per batch)
+        self.tp: TopicPartition = (topic, partition)
         self.values: list = []
         self.keys: list | None = None  # made on the first key: keyless records append nothing here
         self.timestamps: list = []
@@ -116,10 +148,6 @@ class ProducerBatch:
         b.size = len(data)
         b.closed = True
         return b
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {self.record_count} records, {self.size} bytes)"
@@ -260,7 +288,26 @@ class RecordAccumulator:
         if q is None:
             q = self.ready[b.tp] = deque()
         q.append(b)
-        self.wakeup.notify()
+        if self.sender_idle:  # a busy sender drains again before it waits: nothing to wake
+            self.wakeup.notify()
+
+    def add_alone(self, topic: str, partition: int, value: bytes, timestamp: int, size: int) -> ProducerBatch:
+        """Queue a record that fills a batch on its own (``batch_size`` smaller than the record),
+        without opening the batch first; lock held, no open batch for the partition."""
+        b = ProducerBatch(topic, partition, time.monotonic())
+        b.values.append(value)
+        b.timestamps.append(timestamp)
+        b.size += size
+        b.record_count = 1
+        b.closed = True
+        self.incomplete.add(b)
+        q = self.ready.get(b.tp)
+        if q is None:
+            q = self.ready[b.tp] = deque()
+        q.append(b)
+        if self.sender_idle:
+            self.wakeup.notify()
+        return b
 
     def add_encoded(self, b: ProducerBatch) -> None:
         """Queue a pre-encoded batch after the partition's open batch; lock held."""
@@ -369,15 +416,20 @@ class RecordAccumulator:
     def complete(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Release a batch's memory and resolve its future (lock NOT held)."""
         with self.lock:
-            self._answered(b.tp)
+            self.answered += 1  # _answered, inlined: one completion per batch
+            if self.muted and b.tp in self.muted:
+                self.muted.discard(b.tp)
+                self.wakeup.notify()
             self.incomplete.discard(b)
             self.used -= b.size
             if self.used < 0:
                 self.used = 0
-            self.space.notify_all()
-        if b.future.done():
+            if self.space._waiters:  # a send() blocked on memory (notify_all costs ~1 us even for nobody)
+                self.space.notify_all()
+        f = b.future
+        if f._state in _DONE_STATES:
             return
         if error is not None:
-            b.future.set_exception(error)
+            f.set_exception(error)
         else:
-            b.future.set_result(result)
+            f.set_result(result)

@@ -39,6 +39,8 @@ Callback = Callable[[Any, "BaseException | None"], None]
 
 _RECV_SIZE = 1 << 20
 _IOV_MAX = 512
+#: frame parts written as they are (their len() is their size in bytes)
+_PLAIN_PARTS = frozenset((bytes, bytearray))
 
 
 class _Window:
@@ -50,13 +52,14 @@ class _Window:
     alone, and client and broker settle into one request per system call each way.
     """
 
-    __slots__ = ("_cond", "free", "size", "_refill")
+    __slots__ = ("_cond", "free", "size", "_refill", "_need")
 
     def __init__(self, size: int) -> None:
         self._cond = threading.Condition(threading.Lock())
         self.size = size
         self.free = size
         self._refill = max(1, size // 4)
+        self._need = size  # the fewest free slots a waiter waits for
 
     def acquire(self, want: int, timeout: float) -> int:
         """Take between 1 and ``want`` slots; 0 if none freed up within ``timeout`` seconds."""
@@ -68,6 +71,8 @@ class _Window:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
+                    if not self._cond._waiters or need < self._need:
+                        self._need = need
                     self._cond.wait(left)
                 if self.free == 0:
                     return 0
@@ -79,7 +84,10 @@ class _Window:
         """Return ``n`` slots."""
         with self._cond:
             self.free = min(self.size, self.free + n)
-            self._cond.notify_all()
+            # wake the waiters once enough is free for one of them, not per answer (each wake-up
+            # of the sender for a slot it then waits again for costs both threads the GIL)
+            if self._cond._waiters and self.free >= self._need:
+                self._cond.notify_all()
 
 
 class _Waiter:
@@ -273,15 +281,29 @@ class BrokerConnection:
             self._slots.release(n)
 
     def _write(self, parts: list[Any]) -> None:
-        for p in parts:
-            if is_region(p):  # pragma: no cover - clients never send file regions
-                raise TypeError("a client request cannot carry a file region")
         sock = self._sock
-        if len(parts) == 1:
-            sock.sendall(parts[0])
-            return
+        if len(parts) <= _IOV_MAX and set(map(type, parts)) <= _PLAIN_PARTS:
+            # The common case (many small pipelined requests): bytes and bytearrays, whose len()
+            # is their size, in one sendmsg, with no Python-level pass over the parts.
+            if len(parts) == 1:
+                sock.sendall(parts[0])
+                return
+            sent = sock.sendmsg(parts)
+            if sent == sum(map(len, parts)):
+                return
+            views = [memoryview(p) for p in parts]
+            while sent >= views[0].nbytes:  # drop what the first call wrote
+                sent -= views.pop(0).nbytes
+            views[0] = views[0][sent:]
+        else:
+            for p in parts:
+                if is_region(p):  # pragma: no cover - clients never send file regions
+                    raise TypeError("a client request cannot carry a file region")
+            if len(parts) == 1:
+                sock.sendall(parts[0])
+                return
+            views = [memoryview(p).cast("B") for p in parts]
         # sendmsg writes the parts without joining them; finish partial writes.
-        views = [memoryview(p).cast("B") for p in parts]
         while views:
             sent = sock.sendmsg(views[:_IOV_MAX])
             while sent and views:

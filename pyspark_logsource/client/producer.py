@@ -40,7 +40,7 @@ from ..errors import (
 from ..format import compression, encode_arrow
 from ..format.crc import crc32c
 from ..topics import validate_topic_name
-from .accumulator import RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
+from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
 from .metadata import Bootstrap
 from .network import NetworkClient
 from .partitioner import Partitioner, StickyPartitioner, hash_partitions
@@ -176,27 +176,35 @@ class Producer(ProducerSenderMixin):
             and type(value) is bytes and self._partitioner is None
         ):  # fmt: skip
             # The keyless record (the common case): the open batch of the topic's sticky partition
-            # in one lookup, two list appends, nothing else per record.
+            # in one lookup, two list appends, nothing else per record. (A sticky batch has no
+            # keys or headers: _send takes it out of ``acc.sticky`` when a keyed record joins it.)
             size = len(value) + RECORD_OVERHEAD
             ts = int(_time() * 1000)
             acc = self._acc
             with acc.lock:
                 b = acc.sticky.get(topic)
-                if b is not None and acc.used + size <= acc.buffer_memory:
-                    acc.used += size
-                    values = b.values
-                    idx = len(values)
-                    values.append(value)
-                    b.timestamps.append(ts)
-                    if b.keys is not None:
-                        b.keys.append(None)
-                    if b.headers is not None:
-                        b.headers.append(None)
-                    b.size += size
-                    if b.size >= acc.batch_size:
-                        acc.close_batch(b)
-                        self._sticky.on_new_batch(topic, b.partition, self._nparts[topic])
-                    return RecordFuture(b, idx)
+                if acc.used + size <= acc.buffer_memory:
+                    if b is not None:
+                        acc.used += size
+                        values = b.values
+                        idx = len(values)
+                        values.append(value)
+                        b.timestamps.append(ts)
+                        b.size += size
+                        if b.size >= acc.batch_size:
+                            acc.close_batch(b)
+                            self._sticky.on_new_batch(topic, b.partition, self._nparts[topic])
+                        return RecordFuture(b, idx)
+                    if size + BATCH_OVERHEAD >= acc.batch_size and not acc.closed:
+                        # the record fills a batch alone (batch_size 1: a request per record)
+                        n = self._nparts.get(topic)
+                        if n is not None:
+                            p = self._sticky._current.get(topic, n)  # inlined StickyPartitioner.partition
+                            if p < n and (topic, p) not in acc.open:
+                                acc.used += size
+                                b = acc.add_alone(topic, p, value, ts, size)
+                                self._sticky.on_new_batch(topic, p, n)
+                                return RecordFuture(b, 0)
         return self._send(topic, value, key, headers, partition, timestamp_ms)
 
     def _send(
@@ -242,8 +250,6 @@ class Producer(ProducerSenderMixin):
             b = acc.open.get((topic, partition))
             if b is None:
                 b = acc.new_batch(topic, partition)
-            if sticky:
-                acc.sticky[topic] = b
             idx = len(b.values)
             b.values.append(value)
             b.timestamps.append(ts)
@@ -257,6 +263,11 @@ class Producer(ProducerSenderMixin):
                 if b.headers is None:
                     b.headers = [None] * idx
                 b.headers.append(headers or None)
+            if b.keys is None and b.headers is None:
+                if sticky:
+                    acc.sticky[topic] = b
+            elif acc.sticky.get(topic) is b:  # send()'s fast path appends no key or header
+                del acc.sticky[topic]
             b.size += size
             if b.size >= acc.batch_size:
                 acc.close_batch(b)

@@ -100,16 +100,21 @@ class ProducerSenderMixin:
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
             b.deadline = time.monotonic() + self.delivery_timeout
+        tp = b.tp
         with self._seq_lock:
             seq = -1
             if self.idempotent and b.base_sequence is None:
-                seq = self._next_seq.get(b.tp, 0)
+                seq = self._next_seq.get(tp, 0)
                 b.base_sequence = seq
-                self._next_seq[b.tp] = (seq + b.record_count) & _INT32_MAX
-                self._assigned.setdefault(b.tp, []).append(b)
+                self._next_seq[tp] = (seq + b.record_count) & _INT32_MAX
+                queue = self._assigned.get(tp)
+                if queue is None:
+                    queue = self._assigned[tp] = []
+                queue.append(b)
             elif b.base_sequence is not None:
                 seq = b.base_sequence
-            pid, epoch = self._pid_for.get(b.tp) or (self._producer_id, self._producer_epoch)
+            pid_for = self._pid_for.get(tp) if self._pid_for else None
+            pid, epoch = pid_for or (self._producer_id, self._producer_epoch)
             if self.idempotent:
                 self._stamped[id(b)] = pid
             if b.encoded is None:
@@ -126,17 +131,21 @@ class ProducerSenderMixin:
     def _finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
         if self.idempotent and b.base_sequence is not None:
+            tp = b.tp
             with self._seq_lock:
                 self._stamped.pop(id(b), None)
-                queue = self._assigned.get(b.tp, [])
-                try:
-                    i = queue.index(b)
-                except ValueError:
-                    i = -1
+                queue = self._assigned.get(tp, [])
+                if queue and queue[0] is b:  # answers come in order: the oldest unanswered batch
+                    i = 0
+                else:
+                    try:
+                        i = queue.index(b)
+                    except ValueError:
+                        i = -1
                 if i >= 0:
                     del queue[i]
                     if error is None:
-                        self._last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+                        self._last_acked[tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
                     else:
                         # Later batches move down so the broker sees no gap; their bytes are
                         # restamped before they are (re)sent.
@@ -169,19 +178,23 @@ class ProducerSenderMixin:
         # node -> requests in round order; a round holds at most one run per partition
         by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
         held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
+        leaders: dict[tuple[str, int], int] = {}  # looked up once per partition and call
+        idempotent, prepare, leader_for = self.idempotent, self._prepare, self._client.leader_for
         for r in rounds:
             open_reqs: dict[int, tuple[list, dict]] = {}
             sizes: dict[int, int] = {}
             for run in r:
-                if self.idempotent:
+                if idempotent:
                     run = self._sendable(run, held)
                     if not run:
                         continue
                 head = run[0]
                 try:
                     for b in run:
-                        self._prepare(b)
-                    node = self._client.leader_for(head.topic, head.partition)
+                        prepare(b)
+                    node = leaders.get(head.tp)
+                    if node is None:
+                        node = leaders[head.tp] = leader_for(head.topic, head.partition)
                 except LogSourceError as e:
                     for b in run:
                         self._fail_or_retry(b, e)

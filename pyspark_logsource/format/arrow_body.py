@@ -56,6 +56,7 @@ from .header import (
     NO_SEQUENCE,
     TIMESTAMP_TYPE_BIT,
     write_header,
+    write_producer_header,
 )
 
 #: Upper bound on a decompressed body; a batch that claims more is corrupt.
@@ -424,6 +425,11 @@ def _arrow_header_parts(col: pa.Array) -> list[bytes] | None:
 
 
 
+#: The body of a one-record batch before key and value: timestamp delta 0, key offsets 0 and
+#: len(key), value offsets 0 and len(value) (the layout ``encode`` writes for n = 1).
+_ONE_RECORD = struct.Struct("<qiiii")
+_ZERO_HEADER = bytes(HEADER_SIZE)
+
 #: Batches with more records than this use the numpy encoder (faster per record).
 _STRUCTS: dict[int, struct.Struct] = {}
 SMALL_BATCH = 64
@@ -455,6 +461,24 @@ def encode_records(
     absent) take a few ``struct.pack`` calls instead.
     """
     n = len(values)
+    if n == 1 and headers is None and codec == compression.NONE:
+        # one record per batch (batch_size 1, linger 0): the hot case of a low-latency producer
+        v = values[0]
+        if type(v) is bytes and len(v) <= _INT32_MAX:
+            ts = timestamps[0]
+            if keys is None:
+                out = bytearray().join((_ZERO_HEADER, _ONE_RECORD.pack(0, 0, 0, 0, len(v)), b"\x00", v))
+                attrs = ARROW_BODY | HAS_KEY_NULLS
+            else:
+                k = keys[0]
+                if type(k) is not bytes or len(k) > _INT32_MAX:
+                    return encode(
+                        values, keys, timestamps, None, codec=codec,
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                    )  # fmt: skip
+                out = bytearray().join((_ZERO_HEADER, _ONE_RECORD.pack(0, 0, len(k), 0, len(v)), k, v))
+                attrs = ARROW_BODY
+            return write_producer_header(out, attrs, 1, ts, ts, producer_id, producer_epoch, base_sequence)
     if n > SMALL_BATCH or headers is not None or None in values or (keys is not None and None in keys):
         return encode(
             values, keys, timestamps, headers, codec=codec,

@@ -392,6 +392,26 @@ def write_header(
     return out
 
 
+def write_producer_header(
+    out: bytearray, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
+    producer_id: int, producer_epoch: int, base_sequence: int,
+) -> bytearray:  # fmt: skip
+    """:func:`write_header` for a new producer batch (base offset 0, no leader epoch), positional.
+
+    The producer's per-batch path (one call per request with one record per
+    batch); raises InvalidRequest for fields out of range, as write_header does.
+    """
+    try:
+        HEADER.pack_into(
+            out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, attributes, record_count - 1,
+            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
+        )  # fmt: skip
+    except struct.error as e:
+        raise InvalidRequest(f"batch header field out of range: {e}") from None
+    _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))
+    return out
+
+
 def fix_crc(buf: bytearray | memoryview, pos: int = 0) -> None:
     """Recompute the CRC of the batch at ``pos`` after its attributes..end changed."""
     size = _LENGTH.unpack_from(buf, pos + _LENGTH_AT)[0] + LOG_OVERHEAD
