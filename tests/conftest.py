@@ -28,6 +28,20 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_class_data_dir(tmp_path_factory):
+    """Where the tests' short-lived Spark drivers share one class-data archive (tests/helpers/spark_jvm.py):
+    written by the first driver that asks, removed at the end (it is ~200 MB)."""
+    from helpers.spark_jvm import ARCHIVE, CDS_DIR_ENV
+
+    d = tmp_path_factory.mktemp("spark-cds")
+    os.environ[CDS_DIR_ENV] = str(d)
+    yield d
+    os.environ.pop(CDS_DIR_ENV, None)
+    for name in (ARCHIVE, ARCHIVE + ".tmp"):
+        (d / name).unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """One real ZooKeeper server (Debian's 3.8) for the whole test session, on a free loopback port.

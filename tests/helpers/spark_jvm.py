@@ -1,0 +1,124 @@
+"""JVM options for the tests' short-lived Spark drivers: C1 only, the serial GC, and a class-data archive.
+
+The kill tests start ~60 cold drivers per session; most of a start is the JVM loading and verifying
+Spark's ~10,000 classes. A dynamic class-data-sharing archive (JDK 13+), written once per test session
+by a warm-up driver (``-XX:ArchiveClassesAtExit``), lets every later driver map those classes instead
+(``-XX:SharedArchiveFile``): measured about half the JVM's CPU of a start. The archive lives in the
+directory named by LOGSOURCE_TEST_CDS_DIR (tests/conftest.py sets it to a session tmp dir); without
+it, or if the warm-up fails, drivers run without an archive, as before. A JVM that finds the archive
+unusable (another JDK or classpath) ignores it; its warnings go to stderr, never to the stdout the
+tests read.
+
+    python tests/helpers/spark_jvm.py warm     # the warm-up driver (run by driver_java_options)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BASE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# the JVM's unified logging writes warnings to stdout by default; the tests parse drivers' stdout
+LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
+CDS_DIR_ENV = "LOGSOURCE_TEST_CDS_DIR"
+ARCHIVE = "spark.jsa"
+
+
+def driver_java_options() -> str:
+    """The driver JVM options for a test driver: BASE_OPTIONS plus the session's archive when there is one."""
+    d = os.environ.get(CDS_DIR_ENV)
+    if not d:
+        return BASE_OPTIONS
+    archive = _ensure_archive(Path(d))
+    if archive is None:
+        return BASE_OPTIONS
+    return f"{BASE_OPTIONS} {LOG_TO_STDERR} -XX:SharedArchiveFile={archive}"
+
+
+def submit_args(*conf: str) -> str:
+    """PYSPARK_SUBMIT_ARGS for a driver started through pyspark (plain `python` scripts and jobs)."""
+    extra = "".join(f" --conf {c}" for c in conf)
+    return f"--driver-java-options '{driver_java_options()}'{extra} pyspark-shell"
+
+
+def _ensure_archive(d: Path) -> Path | None:
+    """The archive in d, written by one warm-up driver the first time any process asks (a file lock
+    keeps concurrent askers from writing it twice); None if the warm-up failed (noted in d)."""
+    archive, failed = d / ARCHIVE, d / "warm-up-failed.txt"
+    if archive.exists():
+        return archive
+    if failed.exists():
+        return None
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.exists():
+            return archive
+        if failed.exists():
+            return None
+        tmp = d / (ARCHIVE + ".tmp")
+        opts = f"{BASE_OPTIONS} {LOG_TO_STDERR} -XX:ArchiveClassesAtExit={tmp}"
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_SUBMIT_ARGS=f"--driver-java-options '{opts}' pyspark-shell")
+        env.pop(CDS_DIR_ENV, None)
+        r = subprocess.run([sys.executable, __file__, "warm", str(d / "warm")], env=env, capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+        if r.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
+            failed.write_text(f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+            return None
+        tmp.rename(archive)
+        return archive
+
+
+def _warm(work: str) -> None:
+    """Touch the Spark code the test drivers run (SQL planning, a Python data source, Arrow, JSON
+    decoding, partitioned Parquet writes and reads, a micro-batch stream with a checkpoint), so that
+    its classes are in the archive; classes left out still load, only without the saving."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class _Rows(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "warmrows"
+
+        def schema(self) -> str:
+            return "partition int, offset long, value binary"
+
+        def reader(self, schema):  # noqa: ANN001, ANN201
+            return _Reader()
+
+    class _Reader(DataSourceReader):
+        def read(self, partition):  # noqa: ANN001, ANN201
+            for i in range(50):
+                yield (i % 3, i, f'{{"n": {i}}}'.encode())
+
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())  # fmt: skip
+    spark.dataSource.register(_Rows)
+    df = spark.read.format("warmrows").load()
+    df = df.withColumn("j", F.from_json(F.col("value").cast("string"), "n int")).withColumn("date", F.current_date())
+    df.write.mode("overwrite").partitionBy("date", "partition").parquet(f"{work}/a")
+    back = spark.read.parquet(f"{work}/a")
+    back.groupBy("partition").agg(F.count("*"), F.max("offset")).collect()
+    back.toPandas() if _has_pandas() else back.collect()
+    q = (spark.readStream.schema(back.schema).parquet(f"{work}/a").writeStream.format("parquet")
+         .option("checkpointLocation", f"{work}/ckpt").trigger(availableNow=True).start(f"{work}/b"))  # fmt: skip
+    q.awaitTermination()
+    spark.read.parquet(f"{work}/b").count()
+    spark.stop()
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["warm"]:
+    _warm(sys.argv[2])
