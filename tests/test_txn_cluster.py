@@ -11,9 +11,12 @@ data, and aborts an attempt registered before the kill once it is idle past its 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 import pytest
@@ -43,6 +46,11 @@ def _stage(bs: str, txns: StagedTxns, write_id: str, values: list[bytes], timeou
     finally:
         p.close()
     return tm.StagedProducer(pid, epoch, dict(counts))
+
+
+def _commit(bs: str, write_id: str, batch_id: int, winner: tm.StagedProducer) -> tm.StagedTxnsResponse:
+    with StagedTxns(bs) as txns:
+        return txns.commit(write_id, batch_id, [winner])
 
 
 def _read_committed(bs: str, expected: int) -> list[bytes]:
@@ -95,6 +103,26 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
             assert txns.commit("w", 0, [win]).committed
             assert sorted(_read_committed(bs, 9)) == sorted(b"w0-%d" % i for i in range(9))
 
+            # two drivers commit batch 1 of w at once with different winners while a follower of
+            # __transaction_state-0 is stopped (kill -STOP for 1 s, under replica.lag.time.max.ms and the
+            # session timeout): both decisions would wait for the ISR together, but the write's lock lets
+            # one pass the batch-id check; the other is "committed before" and its data is aborted
+            a1 = _stage(bs, txns, "w", [b"a1-%d" % i for i in range(3)])
+            b1 = _stage(bs, txns, "w", [b"b1-%d" % i for i in range(3)])
+            follower = next(b for b in c.isr(TXN, 0) if b != coordinator)
+            with ThreadPoolExecutor(2) as ex:
+                os.kill(c.pid(follower), signal.SIGSTOP)
+                try:
+                    futures = [ex.submit(_commit, bs, "w", 1, w) for w in (a1, b1)]
+                    time.sleep(1.0)
+                finally:
+                    os.kill(c.pid(follower), signal.SIGCONT)
+                both = [f.result() for f in futures]
+            assert sorted(r.committed for r in both) == [False, True], both
+            c.wait_full_isr(TXN)
+            first = b"a1-" if both[0].committed else b"b1-"
+            batch1 = [first + b"%d" % i for i in range(3)]
+
             # an attempt of another write registers and stages, then idles: the next coordinator must know it
             _stage(bs, txns, "w-idle", [b"idle-%d" % i for i in range(3)], timeout_ms=4000)
             # the coordinator dies once the decision of w-kill batch 0 is on the ISR, before any marker
@@ -122,8 +150,8 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
         # the idle attempt registered before the kill is aborted by the new coordinator after its timeout
         wait_for(lambda: _stable_everywhere(bs), 30, what="every staged transaction decided")
         assert "aborting attempt" in c.broker_log(new), "the new coordinator did not expire the idle attempt"
-        expected = [b"w0-%d" % i for i in range(9)] + [b"k0-%d" % i for i in range(6)]
-        assert sorted(_read_committed(bs, 15)) == sorted(expected)  # each once: no dup, lost, rerun, idle
+        expected = [b"w0-%d" % i for i in range(9)] + batch1 + [b"k0-%d" % i for i in range(6)]
+        assert sorted(_read_committed(bs, 18)) == sorted(expected)  # each once: no dup, loser, lost, rerun, idle
 
         # too few live brokers for min.insync.replicas of __transaction_state: CoordinatorNotAvailable
         for b in [b for b in c.running() if b != new]:
