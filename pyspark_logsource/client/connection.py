@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import select
 import socket
+import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -38,9 +40,25 @@ log = logging.getLogger(__name__)
 Callback = Callable[[Any, "BaseException | None"], None]
 
 _RECV_SIZE = 1 << 20
+#: how often a waiting reader thread looks at request deadlines and close()
+_READ_POLL_S = 0.2
+_WAITALL = getattr(socket, "MSG_WAITALL", 0)
 _IOV_MAX = 512
 #: frame parts written as they are (their len() is their size in bytes)
 _PLAIN_PARTS = frozenset((bytes, bytearray))
+
+
+def _recv_timeout(sock: socket.socket, seconds: float) -> bool:
+    """Make blocking reads of ``sock`` give up after ``seconds`` (EAGAIN, or what came with
+    MSG_WAITALL); False where SO_RCVTIMEO's layout is not known to be ``struct timeval`` of two longs."""
+    if not sys.platform.startswith("linux"):
+        return False
+    usec = int(seconds * 1e6)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", usec // 1_000_000, usec % 1_000_000))
+    except (OSError, struct.error):
+        return False
+    return True
 
 
 class _Window:
@@ -335,6 +353,8 @@ class BrokerConnection:
     def _dispatch(self, data: bytes | memoryview | None, filled: int = 0) -> None:
         """Decode received bytes: ``data``, or ``filled`` bytes received into the protocol's receive_buffer()."""
         with self._lock:
+            if self._closed:  # a read that was under way when close() or a failure dropped the requests
+                return
             responses = self._proto.receive_data(data) if data is not None else self._proto.received_into(filled)
             done = []
             for r in responses:
@@ -354,14 +374,24 @@ class BrokerConnection:
         sock = self._sock
         buf = bytearray(_RECV_SIZE)
         view = memoryview(buf)
+        # recv() itself gives up every _READ_POLL_S (SO_RCVTIMEO) to look at deadlines and close(),
+        # where a select() before each recv() cost a system call and a GIL hand-off per read
+        timed = _recv_timeout(sock, _READ_POLL_S)
         while not self._closed:
             try:
-                readable, _, _ = select.select([sock], [], [], 0.2)
-                if not readable:
-                    self._check_deadlines()
-                    continue
+                if not timed:
+                    readable, _, _ = select.select([sock], [], [], _READ_POLL_S)
+                    if not readable:
+                        self._check_deadlines()
+                        continue
                 direct = self._proto.receive_buffer()
-                n = sock.recv_into(buf if direct is None else direct)
+                if direct is None:
+                    n = sock.recv_into(buf)
+                else:  # the rest of a large response, straight into its frame, in one call if it comes in time
+                    n = sock.recv_into(direct, 0, _WAITALL)
+            except BlockingIOError:  # SO_RCVTIMEO: nothing came within _READ_POLL_S
+                self._check_deadlines()
+                continue
             except (OSError, ValueError) as e:
                 if not self._closed:
                     self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
