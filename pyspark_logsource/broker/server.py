@@ -87,7 +87,11 @@ class Broker:
         self.state.open()
         self.handlers.txn.start()  # completes transaction decisions a crash interrupted; starts its timeouts
         try:
-            self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK)
+            # bound now (the port is known for the registration), served once the broker is ready: a broker
+            # still joining its cluster would answer Metadata with no topics (as Kafka, which starts
+            # processing requests at the end of its startup); clients meanwhile find the port refused
+            self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK,
+                                                      start_serving=False)  # fmt: skip
         except BaseException:
             self.state.close()
             raise
@@ -102,6 +106,7 @@ class Broker:
                 await self._leave_cluster()
                 self.state.close()
                 raise
+        await self._server.start_serving()
         log.info("broker %d (cluster %s) listening on %s:%d with %d topics", c.broker_id, self.state.cluster_id,
                  self.host, self.port, len(self.state.logs.topics()))  # fmt: skip
         return self.host, self.port
