@@ -152,7 +152,8 @@ class TxnCoordinator:
         self._next_completion = 0
         #: write id -> (end offset, decision, its key): appended, not yet known to be on the ISR
         self._in_doubt: dict[str, tuple[int, dict, bytes]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        #: write id -> (its lock, [requests holding or waiting for it])
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         #: write id -> producer ids its last decision committed (a retried commit must not abort them)
         self._last_winners: dict[str, set[int]] = {}
         self._log = state.logs.get_log(TXN_TOPIC, 0)
@@ -235,13 +236,16 @@ class TxnCoordinator:
     @asynccontextmanager
     async def _write_lock(self, write_id: str) -> AsyncIterator[None]:
         """One request of a write at a time (commit awaits replication; nothing of the write interleaves)."""
-        lock = self._locks.setdefault(write_id, asyncio.Lock())
+        entry = self._locks.setdefault(write_id, (asyncio.Lock(), [0]))
+        lock, users = entry
+        users[0] += 1
         try:
             async with lock:
                 await self._settle(write_id)
                 yield
         finally:
-            if not lock.locked() and self._locks.get(write_id) is lock:
+            users[0] -= 1
+            if not users[0]:  # nobody holds it or waits for it: forget it
                 del self._locks[write_id]
 
     async def _settle(self, write_id: str) -> None:
