@@ -11,6 +11,7 @@ data, and aborts an attempt registered before the kill once it is idle past its 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -85,6 +86,8 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
             coordinator = txns.coordinator("w")  # FindCoordinator key_type 1 creates __transaction_state
             assert coordinator == c.leader(TXN, 0)
             assert len(c.assignment(TXN)[0]) == 3
+            topic_config = json.loads(c.zk.get(f"/config/topics/{TXN}")[0])["config"]
+            assert topic_config == {"cleanup.policy": "compact", "min.insync.replicas": "2"}
 
             # a non-coordinator answers NotCoordinator (the client's retry finds the leader instead)
             other = next(b for b in c.running() if b != coordinator)

@@ -132,8 +132,10 @@ def _last_key(write_id: str) -> bytes:
 def transaction_state_topic(state: BrokerState) -> internal_topics.InternalTopic:
     """``__transaction_state`` as this broker creates it: one compacted partition (see the module docstring)."""
     c = state.config
-    return internal_topics.InternalTopic(TXN_TOPIC, 1, c.transaction_state_log_replication_factor, {
-        "cleanup.policy": "compact", "min.insync.replicas": str(c.transaction_state_log_min_isr)})  # fmt: skip
+    config = {"cleanup.policy": "compact"}
+    if c.cluster_mode:  # a single broker's log has one copy whatever the setting says
+        config["min.insync.replicas"] = str(c.transaction_state_log_min_isr)
+    return internal_topics.InternalTopic(TXN_TOPIC, 1, c.transaction_state_log_replication_factor, config)
 
 
 class TxnCoordinator:
