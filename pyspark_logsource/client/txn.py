@@ -17,7 +17,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import CoordinatorLoadInProgress, CoordinatorNotAvailable, NetworkError, NotCoordinator
+from ..errors import (
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
+    LeaderNotAvailable,
+    NetworkError,
+    NotCoordinator,
+)
 from ..format import iter_headers
 from ..format.control import ABORT, marker_type, set_transactional
 from ..protocol import txn_messages as tm
@@ -30,7 +36,8 @@ from .producer import Producer
 log = logging.getLogger(__name__)
 
 _TXN_BITS = 0x30  # transactional | control
-_RETRIABLE = (NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress, NetworkError)
+#: the coordinator moved or is being elected; LeaderNotAvailable: the cached one left the cluster metadata
+_RETRIABLE = (NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress, NetworkError, LeaderNotAvailable)
 
 
 class TransactionalProducer(Producer):
