@@ -26,9 +26,11 @@ commits of one write never interleave while one waits for replication):
    never changes what readers see.
 
 A batch id at or below the write's last committed one is answered "committed
-before" and the re-run's data is aborted. Registrations are also records of
-``__transaction_state``; an attempt whose staged data saw no append for its
-``timeout_ms`` is aborted by :meth:`expire` (every second), and open
+before" and the re-run's data is aborted (a retry of the recorded commit itself,
+after a lost answer or a failover, keeps its winners). Registrations are also
+records of ``__transaction_state``; an attempt whose staged data saw no append
+for its ``timeout_ms`` (in partitions this broker has no replica of: since its
+registration) is aborted by :meth:`expire` (every second), and open
 transactions nobody registered by :func:`.markers.abort_forgotten` after
 ``transaction.max.timeout.ms``.
 
