@@ -248,12 +248,19 @@ def test_produce_fast_paths_write_the_same_bytes_as_the_schema_codec():
 
     req = ProduceRequest([ProducePartitionData("topic", 3, b"x" * 100)], acks=-1, timeout_ms=999)
     resp = ProduceResponse([ProducePartitionResponse("topic", 3, 0, 42, 1234, 7)], throttle_time_ms=5)
+    # the request's bytes around the records are built once per (client, acks, timeout, partition)
+    # and reused: later requests (other correlation ids, records, sizes, client ids) match too
+    reqs = [req, ProduceRequest([ProducePartitionData("topic", 3, b"y" * 70_000)], acks=-1, timeout_ms=999),
+            ProduceRequest([ProducePartitionData("t\u00e9", 0, bytearray(b"z"))], acks=0, timeout_ms=1)]  # fmt: skip
     for version in range(3, 9):
+        for cid, client, r in [(11, "cli", req), (12, "cli", req), (13, None, req), (14, "cli", reqs[1]),
+                               (2**31 - 1, "\u00e9", reqs[2]), (0, "cli", reqs[2])]:  # fmt: skip
+            header = RequestHeader(0, version, cid, client)
+            fast = frame_bytes(encode_request(header, r))
+            w = Writer()
+            CODECS[(0, version)][0].write(w, codecs.APIS[0].req_to(r, version))
+            assert fast == frame_bytes(w.frame(codecs.encode_request_header(header)))
         header = RequestHeader(0, version, 11, "cli")
-        fast = frame_bytes(encode_request(header, req))
-        w = Writer()
-        CODECS[(0, version)][0].write(w, codecs.APIS[0].req_to(req, version))
-        assert fast == frame_bytes(w.frame(codecs.encode_request_header(header)))
         fast = frame_bytes(ServerConnection.response_parts(header, resp))
         w = Writer()
         CODECS[(0, version)][1].write(w, codecs.APIS[0].resp_to(resp, version))

@@ -111,8 +111,8 @@ class ProducerBatch:
 
     __slots__ = (
         "topic", "partition", "values", "keys", "timestamps", "headers", "size", "created",
-        "future", "encoded", "record_count", "base_sequence", "attempts", "retry_at",
-        "deadline", "has_keys", "closed", "restamp", "solo", "tp",
+        "encoded", "record_count", "base_sequence", "attempts", "retry_at",
+        "deadline", "has_keys", "closed", "restamp", "solo", "tp", "_future", "outcome",
     )  # fmt: skip
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
@@ -126,7 +126,10 @@ class ProducerBatch:
         self.headers: list | None = None
         self.size = BATCH_OVERHEAD
         self.created = now
-        self.future: Future = BatchFuture()
+        #: made on first use (see ``future``): most batches are answered before anyone asks
+        self._future: BatchFuture | None = None
+        #: (result, error) once the batch completed
+        self.outcome: tuple | None = None
         self.encoded: bytearray | None = None
         self.record_count = 0
         self.base_sequence: int | None = None
@@ -148,6 +151,44 @@ class ProducerBatch:
         b.size = len(data)
         b.closed = True
         return b
+
+    @property
+    def future(self) -> Future:
+        """The batch's future, resolving to ``(partition, base_offset, last_offset)``.
+
+        Made when first asked for (``flush()``, a record future's blocking
+        ``result()`` or callback, ``send_arrow``), already done if the batch was:
+        a Future per batch costs more than the rest of a one-record batch.
+        """
+        f = self._future
+        if f is None:
+            with _SHARED_CONDITION:
+                f = self._future
+                if f is None:
+                    f = BatchFuture()
+                    if self.outcome is not None:
+                        f._result, f._exception = self.outcome
+                        f._state = FINISHED
+                    self._future = f
+        return f
+
+    def resolve(self, result, error: BaseException | None) -> None:
+        """Complete the batch (once; later calls are ignored) and its future if one was made."""
+        with _SHARED_CONDITION:
+            if self.outcome is not None:
+                return
+            self.outcome = (result, error)
+            f = self._future
+            if f is None or f._state in _DONE_STATES:
+                return
+        if error is not None:
+            f.set_exception(error)
+        else:
+            f.set_result(result)
+
+    def done(self) -> bool:
+        """Whether the batch completed."""
+        return self.outcome is not None or (self._future is not None and self._future.done())
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.topic}-{self.partition}, {self.record_count} records, {self.size} bytes)"
@@ -172,6 +213,9 @@ class RecordFuture:
 
     def result(self, timeout: float | None = None) -> tuple[int, int]:
         """Block until the record is acknowledged; return ``(partition, offset)``."""
+        done = self._batch.outcome
+        if done is not None and done[1] is None:
+            return self._value(done[0])
         try:
             return self._value(self._batch.future.result(timeout))
         except FutureTimeout:
@@ -179,7 +223,7 @@ class RecordFuture:
 
     def done(self) -> bool:
         """Whether the record was acknowledged or failed."""
-        return self._batch.future.done()
+        return self._batch.done()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The error of the record, or None once it succeeded."""
@@ -200,7 +244,7 @@ class RecordFuture:
         return False
 
     def running(self) -> bool:
-        return not self._batch.future.done()
+        return not self._batch.done()
 
     @property
     def partition(self) -> int:
@@ -426,10 +470,4 @@ class RecordAccumulator:
                 self.used = 0
             if self.space._waiters:  # a send() blocked on memory (notify_all costs ~1 us even for nobody)
                 self.space.notify_all()
-        f = b.future
-        if f._state in _DONE_STATES:
-            return
-        if error is not None:
-            f.set_exception(error)
-        else:
-            f.set_result(result)
+        b.resolve(result, error)

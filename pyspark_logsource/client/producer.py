@@ -381,6 +381,8 @@ class Producer(ProducerSenderMixin):
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             for b in pending:
+                if b.outcome is not None:  # answered already: no future to make and wait on
+                    continue
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
                     b.future.exception(left)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..errors import (
@@ -94,7 +95,7 @@ class ProducerSenderMixin:
                 for r in rounds:
                     for run in r:
                         for b in run:
-                            if not b.future.done():
+                            if not b.done():
                                 self._fail_or_retry(b, e)
 
     def _prepare(self, b: ProducerBatch) -> None:
@@ -276,46 +277,61 @@ class ProducerSenderMixin:
         return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
 
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
-        def fail(run: list[ProducerBatch], err: BaseException) -> None:
-            for b in run:
-                self._fail_or_retry(b, err)
+        # one partial per request (not two closures and their cells): it lives until the answer
+        return partial(self._on_response, runs)
 
-        def on_response(resp: Any, error: BaseException | None) -> None:
-            if error is not None:
-                for run in runs.values():
-                    fail(run, error)
-                return
-            if resp is None:  # acks=0: written, no answer
-                for run in runs.values():
+    def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
+        for b in run:
+            self._fail_or_retry(b, err)
+
+    def _on_response(self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any,
+                     error: BaseException | None) -> None:  # fmt: skip
+        """Resolve, retry or fail the runs of one Produce request from its answer (I/O thread)."""
+        if error is None and resp is not None and len(runs) == 1:
+            # the common answer: one partition, appended (no set of seen partitions to build)
+            parts = resp.partitions
+            if len(parts) == 1:
+                pr = parts[0]
+                run = runs.get((pr.topic, pr.partition))
+                if run is not None and not pr.error_code:
+                    off = pr.base_offset
                     for b in run:
-                        self._finish(b, (b.partition, -1, -1))
-                return
-            seen = set()
-            for pr in resp.partitions:
-                tp = (pr.topic, pr.partition)
-                run = runs.get(tp)
-                if run is None:
-                    continue
-                seen.add(tp)
-                if pr.error_code:
-                    err = error_for_code(pr.error_code, pr.error_message or "")
-                    if isinstance(err, DuplicateSequence) and len(run) > 1:
-                        # part of the run was appended before (a retry): resend each batch alone
-                        for b in run:
-                            b.solo = True
-                        err = _ResendAlone(str(err))
-                    fail(run, err)
-                    continue
-                # offsets are consecutive: each batch of the run follows the previous one
-                off = pr.base_offset
+                        self._finish(b, (b.partition, off, off + b.record_count - 1))
+                        off += b.record_count
+                    return
+        if error is not None:
+            for run in runs.values():
+                self._fail_run(run, error)
+            return
+        if resp is None:  # acks=0: written, no answer
+            for run in runs.values():
                 for b in run:
-                    self._finish(b, (b.partition, off, off + b.record_count - 1))
-                    off += b.record_count
-            for tp, run in runs.items():
-                if tp not in seen:
-                    fail(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
-
-        return on_response
+                    self._finish(b, (b.partition, -1, -1))
+            return
+        seen = set()
+        for pr in resp.partitions:
+            tp = (pr.topic, pr.partition)
+            run = runs.get(tp)
+            if run is None:
+                continue
+            seen.add(tp)
+            if pr.error_code:
+                err = error_for_code(pr.error_code, pr.error_message or "")
+                if isinstance(err, DuplicateSequence) and len(run) > 1:
+                    # part of the run was appended before (a retry): resend each batch alone
+                    for b in run:
+                        b.solo = True
+                    err = _ResendAlone(str(err))
+                self._fail_run(run, err)
+                continue
+            # offsets are consecutive: each batch of the run follows the previous one
+            off = pr.base_offset
+            for b in run:
+                self._finish(b, (b.partition, off, off + b.record_count - 1))
+                off += b.record_count
+        for tp, run in runs.items():
+            if tp not in seen:
+                self._fail_run(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
 
     def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
         retriable = isinstance(error, LogSourceError) and error.retriable

@@ -296,6 +296,26 @@ _PRODUCE_REQ_FRAME_HEAD = struct.Struct(">ihhi")  # size, api key, version, corr
 _I16 = struct.Struct(">h")
 _PRODUCE_REQ_HEAD = struct.Struct(">hhiih")  # txn len (-1), acks, timeout, topic count, name length
 _PRODUCE_REQ_PART = struct.Struct(">iii")  # partition count, partition, records length
+_PRODUCE_REQ_PART_HEAD = struct.Struct(">ii")  # partition count, partition
+
+
+#: (client id, acks, timeout, topic, partition) -> the request's bytes between the correlation id
+#: and the records' length, which repeat in every request a producer sends to a partition
+_PRODUCE_REQ_MIDDLE: dict[tuple, bytes] = {}
+
+
+def _produce_request_middle(client_id: str | None, acks: int, timeout_ms: int, topic: str, partition: int) -> bytes | None:
+    name = topic.encode("utf-8")
+    client = client_id.encode("utf-8") if client_id is not None else None
+    if len(name) > 0x7FFF or (client is not None and len(client) > 0x7FFF):
+        return None
+    mid = (_I16.pack(len(client)) + client if client is not None else b"\xff\xff") + b"".join(
+        (_PRODUCE_REQ_HEAD.pack(-1, acks, timeout_ms, 1, len(name)), name, _PRODUCE_REQ_PART_HEAD.pack(1, partition))
+    )
+    if len(_PRODUCE_REQ_MIDDLE) >= 4096:  # bounded: many producers with many partitions
+        _PRODUCE_REQ_MIDDLE.clear()
+    _PRODUCE_REQ_MIDDLE[(client_id, acks, timeout_ms, topic, partition)] = mid
+    return mid
 
 
 def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest) -> list[Any] | None:
@@ -305,21 +325,16 @@ def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest)
     rec = p.records
     if not isinstance(rec, (bytes, bytearray)):
         return None
-    name = p.topic.encode("utf-8")
-    client = header.client_id.encode("utf-8") if header.client_id is not None else None
-    if len(name) > 0x7FFF or (client is not None and len(client) > 0x7FFF):
-        return None
+    mid = _PRODUCE_REQ_MIDDLE.get((header.client_id, req.acks, req.timeout_ms, p.topic, p.partition))
+    if mid is None:
+        mid = _produce_request_middle(header.client_id, req.acks, req.timeout_ms, p.topic, p.partition)
+        if mid is None:
+            return None
     n = len(rec)
-    size = 8 + 2 + (len(client) if client is not None else 0) + 14 + len(name) + 12 + n
-    out = bytearray(_PRODUCE_REQ_FRAME_HEAD.pack(size, header.api_key, header.api_version, header.correlation_id))
-    out += _I16.pack(len(client)) + client if client is not None else b"\xff\xff"
-    out += _PRODUCE_REQ_HEAD.pack(-1, req.acks, req.timeout_ms, 1, len(name))
-    out += name
-    out += _PRODUCE_REQ_PART.pack(1, p.partition, n)
+    head = _PRODUCE_REQ_FRAME_HEAD.pack(8 + len(mid) + 4 + n, header.api_key, header.api_version, header.correlation_id)
     if n >= ZERO_COPY_THRESHOLD:
-        return [out, rec]
-    out += rec
-    return [out]
+        return [bytearray().join((head, mid, _I32.pack(n))), rec]
+    return [bytearray().join((head, mid, _I32.pack(n), rec))]
 
 
 def _decode_produce_request_fast(r: Reader) -> m.ProduceRequest | None:
