@@ -441,3 +441,52 @@ def test_dead_broker_gives_network_errors(tmp_path):
         Producer(bootstrap, max_block_ms=500).send("gone", b"x")
     with pytest.raises(ConfigError):
         Admin("no-port-here")
+
+
+def test_a_response_stalled_mid_frame_still_times_out_and_close_is_prompt():
+    """The reader thread blocks in recv() (SO_RCVTIMEO, MSG_WAITALL for the rest of a large frame):
+    a broker that stops in the middle of a 300 KB answer still fails the request at its deadline,
+    and close() does not wait for the missing bytes."""
+    import socket as socket_
+
+    from pyspark_logsource.client.connection import BrokerConnection
+    from pyspark_logsource.protocol import SUPPORTED_VERSIONS, ServerConnection
+    from pyspark_logsource.protocol.messages import ApiVersion, ApiVersionsResponse, MetadataRequest
+
+    listener = socket_.create_server(("127.0.0.1", 0))
+    stalled = threading.Event()
+
+    def fake_broker() -> None:
+        conn, _ = listener.accept()
+        server = ServerConnection()
+        with conn:
+            answered = False
+            while not stalled.is_set():
+                for ev in server.receive_data(conn.recv(1 << 16)):
+                    if not answered:  # ApiVersions: the real answer
+                        resp = ApiVersionsResponse(api_keys=[ApiVersion(k, lo, hi)
+                                                             for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])
+                        conn.sendall(b"".join(ServerConnection.response_parts(ev.header, resp)))
+                        answered = True
+                    else:  # the next request: a 300 KB frame's length, its correlation id, then silence
+                        conn.sendall((300_000).to_bytes(4, "big") + ev.header.correlation_id.to_bytes(4, "big")
+                                     + bytes(70_000))  # fmt: skip
+                        stalled.set()
+            time.sleep(3)
+
+    t = threading.Thread(target=fake_broker, daemon=True)
+    t.start()
+    host, port = listener.getsockname()
+    c = BrokerConnection(host, port, request_timeout_ms=600)
+    try:
+        start = time.monotonic()
+        with pytest.raises(RequestTimedOut):
+            c.request(MetadataRequest(topics=None))
+        # the reader thread's deadline check (0.6 s + at most one 0.2 s recv timeout), not the waiting
+        # caller's own fallback at the request timeout + 1 s
+        assert stalled.is_set() and time.monotonic() - start < 1.5
+    finally:
+        start = time.monotonic()
+        c.close()
+        assert time.monotonic() - start < 1.5
+        listener.close()
