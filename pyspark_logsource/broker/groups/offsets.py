@@ -156,7 +156,18 @@ class GroupOffsetStore:
 
     def _replay(self, partition: int) -> int:
         """Read one partition into the maps; returns how many records it read."""
-        self.loaded.add(partition)
+        offsets, meta, records = self.read_partition(partition)
+        self.install_partition(partition, offsets, meta)
+        return records
+
+    def read_partition(
+        self, partition: int
+    ) -> tuple[dict[tuple[str, str, int], CommittedOffset], dict[str, bytes], int]:
+        """A partition's offsets and membership records as its log has them, and how many records it read.
+        Touches none of the maps: a leader loads a partition on a worker thread (nothing appends to it
+        until it is installed)."""
+        offsets: dict[tuple[str, str, int], CommittedOffset] = {}
+        group_meta: dict[str, bytes] = {}
         records = 0
         lg = self.logs.get_log(OFFSETS_TOPIC, partition)
         # last value per raw key wins, as compaction would keep it; dict.update over
@@ -178,32 +189,32 @@ class GroupOffsetStore:
                 continue
             gkey = _decode_group_key(raw_key)
             if gkey is not None:
-                if raw_value is None:
-                    self.group_meta.pop(gkey, None)
-                else:
-                    self.group_meta[gkey] = raw_value
+                if raw_value is not None:
+                    group_meta[gkey] = raw_value
                 continue
             key = _decode_key(raw_key)
             if key is None:
                 continue
             value = _decode_value(raw_value) if raw_value is not None else None
-            if value is None:
-                self.offsets.pop(key, None)
-            else:
-                self.offsets[key] = value
-        return records
+            if value is not None:  # a tombstone: the key's last record says it is gone
+                offsets[key] = value
+        return offsets, group_meta, records
+
+    def install_partition(self, partition: int, offsets: dict[tuple[str, str, int], CommittedOffset],
+                          group_meta: dict[str, bytes]) -> None:  # fmt: skip
+        """Make a partition's groups (from :meth:`read_partition`) the ones the maps hold for it."""
+        self.unload_partition(partition)
+        self.offsets.update(offsets)
+        self.group_meta.update(group_meta)
+        self.loaded.add(partition)
 
     def load_partition(self, partition: int, num_partitions: int) -> dict[str, bytes]:
         """Replicated: this broker now leads ``partition`` of a ``num_partitions`` topic; read its offsets and
         membership records (the log is what the ISR has: a leader is elected from it). Returns the
         membership records of its groups, for the coordinator."""
         self.num_partitions = num_partitions
-        self.unload_partition(partition)
-        t0 = time.monotonic()
-        records = self._replay(partition)
-        meta = {gid: v for gid, v in self.group_meta.items() if self.partition_for(gid) == partition}
-        log.info("loaded %s-%d: %d records, %d groups with membership, in %.1f ms", OFFSETS_TOPIC, partition,
-                 records, len(meta), (time.monotonic() - t0) * 1000)  # fmt: skip
+        offsets, meta, _ = self.read_partition(partition)
+        self.install_partition(partition, offsets, meta)
         return meta
 
     def unload_partition(self, partition: int) -> set[str]:

@@ -7,8 +7,10 @@ topic is replicated (``offsets.topic.replication.factor`` copies, created on the
 first FindCoordinator), and :class:`GroupOwnership`, the topic's leadership
 listener, loads a partition's offsets and memberships when this broker becomes
 its leader and drops them when it stops; the members then find the new
-coordinator and rejoin there. A group request for a group this broker does not
-coordinate is answered NotCoordinator.
+coordinator and rejoin there. The log is read on a worker thread (a large
+partition does not stall the event loop); its groups' requests answer
+CoordinatorLoadInProgress meanwhile, and a group request for a group this broker
+does not coordinate is answered NotCoordinator. Clients retry both.
 
 Writes (commits, membership records) are appended as leader and count once the
 ISR has them (Kafka's offsets.commit.required.acks=-1): the commit is answered
@@ -22,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from ...errors import (
+    CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
     InvalidCommitOffsetSize,
     InvalidFetchSize,
@@ -76,6 +80,8 @@ class GroupOwnership:
         self.state = state
         #: partition -> the leader epoch it was loaded at (cluster mode)
         self.epochs: dict[int, int] = {}
+        #: partition -> the leader epoch it is being loaded at (a worker thread reads its log)
+        self.loading: dict[int, int] = {}
         self._partitions: int | None = None  # the topic's partition count, once it exists (it never changes)
 
     @property
@@ -124,6 +130,9 @@ class GroupOwnership:
         if not self.clustered:
             return
         p = self.partition_for(group)
+        if p in self.loading and not self.state.fenced:
+            raise CoordinatorLoadInProgress(f"broker {self.state.broker_id} is loading the groups of "
+                                            f"{OFFSETS_TOPIC}-{p}")  # fmt: skip
         if p not in self.epochs or self.state.fenced:
             leader = internal_topics.leader_of(self.state, OFFSETS_TOPIC, p)
             raise NotCoordinator(f"broker {self.state.broker_id} is not the coordinator of group {group!r} "
@@ -133,23 +142,45 @@ class GroupOwnership:
 
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         """Load the partition's offsets and groups (again, if it was loaded at another epoch: the log may
-        have moved on under another leader meanwhile)."""
-        if self.epochs.get(partition) == leader_epoch:
+        have moved on under another leader meanwhile). The log is read on a worker thread, so a large
+        partition does not stall the event loop; its groups answer CoordinatorLoadInProgress meanwhile."""
+        if leader_epoch in (self.epochs.get(partition), self.loading.get(partition)):
             return
         self.on_resigned(partition)
+        self.loading[partition] = leader_epoch
+        self._start_load(partition, leader_epoch)
+
+    def _start_load(self, partition: int, epoch: int) -> None:
+        if self.loading.get(partition) != epoch:
+            return  # resigned, or elected again at another epoch, meanwhile
         st = self.state
-        try:
-            meta = st.groups.load_partition(partition, self.num_partitions())
-        except (LogSourceError, OSError):
-            log.exception("broker %d cannot load %s-%d; its groups have no coordinator", st.broker_id,
-                          OFFSETS_TOPIC, partition)  # fmt: skip
-            st.groups.unload_partition(partition)
+        loop = asyncio.get_running_loop()
+        t0 = time.monotonic()
+        fut = loop.run_in_executor(None, st.groups.read_partition, partition)
+        fut.add_done_callback(lambda f: self._install(partition, epoch, f, t0))
+
+    def _install(self, partition: int, epoch: int, fut: asyncio.Future, t0: float) -> None:
+        if self.loading.get(partition) != epoch or self.state.logs is None:
             return
-        self.epochs[partition] = leader_epoch
+        st = self.state
+        if fut.cancelled() or fut.exception() is not None:
+            log.error("broker %d cannot load %s-%d (%r); retrying in 1 s", st.broker_id, OFFSETS_TOPIC,
+                      partition, None if fut.cancelled() else fut.exception())  # fmt: skip
+            asyncio.get_running_loop().call_later(1.0, self._start_load, partition, epoch)
+            return
+        offsets, meta, records = fut.result()
+        del self.loading[partition]
+        st.groups.num_partitions = self.num_partitions()
+        st.groups.install_partition(partition, offsets, meta)
+        self.epochs[partition] = epoch
         st.coordinator.load(meta)
+        log.info("broker %d coordinates the groups of %s-%d (leader epoch %d): %d records, %d committed offsets, "
+                 "%d groups with membership, loaded in %.1f ms", st.broker_id, OFFSETS_TOPIC, partition, epoch,
+                 records, len(offsets), len(meta), (time.monotonic() - t0) * 1000)  # fmt: skip
 
     def on_resigned(self, partition: int) -> None:
         """Drop the partition's groups: their members find the new coordinator."""
+        self.loading.pop(partition, None)
         if self.epochs.pop(partition, None) is None:
             return
         st = self.state
