@@ -118,7 +118,13 @@ class GroupOwnership:
         if not self.clustered:
             return self.state.broker_id
         if OFFSETS_TOPIC not in self.state.topics():
-            await asyncio.get_running_loop().run_in_executor(None, internal_topics.ensure, self.state, self.topic())
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, internal_topics.ensure, self.state,
+                                                                 self.topic())  # fmt: skip
+            except CoordinatorNotAvailable:
+                raise
+            except Exception as e:  # ZooKeeper trouble, a broker lost meanwhile: the client asks again
+                raise CoordinatorNotAvailable(f"cannot create {OFFSETS_TOPIC} yet: {e!r}") from e
         leader = internal_topics.leader_of(self.state, OFFSETS_TOPIC, self.partition_for(group))
         if leader < 0 or self.state.broker_address(leader) is None:
             raise CoordinatorNotAvailable(f"{OFFSETS_TOPIC}-{self.partition_for(group)} (group {group!r}) has no "
