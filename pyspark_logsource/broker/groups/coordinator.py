@@ -32,9 +32,10 @@ import json
 import logging
 import uuid
 from base64 import b64decode, b64encode
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from ...errors import (
     CoordinatorNotAvailable,
@@ -127,6 +128,7 @@ class GroupCoordinator:
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
         self._persist = persist
+        self._tasks: set[asyncio.Task] = set()  # membership writes waiting for the ISR
         self._restored = dict(restored or {})
 
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -328,7 +330,7 @@ class GroupCoordinator:
             if pending is None:
                 self._to_stable(grp)
             else:
-                asyncio.get_running_loop().create_task(self._stable_once_stored(grp, grp.generation, pending))
+                self._spawn(self._stable_once_stored(grp, grp.generation, pending))
         return await fut
 
     def _to_stable(self, grp: Group) -> None:
@@ -346,6 +348,9 @@ class GroupCoordinator:
             await pending
         except LogSourceError as e:
             error = e
+        except Exception as e:  # a bug: the members must not wait forever for it
+            log.exception("group %s: storing generation %d failed", grp.group_id, generation)
+            error = CoordinatorNotAvailable(f"storing the group failed: {e!r}")
         if (self.groups.get(grp.group_id) is not grp or grp.state != GroupState.COMPLETING_REBALANCE
                 or grp.generation != generation):  # fmt: skip
             return  # a rebalance or an unload answered the syncs meanwhile
@@ -448,7 +453,13 @@ class GroupCoordinator:
         log.info("group %s: empty (generation %d)", grp.group_id, grp.generation)
         pending = self._store(grp, GroupState.EMPTY)
         if pending is not None:
-            asyncio.get_running_loop().create_task(self._log_failure(grp.group_id, pending))
+            self._spawn(self._log_failure(grp.group_id, pending))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        # the loop keeps only weak references to tasks: hold them until done
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     @staticmethod
     async def _log_failure(group_id: str, pending: Awaitable[None]) -> None:
