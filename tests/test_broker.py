@@ -625,3 +625,28 @@ def test_broker_with_arrow_body_disabled_is_a_plain_kafka_broker(tmp_path):
         assert c.produce("plain", 0, fmt.encode_kafka([b"kafka"])).error_code == 0
         data = bytes(c.fetch("plain", 0, 0).records)
         assert [r.value for r in fmt.decode_kafka(data).records()] == [b"kafka"]
+
+
+def test_pipelined_produces_in_one_read_are_answered_one_by_one(broker, client):
+    # one write of 12 requests: the broker appends the runs of one partition together (one lock, one
+    # pwritev) but answers each request alone, in order; failures stay with their request
+    topic = new_topic(client)
+    pid = client.request(InitProducerIdRequest(None, 60_000))
+    mk = lambda seq, **kw: fmt.encode([b"m%d" % seq], producer_id=pid.producer_id,  # noqa: E731
+                                      producer_epoch=pid.producer_epoch, base_sequence=seq, **kw)  # fmt: skip
+    bad_crc = mk(2)
+    bad_crc[-1] ^= 0xFF
+    runs = [mk(0), mk(1), bad_crc, mk(2), mk(9), mk(3), mk(0), bytearray(b"\0" * 10), fmt.encode([b"plain"])]
+    reqs = [ProduceRequest([ProducePartitionData(topic, 0, r)], acks=1) for r in runs]
+    reqs.insert(4, ProduceRequest([ProducePartitionData(topic, 0, mk(4))], acks=7))  # another acks: its own group
+    reqs.append(ProduceRequest([ProducePartitionData(topic, 0, mk(4))], acks=0))  # no answer
+    reqs.append(ProduceRequest([ProducePartitionData(topic, 0, mk(5))], acks=1))
+    data = b"".join(client.conn.request_bytes(r)[1] for r in reqs)
+    client.send_raw(data)
+    got = [client.receive().partitions[0] for _ in range(len(reqs) - 1)]
+    codes = [p.error_code for p in got]
+    assert codes == [0, 0, CorruptRecord.code, 0, InvalidRequiredAcks.code, 45, 0, 0, CorruptRecord.code, 0, 0]
+    assert [p.base_offset for p in got if p.error_code == 0] == [0, 1, 2, 3, 0, 4, 6]  # mk(0) again: a retry
+    fetched = client.request(FetchRequest([FetchPartition(topic, 0, 0, 1 << 20)], max_wait_ms=0))
+    values_ = [r.value for b in fmt.decode_all(fetched.partitions[0].records) for r in b.records()]
+    assert values_ == [b"m0", b"m1", b"m2", b"m3", b"plain", b"m4", b"m5"]

@@ -160,24 +160,13 @@ class Handlers:
         (a coroutine; RequestTimedOut after ``timeout_ms``). On a single broker acks=all is acks=1.
         """
         out = []
-        arrow_ok = self.config.arrow_body_enable
-        acks_ok = req.acks in (-1, 0, 1)
         repl = self.state.replication
         commits = []  # (response, topic, partition, end offset) awaiting the ISR (acks=all)
         for p in req.partitions:
             r = ProducePartitionResponse(p.topic, p.partition)
             try:
-                if not acks_ok:
-                    raise InvalidRequiredAcks(f"acks={req.acks} is not supported (use 0, 1 or -1)")
-                if is_internal(p.topic):
-                    raise InvalidTopic(f"cannot produce to internal topic {p.topic!r}")
-                self.state.check_leader(p.topic, p.partition)
-                lg = self._get_log(p.topic, p.partition)
-                if p.records is None or len(p.records) == 0:
-                    raise CorruptRecord("produce request without record batches")
-                if not arrow_ok and _has_arrow_body(p.records):
-                    raise CorruptRecord("Arrow-bodied batches are disabled on this broker "
-                                        "(logsource.arrow.body.enable=false)")  # fmt: skip
+                lg = self._produce_log(p.topic, p.partition, req.acks)
+                self._check_records(p.records)
                 if repl is not None and req.acks == -1:
                     repl.check_min_isr(p.topic, p.partition)
                 info = lg.append(p.records)
@@ -199,6 +188,65 @@ class Handlers:
         if commits:
             return self._await_commits(commits, ProduceResponse(partitions=out), req.timeout_ms)
         return ProduceResponse(partitions=out)
+
+    def _produce_log(self, topic: str, partition: int, acks: int) -> Any:
+        """The log a produce appends to, after the checks of the request and the partition."""
+        if acks not in (-1, 0, 1):
+            raise InvalidRequiredAcks(f"acks={acks} is not supported (use 0, 1 or -1)")
+        if is_internal(topic):
+            raise InvalidTopic(f"cannot produce to internal topic {topic!r}")
+        self.state.check_leader(topic, partition)
+        return self._get_log(topic, partition)
+
+    def _check_records(self, records: Any) -> None:
+        if records is None or len(records) == 0:
+            raise CorruptRecord("produce request without record batches")
+        if not self.config.arrow_body_enable and _has_arrow_body(records):
+            raise CorruptRecord("Arrow-bodied batches are disabled on this broker "
+                                "(logsource.arrow.body.enable=false)")  # fmt: skip
+
+    def produce_runs(self, reqs: list[ProduceRequest], session: Session) -> list[ProduceResponse | None]:
+        """Consecutive produce requests of one connection to one partition, each with one partition,
+        acks 0 or 1 and no transactional id (the server groups them so): appended together
+        (PartitionLog.append_runs: one lock, one write), each answered as :meth:`produce` answers it."""
+        first = reqs[0].partitions[0]
+        topic, partition, acks = first.topic, first.partition, reqs[0].acks
+        rs = [ProducePartitionResponse(topic, partition) for _ in reqs]
+        try:
+            lg = self._produce_log(topic, partition, acks)
+        except LogSourceError as e:
+            lg = None
+            for r in rs:
+                r.error_code, r.error_message = code_of(e), e.message or str(e)
+            log.debug("produce to %s-%d failed: %s", topic, partition, e)
+        if lg is not None:
+            runs, which = [], []
+            for r, req in zip(rs, reqs, strict=True):
+                records = req.partitions[0].records
+                try:
+                    self._check_records(records)
+                except LogSourceError as e:
+                    r.error_code, r.error_message = code_of(e), e.message or str(e)
+                    continue
+                runs.append(records)
+                which.append(r)
+            appended = fresh = False
+            for r, info in zip(which, lg.append_runs(runs), strict=True):
+                if isinstance(info, LogSourceError):
+                    r.error_code, r.error_message = code_of(info), info.message or str(info)
+                    log.debug("produce to %s-%d failed: %s", topic, partition, info)
+                    continue
+                r.base_offset, r.log_append_time_ms = info.base_offset, info.log_append_time
+                r.log_start_offset = lg.log_start_offset
+                appended = True
+                fresh = fresh or not info.duplicate
+            if fresh:
+                self.state.notify(topic, partition)
+            if appended and self.state.replication is not None:
+                self.state.replication.after_append(topic, partition)
+        if acks == 0:
+            return [None] * len(reqs)
+        return [ProduceResponse(partitions=[r]) for r in rs]
 
     async def _await_commits(self, commits: list, resp: ProduceResponse, timeout_ms: int) -> ProduceResponse:
         """acks=all: wait for every partition's high watermark to pass its appended batches."""

@@ -8,6 +8,10 @@ goes on: the next produces are appended at once, one follower fetch carries
 them all, and one high-watermark move answers them together. Kafka's protocol
 only requires that responses leave in request order, which this queue keeps:
 every later response waits behind the parked ones (:attr:`busy`).
+
+A producer that pipelines one message per request delivers many produces for
+one partition in one read: :func:`produce_run_length` finds such runs, which
+the broker appends together (one lock, one write) and answers one by one.
 """
 
 from __future__ import annotations
@@ -23,6 +27,27 @@ log = logging.getLogger(__name__)
 #: parked responses per connection before the reader waits for the oldest (a client's in-flight
 #: limit is far below; this bounds a client that pipelines without limit)
 MAX_PARKED = 64
+
+
+def produce_run_length(events: list, start: int) -> int:
+    """How many requests from ``events[start]`` on are produces that may be appended together: each
+    for the same single partition with the same acks (0 or 1: answered at once) and no transactional id."""
+    first = events[start]
+    req = getattr(first, "request", None)
+    if first.header.api_key != 0 or len(req.partitions) != 1 or req.acks not in (0, 1) or req.transactional_id is not None:
+        return 1
+    p = req.partitions[0]
+    topic, partition, acks = p.topic, p.partition, req.acks
+    n = start + 1
+    while n < len(events):
+        ev = events[n]
+        r = getattr(ev, "request", None)
+        if (ev.header.api_key != 0 or r is None or len(r.partitions) != 1 or r.acks != acks
+                or r.transactional_id is not None or r.partitions[0].partition != partition
+                or r.partitions[0].topic != topic):  # fmt: skip
+            break
+        n += 1
+    return n - start
 
 
 class OrderedResponses:

@@ -8,6 +8,8 @@ cluster an ``acks=all`` produce's answer, which waits for the replicas, is
 parked (:mod:`.pipeline`) while the connection's next produces are appended;
 answers still leave in request order. Produce appends the
 received batches as they are (the log validates and stamps them in place);
+consecutive produces of one read to one partition are appended together and
+answered one by one (:func:`.pipeline.produce_run_length`);
 Fetch answers with the log's file regions, which are written with
 ``loop.sendfile`` (``os.sendfile``, zero copy) — except small ones, see
 :data:`SENDFILE_MIN_BYTES`.
@@ -36,7 +38,7 @@ from .config import BrokerConfig, parse_overrides
 from .error_responses import error_response
 from .handlers import Handlers, Session
 from .log import LogManager
-from .pipeline import OrderedResponses
+from .pipeline import OrderedResponses, produce_run_length
 from .state import BrokerState
 
 log = logging.getLogger("pyspark_logsource.broker")
@@ -193,12 +195,17 @@ class Broker:
                 # requests before a malformed one are answered, then the connection closes
                 out = bytearray()
                 bad: ProtocolError | None = None
+                evs = []
                 for f in frames:
                     try:
-                        ev = conn.decode_frame(f)
+                        evs.append(conn.decode_frame(f))
                     except ProtocolError as e:
                         bad = e
                         break
+                i = 0
+                while i < len(evs):
+                    ev = evs[i]
+                    i += 1
                     if not isinstance(ev, RequestReceived):
                         log.warning("client %s (%s) sent unsupported api key %d version %d", peer_s,
                                     ev.header.client_id, ev.header.api_key, ev.header.api_version)  # fmt: skip
@@ -208,6 +215,17 @@ class Broker:
                                                 f"version {ev.header.api_version}")  # fmt: skip
                             break
                         out += b"".join(conn.unsupported_parts(ev.header))
+                        continue
+                    n = produce_run_length(evs, i - 1)
+                    if n > 1:  # pipelined produces to one partition: appended together, answered one by one
+                        run = evs[i - 1 : i - 1 + n]
+                        i += n - 1
+                        results = self._call_runs(run, session)
+                        if parked.busy:
+                            await parked.flush()
+                        for e, result in zip(run, results, strict=True):
+                            if result is not None:  # None: acks=0
+                                out += b"".join(ServerConnection.response_parts(e.header, result))
                         continue
                     if parked.busy and ev.header.api_key != ApiKey.PRODUCE:
                         await parked.flush()  # only produces overtake parked answers: others see their effect
@@ -267,6 +285,14 @@ class Broker:
             return self.handlers.by_key[ev.header.api_key](ev.request, session)
         except Exception as e:
             return self._error_response(ev, session, e)
+
+    def _call_runs(self, run: list[RequestReceived], session: Session) -> list[Any]:
+        """The responses to a run of produces that :func:`.pipeline.produce_run_length` grouped."""
+        try:
+            session.client_id = run[0].header.client_id
+            return self.handlers.produce_runs([ev.request for ev in run], session)
+        except Exception as e:
+            return [self._error_response(ev, session, e) for ev in run]
 
     async def _await(self, coro: Any, ev: RequestReceived, session: Session) -> Any:
         try:

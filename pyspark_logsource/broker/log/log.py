@@ -12,7 +12,8 @@ to ``recovery-point`` at each flush. On open, segments past the recovery point
 are CRC-scanned and their torn tail truncated; a ``.clean_shutdown`` marker
 (written by ``close()``) skips that scan.
 
-Retention, the cleaner's segment swap and truncation are in :mod:`.deletion`.
+Retention, the cleaner's segment swap and truncation are in :mod:`.deletion`; appending
+the runs of several produce requests together is in :mod:`.coalesced`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ...format.kafka_decode import validate_kafka_records
 from ...topics import validate_topic_name
 from . import transactions as txn
+from .coalesced import CoalescedAppendMixin
 from .config import DELETE, LogConfig
 from .deletion import SegmentDeletionMixin
 from .epochs import LeaderEpochCache
@@ -54,6 +56,8 @@ RECOVERY_POINT_FILE = "recovery-point"
 #: attribute bits of a batch that the transaction checks look at
 _TXN_BITS = fmt.TRANSACTIONAL_BIT | fmt.CONTROL_BIT
 _LOG_OVERHEAD = fmt.LOG_OVERHEAD
+#: what :meth:`PartitionLog._checked` found in a run
+_TRANSACTIONAL, _ARROW, _IDEMPOTENT = 1, 2, 4
 _new_info = tuple.__new__  # AppendInfo(...) without namedtuple's Python-level __new__
 
 __all__ = ["AppendInfo", "FileRegion", "PartitionLog", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP"]
@@ -78,7 +82,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin):
+class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
     """The log of one topic partition in ``directory``; opening it recovers it."""
 
     def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int) -> None:
@@ -297,6 +301,29 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin):
         """
         # Hot path: per-batch work only, and as little Python per batch as the checks allow
         # (a produce of one message spends more time here than in its pwrite).
+        mv, batches, flags = self._checked(records, control)
+        now = int(time.time() * 1000)
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.name} is closed")
+            latest = self.epochs.latest_epoch
+            if leader_epoch is None:  # the epoch this replica leads in (its cache's newest; 0 on a single broker)
+                leader_epoch = latest if latest > 0 else 0
+            info = self._append_locked(mv, batches, leader_epoch, now, flags)
+            if info[4]:  # a duplicate: nothing written
+                return info
+            if flags & _TRANSACTIONAL:
+                txn.apply_append(self, mv, batches, self._last_bases)
+            if leader_epoch > latest:
+                self.epochs.assign(leader_epoch, info[0])
+            due = self._flush_due(now)
+        if due:
+            self.flush()  # outside the partition lock: flush takes the flush lock first
+        return info
+
+    def _checked(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
+        """The run as a writable view, its ``(position, header)`` pairs and flags (_TRANSACTIONAL,
+        _ARROW, _IDEMPOTENT) after every check that needs no log state (CorruptRecord, ...)."""
         if type(records) is bytearray:
             mv = memoryview(records)
         else:
@@ -309,57 +336,46 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin):
         # header checks, size bound, CRC and codec of every batch: one call, the format's walker
         batches = fmt.walk(mv, check_crc=True, max_size=config.max_message_bytes, strict=True)
         compact = config.cleanup_policy != DELETE
-        transactional = arrow = False
+        flags = 0
         for pos, h in batches:
             attrs = h[5]
             if attrs & _TXN_BITS:
-                transactional = True
+                flags |= _TRANSACTIONAL
+            if h[9] >= 0 and h[11] >= 0:  # producer id, base sequence
+                flags |= _IDEMPOTENT
             if attrs & fmt.ARROW_BODY:
-                arrow = True
+                flags |= _ARROW
                 keyless = compact and attrs & fmt.HAS_KEY_NULLS
             else:  # a Kafka client's batch: its varint records must parse
                 keyless = validate_kafka_records(mv, pos, h) and compact
             if keyless:
                 raise InvalidRecord(f"compacted topic {self.topic} refuses records without a key "
                                     f"(batch at position {pos})")  # fmt: skip
-        if transactional:  # checked only when there is one: most appends have no transactional batch
+        if flags & _TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
             txn.check_append(batches, control)
-        now = int(time.time() * 1000)
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.name} is closed")
-            latest = self.epochs.latest_epoch
-            if leader_epoch is None:  # the epoch this replica leads in (its cache's newest; 0 on a single broker)
-                leader_epoch = latest if latest > 0 else 0
-            info = self._append_locked(mv, batches, leader_epoch, now, arrow)
-            if info[4]:  # a duplicate: nothing written
-                return info
-            if transactional:
-                txn.apply_append(self, mv, batches, self._last_bases)
-            if leader_epoch > latest:
-                self.epochs.assign(leader_epoch, info[0])
-            due = self._leo - self._recovery_point >= config.flush_messages or (
-                not self.scheduled_flush and now - self._last_flush_ms >= config.flush_ms
-            )
-        if due:
-            self.flush()  # outside the partition lock: flush takes the flush lock first
-        return info
+        return mv, batches, flags
 
-    def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int,
-                       now: int, arrow: bool = True) -> AppendInfo:  # fmt: skip
+    def _flush_due(self, now: int) -> bool:
+        """Whether flush.messages or flush.ms asks for a flush now (under the partition lock)."""
+        config = self.config
+        return self._leo - self._recovery_point >= config.flush_messages or (
+            not self.scheduled_flush and now - self._last_flush_ms >= config.flush_ms
+        )
+
+    def _stamp_run(self, mv: memoryview, batches: list, offset: int, leader_epoch: int, now: int,
+                   producers: ProducerAppend | None, stamped: list, at: int = 0) -> int | AppendInfo:  # fmt: skip
+        """Check a run's producer sequences (``producers``: None when it has no idempotent batch) and
+        stamp its batches from ``offset``; add ``(position + at, base offset, size, max timestamp,
+        count)`` per batch to ``stamped``. Returns the next offset, or the original AppendInfo of a
+        run appended before (a retry: nothing stamped). Raises DuplicateSequence for a run mixing both."""
         lat = self.config.log_append_time
-        producers = None
-        offset = self._leo
         duplicates = None
-        self._last_bases = bases = []  # base offset per batch, for the transaction hooks
-        stamped = []  # (position, base offset, size, max timestamp, record count)
         stamp = fmt.stamp_append
+        first = len(stamped)
         for pos, h in batches:
             # h[9], h[11]: producer id, base sequence (tuple indexing: this loop runs per batch)
-            idempotent = h[9] >= 0 and h[11] >= 0
+            idempotent = producers is not None and h[9] >= 0 and h[11] >= 0
             if idempotent:
-                if producers is None:
-                    producers = ProducerAppend(self.producer_state)
                 dup = producers.check(h)
                 if dup is not None:
                     if duplicates is None:
@@ -374,28 +390,38 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin):
             if idempotent:
                 producers.record(h, offset, max_ts)
             count = h[12]
-            stamped.append((pos, offset, h[1] + _LOG_OVERHEAD, max_ts, count))
-            bases.append(offset)
+            stamped.append((pos + at, offset, h[1] + _LOG_OVERHEAD, max_ts, count))
             offset += count
         if duplicates:
-            if stamped:
+            if len(stamped) > first:
                 raise DuplicateSequence(
                     f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
                 )
             return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
                               sum(h.record_count for _, h in batches), True)  # fmt: skip
+        return offset
+
+    def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int,
+                       now: int, flags: int = _ARROW) -> AppendInfo:  # fmt: skip
+        producers = ProducerAppend(self.producer_state) if flags & _IDEMPOTENT else None
+        stamped: list = []  # (position, base offset, size, max timestamp, record count)
+        offset = self._stamp_run(mv, batches, self._leo, leader_epoch, now, producers, stamped)
+        if type(offset) is not int:
+            return offset  # a retry of appended batches
+        self._last_bases = [s[1] for s in stamped]  # base offset per batch, for the transaction hooks
         active = self._view.segments[-1]
         if active.size and active.should_roll(len(mv), offset - 1, now):
             active = self._roll_locked(now)
         try:
-            active.append(mv, stamped, arrow=arrow)
+            active.append(mv, stamped, arrow=bool(flags & _ARROW))
         except OSError as e:
             raise StorageError(f"append to {active.log_path} failed: {e}") from e
         if producers is not None:
             producers.commit()
         base = self._leo
         self._leo = offset  # publish: readers may now fetch up to here
-        return _new_info(AppendInfo, (base, offset - 1, now if lat else -1, offset - base, False))
+        return _new_info(AppendInfo, (base, offset - 1, now if self.config.log_append_time else -1, offset - base,
+                                      False))  # fmt: skip
 
     # ------------------------------------------------------------ read
 

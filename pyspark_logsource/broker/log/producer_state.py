@@ -162,6 +162,15 @@ class ProducerAppend:
         if copies is not None and pid in copies:
             copies[pid].add(*staged[1:])
 
+    def savepoint(self) -> int:
+        """A point to :meth:`rollback` to (before one run of a coalesced append)."""
+        return len(self._staged)
+
+    def rollback(self, point: int) -> None:
+        """Unstage the batches staged since ``point`` (the run failed)."""
+        del self._staged[point:]
+        self._copies = None  # rebuilt from what is still staged
+
     def commit(self) -> None:
         """Apply the staged batches (after they are written)."""
         producers = self._producers

@@ -196,26 +196,35 @@ class LogSegment:
         self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
         self.next_offset = base + h.last_offset_delta + 1
 
-    def append(self, data: memoryview, batches: list[tuple[int, int, int, int, int]], *, arrow: bool = True) -> None:
+    def append(self, data: memoryview | list[memoryview], batches: list[tuple[int, int, int, int, int]], *,
+               arrow: bool = True) -> None:  # fmt: skip
         """Write stamped batches at the end and index them.
 
-        ``batches`` holds, per batch: position in ``data``, base offset, size,
-        max timestamp, offsets spanned (the record count, except in a compacted
-        batch); ``arrow``: some of them have our Arrow body.
+        ``data``: one buffer, or several written together (one ``pwritev``) as if
+        joined. ``batches`` holds, per batch: position in ``data``, base offset,
+        size, max timestamp, offsets spanned (the record count, except in a
+        compacted batch); ``arrow``: some of them have our Arrow body.
         """
         if arrow:
             self.holds_arrow = True  # before the bytes are published to readers
         start = self.size
-        written = os.pwrite(self._fd, data, start)
         try:
-            while written < len(data):
+            if type(data) is list:
+                n = sum(map(len, data))
+                written = os.pwritev(self._fd, data, start)
+                if written < n:
+                    data = memoryview(b"".join(data))
+            else:
+                n = len(data)
+                written = os.pwrite(self._fd, data, start)
+            while written < n:
                 written += os.pwrite(self._fd, data[written:], start + written)
         except OSError:
             os.ftruncate(self._fd, start)  # all or nothing
             raise
         if self.created_ms is None:
             self.created_ms = int(time.time() * 1000)
-        self.size = start + len(data)  # publish: readers may now see these bytes
+        self.size = start + n  # publish: readers may now see these bytes
         interval = self.config.index_interval_bytes
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
         for rel, base, size, ts, count in batches:
