@@ -246,3 +246,40 @@ def _read_committed_partition(bs: str) -> list[bytes]:
         while time.monotonic() < deadline and len(got) < 2:
             got += [m.value for m in c.poll(0.2)]
         return got + [m.value for m in c.poll(0.3)]
+
+
+def test_a_resigned_coordinator_writes_no_marker(tmp_path):
+    """A coordinator that stopped leading ``__transaction_state-0`` (``active`` False: on_resigned) while its
+    timer's expiry or a request waited for a write's lock aborts nothing: its ABORT could close data its
+    successor has just committed. It answers NotCoordinator (the client asks FindCoordinator again)."""
+    import asyncio
+
+    from pyspark_logsource import format as fmt
+    from pyspark_logsource.broker.config import BrokerConfig
+    from pyspark_logsource.broker.state import BrokerState
+    from pyspark_logsource.broker.txn.coordinator import TXN_TOPIC, TxnCoordinator
+    from pyspark_logsource.format.control import set_transactional
+
+    state = BrokerState(BrokerConfig(log_dirs=[tmp_path]))
+    state.open()
+    try:
+        state.logs.create_topic("t", 1)
+        state.logs.create_topic(TXN_TOPIC, 1)
+        lg = state.logs.get_log("t", 0)
+        staged = bytearray(fmt.encode([b"a"], producer_id=7, producer_epoch=0, base_sequence=0))
+        set_transactional(staged)
+        lg.append(staged, 0)
+        assert 7 in lg.txns.open
+        c = TxnCoordinator(state)
+
+        async def run() -> None:
+            await c.register("w", 7, 0, {("t", 0)}, 1000)
+            c.active = False  # on_resigned, while the expiry below waits for the write's lock
+            assert await c.expire(now_ms=int(time.time() * 1000) + 60_000) == 0
+            with pytest.raises(NotCoordinator):
+                await c.abort("w", {7: (0, {("t", 0): 1})})
+
+        asyncio.run(run())
+        assert 7 in lg.txns.open and lg.log_end_offset == 1  # no ABORT marker: still staged
+    finally:
+        state.close()

@@ -295,6 +295,8 @@ class TxnCoordinator:
     def _with_completion(self, markers: list[Marker], keys: list[bytes], values: list[bytes | None],
                          write_id: str | None = None) -> None:  # fmt: skip
         """Write ``markers``; append ``keys``/``values`` once every one of them is written or acknowledged."""
+        if not self.active:  # a resigned coordinator's ABORT could close what its successor just committed
+            raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
         cid = self._next_completion
         self._next_completion += 1
         self._completions[cid] = _Completion(set(), keys, values, write_id)
@@ -456,6 +458,8 @@ class TxnCoordinator:
             if not any(self._idle(r, now, mono) > r.timeout_ms for r in self.registrations[write_id].values()):
                 continue
             async with self._write_lock(write_id):
+                if not self.active:  # resigned while waiting for the lock: the new coordinator expires them
+                    return n
                 regs = self.registrations.get(write_id, {})
                 for pid, r in list(regs.items()):
                     idle = self._idle(r, now, time.monotonic())
