@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ BASE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 CDS_DIR_ENV = "LOGSOURCE_TEST_CDS_DIR"
 ARCHIVE = "spark.jsa"
+WARM_UP_TIMEOUT = 900
 
 
 def driver_java_options() -> str:
@@ -63,10 +65,17 @@ def _ensure_archive(d: Path) -> Path | None:
         opts = f"{BASE_OPTIONS} {LOG_TO_STDERR} -XX:ArchiveClassesAtExit={tmp}"
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_SUBMIT_ARGS=f"--driver-java-options '{opts}' pyspark-shell")
         env.pop(CDS_DIR_ENV, None)
-        r = subprocess.run([sys.executable, __file__, "warm", str(d / "warm")], env=env, capture_output=True, text=True,
-                           timeout=600)  # fmt: skip
-        if r.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
-            failed.write_text(f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        # ~65 s of CPU; its wall time on a machine shared with other work can be many minutes
+        p = subprocess.Popen([sys.executable, __file__, "warm", str(d / "warm")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+        try:
+            out, _ = p.communicate(timeout=WARM_UP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # the driver and its JVM
+            out, _ = p.communicate()
+            out = f"timed out after {WARM_UP_TIMEOUT} s\n{out}"
+        if p.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
+            failed.write_text(f"rc={p.returncode}\n{out[-6000:]}")
             return None
         tmp.rename(archive)
         return archive
