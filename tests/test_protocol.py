@@ -588,3 +588,27 @@ def test_client_connection_falls_back_when_the_broker_refuses_its_api_versions_v
     finally:
         c.close()
         listener.close()
+
+
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(version=st.integers(3, 8), topic=st.text(min_size=0, max_size=40), partition=st.integers(-(2**31), 2**31 - 1),
+       error=st.integers(-(2**15), 2**15 - 1), base=_INT64, lat=_INT64, lso=_INT64,
+       throttle=st.integers(-(2**31), 2**31 - 1), cid=st.integers(-(2**31), 2**31 - 1))  # fmt: skip
+def test_produce_response_fast_path_equals_the_schema_codec(version, topic, partition, error, base, lat, lso,
+                                                             throttle, cid):  # fmt: skip
+    # the fast path packs a cached per-(version, topic) frame Struct; the table's codec is the reference
+    from pyspark_logsource.protocol import codecs
+    from pyspark_logsource.protocol.primitives import Writer
+
+    resp = ProduceResponse([ProducePartitionResponse(topic, partition, error, base, lat, lso)], throttle_time_ms=throttle)
+    for _ in range(2):  # built, then from the cache
+        fast = codecs._encode_produce_response_fast(cid, version, resp)
+        w = Writer()
+        CODECS[(0, version)][1].write(w, codecs.APIS[0].resp_to(resp, version))
+        assert frame_bytes(fast) == frame_bytes(w.frame(struct.pack(">i", cid)))
+    if version >= 5:  # v3-v4 carry no log start offset: the decoded one is -1
+        decoded = codecs.decode_response_body(0, version, Reader(frame_bytes(fast)[8:]))
+        assert decoded.partitions[0] == resp.partitions[0] and decoded.throttle_time_ms == throttle
