@@ -172,6 +172,19 @@ def test_a_two_broker_cluster_spreads_groups_over_the_offsets_partitions(zk_conn
             assert [admin.group_offsets(gr) for gr in groups] == [{("t", 0): i} for i in range(6)]
 
 
+def test_a_one_broker_cluster_keeps_its_groups_across_a_kill(zk_connect, tmp_path):
+    # as `logsource cluster start --brokers 1`: one copy; the broker leads the partition again on restart
+    with Cluster(zk_connect, tmp_path, brokers=1) as c:
+        c.create_topic("t", partitions=1, replication_factor=1)
+        with Consumer(c.bootstrap, group_id="solo", enable_auto_commit=False) as cons:
+            cons.assign([("t", 0)])
+            cons.commit({("t", 0): 3})
+        c.kill(1)
+        c.start(1)
+        with Admin(c.bootstrap) as admin:
+            assert wait_for(lambda: admin.group_offsets("solo")) == {("t", 0): 3}
+
+
 def test_cluster_start_sizes_the_offsets_topic_to_the_brokers():
     from pyspark_logsource.broker.cluster.local import cluster_defaults
 
