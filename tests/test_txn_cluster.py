@@ -283,3 +283,23 @@ def test_a_resigned_coordinator_writes_no_marker(tmp_path):
         assert 7 in lg.txns.open and lg.log_end_offset == 1  # no ABORT marker: still staged
     finally:
         state.close()
+
+
+@pytest.mark.cluster
+def test_a_fenced_coordinator_answers_not_coordinator(zk_connect, tmp_path):
+    """A coordinator that lost its ZooKeeper session refuses writes until it registered again; its answer is
+    NotCoordinator (which StagedTxns retries after FindCoordinator), not the log's NotLeaderOrFollower,
+    which failed the Spark write. The broker runs in this process, fenced as a session loss fences it."""
+    with Cluster(zk_connect, tmp_path, brokers=1, thread_brokers={1}) as c:
+        c.create_topic("t", partitions=3, replication_factor=1)
+        with StagedTxns(c.bootstrap) as txns, closing(NetworkClient(c.bootstrap)) as net:
+            txns.register("w", 1000, 0, [("t", 0)], 60000)  # creates the topic, loads the coordinator
+            state = c.brokers[1]._broker.state
+            member = state.cluster
+            member.loop.call_soon_threadsafe(member._fence, True, "lost its ZooKeeper session (test)")
+            wait_for(lambda: state.fenced, 10, what="the broker fenced")
+            reg = tm.StagedTxnsRequest(tm.REGISTER, "w", 0, 60000, [tm.StagedProducer(1001, 0, {("t", 1): -1})])
+            with pytest.raises(NotCoordinator):
+                net.request(reg)
+            member.loop.call_soon_threadsafe(member._fence, False, "registered again (test)")
+            txns.register("w", 1001, 0, [("t", 1)], 60000)

@@ -211,7 +211,10 @@ class TxnCoordinator:
         """Append records as the leader of ``__transaction_state-0``; return the log end after them."""
         if not self.active:
             raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
-        self.state.check_leader(TXN_TOPIC, 0)
+        try:
+            self.state.check_leader(TXN_TOPIC, 0)
+        except NotLeaderOrFollower as e:  # fenced (ZooKeeper session lost): Kafka's coordinator answers so too
+            raise NotCoordinator(f"broker {self.state.broker_id} cannot write {TXN_TOPIC}-0: {e}") from e
         repl = self.state.replication
         if repl is not None:
             try:
