@@ -26,6 +26,8 @@ from pyspark_logsource.broker.cluster.registry import BrokerRegistry
 from pyspark_logsource.broker.cluster.zk import ZkClient
 from pyspark_logsource.broker.config import BrokerConfig
 from pyspark_logsource.broker.embedded import EmbeddedBroker
+from pyspark_logsource.broker.groups.offsets import OFFSETS_TOPIC
+from pyspark_logsource.broker.internal_topics import partition_for
 from pyspark_logsource.errors import (
     BrokerIdConflict,
     ConfigError,
@@ -433,14 +435,24 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
         block = json.loads(observer.get(paths.PRODUCER_ID_BLOCK)[0])
         assert int(block["block_end"]) >= max(pids)
 
-        # one broker coordinates the groups (the lowest live id); the others say NotCoordinator
-        for b in brokers.values():
+        # a group's coordinator is the leader of its __consumer_offsets partition: the first FindCoordinator
+        # creates the topic and answers CoordinatorNotAvailable until that partition has a leader (clients
+        # retry); then every broker names it, and the others answer the group's requests with NotCoordinator
+        def find(b: EmbeddedBroker) -> tuple[int, int] | None:
             with WireClient(b.bootstrap) as w:
-                fc = w.request(FindCoordinatorRequest("g"))
-                assert (fc.node_id, fc.port) == (1, brokers[1].port)
-        with WireClient(brokers[2].bootstrap) as w:
-            assert w.request(OffsetFetchRequest("g"), check=False).error_code == NotCoordinator.code
+                fc = w.request(FindCoordinatorRequest("g"), check=False)
+            return (fc.node_id, fc.port) if fc.error_code == 0 else None
+
+        coord, port = wait_for(lambda: find(brokers[1]), what="a coordinator of group g")
         with WireClient(brokers[1].bootstrap) as w:
+            parts = w.metadata([OFFSETS_TOPIC]).topics[0].partitions
+        by_id = {q.partition: q.leader_id for q in parts}
+        assert coord == by_id[partition_for("g", len(parts))] and port == brokers[coord].port
+        for bid, b in brokers.items():  # each broker's view of the new topic may lag a little
+            assert wait_for(lambda b=b: find(b), what=f"broker {bid} naming the coordinator") == (coord, port)
+        with WireClient(brokers[coord % 3 + 1].bootstrap) as w:
+            assert w.request(OffsetFetchRequest("g"), check=False).error_code == NotCoordinator.code
+        with WireClient(brokers[coord].bootstrap) as w:
             assert w.request(OffsetFetchRequest("g"), check=False).error_code == 0
 
         # Metadata's auto-creation from any broker: LeaderNotAvailable at first, then leaders (RF 1 by default)
