@@ -2,19 +2,19 @@
 
 The kill tests start ~60 cold drivers per session; most of a start is the JVM loading and verifying
 Spark's ~10,000 classes. A dynamic class-data-sharing archive (JDK 13+), written once per test session
-by a warm-up driver (``-XX:ArchiveClassesAtExit``), lets every later driver map those classes instead
-(``-XX:SharedArchiveFile``): measured about half the JVM's CPU of a start. The archive lives in the
+by a warm-up driver (``-XX:ArchiveClassesAtExit``) in the background, lets every driver that starts
+after it is ready map those classes instead (``-XX:SharedArchiveFile``): measured about half the JVM's
+CPU of a start, for ~65 s of CPU once. The archive lives in the
 directory named by LOGSOURCE_TEST_CDS_DIR (tests/conftest.py sets it to a session tmp dir); without
 it, or if the warm-up fails, drivers run without an archive, as before. A JVM that finds the archive
 unusable (another JDK or classpath) ignores it; its warnings go to stderr, never to the stdout the
 tests read.
 
-    python tests/helpers/spark_jvm.py warm     # the warm-up driver (run by driver_java_options)
+    python tests/helpers/spark_jvm.py build DIR   # the background warm-up (started by driver_java_options)
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
@@ -26,7 +26,9 @@ BASE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 CDS_DIR_ENV = "LOGSOURCE_TEST_CDS_DIR"
 ARCHIVE = "spark.jsa"
-WARM_UP_TIMEOUT = 900
+WARM_UP_TIMEOUT = 1800
+BUILDING = "building.pid"
+FAILED = "warm-up-failed.txt"
 
 
 def driver_java_options() -> str:
@@ -47,38 +49,56 @@ def submit_args(*conf: str) -> str:
 
 
 def _ensure_archive(d: Path) -> Path | None:
-    """The archive in d, written by one warm-up driver the first time any process asks (a file lock
-    keeps concurrent askers from writing it twice); None if the warm-up failed (noted in d)."""
-    archive, failed = d / ARCHIVE, d / "warm-up-failed.txt"
+    """The archive in d if it is ready; otherwise None, and the first process to ask starts the warm-up
+    in the background (its own session: killing the asking driver leaves it running), so that no test
+    waits for it: the drivers that start meanwhile run without the archive."""
+    archive, failed = d / ARCHIVE, d / FAILED
     if archive.exists():
         return archive
     if failed.exists():
         return None
     d.mkdir(parents=True, exist_ok=True)
-    with open(d / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if archive.exists():
-            return archive
-        if failed.exists():
-            return None
-        tmp = d / (ARCHIVE + ".tmp")
-        opts = f"{BASE_OPTIONS} {LOG_TO_STDERR} -XX:ArchiveClassesAtExit={tmp}"
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_SUBMIT_ARGS=f"--driver-java-options '{opts}' pyspark-shell")
-        env.pop(CDS_DIR_ENV, None)
-        # ~65 s of CPU; its wall time on a machine shared with other work can be many minutes
-        p = subprocess.Popen([sys.executable, __file__, "warm", str(d / "warm")], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        fd = os.open(d / BUILDING, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return None  # another process is writing it
+    p = subprocess.Popen([sys.executable, __file__, "build", str(d)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    os.write(fd, str(p.pid).encode())
+    os.close(fd)
+    return None
+
+
+def stop_warm_up(d: Path) -> None:
+    """Kill a warm-up still running for d (its process group: builder, driver and JVM)."""
+    try:
+        pid = int((d / BUILDING).read_text() or "0")
+    except (OSError, ValueError):
+        return
+    if pid and not (d / ARCHIVE).exists() and not (d / FAILED).exists():
         try:
-            out, _ = p.communicate(timeout=WARM_UP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)  # the driver and its JVM
-            out, _ = p.communicate()
-            out = f"timed out after {WARM_UP_TIMEOUT} s\n{out}"
-        if p.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
-            failed.write_text(f"rc={p.returncode}\n{out[-6000:]}")
-            return None
-        tmp.rename(archive)
-        return archive
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _build(d: Path) -> None:
+    """Run the warm-up driver with -XX:ArchiveClassesAtExit; rename its archive into place, or note why not."""
+    tmp = d / (ARCHIVE + ".tmp")
+    opts = f"{BASE_OPTIONS} {LOG_TO_STDERR} -XX:ArchiveClassesAtExit={tmp}"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_SUBMIT_ARGS=f"--driver-java-options '{opts}' pyspark-shell")
+    env.pop(CDS_DIR_ENV, None)
+    # ~65 s of CPU; its wall time on a machine shared with other work can be many minutes
+    try:
+        r = subprocess.run([sys.executable, __file__, "warm", str(d / "warm")], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=WARM_UP_TIMEOUT)  # fmt: skip
+        rc, out = r.returncode, r.stdout
+    except subprocess.TimeoutExpired as e:
+        rc, out = -1, f"timed out after {WARM_UP_TIMEOUT} s\n{e.output or ''}"
+    if rc != 0 or not tmp.exists() or tmp.stat().st_size == 0:
+        (d / FAILED).write_text(f"rc={rc}\n{str(out)[-6000:]}")
+        return
+    tmp.rename(d / ARCHIVE)
 
 
 def _warm(work: str) -> None:
@@ -131,3 +151,5 @@ def _has_pandas() -> bool:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["warm"]:
     _warm(sys.argv[2])
+elif __name__ == "__main__" and sys.argv[1:2] == ["build"]:
+    _build(Path(sys.argv[2]))
