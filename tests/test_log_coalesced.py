@@ -7,7 +7,7 @@ import random
 import pytest
 from helpers.logdata import make_batch, open_log, region_bytes
 
-from pyspark_logsource.errors import LogSourceError
+from pyspark_logsource.errors import LogSourceError, StorageError
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.format.control import set_transactional
 
@@ -139,3 +139,11 @@ def test_random_mixes(tmp_path):
 @pytest.mark.parametrize("n", [1, 2])
 def test_one_or_two_runs(tmp_path, n):
     check_same(tmp_path, lambda: [pbatch(i, 1, seq=i) for i in range(n)])
+
+
+def test_a_closed_log_fails_the_whole_group(tmp_path):
+    log = open_log(tmp_path)
+    log.close()
+    with pytest.raises(StorageError):  # the broker answers every request of the group with its code
+        log.append_runs([pbatch(0, 1, seq=0), pbatch(1, 1, seq=1)])
+    assert isinstance(log.append_runs([pbatch(0, 1, seq=0)])[0], StorageError)

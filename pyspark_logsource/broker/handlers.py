@@ -230,8 +230,12 @@ class Handlers:
                     continue
                 runs.append(records)
                 which.append(r)
+            try:
+                infos = lg.append_runs(runs)
+            except LogSourceError as e:  # the log itself failed (closed, a disk error): every run did
+                infos = [e] * len(runs)
             appended = fresh = False
-            for r, info in zip(which, lg.append_runs(runs), strict=True):
+            for r, info in zip(which, infos, strict=True):
                 if isinstance(info, LogSourceError):
                     r.error_code, r.error_message = code_of(info), info.message or str(info)
                     log.debug("produce to %s-%d failed: %s", topic, partition, info)
