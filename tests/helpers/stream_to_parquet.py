@@ -30,11 +30,13 @@ def main() -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
+    from spark_jvm import driver_java_options  # this script's directory is on sys.path
 
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("logsource-kill-restart")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraJavaOptions", driver_java_options())  # started 4 times per session
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
