@@ -29,6 +29,7 @@ ARCHIVE = "spark.jsa"
 WARM_UP_TIMEOUT = 1800
 BUILDING = "building.pid"
 FAILED = "warm-up-failed.txt"
+_builders: list[subprocess.Popen] = []
 
 
 def driver_java_options() -> str:
@@ -66,6 +67,7 @@ def _ensure_archive(d: Path) -> Path | None:
                          stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     os.write(fd, str(p.pid).encode())
     os.close(fd)
+    _builders.append(p)  # kept: a dropped Popen of a running child warns
     return None
 
 
