@@ -201,10 +201,16 @@ def _wait_batches(q: Any, bs: str, after_batch: int, after_published: int, what:
 @pytest.mark.cluster
 @pytest.mark.kafka_clients
 # measured wall time: 241 s under a load average of 12-13, and 256, 268, 272 s in three runs in a row under
-# 21-27 (2 cores shared by other jobs; not measured on an idle machine); the first micro-batch (Spark's
-# planner workers starting) took 51-82 s of that, each kill phase 3-23 s
+# 21-27 (2 cores shared by other jobs; not measured on an idle machine). Of a 268 s run (load 20-27) the test
+# body took 208 s: cluster start and the first micro-batch (Spark's planner workers starting) 80 s of it,
+# each kill phase 4-25 s, the drain and the three readers' checks 20 s; the rest is the session's Spark start
 @pytest.mark.timeout(1200)
 def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_killed(zk_connect, tmp_path, spark):
+    began = time.monotonic()
+
+    def phase(what: str) -> None:  # where the wall time goes (pytest -s)
+        print(f"{time.monotonic() - began:6.1f} s: {what}", flush=True)
+
     with Cluster(zk_connect, tmp_path / "cluster", brokers=3) as c:
         for t in (IN, OUT):
             c.create_topic(t, partitions=PARTITIONS, replication_factor=3, config=TOPIC_CONFIG)
@@ -227,6 +233,7 @@ def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_k
             _wait_batches(q, bs, batch, published, f"after the coordinator (broker {coordinator}) was killed")
             assert _coordinator(c, write_id) not in (None, coordinator)
             # it comes back (with min.insync.replicas 2 of 3, two dead brokers would stop every write)
+            phase("coordinator killed, batches committed")
             c.start(coordinator)
             for t in (IN, OUT, TRANSACTION_STATE_TOPIC):
                 c.wait_full_isr(t)
@@ -243,11 +250,16 @@ def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_k
             batch, published = _last_batch(q), _published(bs)
             c.kill(victim, wait_deregistered=False)
             _wait_batches(q, bs, batch, published, f"after an output leader (broker {victim}) was killed")
+            phase("output leader killed, batches committed")
             c.start(victim)
             for t in (IN, OUT, TRANSACTION_STATE_TOPIC):
                 c.wait_full_isr(t)
             batch, published = _last_batch(q), _published(bs)
             _wait_batches(q, bs, batch, published, "after both brokers were restarted")
+            phase("both restarted, batches committed")
+        except BaseException:
+            q.stop()  # the shared session keeps no query running against a closed cluster
+            raise
         finally:
             feeder.stop()
         try:
@@ -256,6 +268,7 @@ def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_k
             q.stop()
         assert q.exception() is None, q.exception()
 
+        phase("drained and stopped")
         inputs = _input_log(bs)
         assert all(inputs.get(where) == v for where, v in feeder.acked.items()), "an acknowledged input is missing"
         expected = _expected(inputs)
@@ -264,6 +277,7 @@ def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_k
         rows = spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", OUT).load()
         _check(Counter(bytes(r.value) for r in rows.select("value").collect()), expected, "Spark's batch read")
         _check(_confluent_read_committed(bs), expected, "confluent-kafka (read_committed)")
+        phase(f"{sum(expected.values())} outputs of {len(inputs)} inputs checked by three readers")
 
 
 @pytest.mark.cluster
