@@ -31,6 +31,7 @@ from pyspark_logsource.broker.internal_topics import partition_for
 from pyspark_logsource.errors import (
     BrokerIdConflict,
     ConfigError,
+    CoordinatorLoadInProgress,
     InvalidReplicationFactor,
     LeaderNotAvailable,
     NetworkError,
@@ -52,6 +53,7 @@ from pyspark_logsource.protocol import (
     FindCoordinatorRequest,
     InitProducerIdRequest,
     OffsetFetchRequest,
+    OffsetFetchResponse,
 )
 
 SESSION_MS = 2000
@@ -453,7 +455,11 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
         with WireClient(brokers[coord % 3 + 1].bootstrap) as w:
             assert w.request(OffsetFetchRequest("g"), check=False).error_code == NotCoordinator.code
         with WireClient(brokers[coord].bootstrap) as w:
-            assert w.request(OffsetFetchRequest("g"), check=False).error_code == 0
+            def loaded_answer() -> OffsetFetchResponse | None:  # CoordinatorLoadInProgress while it reads the log
+                r = w.request(OffsetFetchRequest("g"), check=False)
+                return None if r.error_code == CoordinatorLoadInProgress.code else r
+
+            assert wait_for(loaded_answer, what="the group's partition loaded").error_code == 0
 
         # Metadata's auto-creation from any broker: LeaderNotAvailable at first, then leaders (RF 1 by default)
         with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
