@@ -16,6 +16,7 @@ import pytest
 from cluster import Cluster, wait_for
 
 from pyspark_logsource.client import Admin, Consumer, Producer
+from pyspark_logsource.client.txn import StagedTxns
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -86,6 +87,11 @@ def test_batch_read_and_sink_while_a_leader_is_killed(cluster, spark):
         c.wait_full_isr(t)
     bs = _bootstrap(c)
     acked = _produce(bs, topic, range(3000))
+    # the sink's transactions need __transaction_state, created on first use only while as many brokers
+    # as its replication factor (3) are live (Kafka's rule): it exists before the failure, as in service
+    with StagedTxns(bs) as txns:
+        txns.coordinator("spark-sink")
+    c.wait_full_isr("__transaction_state")
     victim = c.leader(topic, 0)
     c.kill(victim, wait_deregistered=False)  # no wait: the read starts while partition 0 has no live leader
     df = spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic).load()
