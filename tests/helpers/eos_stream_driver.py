@@ -14,12 +14,14 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from spark_jvm import driver_java_options  # noqa: E402  (this script's directory is on sys.path)
 
 bootstrap, checkpoint, mode = sys.argv[1:4]
 # the test starts this driver 11 times: a JVM that only JIT-compiles with C1 and collects with the serial GC
-# starts with ~28% less CPU (measured 32.2 s -> 23.1 s for a drain run, driver + JVM + Python workers)
+# starts with ~28% less CPU (measured 32.2 s -> 23.1 s for a drain run, driver + JVM + Python workers);
+# the test session's class-data archive (spark_jvm.py) roughly halves the JVM's share again
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+         .config("spark.driver.extraJavaOptions", driver_java_options())
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # fmt: skip
 spark.sparkContext.setLogLevel("ERROR")
 src = (spark.readStream.format("logsource").option("bootstrap.servers", bootstrap).option("subscribe", "eos_in")
