@@ -140,7 +140,7 @@ def test_options_forms_and_defaults():
     assert (w.topic, w.compression, w.acks) == ("t", "lz4", 1)
     assert w.batch_size is None  # the write task then uses datasource.SINK_BATCH_BYTES
     assert parse_write_options({"bootstrap.servers": "h:1", "topic": "t", "kafka.batch.size": "65536"}).batch_size == 65536
-    assert o.max_bytes_per_fetch == 32 << 20
+    assert o.max_bytes_per_fetch == 8 << 20
     assert opts(**{"kafka.fetch.max.bytes": "4096"}).max_bytes_per_fetch == 4096
     assert opts(**{"fetch.max.bytes": "8192", "kafka.fetch.max.bytes": "4096"}).max_bytes_per_fetch == 8192
     for bad in ({"compression": "snappy"}, {"acks": "2"}, {"topic": " "}, {"linger.ms": "-1"}):
@@ -293,6 +293,22 @@ def test_arrow_conversion_matches_spark_schema_without_row_loop():
         "timestamp": [dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)], "timestampType": [0],
         "headers": [[{"key": "x", "value": None}]],
     }  # fmt: skip
+
+
+def test_spark_batches_are_cut_in_slices_of_about_max_bytes():
+    values = [bytes([97 + i % 26]) * 200 for i in range(1000)]
+    fetched = [fb.to_arrow(fb.encode(values[s : s + 250], base_offset=s), s, s + 250).to_batches()[0]
+               for s in range(0, 1000, 250)]  # fmt: skip
+    whole = sarrow.to_spark_batch(pa.Table.from_batches(fetched), "t", 1, False)
+    assert [b.num_rows for b in sarrow.to_spark_batches(fetched, "t", 1, False, 1)] == [1] * 1000
+    for max_bytes in (1, 10_000, 60_000, whole.nbytes // 2, whole.nbytes * 2 // 3, whole.nbytes, 1 << 30):
+        out = sarrow.to_spark_batches(fetched, "t", 1, False, max_bytes)
+        assert pa.Table.from_batches(out).equals(pa.Table.from_batches([whole]))
+        assert all(b.num_rows for b in out)
+        assert len(out) == max(1, min(1000, round(whole.nbytes / max_bytes)))
+        assert len({b.num_rows for b in out[:-1]}) <= 1 and out[-1].num_rows <= out[0].num_rows
+    # a timestamp filter that keeps nothing leaves no batch at all
+    assert sarrow.to_spark_batches(fetched, "t", 1, False, 10_000, ts_hi_us=0) == []
 
 
 def test_write_schema_checks():

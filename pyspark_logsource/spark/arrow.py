@@ -83,6 +83,32 @@ def to_spark_batch(
     return out
 
 
+def to_spark_batches(
+    fetched: list[pa.RecordBatch],
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    max_bytes: int,
+    *,
+    ts_lo_us: int | None = None,
+    ts_hi_us: int | None = None,
+) -> list[pa.RecordBatch]:
+    """Fetched ARROW_SCHEMA batches joined, converted by to_spark_batch and cut in equal zero-copy slices of about ``max_bytes``.
+
+    A whole 32 MB fetch handed to Spark as one batch cost the JVM ~40% more
+    CPU per row than 8 MB batches of the same rows (``sum(length(value))``).
+    """
+    raw: pa.RecordBatch | pa.Table = fetched[0] if len(fetched) == 1 else pa.Table.from_batches(fetched)
+    out = to_spark_batch(raw, topic, partition, include_headers, ts_lo_us=ts_lo_us, ts_hi_us=ts_hi_us)
+    n, size = out.num_rows, out.nbytes
+    if n == 0:
+        return []
+    pieces = min(n, round(size / max_bytes))
+    if pieces <= 1:
+        return [out]
+    per = -(-n // pieces)  # equal slices: an 8.9 MB batch stays whole, not 8 MB + a sliver
+    return [out.slice(s, per) for s in range(0, n, per)]
+
 
 # ---------------------------------------------------------------------------
 # Write side

@@ -47,7 +47,10 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     group_id: str | None = None
-    max_bytes_per_fetch: int = 32 << 20
+    #: 8 MB: a task's fetch is then about the batch it hands Spark (datasource.COALESCE_BYTES);
+    #: 32 MB fetches cost the reading thread ~40% more CPU per row (0.56 against 0.40 s per 1M rows,
+    #: mostly format/'s gather of the values: one Arrow take over 30 MB against a join of ~8 MB)
+    max_bytes_per_fetch: int = 8 << 20
     client_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -263,8 +266,8 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
         group_id=(opts.get("groupid") or opts.get("kafka.group.id") or None),
         max_bytes_per_fetch=(
             parse_int(opts, "fetch.max.bytes", None, minimum=1024)
-            or parse_int(opts, "kafka.fetch.max.bytes", 32 << 20, minimum=1024)
-            or (32 << 20)
+            or parse_int(opts, "kafka.fetch.max.bytes", ReadOptions.max_bytes_per_fetch, minimum=1024)
+            or ReadOptions.max_bytes_per_fetch
         ),
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
     )
