@@ -28,20 +28,22 @@ from pyspark_logsource.client import Admin, Consumer
 from pyspark_logsource.client.connection import raise_for_response
 from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
-from pyspark_logsource.errors import CoordinatorNotAvailable, InvalidRequest, NotCoordinator
+from pyspark_logsource.errors import CoordinatorNotAvailable, InvalidRequest, InvalidTxnState, NotCoordinator
 from pyspark_logsource.protocol import txn_messages as tm
 from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorRequest
 
 TXN = "__transaction_state"
 
 
-def _stage(bs: str, txns: StagedTxns, write_id: str, values: list[bytes], timeout_ms: int = 60000) -> tm.StagedProducer:
-    """One task attempt: register, stage ``values`` round-robin over t-0..2 (acks=all), return its commit message."""
+def _stage(bs: str, txns: StagedTxns, write_id: str, values: list[bytes], timeout_ms: int = 60000,
+           partitions: tuple[int, ...] = (0, 1, 2)) -> tm.StagedProducer:  # fmt: skip
+    """One task attempt: register, stage ``values`` round-robin over t's ``partitions`` (acks=all), return its
+    commit message."""
     p = TransactionalProducer(bs, acks=-1)
     try:
         pid, epoch = p.producer_id_and_epoch()
-        txns.register(write_id, pid, epoch, [("t", q) for q in range(3)], timeout_ms)
-        futures = [p.send("t", v, partition=i % 3) for i, v in enumerate(values)]
+        txns.register(write_id, pid, epoch, [("t", q) for q in partitions], timeout_ms)
+        futures = [p.send("t", v, partition=partitions[i % len(partitions)]) for i, v in enumerate(values)]
         p.flush()
         counts: Counter = Counter(("t", f.result()[0]) for f in futures)
     finally:
@@ -153,6 +155,15 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
         # the idle attempt registered before the kill is aborted by the new coordinator after its timeout
         wait_for(lambda: _stable_everywhere(bs), 30, what="every staged transaction decided")
         assert "aborting attempt" in c.broker_log(new), "the new coordinator did not expire the idle attempt"
+        # an attempt staged only where another broker leads (the coordinator cannot count it there) expires: its
+        # commit must fail, not publish nothing
+        remote = tuple(q for q, leader in sorted(c.leaders("t").items()) if leader != new)
+        assert remote, c.leaders("t")
+        with StagedTxns(bs) as txns:
+            expired = _stage(bs, txns, "w-exp", [b"exp-%d" % i for i in range(4)], timeout_ms=1500, partitions=remote)
+            wait_for(lambda: _stable_everywhere(bs), 30, what="the expired attempt aborted")
+            with pytest.raises(InvalidTxnState, match="not a registered attempt"):
+                txns.commit("w-exp", 0, [expired])
         expected = [b"w0-%d" % i for i in range(9)] + batch1 + [b"k0-%d" % i for i in range(6)]
         assert sorted(_read_committed(bs, 18)) == sorted(expected)  # each once: no dup, loser, lost, rerun, idle
 

@@ -407,9 +407,18 @@ class TxnCoordinator:
             return True, batch_id
 
     def _check_staged(self, write_id: str, batch_id: int, winners: Winners) -> None:
-        """InvalidTxnState unless each winner's data is open with its counted records (where this broker leads)."""
+        """InvalidTxnState unless each winner with data is a live registration of the write at its epoch, and its
+        data is open with its counted records (where this broker leads)."""
         me = self.state.broker_id
+        regs = self.registrations.get(write_id, {})
         for pid, (epoch, parts) in winners.items():
+            staged = [tp for tp, n in parts.items() if n > 0]
+            reg = regs.get(pid)
+            # tasks register before they stage: a winner without its registration was expired or aborted, and its
+            # data in partitions other brokers lead (not counted here) is gone, so committing would lose it silently
+            if staged and (reg is None or reg.producer_epoch != epoch or not set(staged) <= reg.partitions):
+                raise InvalidTxnState(f"write {write_id} batch {batch_id}: producer {pid} epoch {epoch} is not a "
+                                      "registered attempt of the write (aborted after its timeout, or fenced)")  # fmt: skip
             for (t, p), n in parts.items():
                 if n <= 0 or internal_topics.leader_of(self.state, t, p) != me:
                     continue  # counts are checked where the data is led (a replica here may lag)
