@@ -74,12 +74,6 @@ from ..protocol import (
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
-    OffsetCommitPartitionResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchPartitionResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
     PartitionMetadata,
     ProducePartitionResponse,
     ProduceRequest,
@@ -123,8 +117,6 @@ class Handlers:
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.METADATA: self.metadata,
-            ApiKey.OFFSET_COMMIT: self.offset_commit,
-            ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,
@@ -480,64 +472,6 @@ class Handlers:
                 r.error_code, r.error_message = code_of(e), e.message or str(e)
             out.append(r)
         return DeleteTopicsResponse(topics=out)
-
-    # ------------------------------------------------------------ group offsets
-
-    def offset_commit(self, req: OffsetCommitRequest, session: Session) -> Any:
-        """Store the group's offsets durably, all valid partitions in one append (a member's commit
-        must name the group's current generation). In a cluster, a coroutine answered once the
-        ISR of the group's ``__consumer_offsets`` partition has the commit."""
-        if not req.group_id:
-            raise InvalidGroupId("group id is empty")
-        self.state.check_group_coordinator(req.group_id)
-        self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
-        out = []
-        entries = []
-        topics = self.state.topics()
-        for p in req.partitions:
-            r = OffsetCommitPartitionResponse(p.topic, p.partition)
-            n = topics.get(p.topic)
-            if n is None or not 0 <= p.partition < n:
-                r.error_code = code_of(topic_error(p.topic))
-            elif p.offset < 0:
-                r.error_code = InvalidRequest.code
-            else:
-                entries.append((p.topic, p.partition, p.offset, p.metadata))
-            out.append(r)
-        if self.state.cluster is not None and entries:
-            return self._replicated_commit(req.group_id, entries, out)
-        try:
-            self.state.groups.commit(req.group_id, entries)
-        except LogSourceError as e:
-            for r in out:
-                if r.error_code == 0:
-                    r.error_code = code_of(e)
-        return OffsetCommitResponse(partitions=out)
-
-    async def _replicated_commit(self, group: str, entries: list, out: list) -> OffsetCommitResponse:
-        try:
-            await self.state.group_ownership.commit(group, entries)
-        except LogSourceError as e:
-            for r in out:
-                if r.error_code == 0:
-                    r.error_code = code_of(e)
-        return OffsetCommitResponse(partitions=out)
-
-    def offset_fetch(self, req: OffsetFetchRequest, session: Session) -> OffsetFetchResponse:
-        """Committed offsets (-1 where the group has none)."""
-        if not req.group_id:
-            raise InvalidGroupId("group id is empty")
-        self.state.check_group_coordinator(req.group_id)
-        found = self.state.groups.fetch(req.group_id, req.partitions)
-        keys = sorted(found) if req.partitions is None else req.partitions
-        out = []
-        for t, p in keys:
-            c = found.get((t, p))
-            if c is None:
-                out.append(OffsetFetchPartitionResponse(t, p))
-            else:
-                out.append(OffsetFetchPartitionResponse(t, p, c.offset, c.metadata))
-        return OffsetFetchResponse(partitions=out)
 
     # ------------------------------------------------------------ misc
 

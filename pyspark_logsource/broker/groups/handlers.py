@@ -1,14 +1,17 @@
 """Request handlers of the group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups); JoinGroup and SyncGroup are coroutines answered when the rebalance completes."""
+ListGroups, OffsetCommit, OffsetFetch); JoinGroup and SyncGroup are coroutines answered when the rebalance
+completes, and so is OffsetCommit in a cluster (once the ISR has the commit)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import GroupIdNotFound, InvalidGroupId, LogSourceError, code_of
+from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSourceError, code_of
+from ...protocol import coordinator_messages as cm
 from ...protocol import group_messages as g
 from ...protocol.messages import ApiKey
+from ..state import topic_error
 from .coordinator import GroupState
 
 if TYPE_CHECKING:
@@ -25,7 +28,8 @@ class GroupHandlers:
     def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
         return {ApiKey.JOIN_GROUP: self.join_group, ApiKey.SYNC_GROUP: self.sync_group,
                 ApiKey.HEARTBEAT: self.heartbeat, ApiKey.LEAVE_GROUP: self.leave_group,
-                ApiKey.DESCRIBE_GROUPS: self.describe_groups, ApiKey.LIST_GROUPS: self.list_groups}  # fmt: skip
+                ApiKey.DESCRIBE_GROUPS: self.describe_groups, ApiKey.LIST_GROUPS: self.list_groups,
+                ApiKey.OFFSET_COMMIT: self.offset_commit, ApiKey.OFFSET_FETCH: self.offset_fetch}  # fmt: skip
 
     async def join_group(self, req: g.JoinGroupRequest, session: Session) -> g.JoinGroupResponse:
         """Join; parked until the rebalance completes."""
@@ -84,3 +88,61 @@ class GroupHandlers:
         groups = [x for _, x in sorted(listed.items()) if (not states or x.state.lower() in states)
                   and (not types or x.group_type in types)]  # fmt: skip
         return g.ListGroupsResponse(0, groups)
+
+    # ------------------------------------------------------------ offsets (OffsetCommit, OffsetFetch)
+
+    def offset_commit(self, req: cm.OffsetCommitRequest, session: Session) -> Any:
+        """Store the group's offsets durably, all valid partitions in one append (a member's commit
+        must name the group's current generation). In a cluster, a coroutine answered once the
+        ISR of the group's ``__consumer_offsets`` partition has the commit."""
+        if not req.group_id:
+            raise InvalidGroupId("group id is empty")
+        self.state.check_group_coordinator(req.group_id)
+        self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
+        out = []
+        entries = []
+        topics = self.state.topics()
+        for p in req.partitions:
+            r = cm.OffsetCommitPartitionResponse(p.topic, p.partition)
+            n = topics.get(p.topic)
+            if n is None or not 0 <= p.partition < n:
+                r.error_code = code_of(topic_error(p.topic))
+            elif p.offset < 0:
+                r.error_code = InvalidRequest.code
+            else:
+                entries.append((p.topic, p.partition, p.offset, p.metadata))
+            out.append(r)
+        if self.state.cluster is not None and entries:
+            return self._replicated_commit(req.group_id, entries, out)
+        try:
+            self.state.groups.commit(req.group_id, entries)
+        except LogSourceError as e:
+            for r in out:
+                if r.error_code == 0:
+                    r.error_code = code_of(e)
+        return cm.OffsetCommitResponse(partitions=out)
+
+    async def _replicated_commit(self, group: str, entries: list, out: list) -> cm.OffsetCommitResponse:
+        try:
+            await self.state.group_ownership.commit(group, entries)
+        except LogSourceError as e:
+            for r in out:
+                if r.error_code == 0:
+                    r.error_code = code_of(e)
+        return cm.OffsetCommitResponse(partitions=out)
+
+    def offset_fetch(self, req: cm.OffsetFetchRequest, session: Session) -> cm.OffsetFetchResponse:
+        """Committed offsets (-1 where the group has none)."""
+        if not req.group_id:
+            raise InvalidGroupId("group id is empty")
+        self.state.check_group_coordinator(req.group_id)
+        found = self.state.groups.fetch(req.group_id, req.partitions)
+        keys = sorted(found) if req.partitions is None else req.partitions
+        out = []
+        for t, p in keys:
+            c = found.get((t, p))
+            if c is None:
+                out.append(cm.OffsetFetchPartitionResponse(t, p))
+            else:
+                out.append(cm.OffsetFetchPartitionResponse(t, p, c.offset, c.metadata))
+        return cm.OffsetFetchResponse(partitions=out)
