@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -359,6 +359,25 @@ class Cluster:
                         f"({len(got)} vs {len(ref)} bytes)"
                     )
         return hws
+
+
+def confluent_read_to_eof(consumer: Any, partitions: int, timeout: float = 60.0) -> Iterator[Any]:
+    """Yield a confluent-kafka consumer's messages (assigned, ``enable.partition.eof``) until every one of its
+    ``partitions`` reported the end; AssertionError if some did not within ``timeout``."""
+    from confluent_kafka import KafkaError
+
+    eof: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(eof) < partitions and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            eof.add(m.partition())
+            continue
+        yield m
+    assert len(eof) == partitions, f"confluent-kafka reached the end of {sorted(eof)} only"
 
 
 def env_flag(name: str, default: str = "") -> str:

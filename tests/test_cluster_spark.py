@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from cluster import Cluster, wait_for
+from cluster import Cluster, confluent_read_to_eof, wait_for
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.txn import StagedTxns
@@ -205,7 +205,7 @@ def test_etl_stays_exactly_once_while_a_leader_and_the_job_are_killed(cluster, s
 def test_confluent_kafka_sees_every_broker_and_survives_a_leader_kill(cluster):
     """librdkafka learns the cluster from Metadata (all three brokers, each partition's leader) and its
     idempotent acks=all producer rides through kill -9 of a leader without a loss or a duplicate."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     from confluent_kafka import Producer as KProducer
 
     c, topic = cluster, "rdkafka-cluster"
@@ -233,18 +233,10 @@ def test_confluent_kafka_sees_every_broker_and_survives_a_leader_kill(cluster):
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "rdk-cluster", "enable.auto.commit": False,
                          "enable.partition.eof": True})  # fmt: skip
     consumer.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(3)])
-    rows, eof = [], set()
-    deadline = time.monotonic() + 60
-    while len(eof) < 3 and time.monotonic() < deadline:
-        m = consumer.poll(1.0)
-        if m is None:
-            continue
-        if m.error():
-            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-            eof.add(m.partition())
-            continue
-        rows.append((m.value(), m.partition(), m.offset()))
-    consumer.close()
+    try:
+        rows = [(m.value(), m.partition(), m.offset()) for m in confluent_read_to_eof(consumer, 3)]
+    finally:
+        consumer.close()
     _assert_exactly_once(rows, acked)
     assert len(rows) == 3000
     _heal(c, topic)

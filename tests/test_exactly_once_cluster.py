@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from cluster import Cluster, wait_for
+from cluster import Cluster, confluent_read_to_eof, wait_for
 
 from pyspark_logsource.broker.internal_topics import TRANSACTION_STATE_TOPIC, partition_for
 from pyspark_logsource.client import Admin, Consumer, Producer
@@ -80,29 +80,16 @@ def _read_committed_consumer(bs: str, expected: int) -> Counter:
 
 
 def _confluent_read_committed(bs: str) -> Counter:
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     from confluent_kafka import Consumer as KConsumer
 
     k = KConsumer({"bootstrap.servers": bs, "group.id": "eos-cluster-rdk", "isolation.level": "read_committed",
                    "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
     k.assign([TopicPartition(OUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    got: Counter = Counter()
-    eof: set[int] = set()
-    deadline = time.monotonic() + 60
     try:
-        while len(eof) < PARTITIONS and time.monotonic() < deadline:
-            m = k.poll(1.0)
-            if m is None:
-                continue
-            if m.error():
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                eof.add(m.partition())
-                continue
-            got[m.value()] += 1
+        return Counter(m.value() for m in confluent_read_to_eof(k, PARTITIONS))
     finally:
         k.close()
-    assert len(eof) == PARTITIONS, f"confluent-kafka reached the end of {sorted(eof)} only"
-    return got
 
 
 def _check(got: Counter, expected: Counter, reader: str) -> None:

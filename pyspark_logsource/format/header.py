@@ -381,15 +381,8 @@ def write_header(
     lod = record_count - 1 if last_offset_delta is None else last_offset_delta
     if len(out) - LOG_OVERHEAD > _INT32_MAX:
         raise MessageTooLarge("batch exceeds 2 GiB")
-    try:
-        HEADER.pack_into(
-            out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attributes, lod,
-            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
-        )  # fmt: skip
-    except struct.error as e:
-        raise InvalidRequest(f"batch header field out of range: {e}") from None
-    _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))
-    return out
+    return _pack_header(out, base_offset, leader_epoch, attributes, lod, base_timestamp, max_timestamp, producer_id,
+                        producer_epoch, base_sequence, record_count)  # fmt: skip
 
 
 def write_producer_header(
@@ -401,9 +394,18 @@ def write_producer_header(
     The producer's per-batch path (one call per request with one record per
     batch); raises InvalidRequest for fields out of range, as write_header does.
     """
+    return _pack_header(out, 0, -1, attributes, record_count - 1, base_timestamp, max_timestamp, producer_id,
+                        producer_epoch, base_sequence, record_count)  # fmt: skip
+
+
+def _pack_header(
+    out: bytearray, base_offset: int, leader_epoch: int, attributes: int, last_offset_delta: int,
+    base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+    record_count: int,
+) -> bytearray:  # fmt: skip
     try:
         HEADER.pack_into(
-            out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, attributes, record_count - 1,
+            out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attributes, last_offset_delta,
             base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
         )  # fmt: skip
     except struct.error as e:
