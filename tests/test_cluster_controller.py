@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -177,6 +179,22 @@ def _controller(zk: KazooClient) -> int | None:
         return None
 
 
+@contextmanager
+def _controlled_nodes(zk_connect: str, observer: KazooClient, ids: tuple[int, ...] = (1, 2, 3),
+                      **kw: object) -> Iterator[tuple[dict[int, Node], int, Controller]]:  # fmt: skip
+    """Nodes ``ids`` with an active controller that sees them all: (nodes, its id, its controller); closes
+    every node still in ``nodes`` at the end (a test may pop and add nodes)."""
+    nodes = {b: Node(zk_connect, b, **kw) for b in ids}
+    try:
+        cid = wait_for(lambda: _controller(observer), what="a controller")
+        ctl = nodes[cid].controller
+        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(ids), what="controller active, brokers seen")
+        yield nodes, cid, ctl
+    finally:
+        for n in nodes.values():
+            n.close()
+
+
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
 def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_connect, observer):
@@ -231,11 +249,7 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
 def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are_deleted(zk_connect, observer):
-    nodes = {b: Node(zk_connect, b) for b in (1, 2, 3)}
-    try:
-        cid = wait_for(lambda: _controller(observer), what="a controller")
-        ctl = nodes[cid].controller
-        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(nodes), what="controller active, brokers seen")
+    with _controlled_nodes(zk_connect, observer) as (nodes, cid, ctl):
         plan = ctl.create_topic("t", 3, 3, {}, assignment=None)
         victim = next(b for b in (1, 2, 3) if b != cid)
         led = [p for p, r in plan.items() if r[0] == victim]
@@ -273,9 +287,6 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
         wait_for(lambda: not observer.get_children(paths.DELETE_TOPICS), what="the deletion request done")
         assert observer.exists(paths.topic_config_path("t")) is None
         assert observer.get_children(paths.BROKER_TOPICS) == ["solo"]
-    finally:
-        for n in nodes.values():
-            n.close()
 
 
 @pytest.mark.cluster
@@ -284,11 +295,7 @@ def test_a_dead_controller_that_was_the_only_replica_leads_its_partition_again_o
     # The controller dies with its session (as on kill -9): /controller and its registration go together,
     # and the new controller leaves the partition leaderless. Every later look at it (here: another broker
     # joins) once wrote an empty ISR, after which the partition never had a leader again.
-    nodes = {b: Node(zk_connect, b) for b in (1, 2, 3)}
-    try:
-        cid = wait_for(lambda: _controller(observer), what="a controller")
-        ctl = nodes[cid].controller
-        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(nodes), what="controller active, brokers seen")
+    with _controlled_nodes(zk_connect, observer) as (nodes, cid, ctl):
         ctl.create_topic("solo", 1, 1, {}, assignment={0: [cid]})
         dead = nodes.pop(cid)
         dead.zk.stop()  # the session ends at once, without resigning first
@@ -303,19 +310,12 @@ def test_a_dead_controller_that_was_the_only_replica_leads_its_partition_again_o
         nodes[cid] = Node(zk_connect, cid)
         s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == cid and s, what="solo led again")
         assert s["isr"] == [cid] and s["leader_epoch"] == 2
-    finally:
-        for n in nodes.values():
-            n.close()
 
 
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
 def test_unclean_election_when_enabled(zk_connect, observer):
-    nodes = {b: Node(zk_connect, b, unclean=True) for b in (1, 2)}
-    try:
-        cid = wait_for(lambda: _controller(observer), what="a controller")
-        ctl = nodes[cid].controller
-        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(nodes), what="controller active, brokers seen")
+    with _controlled_nodes(zk_connect, observer, (1, 2), unclean=True) as (nodes, cid, ctl):
         victim = 3 - cid
         ctl.create_topic("u", 1, 2, {}, assignment={0: [victim, cid]})
         s, v = _state(observer, "u", 0)
@@ -323,9 +323,6 @@ def test_unclean_election_when_enabled(zk_connect, observer):
         nodes.pop(victim).close()
         s = wait_for(lambda: (s := _state(observer, "u", 0)[0])["leader"] == cid and s, what="unclean leader")
         assert s["isr"] == [cid] and s["leader_epoch"] == 1
-    finally:
-        for n in nodes.values():
-            n.close()
 
 
 @pytest.mark.cluster
