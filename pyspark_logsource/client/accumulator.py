@@ -79,27 +79,23 @@ class BatchFuture(Future):
     # condition is notified only while someone waits on it, callbacks run only if added.
     def set_result(self, result) -> None:
         """As ``Future.set_result``."""
-        with _SHARED_CONDITION:
-            if self._state in _DONE_STATES:
-                raise InvalidStateError(f"{self._state}: {self!r}")
-            self._result = result
-            self._state = FINISHED
-            for waiter in self._waiters:
-                waiter.add_result(self)
-            if _SHARED_CONDITION._waiters:
-                _SHARED_CONDITION.notify_all()
-        if self._done_callbacks:
-            self._invoke_callbacks()
+        self._finish(result, None)
 
     def set_exception(self, exception: BaseException) -> None:
         """As ``Future.set_exception``."""
+        self._finish(None, exception)
+
+    def _finish(self, result, exception: BaseException | None) -> None:
         with _SHARED_CONDITION:
             if self._state in _DONE_STATES:
                 raise InvalidStateError(f"{self._state}: {self!r}")
-            self._exception = exception
+            self._result, self._exception = result, exception
             self._state = FINISHED
             for waiter in self._waiters:
-                waiter.add_exception(self)
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
             if _SHARED_CONDITION._waiters:
                 _SHARED_CONDITION.notify_all()
         if self._done_callbacks:
