@@ -18,7 +18,11 @@ the broker flushing to disk asynchronously (its default flush policy):
   process receives it; p50 / p99, beside the p99 of a raw-socket ping-pong
   with an echo process paced the same way (the machine's own noise);
 * log append (group ``append``): ``PartitionLog.append`` of pre-encoded
-  50-message batches vs a plain ``write()`` of the same bytes (log_store.py).
+  50-message batches vs a plain ``write()`` of the same bytes (log_store.py);
+* Spark (group ``spark``): issue 14's two Spark rows from benchmarks/spark.py
+  in a child process: ``sum(length(value))`` over ``--spark-rows`` rows against
+  a trivial Python source (the floor), and a new streaming query's start to its
+  first committed micro-batch against Spark's rate source, both in the same run.
 
 The baseline measured in the same run is a synchronous client: one produce
 request at a time, waiting for each answer (what a naive RPC client does);
@@ -33,6 +37,7 @@ Both sides run this file's code: only the package differs.
     .venv/bin/python benchmarks/paper.py                # N = 1,000,000, beside the base
     .venv/bin/python benchmarks/paper.py --messages 200000 --quick --rows consumer
     .venv/bin/python benchmarks/paper.py --base none    # the work tree only
+    .venv/bin/python benchmarks/paper.py --rows spark --spark-rows 2000000
 """
 
 from __future__ import annotations
@@ -73,9 +78,14 @@ TARGETS = {
     "consumer 1000-msg batches: poll_arrow()": 3_000_000,
     "consumer 1000-msg batches: poll() per message": 1_500_000,
 }
-ROW_GROUPS = ("producer", "consumer", "latency", "append")
+ROW_GROUPS = ("producer", "consumer", "latency", "append", "spark")
 #: issue 14's "today" for the rows that are not msg/s (README, measured 2026-11-21): the documented baseline
-DOCUMENTED = {"latency p99 (ms)": "20-37", "log append / write(), batches of 50": "0.40-0.53"}
+DOCUMENTED = {
+    "latency p99 (ms)": "20-37",
+    "log append / write(), batches of 50": "0.40-0.53",
+    "Spark read sum(length(value)) / floor": "about 2",
+    "stream start, logsource - rate (s)": "+6 to +18",
+}
 
 
 def values(n: int) -> list[bytes]:
@@ -332,12 +342,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default=None, help="git revision measured beside the work tree "
                     "(default: the commit before issue 14); 'none': the work tree only")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=2, help="alternated rounds of base and head (best of each)")
+    ap.add_argument("--spark-rows", type=int, default=10_000_000, help="rows of the Spark read row (group spark)")
     args = ap.parse_args(argv)
     groups = set(args.rows.split(","))
     if not groups <= set(ROW_GROUPS):
         ap.error(f"--rows takes some of {','.join(ROW_GROUPS)}")
     if args.base != "none":
         return compare_with_base(args)
+    if groups - {"spark"}:
+        messaging(args, groups)
+    if "spark" in groups:
+        print_spark_rows(spark_targets(args.spark_rows))
+    return 0
+
+
+def messaging(args: argparse.Namespace, groups: set[str]) -> None:
+    """The broker rows: producer, consumer, latency, append; prints their tables."""
     n = args.messages
     msgs = values(n)
     chunks50 = arrow_chunks(n, 50)
@@ -384,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             dt = produce_arrow(bs, "b1000", chunks1000, args.in_flight, 1)
             rows.append(rate_row("batch 1000: send_arrow(), 1 batch/request", n, dt, None, base50))
             del chunks1000
-        else:  # the consumer rows read what the producer rows write
+        elif "consumer" in groups:  # the consumer rows read what the producer rows write
             produce_send(bs, "p50", msgs, 50, args.in_flight, 1)
             produce_arrow(bs, "b1000", arrow_chunks(n, 1000), args.in_flight, 1)
 
@@ -449,7 +469,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"CPU per message, {name}: client process {client_us:.2f} us, broker process {broker_us:.2f} us")
     print(f"message overhead on disk/wire: {HEADER_SIZE} bytes per batch + {PER_MSG_BYTES} per message "
           "(paper: 9 bytes per message)")  # fmt: skip
-    return 0
+
+
+def spark_targets(rows: int) -> dict:
+    """issue 14's two Spark rows, from benchmarks/spark.py in a child process (its tables pass through)."""
+    import json
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "spark.json")
+        script = Path(__file__).with_name("spark.py")
+        subprocess.run([sys.executable, str(script), "--rows", str(rows), "--targets-only", "--results-json", out],
+                       check=True, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))  # fmt: skip
+        with open(out) as f:
+            return json.load(f)
+
+
+def print_spark_rows(fig: dict) -> None:
+    """The Spark rows of issue 14's table: ratios against the floor and the rate source measured in the same run."""
+    read = fig["read sum(length(value))"]
+    start = fig["stream_start"]
+    print()
+    print(f"| {'issue 14 Spark row':<40} | {'measured':>9} | {'same-run reference':>22} | {'today (doc.)':>12} | "
+          f"{'target':>7} |")  # fmt: skip
+    name = "Spark read sum(length(value)) / floor"
+    print(f"| {name:<40} | {read['logsource'] / read['floor']:>9.2f} | "
+          f"{'floor ' + format(read['floor'], '.2f') + ' s':>22} | {DOCUMENTED[name]:>12} | {'<= 1.3':>7} |")  # fmt: skip
+    name = "stream start, logsource - rate (s)"
+    print(f"| {name:<40} | {start['logsource'] - start['rate']:>+9.2f} | "
+          f"{'rate ' + format(start['rate'], '.2f') + ' s':>22} | {DOCUMENTED[name]:>12} | {'<= +3':>7} |")  # fmt: skip
+    print(f"({fig['rows']:,} rows read; stream start: logsource {start['logsource']:.2f} s, "
+          f"a trivial Python streaming source {start['python floor']:.2f} s)")  # fmt: skip
 
 
 def compare_with_base(args: argparse.Namespace) -> int:
@@ -457,9 +506,13 @@ def compare_with_base(args: argparse.Namespace) -> int:
     from paper_revisions import ISSUE14_BASE, compare, print_comparison
 
     base = args.base or ISSUE14_BASE
+    groups = [g for g in args.rows.split(",") if g != "spark"]
+    if not groups:  # the Spark rows compare with a same-run floor, not with a revision
+        print_spark_rows(spark_targets(args.spark_rows))
+        return 0
     argv = ["--messages", str(args.messages), "--baseline-messages", str(args.baseline_messages),
             "--in-flight", str(args.in_flight), "--runs", str(args.runs), "--latency-seconds",
-            str(args.latency_seconds), "--rows", args.rows, "--base", "none", *(["--quick"] if args.quick else [])]  # fmt: skip
+            str(args.latency_seconds), "--rows", ",".join(groups), "--base", "none", *(["--quick"] if args.quick else [])]  # fmt: skip
     every: dict[str, list[str]] = {}
     best, outs = compare(base, argv, args.rounds, head_script=True, every=every)
     print(outs["head"], end="")
@@ -474,6 +527,8 @@ def compare_with_base(args: argparse.Namespace) -> int:
                     print(f"{label} {base if label == 'base' else 'work tree'}, round {r}: {line}")
     print_comparison(best, base, args.rounds, TARGETS)
     print("the machine is shared: absolute msg/s vary with its load; the ratio compares rounds run alternately")
+    if "spark" in args.rows.split(","):
+        print_spark_rows(spark_targets(args.spark_rows))
     return 0
 
 

@@ -182,9 +182,14 @@ def main() -> int:
     ap.add_argument("--skip-stream-start", action="store_true")
     ap.add_argument("--stream-start-only", action="store_true", help="only the stream start row (no 10M-row load)")
     ap.add_argument("--stream-start-repeat", type=int, default=2)
+    ap.add_argument("--targets-only", action="store_true",
+                    help="only issue 14's rows: the reads and the stream start (no writes, no streaming latency)")  # fmt: skip
+    ap.add_argument("--results-json", help="also write the reads' seconds and the stream start's to this file")
     args = ap.parse_args()
+    summary: dict = {"rows": args.rows}
     if args.stream_start_only:
-        stream_start(args)
+        summary["stream_start"] = stream_start(args)
+        write_summary(args.results_json, summary)
         return 0
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -276,80 +281,103 @@ def main() -> int:
                 r = best_of(args.repeat, {k: (lambda q=q, f=f: q(f())) for k, f in sources.items()}, cpu)
                 assert r["logsource"][2] == r["parquet"][2] == r["floor"][2], (label, r)
                 results.append((label, r))
-
-            # Write: the Parquet copy as the Spark input for all sinks.
-            df = spark.read.parquet(pq_dir)
-            out_pq = os.path.join(work, "out_parquet")
-            runs = 0
-
-            def write_ls() -> None:
-                nonlocal runs
-                runs += 1
-                df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "bench_w").mode("append").save()
-
-            r = best_of(
-                args.repeat,
-                {
-                    "logsource": write_ls,
-                    "floor": lambda: df.write.format("logsource_floor").mode("append").save(),
-                    "parquet": lambda: df.write.mode("overwrite").parquet(out_pq),
-                },
-                cpu,
-            )
-            def records(topic: str) -> int:  # offsets would count the commits' transaction markers too
-                return spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic).load().count()
-
-            written = records("bench_w")
-            assert written == args.rows * runs, (written, runs)
-            results.append(("write", r))
-
-            print()
-            print(f"best of {args.repeat} interleaved runs; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-            print(
-                f"{'rows':>12} {'operation':<24} {'logsource s':>11} {'floor s':>8} {'parquet s':>9} "
-                f"{'ls/parquet':>10} {'floor/parquet':>13} {'ls/floor':>8} {'rows/s logsource':>16}"
-            )
-            for label, r in results:
-                a, f, b = r["logsource"][0], r["floor"][0], r["parquet"][0]
-                print(
-                    f"{args.rows:>12,} {label:<24} {a:>11.2f} {f:>8.2f} {b:>9.2f} "
-                    f"{a / b:>9.2f}x {f / b:>12.2f}x {a / f:>7.2f}x {args.rows / a:>16,.0f}"
-                )
-            if cpu.psutil is not None:
-                print()
-                print("CPU seconds in those runs: JVM / Python workers / this process (driver + the broker thread)")
-                print(f"{'operation':<24} {'logsource':>18} {'floor':>18} {'parquet':>18}")
-                for label, r in results:
-                    cells = ["{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-" for k in ("logsource", "floor", "parquet")]
-                    print(f"{label:<24} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
-            sys.stdout.flush()
-
-            # Exactly-once (the default: tasks stage, the driver commits) vs at-least-once
-            # (exactlyOnce=false) on the same DataFrame, interleaved in this run.
-            def write_mode(topic: str, exactly_once: str) -> None:
-                (df.write.format("logsource").option("bootstrap.servers", bs).option("topic", topic)
-                 .option("exactlyOnce", exactly_once).mode("append").save())  # fmt: skip
-
-            r = best_of(args.repeat, {"exactly-once": lambda: write_mode("bench_eo", "true"),
-                                      "at-least-once": lambda: write_mode("bench_alo", "false")}, cpu)  # fmt: skip
-            committed = records("bench_eo")
-            assert committed % args.rows == 0 and committed == records("bench_alo"), committed
-            eo, alo = r["exactly-once"][0], r["at-least-once"][0]
-            print()
-            print(f"{'rows':>12} {'operation':<32} {'exactly-once s':>14} {'at-least-once s':>15} {'throughput eo/alo':>17}")
-            print(f"{args.rows:>12,} {'write (same data)':<32} {eo:>14.2f} {alo:>15.2f} {alo / eo:>16.2f}x"
-                  f"   (target >= 0.8)")  # fmt: skip
-            sys.stdout.flush()
-
-            if not args.skip_stream:
-                stream_latency(spark, bs, admin, args)
+                summary[label] = {k: v[0] for k, v in r.items()}
+            if args.targets_only:
+                print_reads(args, results, cpu)
+            else:
+                writes_and_stream(spark, bs, admin, pq_dir, work, args, results, cpu)
             spark.stop()
             admin.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not args.skip_stream_start:
-        stream_start(args)
+        summary["stream_start"] = stream_start(args)
+    write_summary(args.results_json, summary)
     return 0
+
+
+def print_reads(args, results: list, cpu) -> None:
+    """The table of the timed operations so far: seconds, ratios, CPU seconds per process group."""
+    print()
+    print(f"best of {args.repeat} interleaved runs; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"{'rows':>12} {'operation':<24} {'logsource s':>11} {'floor s':>8} {'parquet s':>9} "
+        f"{'ls/parquet':>10} {'floor/parquet':>13} {'ls/floor':>8} {'rows/s logsource':>16}"
+    )
+    for label, r in results:
+        a, f, b = r["logsource"][0], r["floor"][0], r["parquet"][0]
+        print(
+            f"{args.rows:>12,} {label:<24} {a:>11.2f} {f:>8.2f} {b:>9.2f} "
+            f"{a / b:>9.2f}x {f / b:>12.2f}x {a / f:>7.2f}x {args.rows / a:>16,.0f}"
+        )
+    if cpu.psutil is not None:
+        print()
+        print("CPU seconds in those runs: JVM / Python workers / this process (driver + the broker thread)")
+        print(f"{'operation':<24} {'logsource':>18} {'floor':>18} {'parquet':>18}")
+        for label, r in results:
+            cells = ["{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-" for k in ("logsource", "floor", "parquet")]
+            print(f"{label:<24} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
+    sys.stdout.flush()
+
+
+def writes_and_stream(spark, bs: str, admin, pq_dir: str, work: str, args, results: list, cpu) -> None:
+    """The write rows (logsource, floor, Parquet sinks; exactly-once vs at-least-once) and the streaming latency."""
+    # Write: the Parquet copy as the Spark input for all sinks.
+    df = spark.read.parquet(pq_dir)
+    out_pq = os.path.join(work, "out_parquet")
+    runs = 0
+
+    def write_ls() -> None:
+        nonlocal runs
+        runs += 1
+        df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "bench_w").mode("append").save()
+
+    r = best_of(
+        args.repeat,
+        {
+            "logsource": write_ls,
+            "floor": lambda: df.write.format("logsource_floor").mode("append").save(),
+            "parquet": lambda: df.write.mode("overwrite").parquet(out_pq),
+        },
+        cpu,
+    )
+    def records(topic: str) -> int:  # offsets would count the commits' transaction markers too
+        return spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic).load().count()
+
+    written = records("bench_w")
+    assert written == args.rows * runs, (written, runs)
+    results.append(("write", r))
+
+    print_reads(args, results, cpu)
+
+    # Exactly-once (the default: tasks stage, the driver commits) vs at-least-once
+    # (exactlyOnce=false) on the same DataFrame, interleaved in this run.
+    def write_mode(topic: str, exactly_once: str) -> None:
+        (df.write.format("logsource").option("bootstrap.servers", bs).option("topic", topic)
+         .option("exactlyOnce", exactly_once).mode("append").save())  # fmt: skip
+
+    r = best_of(args.repeat, {"exactly-once": lambda: write_mode("bench_eo", "true"),
+                              "at-least-once": lambda: write_mode("bench_alo", "false")}, cpu)  # fmt: skip
+    committed = records("bench_eo")
+    assert committed % args.rows == 0 and committed == records("bench_alo"), committed
+    eo, alo = r["exactly-once"][0], r["at-least-once"][0]
+    print()
+    print(f"{'rows':>12} {'operation':<32} {'exactly-once s':>14} {'at-least-once s':>15} {'throughput eo/alo':>17}")
+    print(f"{args.rows:>12,} {'write (same data)':<32} {eo:>14.2f} {alo:>15.2f} {alo / eo:>16.2f}x"
+          f"   (target >= 0.8)")  # fmt: skip
+    sys.stdout.flush()
+
+    if not args.skip_stream:
+        stream_latency(spark, bs, admin, args)
+
+
+def write_summary(path: str | None, summary: dict) -> None:
+    """The figures benchmarks/paper.py prints in issue 14's table (seconds, best of the runs)."""
+    if path:
+        import json
+
+        with open(path, "w") as f:
+            json.dump(summary, f)
 
 
 def stream_latency(spark, bs: str, admin, args) -> None:
@@ -413,7 +441,7 @@ START_ROWS = 3000
 START_SOURCES = ("rate", "python floor", "logsource")
 
 
-def stream_start(args) -> None:
+def stream_start(args) -> dict[str, float]:
     """Fresh process -> first committed micro-batch, per source, alternating; prints the best of each."""
     import json
     import subprocess
@@ -461,6 +489,7 @@ def stream_start(args) -> None:
         total, query = best[source]
         print(f"{source:<16} {total:>26.2f} {query:>20.2f} {total - rate[0]:>+9.2f}")
     print("target: logsource <= rate + 3 s")
+    return {source: best[source][0] for source in START_SOURCES}
 
 
 def stream_start_child(source: str, bs: str, out: str) -> None:
