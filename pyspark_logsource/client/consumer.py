@@ -345,9 +345,16 @@ class Consumer(ConsumerPositionsMixin):
         )  # fmt: skip
 
         def done(resp, error) -> None:
-            self._on_fetch(reqs, resp, error)
-            if error is None and not self._closed:
-                self._issue_fetches()  # chain the next fetch right here, in the I/O thread
+            got = self._on_fetch(reqs, resp, error)
+            try:
+                if error is None and not self._closed:
+                    self._issue_fetches()  # chain the next fetch right here, in the I/O thread
+            finally:
+                if got:
+                    # poll() is woken once the next fetch is out: woken first, it took the GIL for its
+                    # decoding while this thread waited to send, and the broker sat idle meanwhile
+                    with self._lock:
+                        self._data.notify_all()
 
         try:
             conn = self._client.node_connection(node, refresh=False)  # maybe on an I/O thread: no blocking refresh
@@ -355,7 +362,8 @@ class Consumer(ConsumerPositionsMixin):
         except LogSourceError as e:
             self._on_fetch(reqs, None, e)
 
-    def _on_fetch(self, reqs: list, resp, error: BaseException | None) -> None:
+    def _on_fetch(self, reqs: list, resp, error: BaseException | None) -> bool:
+        """Buffer a fetch's answer; True when poll() has new data to wake up for (the caller wakes it)."""
         now = time.monotonic()
         with self._lock:
             for _, st, off, epoch in reqs:
@@ -374,7 +382,7 @@ class Consumer(ConsumerPositionsMixin):
                         self._metadata_stale = True
                 self._work.notify_all()
                 self._data.notify_all()
-                return
+                return False
             self._fetch_error = None
             by_tp = {(p.topic, p.partition): p for p in resp.partitions}
             got = False
@@ -444,9 +452,8 @@ class Consumer(ConsumerPositionsMixin):
                 st.buffered_bytes += len(data)
                 st.fetch_position = last_next
                 got = True
-            if got:
-                self._data.notify_all()
             # no need to wake the fetcher thread: the response callback sends the next fetches
+            return got
 
     # ------------------------------------------------------------------ lifecycle
 

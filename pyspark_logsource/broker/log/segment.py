@@ -305,7 +305,7 @@ class LogSegment:
         _, p = self.offset_index.lookup_position(target)
         p = max(p, pos)
         while p < limit:
-            hh = self._header_at(p)
+            hh = h if p == pos else self._header_at(p)  # the first batch's header is read already
             if p + hh.size > target:
                 break
             p += hh.size
