@@ -149,3 +149,34 @@ def test_small_batch_over_2_gib_is_message_too_large(keyed):
     keys = None if not keyed else [b"k", big, big]
     with pytest.raises(MessageTooLarge):
         encode_records(values, keys, [1, 2, 3], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+
+
+def test_one_batch_request_answer_routes_like_the_general_handler():
+    """A request of one batch is answered through a one-object callback; an answer it cannot take
+    (another partition, an error) goes to the general handler, which retries the batch."""
+    from pyspark_logsource import Producer
+    from pyspark_logsource.client.sender import _OneBatchAnswer
+    from pyspark_logsource.protocol.messages import ProducePartitionResponse, ProduceResponse
+
+    p = Producer("127.0.0.1:1", enable_idempotence=False, retry_backoff_ms=60000)
+    try:
+        acc = p._acc
+        ok, other, failed = (ProducerBatch("t", 0, 0.0) for _ in range(3))
+        for b in (ok, other, failed):
+            b.record_count = 2
+            acc.incomplete.add(b)
+        cb = p._callback({ok.tp: [ok]})
+        assert isinstance(cb, _OneBatchAnswer)
+        cb(ProduceResponse([ProducePartitionResponse("t", 0, 0, 41)]), None)
+        assert ok.outcome == ((0, 41, 42), None)
+        p._callback({other.tp: [other]})(ProduceResponse([ProducePartitionResponse("t", 1, 0, 7)]), None)
+        p._callback({failed.tp: [failed]})(ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None)  # retriable
+        assert other.outcome is None and failed.outcome is None  # put back for a retry, as _on_response does
+        assert set(acc.ready[("t", 0)]) == {other, failed}
+        two = p._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})
+        assert not isinstance(two, _OneBatchAnswer)
+    finally:
+        with p._acc.lock:
+            p._acc.ready.clear()
+            p._acc.incomplete.clear()
+        p.close(timeout=1)

@@ -277,8 +277,26 @@ class ProducerSenderMixin:
         return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
 
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
-        # one partial per request (not two closures and their cells): it lives until the answer
+        # The callback lives until the answer, and what is alive while a request is in flight is what the
+        # cyclic GC promotes and later walks in its full collections. A request of one batch (as Kafka
+        # sends) holds one _OneBatchAnswer over the batch; others one partial over their runs.
+        if len(runs) == 1:
+            for run in runs.values():
+                if len(run) == 1:
+                    return _OneBatchAnswer(self, run[0])
         return partial(self._on_response, runs)
+
+    def _on_batch_response(self, b: ProducerBatch, resp: Any, error: BaseException | None) -> None:
+        """_on_response for a request of one batch: an appended answer completes it here."""
+        if error is None and resp is not None:
+            parts = resp.partitions
+            if len(parts) == 1:
+                pr = parts[0]
+                if not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
+                    off = pr.base_offset
+                    self._finish(b, (b.partition, off, off + b.record_count - 1))
+                    return
+        self._on_response({b.tp: [b]}, resp, error)
 
     def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
         for b in run:
@@ -402,6 +420,20 @@ class ProducerSenderMixin:
         with self._seq_lock:
             last = self._last_acked.get(b.tp, -1)
         return b.base_sequence == ((last + 1) & _INT32_MAX)
+
+
+class _OneBatchAnswer:
+    """The answer callback of a request of one batch: one object while the request is in flight, where
+    ``partial(bound method, batch)`` holds three (the partial, the bound method, its argument tuple)."""
+
+    __slots__ = ("sender", "batch")
+
+    def __init__(self, sender: ProducerSenderMixin, batch: ProducerBatch) -> None:
+        self.sender = sender
+        self.batch = batch
+
+    def __call__(self, resp: Any, error: BaseException | None) -> None:
+        self.sender._on_batch_response(self.batch, resp, error)
 
 
 class _ResendAlone(LogSourceError):
