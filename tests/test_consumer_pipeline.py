@@ -85,3 +85,29 @@ def test_a_seek_while_fetches_are_in_flight_restarts_the_stream(topic):
         c.seek((name, 0), 123)  # fetches for later offsets are in flight: their answers must not be used
         again = read(c, len(values) - 123, arrow=False)
         assert again == list(enumerate(values))[123:]
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_guesses_restart_from_the_fetch_position_and_fetches_leave_in_order(tmp_path, monkeypatch, depth):
+    """Batches of one size after a 1-record batch: the first guess lands inside a batch. The guesses
+    after it go on from the fetch position (they went on from that guess, each one duplicating the
+    fetch before it: about half of all answers dropped), and fetches planned by poll() and by the I/O
+    thread leave in the order planned (one that overtook the fetch before it was dropped)."""
+    monkeypatch.setattr(consumer_module, "FETCH_PIPELINE_DEPTH", depth)
+    values = [b"%08d" % i + bytes(200) for i in range(1 + 40 * 50)]
+    with broker_process(tmp_path) as b:
+        with Admin(b.bootstrap) as admin:
+            admin.create_topic("even", 1)
+        with Producer(b.bootstrap, batch_size=1 << 20, linger_ms=0) as p:
+            for lo, hi in [(0, 1)] + [(i, i + 50) for i in range(1, len(values), 50)]:
+                p.send_arrow("even", pa.table({"value": pa.array(values[lo:hi], pa.binary())}), partition=0)
+            p.flush()
+        # one 50-record batch (~10 KB) per answer
+        with Consumer(b.bootstrap, max_partition_fetch_bytes=8000, fetch_max_wait_ms=50) as c:
+            c.assign([("even", 0)])
+            c.seek(("even", 0), 0)
+            got = read(c, len(values), arrow=True)
+            st = c._parts[("even", 0)]
+            assert got == list(enumerate(values))
+            assert st.sent_ahead > 10
+            assert st.dropped <= depth  # the guesses made before the first 50-record answer

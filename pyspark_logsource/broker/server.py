@@ -309,7 +309,6 @@ class Broker:
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any], pending: bytearray) -> bytearray:
         """Queue a response: bytes join ``pending``; big regions go out with sendfile. Returns what is pending."""
-        loop = asyncio.get_running_loop()
         for p in parts:
             if not is_region(p):
                 pending += p
@@ -331,6 +330,8 @@ class Broker:
                 sent = _sendfile_now(transport.get_extra_info("socket").fileno(), p)
             if sent < p.length:  # the socket is full: let the loop wait for room
                 await writer.drain()
+                # the loop is looked up only here: get_running_loop() costs a getpid() system call
+                loop = asyncio.get_running_loop()
                 rest = await loop.sendfile(transport, p.file, p.position + sent, p.length - sent)
                 if rest != p.length - sent:
                     raise ConnectionError(f"sendfile sent {sent + rest} of {p.length} bytes")

@@ -107,6 +107,7 @@ class Consumer(ConsumerPositionsMixin):
         self._lock = threading.Lock()
         self._data = threading.Condition(self._lock)  # poll() waits here for fetched data
         self._work = threading.Condition(self._lock)  # the fetcher waits here for fetchable partitions
+        self._send_order = threading.Lock()  # taken before _lock: fetches are sent in the order planned
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._order: list[TopicPartition] = []
         self._rr = 0
@@ -203,8 +204,9 @@ class Consumer(ConsumerPositionsMixin):
                 self._pop(st)
                 if t.num_rows:
                     taken.setdefault(tp, []).append(t)
-                    st.position = int(t.column("offset")[-1].as_py()) + 1
-                st.position = max(st.position, f.next_offset)  # past a compaction gap
+                # next_offset follows the last record (and a compaction gap after it): no scalar of the
+                # offset column needed
+                st.position = max(st.position, f.next_offset)
             return False
 
         self._wait_and_take(timeout_ms, take, lambda: bool(taken))
@@ -321,20 +323,24 @@ class Consumer(ConsumerPositionsMixin):
 
     def _issue_fetches(self) -> int:
         """Send a Fetch to each leader with fetchable partitions; return how many were sent."""
-        with self._lock:
-            if self._closed:
-                return 0
-            groups = self._fetchable(time.monotonic())
-            plans = []
-            for node, items in groups.items():
-                reqs = []
-                for tp, st, offset in items:
-                    st.sent_ahead += bool(st.pending)
-                    st.pending.append((offset, st.epoch))
-                    reqs.append((tp, st, offset, st.epoch))
-                plans.append((node, reqs))
-        for node, reqs in plans:
-            self._send_fetch(node, reqs)
+        # Fetches leave in the order they are planned: poll() and the I/O thread both plan and send, and
+        # a guessed fetch that overtook the one before it was answered first and dropped (then fetched
+        # again): 62-110 of ~300 fetches with three in flight, 4-10 with two.
+        with self._send_order:
+            with self._lock:
+                if self._closed:
+                    return 0
+                groups = self._fetchable(time.monotonic())
+                plans = []
+                for node, items in groups.items():
+                    reqs = []
+                    for tp, st, offset in items:
+                        st.sent_ahead += bool(st.pending)
+                        st.pending.append((offset, st.epoch))
+                        reqs.append((tp, st, offset, st.epoch))
+                    plans.append((node, reqs))
+            for node, reqs in plans:
+                self._send_fetch(node, reqs)
         return len(plans)
 
     def _send_fetch(self, node: int, reqs: list) -> None:

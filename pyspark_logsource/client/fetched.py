@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..format import ARROW_SCHEMA, decode, iter_headers, to_arrow
+from ..format import ARROW_SCHEMA, decode_arrow, iter_headers, to_arrow
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = Tru
     if len(walked) >= RUN_DECODE_MIN_BATCHES or not all(h.is_arrow_body for _, h in walked):
         # Kafka-layout batches (and control batches among them) are the run decoder's job
         return to_arrow(data, check_crc=check_crc)
-    batches = [decode(data, pos, check_crc=check_crc).to_arrow() for pos, _ in walked]
+    batches = [decode_arrow(data, pos, check_crc=check_crc).to_arrow() for pos, _ in walked]
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
@@ -210,11 +210,17 @@ class _PartitionState:
         fp = self.fetch_position
         if fp is None or len(self.pending) >= depth:
             return None
-        mine = [o for o, e in self.pending if e == self.epoch]
-        if not any(o <= fp for o in mine):
+        mine = {o for o, e in self.pending if e == self.epoch}
+        if fp not in mine:
             return fp
-        nxt = max(mine) + self.span
-        return nxt if self.span > 0 and nxt < self.readable_end else None
+        # the guesses go on from the fetch position, one span each, not from the newest fetch in flight:
+        # a guess inside a batch (answered from the batch's start) was repeated by every later guess,
+        # each of them duplicating the fetch before it
+        span = self.span
+        nxt = fp + span
+        while span > 0 and nxt in mine:
+            nxt += span
+        return nxt if span > 0 and nxt < self.readable_end else None
 
     def settle(self, offset: int, epoch: int) -> None:
         """The fetch at ``offset`` was answered (or failed)."""
