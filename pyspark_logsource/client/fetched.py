@@ -202,10 +202,10 @@ class _PartitionState:
     def next_fetch(self, depth: int) -> int | None:
         """Where this partition's next fetch starts, or None (``depth`` fetches are in flight, or no guess).
 
-        At the fetch position when no fetch in flight starts at or before it. Else, pipelined (depth
-        > 1), right after the newest fetch in flight, guessed from the last answer's span: exact for
-        batches of one size; a wrong guess costs one fetch, whose answer ``continues`` rejects. Never
-        at or past the readable end, where a fetch would wait (and hold up the connection's requests).
+        At the fetch position when no fetch in flight starts there. Else, pipelined (depth > 1), the
+        first of fetch position + k * span (the last answer's span) not in flight: exact for batches of
+        one size; a wrong guess costs one fetch, whose answer ``continues`` rejects. Never at or past
+        the readable end, where a fetch would wait (and hold up the connection's requests).
         """
         fp = self.fetch_position
         if fp is None or len(self.pending) >= depth:
