@@ -48,6 +48,37 @@ def test_offset_index_is_full_at_segment_index_bytes(tmp_path):
     assert idx.is_full
 
 
+def test_entries_reach_the_file_at_flush_and_close(tmp_path):
+    """Write-behind: an append only adds to memory; flush and close write the file."""
+    path, tpath = tmp_path / "0.index", tmp_path / "0.timeindex"
+    idx, tidx = OffsetIndex(path, 0, 1 << 20), TimeIndex(tpath, 0, 1 << 20)
+    for i in range(1, 11):
+        assert idx.append(i * 10, i * 100) is False  # not full
+        assert tidx.maybe_append(1000 + i, i * 10) is False
+    assert path.stat().st_size == 0 and tpath.stat().st_size == 0
+    idx.flush()
+    tidx.flush()
+    assert path.stat().st_size == 10 * 8 and tpath.stat().st_size == 10 * 12
+    for i in range(11, 21):
+        idx.append(i * 10, i * 100)
+    idx.truncate_to(155)  # drops entries already in the file and pending ones
+    idx.flush()
+    assert path.stat().st_size == 15 * 8
+    idx.append(160, 1600)
+    idx.close()
+    tidx.close()
+    reopened = OffsetIndex(path, 0, 1 << 20)
+    reopened.sanity_check(segment_size=10_000)
+    assert [reopened.lookup(o) for o in (99, 150, 155, 10**6)] == [(90, 900), (150, 1500), (150, 1500), (160, 1600)]
+    assert TimeIndex(tpath, 0, 1 << 20).last_entry == (1010, 100)
+
+
+def test_append_reports_a_full_index(tmp_path):
+    idx, tidx = OffsetIndex(tmp_path / "0.index", 0, 8 * 2), TimeIndex(tmp_path / "0.timeindex", 0, 12 * 2)
+    assert [idx.append(i, i) for i in (1, 2)] == [False, True]
+    assert [tidx.maybe_append(ts, 0) for ts in (5, 5, 6)] == [False, False, True]  # 5 again: no entry
+
+
 @pytest.mark.parametrize(
     "damage",
     ["partial", "not_increasing", "past_segment", "missing"],

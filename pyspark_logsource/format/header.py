@@ -337,6 +337,12 @@ def stamp_append(buf: bytearray | memoryview, pos: int, h: BatchHeader, base_off
     _OFFSET_EPOCH.pack_into(buf, pos, base_offset, h.batch_length, leader_epoch)
 
 
+#: ``stamp_offset_epoch(buf, pos, base_offset, batch_length, leader_epoch)``: :func:`stamp_append`
+#: without a Python frame (the log's append runs it per batch); ``batch_length`` is the header's,
+#: rewritten as read
+stamp_offset_epoch = _OFFSET_EPOCH.pack_into
+
+
 def stamp_log_append_time(buf: bytearray | memoryview, now_ms: int, pos: int = 0) -> None:
     """Switch the batch to LogAppendTime with ``now_ms`` and recompute its CRC."""
     h = read_header(buf, pos)

@@ -3,9 +3,12 @@
 Both are files of fixed-width big-endian entries (as Kafka's), relative to the
 segment's base offset, appended every ``index.interval.bytes`` of log. The
 entries live in memory as two ``array`` columns so that a lookup is one
-C-level binary search (``bisect``); the file is only read on open and written
-on append. An index that fails its sanity check is rebuilt by its segment from
-the log, so the index files never need to be fsynced for correctness.
+C-level binary search (``bisect``); the file is only read on open, and new
+entries reach it at ``flush``/``close`` (write-behind, as Kafka's mmap'd
+indexes reach the disk when flushed): an append only adds to the arrays. An
+index that fails its sanity check is rebuilt by its segment from the log, and
+a segment not flushed before a crash is recovered (its indexes rebuilt), so
+the index files never need more than that for correctness.
 
 Concurrency: appends and truncation happen under the partition lock; lookups
 run without a lock. Appends add the payload column before the key column, so
@@ -48,6 +51,8 @@ class _Index:
             self._load_error = f"size {len(data)} is not a multiple of {self.ENTRY.size}"
         else:
             self._parse(data)
+        #: entries already in the file; the rest are written by :meth:`_write_pending`
+        self._written = len(self._keys)
         self._file = open(self.path, "ab")  # noqa: SIM115 - owned for the index's lifetime
 
     # -- subclass hooks
@@ -63,15 +68,20 @@ class _Index:
         """True when one more entry would exceed ``segment.index.bytes``."""
         return len(self._keys) >= self.max_entries
 
-    def _write(self, key: int, value: int) -> None:
-        self._file.write(self.ENTRY.pack(key, value))
+    def _write_pending(self) -> None:
+        n = len(self._keys)
+        if self._written < n:
+            self._file.write(self._file_bytes(self._written))
+            self._written = n
 
     def _rewrite(self) -> None:
         self._file.flush()
         os.ftruncate(self._file.fileno(), 0)
-        self._file.write(self._file_bytes())
+        self._file.write(self._file_bytes(0))
+        self._written = len(self._keys)
 
-    def _file_bytes(self) -> bytes:
+    def _file_bytes(self, start: int) -> bytes:
+        """Entries from ``start`` on, as the file holds them."""
         raise NotImplementedError
 
     def reset(self) -> None:
@@ -79,17 +89,20 @@ class _Index:
         self._keys = array(self.KEY_CODE)
         self._values = array(self.VALUE_CODE)
         self._load_error = None
+        self._written = 0
         self._file.flush()
         os.ftruncate(self._file.fileno(), 0)
 
     def flush(self) -> None:
-        """Write buffered entries and fsync the file."""
+        """Write pending entries and fsync the file."""
+        self._write_pending()
         self._file.flush()
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        """Flush buffered entries and close the file."""
+        """Write pending entries and close the file."""
         if not self._file.closed:
+            self._write_pending()
             self._file.close()
 
     def rename(self, new_path: Path) -> None:
@@ -115,10 +128,10 @@ class OffsetIndex(_Index):
         self._keys.frombytes(np.ascontiguousarray(cols[:, 0]).tobytes())
         self._values.frombytes(np.ascontiguousarray(cols[:, 1]).tobytes())
 
-    def _file_bytes(self) -> bytes:
-        cols = np.empty((len(self._keys), 2), dtype=">u4")
-        cols[:, 0] = np.frombuffer(self._keys, dtype="=u4")
-        cols[:, 1] = np.frombuffer(self._values, dtype="=u4")
+    def _file_bytes(self, start: int) -> bytes:
+        cols = np.empty((len(self._keys) - start, 2), dtype=">u4")
+        cols[:, 0] = np.frombuffer(self._keys, dtype="=u4")[start:]
+        cols[:, 1] = np.frombuffer(self._values, dtype="=u4")[start:]
         return cols.tobytes()
 
     def sanity_check(self, segment_size: int) -> None:
@@ -137,14 +150,16 @@ class OffsetIndex(_Index):
         if int(vals[-1]) >= segment_size:
             raise CorruptIndexError(f"{self.path.name}: entry points at {int(vals[-1])}, beyond the segment ({segment_size})")
 
-    def append(self, offset: int, position: int) -> None:
-        """Add an entry for the batch starting at ``offset``/``position`` (both increasing)."""
+    def append(self, offset: int, position: int) -> bool:
+        """Add an entry for the batch starting at ``offset``/``position`` (both increasing);
+        return whether the index is full now."""
+        keys = self._keys
         rel = offset - self.base_offset
-        if self._keys and rel <= self._keys[-1]:
-            return
+        if keys and rel <= keys[-1]:
+            return False
         self._values.append(position)
-        self._keys.append(rel)
-        self._write(rel, position)
+        keys.append(rel)
+        return len(keys) >= self.max_entries
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
@@ -191,10 +206,10 @@ class TimeIndex(_Index):
         self._keys.frombytes(rows["ts"].astype("=i8").tobytes())
         self._values.frombytes(rows["off"].astype("=u4").tobytes())
 
-    def _file_bytes(self) -> bytes:
-        rows = np.empty(len(self._keys), dtype=np.dtype([("ts", ">i8"), ("off", ">u4")]))
-        rows["ts"] = np.frombuffer(self._keys, dtype="=i8")
-        rows["off"] = np.frombuffer(self._values, dtype="=u4")
+    def _file_bytes(self, start: int) -> bytes:
+        rows = np.empty(len(self._keys) - start, dtype=np.dtype([("ts", ">i8"), ("off", ">u4")]))
+        rows["ts"] = np.frombuffer(self._keys, dtype="=i8")[start:]
+        rows["off"] = np.frombuffer(self._values, dtype="=u4")[start:]
         return rows.tobytes()
 
     def sanity_check(self, next_offset: int) -> None:
@@ -213,14 +228,15 @@ class TimeIndex(_Index):
         if self.base_offset + int(offs[-1]) >= next_offset:
             raise CorruptIndexError(f"{self.path.name}: entry points beyond the segment's last offset")
 
-    def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Add an entry if ``timestamp`` is larger than the last one."""
-        if self._keys and timestamp <= self._keys[-1]:
-            return
-        rel = offset - self.base_offset
-        self._values.append(rel)
-        self._keys.append(timestamp)
-        self._write(timestamp, rel)
+    def maybe_append(self, timestamp: int, offset: int) -> bool:
+        """Add an entry if ``timestamp`` is larger than the last one; return whether one was added
+        and the index is full now."""
+        keys = self._keys
+        if keys and timestamp <= keys[-1]:
+            return False
+        self._values.append(offset - self.base_offset)
+        keys.append(timestamp)
+        return len(keys) >= self.max_entries
 
     def lookup_before(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the last entry whose timestamp is < ``timestamp``; None if none."""

@@ -92,6 +92,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         self.partition = partition
         self.directory = Path(directory)
         self.config = config
+        self._log_append_time = config.log_append_time  # read per append (the config is frozen)
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._pending_deletes: list[tuple[float, LogSegment]] = []
@@ -316,7 +317,11 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
                 txn.apply_append(self, mv, batches, self._last_bases)
             if leader_epoch > latest:
                 self.epochs.assign(leader_epoch, info[0])
-            due = self._flush_due(now)
+            # _flush_due, inlined: this runs per produce request
+            config = self.config
+            due = self._leo - self._recovery_point >= config.flush_messages or (
+                not self.scheduled_flush and now - self._last_flush_ms >= config.flush_ms
+            )
         if due:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
@@ -368,9 +373,9 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         stamp its batches from ``offset``; add ``(position + at, base offset, size, max timestamp,
         count)`` per batch to ``stamped``. Returns the next offset, or the original AppendInfo of a
         run appended before (a retry: nothing stamped). Raises DuplicateSequence for a run mixing both."""
-        lat = self.config.log_append_time
+        lat = self._log_append_time
         duplicates = None
-        stamp = fmt.stamp_append
+        stamp = fmt.stamp_offset_epoch
         first = len(stamped)
         for pos, h in batches:
             # h[9], h[11]: producer id, base sequence (tuple indexing: this loop runs per batch)
@@ -382,7 +387,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
                         duplicates = []
                     duplicates.append(dup)
                     continue
-            stamp(mv, pos, h, offset, leader_epoch)
+            stamp(mv, pos, offset, h[1], leader_epoch)  # h[1]: batch length
             max_ts = h[8]
             if lat:
                 fmt.stamp_log_append_time(mv, now, pos)
@@ -408,9 +413,12 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         offset = self._stamp_run(mv, batches, self._leo, leader_epoch, now, producers, stamped)
         if type(offset) is not int:
             return offset  # a retry of appended batches
-        self._last_bases = [s[1] for s in stamped]  # base offset per batch, for the transaction hooks
+        if flags & _TRANSACTIONAL:
+            self._last_bases = [s[1] for s in stamped]  # base offset per batch, for the transaction hooks
         active = self._view.segments[-1]
-        if active.size and active.should_roll(len(mv), offset - 1, now):
+        # LogSegment.should_roll, inlined: this runs per produce request
+        if active.size and (active.size + len(mv) > active.roll_size or now >= active.roll_ms
+                            or offset - 1 > active.roll_offset):  # fmt: skip
             active = self._roll_locked(now)
         try:
             active.append(mv, stamped, arrow=bool(flags & _ARROW))
@@ -420,7 +428,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
             producers.commit()
         base = self._leo
         self._leo = offset  # publish: readers may now fetch up to here
-        return _new_info(AppendInfo, (base, offset - 1, now if self.config.log_append_time else -1, offset - base,
+        return _new_info(AppendInfo, (base, offset - 1, now if self._log_append_time else -1, offset - base,
                                       False))  # fmt: skip
 
     # ------------------------------------------------------------ read

@@ -74,7 +74,15 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
-        self.created_ms: int | None = None
+        # Kafka's roll rule as three bounds, kept up to date where their inputs change, so that
+        # an append checks it with three comparisons (see should_roll)
+        #: bytes the file may reach (-1 once an index is full: the next append rolls)
+        self.roll_size = config.segment_bytes
+        #: the last offset the segment may hold (relative offsets are 32-bit)
+        self.roll_offset = base_offset + 0xFFFFFFFF
+        #: when the segment is segment.ms old
+        self.roll_ms: float = float("inf")
+        self._created_ms: int | None = None
         self.deleted = False
         self._bytes_since_index = 0
         #: some batch has our Arrow body (Kafka clients then need this segment's regions converted);
@@ -83,6 +91,21 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    @property
+    def created_ms(self) -> int | None:
+        """Wall-clock ms of the first append (or of opening a non-empty file); None while empty."""
+        return self._created_ms
+
+    @created_ms.setter
+    def created_ms(self, value: int | None) -> None:
+        self._created_ms = value
+        self.roll_ms = float("inf") if value is None else value + self.config.segment_ms
+
+    def _check_index_room(self) -> None:
+        """A full index makes the next append roll (Kafka's rule), through ``roll_size``."""
+        full = self.offset_index.is_full or self.time_index.is_full
+        self.roll_size = -1 if full else self.config.segment_bytes
 
     # ------------------------------------------------------------ opening
 
@@ -101,6 +124,7 @@ class LogSegment:
             self.rebuild_indexes()
         if self.size:
             self.created_ms = int(time.time() * 1000)
+        self._check_index_room()
 
     def _load_tail(self) -> None:
         off, pos = self.offset_index.last_entry
@@ -172,6 +196,7 @@ class LogSegment:
             self.created_ms = int(time.time() * 1000)
         self.offset_index.flush()
         self.time_index.flush()
+        self._check_index_room()
         return cut
 
     def _follows(self, base_offset: int) -> bool:
@@ -222,7 +247,7 @@ class LogSegment:
         except OSError:
             os.ftruncate(self._fd, start)  # all or nothing
             raise
-        if self.created_ms is None:
+        if self._created_ms is None:
             self.created_ms = int(time.time() * 1000)
         self.size = start + n  # publish: readers may now see these bytes
         interval = self.config.index_interval_bytes
@@ -232,8 +257,9 @@ class LogSegment:
                 max_ts, max_ts_offset = ts, base
             pos = start + rel
             if since >= interval and pos:
-                self.offset_index.append(base, pos)
-                self.time_index.maybe_append(max_ts, max_ts_offset)
+                # either index full: the next append rolls (roll_size, see should_roll)
+                if self.offset_index.append(base, pos) | self.time_index.maybe_append(max_ts, max_ts_offset):
+                    self.roll_size = -1
                 since = 0
             since += size
             self.next_offset = base + count
@@ -241,14 +267,8 @@ class LogSegment:
 
     def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
-        if self.size == 0:
-            return False
-        return (
-            self.size + incoming_bytes > self.config.segment_bytes
-            or (self.created_ms is not None and now_ms - self.created_ms >= self.config.segment_ms)
-            or self.offset_index.is_full
-            or self.time_index.is_full
-            or last_offset - self.base_offset > 0xFFFFFFFF
+        return bool(self.size) and (
+            self.size + incoming_bytes > self.roll_size or now_ms >= self.roll_ms or last_offset > self.roll_offset
         )
 
     def seal_time_index(self) -> None:
@@ -353,6 +373,7 @@ class LogSegment:
         self._load_tail()
         if pos == 0:
             self.created_ms = None
+        self._check_index_room()
         return removed
 
     def change_suffix(self, new_suffix: str) -> None:
