@@ -150,7 +150,12 @@ def test_demo_end_to_end(tmp_path):
         "--stream-seconds", "3", "--stream-rate", "3000", "--output-dir", str(out),
         "--data-dir", str(tmp_path / "data"), "--no-progress",
     ]  # fmt: skip
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=540, cwd=tmp_path)
+    from helpers.spark_jvm import examples_conf_dir
+
+    # conf/ plus the test drivers' JVM options (C1 only, the serial GC: tests/helpers/spark_jvm.py)
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONF_DIR"}
+    env["LOGSOURCE_CONF_DIR"] = str(examples_conf_dir(tmp_path / "conf"))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=540, cwd=tmp_path, env=env)
     assert p.returncode == 0, f"stdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
     o = p.stdout
     assert "demo finished OK" in o

@@ -49,6 +49,24 @@ def submit_args(*conf: str) -> str:
     return f"--driver-java-options '{driver_java_options()}'{extra} pyspark-shell"
 
 
+def examples_conf_dir(dest: Path, conf: Path = Path(__file__).resolve().parents[2] / "conf") -> Path:
+    """A copy of conf/ in dest for the notebooks and the demo under test (LOGSOURCE_CONF_DIR names it):
+    the same settings and log4j2.properties, plus a spark.driver.extraJavaOptions line with BASE_OPTIONS.
+    Their code is unchanged and a user's run never sees this file: spark_session() reads
+    LOGSOURCE_CONF_DIR's spark-defaults.conf and points SPARK_CONF_DIR at it, so the kernel's session and
+    the jobs it starts all get these options. Not the class-data archive: a JVM maps it only with the
+    classpath it was written with, and SPARK_CONF_DIR is the classpath's first entry (measured: "Unable to
+    use shared archive")."""
+    dest.mkdir(parents=True, exist_ok=True)
+    log4j = dest / "log4j2.properties"
+    log4j.write_text((conf / "log4j2.properties").read_text())
+    # the log4j property is the one spark_session() adds when the file has no extraJavaOptions line
+    opts = f"{BASE_OPTIONS} -Dlog4j2.configurationFile={log4j.as_uri()}"
+    text = (conf / "spark-defaults.conf").read_text()
+    (dest / "spark-defaults.conf").write_text(f"{text.rstrip()}\n\n# the tests' JVM options\nspark.driver.extraJavaOptions  {opts}\n")
+    return dest
+
+
 def _ensure_archive(d: Path) -> Path | None:
     """The archive in d if it is ready; otherwise None, and the first process to ask starts the warm-up
     in the background (its own session: killing the asking driver leaves it running), so that no test
