@@ -24,9 +24,9 @@ from ..errors import (
 )
 from ..format import decode, iter_headers, read_header, to_arrow
 from ..protocol.messages import READ_COMMITTED, READ_UNCOMMITTED, FetchPartition, FetchRequest
+from .committed import CommittedFilter, committed_only
 from .connection import BrokerConnection
 from .network import ROUTING_ERRORS, NetworkClient, Retry
-from .txn import CommittedFilter, committed_only
 
 #: Upper bound when a single batch is larger than the requested max_bytes.
 _MAX_FETCH_GROWTH = 256 * 1024 * 1024

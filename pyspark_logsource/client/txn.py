@@ -5,14 +5,13 @@
   until the coordinator writes a COMMIT marker.
 * :class:`StagedTxns` talks to the coordinator (our StagedTxns API): register
   an attempt's partitions, commit a write's winners under a batch id, abort.
-* :class:`CommittedFilter` is Kafka's consumer-side algorithm: control batches
-  and the batches of aborted transactions (the Fetch response lists them with
-  their first offset; the ABORT marker ends each) never reach the user.
+* :class:`CommittedFilter` (in :mod:`.committed`, re-exported here) is Kafka's
+  consumer-side algorithm: control batches and the batches of aborted
+  transactions never reach the user.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,10 +23,10 @@ from ..errors import (
     NetworkError,
     NotCoordinator,
 )
-from ..format import iter_headers
-from ..format.control import ABORT, marker_type, set_transactional
+from ..format.control import set_transactional
 from ..protocol import txn_messages as tm
 from ..protocol.coordinator_messages import FindCoordinatorRequest
+from .committed import CommittedFilter, committed_only  # noqa: F401  (re-exported: the read_committed filter)
 from .connection import raise_for_response
 from .metadata import BrokerInfo
 from .network import NetworkClient, Retry
@@ -35,7 +34,6 @@ from .producer import Producer
 
 log = logging.getLogger(__name__)
 
-_TXN_BITS = 0x30  # transactional | control
 #: the coordinator moved or is being elected; LeaderNotAvailable: the cached one left the cluster metadata
 _RETRIABLE = (NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress, NetworkError, LeaderNotAvailable)
 
@@ -131,41 +129,3 @@ class StagedTxns:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class CommittedFilter:
-    """Per fetched partition: which batches a read_committed reader drops (Kafka's consumer algorithm)."""
-
-    __slots__ = ("_pending", "_active")
-
-    def __init__(self, aborted: Iterable[Any] | None) -> None:
-        self._pending = sorted((a.first_offset, a.producer_id) for a in (aborted or ()))
-        heapq.heapify(self._pending)
-        self._active: set[int] = set()
-
-    def drop(self, data: Any, pos: int, h: Any) -> bool:
-        """True when the batch ``h`` at ``pos`` of ``data`` holds nothing a committed reader may see."""
-        a = h.attributes
-        if not a & _TXN_BITS:
-            return False
-        pending = self._pending
-        while pending and pending[0][0] <= h.base_offset + h.last_offset_delta:
-            self._active.add(heapq.heappop(pending)[1])
-        if a & 0x20:
-            if h.producer_id in self._active and marker_type(data, pos, h) == ABORT:
-                self._active.discard(h.producer_id)
-            return True
-        return h.producer_id in self._active
-
-
-def committed_only(data: Any, aborted: Iterable[Any] | None) -> Any:
-    """``data`` without control batches and aborted transactions' batches (unchanged when it has none)."""
-    headers = iter_headers(data)
-    if not any(h.attributes & _TXN_BITS for _, h in headers):
-        return data
-    f = CommittedFilter(aborted)
-    keep = bytearray()
-    for pos, h in headers:
-        if not f.drop(data, pos, h):
-            keep += data[pos : pos + h.size]
-    return memoryview(bytes(keep))
