@@ -148,6 +148,33 @@ def test_roll_when_an_index_is_full_and_after_truncating_it(tmp_path):
     assert [r.offset for r in all_records(log)] == list(range(log.log_end_offset))
 
 
+def test_index_files_stay_whole_when_flushes_race_appends_and_rolls(tmp_path, caplog):
+    # the log manager's thread flushes (writing pending index entries) while the appending thread
+    # adds entries and rolls (which writes them too): reopened, no index needs a rebuild
+    log = open_log(tmp_path, index_interval_bytes=0, segment_bytes=20_000)
+    stop = threading.Event()
+
+    def flusher() -> None:
+        while not stop.is_set():
+            log.flush()
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        fill(log, 400, per_batch=2)
+    finally:
+        stop.set()
+        t.join()
+    entries = [len(s.offset_index) for s in log.segments]
+    assert len(entries) >= 3 and all(entries)
+    log.close()
+    with caplog.at_level("WARNING"):
+        reopened = PartitionLog(tmp_path / "t-0", log.config, "t", 0)
+    assert "rebuilding indexes" not in caplog.text
+    assert [len(s.offset_index) for s in reopened.segments] == entries
+    assert [r.offset for r in all_records(reopened)] == list(range(800))
+
+
 def test_explicit_roll_and_empty_roll_is_a_no_op(tmp_path):
     log = open_log(tmp_path)
     assert log.roll() is log.active_segment

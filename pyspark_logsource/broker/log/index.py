@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
@@ -53,6 +54,9 @@ class _Index:
             self._parse(data)
         #: entries already in the file; the rest are written by :meth:`_write_pending`
         self._written = len(self._keys)
+        # A flush (the log manager's thread) and a roll (the appending thread) may write the
+        # pending entries of one segment at once: one of them writes each entry.
+        self._write_lock = threading.Lock()
         self._file = open(self.path, "ab")  # noqa: SIM115 - owned for the index's lifetime
 
     # -- subclass hooks
@@ -69,19 +73,27 @@ class _Index:
         return len(self._keys) >= self.max_entries
 
     def _write_pending(self) -> None:
-        n = len(self._keys)
-        if self._written < n:
-            self._file.write(self._file_bytes(self._written))
-            self._written = n
+        with self._write_lock:
+            n = len(self._keys)
+            if self._written < n:
+                self._file.write(self._file_bytes(self._written, n))
+                self._written = n
 
     def _rewrite(self) -> None:
-        self._file.flush()
-        os.ftruncate(self._file.fileno(), 0)
-        self._file.write(self._file_bytes(0))
-        self._written = len(self._keys)
+        with self._write_lock:
+            self._file.flush()
+            os.ftruncate(self._file.fileno(), 0)
+            n = len(self._keys)
+            self._file.write(self._file_bytes(0, n))
+            self._written = n
 
-    def _file_bytes(self, start: int) -> bytes:
-        """Entries from ``start`` on, as the file holds them."""
+    def _columns(self, start: int, end: int) -> tuple[array, array]:
+        """Copies of entries ``[start, end)``: appends may run meanwhile (without the partition lock, as
+        a flush does), and an array exporting its buffer (to numpy) could not grow; one slice is atomic."""
+        return self._keys[start:end], self._values[start:end]
+
+    def _file_bytes(self, start: int, end: int) -> bytes:
+        """Entries ``[start, end)``, as the file holds them."""
         raise NotImplementedError
 
     def reset(self) -> None:
@@ -89,9 +101,10 @@ class _Index:
         self._keys = array(self.KEY_CODE)
         self._values = array(self.VALUE_CODE)
         self._load_error = None
-        self._written = 0
-        self._file.flush()
-        os.ftruncate(self._file.fileno(), 0)
+        with self._write_lock:
+            self._written = 0
+            self._file.flush()
+            os.ftruncate(self._file.fileno(), 0)
 
     def flush(self) -> None:
         """Write pending entries and fsync the file."""
@@ -128,10 +141,11 @@ class OffsetIndex(_Index):
         self._keys.frombytes(np.ascontiguousarray(cols[:, 0]).tobytes())
         self._values.frombytes(np.ascontiguousarray(cols[:, 1]).tobytes())
 
-    def _file_bytes(self, start: int) -> bytes:
-        cols = np.empty((len(self._keys) - start, 2), dtype=">u4")
-        cols[:, 0] = np.frombuffer(self._keys, dtype="=u4")[start:]
-        cols[:, 1] = np.frombuffer(self._values, dtype="=u4")[start:]
+    def _file_bytes(self, start: int, end: int) -> bytes:
+        keys, values = self._columns(start, end)
+        cols = np.empty((end - start, 2), dtype=">u4")
+        cols[:, 0] = np.frombuffer(keys, dtype="=u4")
+        cols[:, 1] = np.frombuffer(values, dtype="=u4")
         return cols.tobytes()
 
     def sanity_check(self, segment_size: int) -> None:
@@ -206,10 +220,11 @@ class TimeIndex(_Index):
         self._keys.frombytes(rows["ts"].astype("=i8").tobytes())
         self._values.frombytes(rows["off"].astype("=u4").tobytes())
 
-    def _file_bytes(self, start: int) -> bytes:
-        rows = np.empty(len(self._keys) - start, dtype=np.dtype([("ts", ">i8"), ("off", ">u4")]))
-        rows["ts"] = np.frombuffer(self._keys, dtype="=i8")[start:]
-        rows["off"] = np.frombuffer(self._values, dtype="=u4")[start:]
+    def _file_bytes(self, start: int, end: int) -> bytes:
+        keys, values = self._columns(start, end)
+        rows = np.empty(end - start, dtype=np.dtype([("ts", ">i8"), ("off", ">u4")]))
+        rows["ts"] = np.frombuffer(keys, dtype="=i8")
+        rows["off"] = np.frombuffer(values, dtype="=u4")
         return rows.tobytes()
 
     def sanity_check(self, next_offset: int) -> None:
