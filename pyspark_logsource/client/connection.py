@@ -453,6 +453,12 @@ class BrokerConnection:
         pending = list(self._pending)
         self._pending.clear()
         try:
+            # shutdown first: it wakes the reader out of recv()/select() at once; close() alone leaves it
+            # there until its _READ_POLL_S timeout, and close() joins it (0.2 s per closed client)
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
             self._sock.close()
         except OSError:
             pass
