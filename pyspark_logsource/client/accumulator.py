@@ -335,8 +335,10 @@ class RecordAccumulator:
         """Queue a record that fills a batch on its own (``batch_size`` smaller than the record),
         without opening the batch first; lock held, no open batch for the partition."""
         b = ProducerBatch(topic, partition, time.monotonic())
-        b.values.append(value)
-        b.timestamps.append(timestamp)
+        # tuples, not lists: nothing is appended to a closed batch, and the GC stops tracking a tuple of
+        # bytes or ints at its first young collection instead of promoting it with the queued batch
+        b.values = (value,)  # type: ignore[assignment]
+        b.timestamps = (timestamp,)  # type: ignore[assignment]
         b.size += size
         b.record_count = 1
         b.closed = True
