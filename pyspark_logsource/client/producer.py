@@ -48,7 +48,8 @@ from .sender import MAX_UNANSWERED_BATCHES, ProducerSenderMixin, restamp_produce
 
 log = logging.getLogger(__name__)
 
-_time = time.time
+_time_ns = time.time_ns
+_new_object = object.__new__
 
 
 def _as_bytes(v: Any, what: str) -> bytes | None:
@@ -179,7 +180,7 @@ class Producer(ProducerSenderMixin):
             # in one lookup, two list appends, nothing else per record. (A sticky batch has no
             # keys or headers: _send takes it out of ``acc.sticky`` when a keyed record joins it.)
             size = len(value) + RECORD_OVERHEAD
-            ts = int(_time() * 1000)
+            ts = _time_ns() // 1_000_000
             acc = self._acc
             with acc.lock:
                 b = acc.sticky.get(topic)
@@ -194,7 +195,11 @@ class Producer(ProducerSenderMixin):
                         if b.size >= acc.batch_size:
                             acc.close_batch(b)
                             self._sticky.on_new_batch(topic, b.partition, self._nparts[topic])
-                        return RecordFuture(b, idx)
+                        # RecordFuture(b, idx) without the call of its __init__ (a Python frame per record)
+                        f = _new_object(RecordFuture)
+                        f._batch = b
+                        f._index = idx
+                        return f
                     if size + BATCH_OVERHEAD >= acc.batch_size and not acc.closed:
                         # the record fills a batch alone (batch_size 1: a request per record)
                         n = self._nparts.get(topic)
@@ -234,7 +239,7 @@ class Producer(ProducerSenderMixin):
         if headers:
             headers = _as_headers(headers)
             size += sum(len(k) + (len(v) if v else 0) + 8 for k, v in headers)
-        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        ts = _time_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms)
         acc = self._acc
         with acc.lock:
             if acc.closed:
