@@ -43,9 +43,12 @@ class CommittedFilter:
         return h.producer_id in self._active
 
 
-def committed_only(data: Any, aborted: Iterable[Any] | None) -> Any:
-    """``data`` without control batches and aborted transactions' batches (unchanged when it has none)."""
-    headers = iter_headers(data)
+def committed_only(data: Any, aborted: Iterable[Any] | None, headers: list[tuple[int, Any]] | None = None) -> Any:
+    """``data`` without control batches and aborted transactions' batches (unchanged when it has none).
+
+    ``headers``: ``iter_headers(data)`` when the caller has walked it already."""
+    if headers is None:
+        headers = iter_headers(data)
     if not any(h.attributes & _TXN_BITS for _, h in headers):
         return data
     f = CommittedFilter(aborted)

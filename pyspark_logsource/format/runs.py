@@ -38,6 +38,7 @@ from .header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
+    BatchHeader,
     read_header,
     set_attributes_and_length,
     walk,
@@ -259,8 +260,12 @@ def to_arrow(
     fast: bool | None = None,
     max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
     include_control: bool = False,
+    walked: list[tuple[int, BatchHeader]] | None = None,
 ) -> pa.Table:
     """Decode a run of batches of either layout into one Arrow table, in log order, trimmed to [start, end).
+
+    ``walked``: ``walk(buf, check_crc=check_crc)`` when the caller has it already (a fetch
+    looks at the headers before decoding; the walk is a third of a Spark read's Python CPU).
 
     A trailing partial batch is ignored, and so are control batches (transaction
     markers) unless ``include_control``. Runs of small Arrow-body batches are
@@ -269,7 +274,8 @@ def to_arrow(
     None decides by the average batch size. Consecutive Kafka-layout batches
     are decoded together too. The result is the same either way.
     """
-    walked = walk(buf, check_crc=check_crc)
+    if walked is None:
+        walked = walk(buf, check_crc=check_crc)
     if not walked:
         return ARROW_SCHEMA.empty_table()
     hs = _header_array(walked)
