@@ -294,23 +294,19 @@ class Handlers:
             out.append(r)
         return FetchResponse(partitions=out), total, error
 
-    def fetch(self, req: FetchRequest, session: Session) -> Any:
+    async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
         """Long poll: answer at once if min_bytes are there (or an error), else when an append brings them.
         A follower's fetch (``replica_id`` >= 0, in a cluster) goes to the replica manager's handler.
 
-        An answer ready now is returned as is, not from a coroutine: the server then sends it behind the
-        answers before it in one write, where awaiting a coroutine first flushed those alone (for a
-        consumer with two fetches in flight: the 3-byte tail of the previous answer in its own send).
+        A coroutine even when the answer is ready: the server writes what it queued before awaiting it,
+        so the previous answer's last bytes leave at once. Answered directly (tried), they waited behind
+        the handling of the next fetch of the same read, and the consumer for them to finish the frame.
         """
         if req.replica_id >= 0 and self.state.replication is not None:
-            return self.state.replication.fetch_handler.fetch(req, session)
+            return await self.state.replication.fetch_handler.fetch(req, session)
         resp, total, error = self._read(req, session)
         if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not req.partitions:
             return resp
-        return self._long_poll(req, session, resp)
-
-    async def _long_poll(self, req: FetchRequest, session: Session, resp: FetchResponse) -> FetchResponse:
-        """Wait (up to ``max_wait_ms``) for appends to bring ``min_bytes``; then answer what is there."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
         keys = {(fp.topic, fp.partition) for fp in req.partitions}

@@ -108,6 +108,7 @@ class Consumer(ConsumerPositionsMixin):
         self._data = threading.Condition(self._lock)  # poll() waits here for fetched data
         self._work = threading.Condition(self._lock)  # the fetcher waits here for fetchable partitions
         self._send_order = threading.Lock()  # taken before _lock: fetches are sent in the order planned
+        self._waiting = 0  # poll() calls waiting on _data (changed under _lock)
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._order: list[TopicPartition] = []
         self._rr = 0
@@ -259,7 +260,11 @@ class Consumer(ConsumerPositionsMixin):
                     break
                 if any(st.position is None and st.error is None for st in self._parts.values()):
                     left = min(left, self.retry_backoff)
-                self._data.wait(left)
+                self._waiting += 1
+                try:
+                    self._data.wait(left)
+                finally:
+                    self._waiting -= 1
             if self._closed:
                 raise ClientClosed("consumer closed")
         # fetch into the room just made from here: waking the fetcher thread costs two thread switches
@@ -356,9 +361,12 @@ class Consumer(ConsumerPositionsMixin):
                 if error is None and not self._closed:
                     self._issue_fetches()  # chain the next fetch right here, in the I/O thread
             finally:
-                if got:
-                    # poll() is woken once the next fetch is out: woken first, it took the GIL for its
-                    # decoding while this thread waited to send, and the broker sat idle meanwhile
+                # poll() is woken once the next fetch is out: woken first, it took the GIL for its
+                # decoding while this thread waited to send, and the broker sat idle meanwhile. The
+                # count is read without the lock: a poll() that waits does so before _on_fetch can
+                # buffer (it holds the lock until it waits), and one that did not wait sees the data.
+                # A busy poll() (message by message) is then not made to hand the lock over once more.
+                if got and self._waiting:
                     with self._lock:
                         self._data.notify_all()
 
