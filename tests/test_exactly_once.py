@@ -251,18 +251,23 @@ def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_
         kills = 0
         try:
             for _ in range(10):
+                t0 = time.monotonic()
                 before = _published(bs)
                 proc = subprocess.Popen([sys.executable, script, bs, ckpt, "run"], env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
                 assert proc.stdout.readline().strip() == b"STARTED"
-                deadline = time.monotonic() + 120
+                t1 = time.monotonic()
+                deadline = t1 + 120
                 while _published(bs) == before and time.monotonic() < deadline:
                     time.sleep(0.1)  # this run committed a micro-batch: the next one is under way
+                t2 = time.monotonic()
                 time.sleep(rng.uniform(0.0, 2.5))  # somewhere in planning, staging or committing a micro-batch
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += 1
-                print(f"kill {kills}: {len(sent)} inputs so far", flush=True)
+                # where a cycle's wall time goes (pytest -s): the session start, the query's first commit, the wait
+                print(f"kill {kills}: {len(sent)} inputs so far; session {t1 - t0:.1f} s, first commit {t2 - t1:.1f} s, "
+                      f"then {time.monotonic() - t2:.1f} s", flush=True)  # fmt: skip
         finally:
             stop.set()
             feeder.join()
