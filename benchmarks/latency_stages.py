@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from paper import paced_send  # benchmarks/ is sys.path[0] when run as a script
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.broker.embedded import EmbeddedBroker
@@ -130,19 +131,10 @@ def run(bootstrap: str, broker_pid: int, topic: str, rate: int, seconds: float) 
         th = threading.Thread(target=reader, daemon=True, name="reader")
         th.start()
         time.sleep(0.5)
-        payload = b"x" * MSG
         w0, sent0 = len(clock.writes), clock._sent
         cpu0, bcpu0 = thread_cpu(), thread_cpu(broker_pid)
         gc.callbacks.append(on_gc)
-        t0 = time.perf_counter_ns()
-        step = 1_000_000_000 // rate
-        for i in range(n):
-            target = t0 + i * step
-            now = time.perf_counter_ns()
-            if target > now:
-                time.sleep((target - now) / 1e9)
-            sent_at[i] = time.perf_counter_ns()
-            p.send(topic, payload, partition=0)
+        paced_send(p, topic, rate, sent_at)
         p.flush()
         deadline = time.monotonic() + 30
         while recv_at[-1] == 0 and th.is_alive() and time.monotonic() < deadline:

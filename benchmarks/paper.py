@@ -238,19 +238,9 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: fl
     th = threading.Thread(target=reader, daemon=True)
     th.start()
     time.sleep(0.5)  # the consumer is now long-polling at the end of the log
-    payload = b"x" * MSG
     if cpu is not None:
         c0, b0, m0 = time.process_time(), cpu_seconds(cpu["pid"]), time.thread_time()
-    t0 = time.perf_counter_ns()
-    step = 1_000_000_000 // rate
-    for i in range(n):
-        target = t0 + i * step
-        now = time.perf_counter_ns()
-        if target > now:
-            # sleep, never spin: a spinning sender would hold the GIL the I/O threads need
-            time.sleep((target - now) / 1e9)
-        sent_at[i] = time.perf_counter_ns()
-        p.send(topic, payload, partition=0)
+    paced_send(p, topic, rate, sent_at)
     if cpu is not None:
         cpu["send_loop"] = time.thread_time() - m0
     p.flush()
@@ -271,6 +261,21 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: fl
         float(np.percentile(st, 50)), float(np.percentile(st, 99)), float(st.max()), int(steady.sum()),
         float(np.percentile(all_ok, 99)), int(ok.sum()),
     )  # fmt: skip
+
+
+def paced_send(p: Producer, topic: str, rate: int, sent_at: np.ndarray) -> None:
+    """send() one 200-byte message every 1/rate s to partition 0; ``sent_at[i]``: message i's send() time (ns)."""
+    payload = b"x" * MSG
+    t0 = time.perf_counter_ns()
+    step = 1_000_000_000 // rate
+    for i in range(len(sent_at)):
+        target = t0 + i * step
+        now = time.perf_counter_ns()
+        if target > now:
+            # sleep, never spin: a spinning sender would hold the GIL the I/O threads need
+            time.sleep((target - now) / 1e9)
+        sent_at[i] = time.perf_counter_ns()
+        p.send(topic, payload, partition=0)
 
 
 def ping_pong(rate: int, seconds: float) -> tuple[float, float]:
