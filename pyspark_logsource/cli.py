@@ -388,8 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    if hasattr(signal, "SIGPIPE"):  # `logsource consume ... | head` should end quietly
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # `logsource consume ... | head` should end quietly; the previous disposition comes back when
+    # main() returns, for a program (or a test session) that calls main() in its own process
+    previous = signal.signal(signal.SIGPIPE, signal.SIG_DFL) if hasattr(signal, "SIGPIPE") else None
     try:
         if args.command == "produce" and args.acks in ("all", "-1"):
             args.acks = -1
@@ -401,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGPIPE, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

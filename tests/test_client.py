@@ -490,3 +490,48 @@ def test_a_response_stalled_mid_frame_still_times_out_and_close_is_prompt():
         c.close()
         assert time.monotonic() - start < 1.5
         listener.close()
+
+
+_WRITE_AFTER_SHUTDOWN = """
+import signal, socket, threading
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as a command-line tool has it
+from pyspark_logsource.client.connection import BrokerConnection
+from pyspark_logsource.errors import LogSourceError
+from pyspark_logsource.protocol import SUPPORTED_VERSIONS, ServerConnection
+from pyspark_logsource.protocol.messages import ApiVersion, ApiVersionsResponse, MetadataRequest
+
+listener = socket.create_server(("127.0.0.1", 0))
+
+def fake_broker():
+    conn, _ = listener.accept()
+    for ev in ServerConnection().receive_data(conn.recv(1 << 16)):
+        resp = ApiVersionsResponse(api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])
+        conn.sendall(b"".join(ServerConnection.response_parts(ev.header, resp)))
+    threading.Event().wait(30)
+
+threading.Thread(target=fake_broker, daemon=True).start()
+c = BrokerConnection(*listener.getsockname(), request_timeout_ms=2000)
+c._sock.shutdown(socket.SHUT_WR)  # what close() does while another thread is about to write
+try:
+    c.request(MetadataRequest(topics=None))
+except LogSourceError as e:
+    print("typed:", type(e).__name__)
+"""
+
+
+def test_a_write_to_a_shut_down_connection_is_a_typed_error_not_sigpipe():
+    """A process whose SIGPIPE is the default (the ``logsource`` CLI) writing to a connection that
+    close() (or the network) shut down gets NetworkError; before, the kernel's SIGPIPE killed it."""
+    p = subprocess.run([sys.executable, "-c", _WRITE_AFTER_SHUTDOWN], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.strip() == "typed: NetworkError"
+
+
+def test_the_cli_called_in_process_gives_back_the_sigpipe_disposition():
+    """main() sets SIGPIPE to the default for ``| head``; a program (or a test session) calling it in its
+    own process gets its disposition back, so its later socket writes are not killed by SIGPIPE."""
+    from pyspark_logsource.cli import main
+
+    before = signal.getsignal(signal.SIGPIPE)
+    assert main(["topics", "list", "-b", "127.0.0.1:1"]) == 1  # no broker there: a typed error, then back
+    assert signal.getsignal(signal.SIGPIPE) == before

@@ -44,6 +44,10 @@ _RECV_SIZE = 1 << 20
 _READ_POLL_S = 0.2
 _WAITALL = getattr(socket, "MSG_WAITALL", 0)
 _IOV_MAX = 512
+# A write to a connection the broker (or close()'s shutdown) ended raises EPIPE, never SIGPIPE: a
+# process whose SIGPIPE is the default (a command-line tool, ``logsource consume | head``) would
+# otherwise die of a lost broker instead of getting its typed error.
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 #: frame parts written as they are (their len() is their size in bytes)
 _PLAIN_PARTS = frozenset((bytes, bytearray))
 
@@ -304,9 +308,9 @@ class BrokerConnection:
             # The common case (many small pipelined requests): bytes and bytearrays, whose len()
             # is their size, in one sendmsg, with no Python-level pass over the parts.
             if len(parts) == 1:
-                sock.sendall(parts[0])
+                sock.sendall(parts[0], _NOSIGNAL)
                 return
-            sent = sock.sendmsg(parts)
+            sent = sock.sendmsg(parts, (), _NOSIGNAL)
             if sent == sum(map(len, parts)):
                 return
             views = [memoryview(p) for p in parts]
@@ -318,12 +322,12 @@ class BrokerConnection:
                 if is_region(p):  # pragma: no cover - clients never send file regions
                     raise TypeError("a client request cannot carry a file region")
             if len(parts) == 1:
-                sock.sendall(parts[0])
+                sock.sendall(parts[0], _NOSIGNAL)
                 return
             views = [memoryview(p).cast("B") for p in parts]
         # sendmsg writes the parts without joining them; finish partial writes.
         while views:
-            sent = sock.sendmsg(views[:_IOV_MAX])
+            sent = sock.sendmsg(views[:_IOV_MAX], (), _NOSIGNAL)
             while sent and views:
                 n = views[0].nbytes
                 if sent >= n:
