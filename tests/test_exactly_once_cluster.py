@@ -244,6 +244,9 @@ def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_k
             batch, published = _last_batch(q), _published(bs)
             _wait_batches(q, bs, batch, published, "after both brokers were restarted")
             phase("both restarted, batches committed")
+            # enough input for the checks below (> 1000 outputs; n inputs in a row give n outputs): on an
+            # idle machine the phases above can pass in less time than the feeder needs for it
+            wait_for(lambda: len(feeder.acked) >= 1020, 120, interval=0.2, what="1020 acknowledged inputs")
         except BaseException:
             q.stop()  # the shared session keeps no query running against a closed cluster
             raise
