@@ -579,8 +579,8 @@ def test_thread_mode_broker_round_trip(tmp_path):
 
 
 def test_kafka_clients_get_kafka_batches_by_sendfile_and_arrow_batches_converted(tmp_path):
-    from pyspark_logsource.broker.handlers import Session
     from pyspark_logsource.broker.log.segment import FileRegion
+    from pyspark_logsource.broker.session import Session
 
     with broker_thread(tmp_path) as b, WireClient(b.bootstrap) as c:
         for t in ("kafka-made", "arrow-made"):

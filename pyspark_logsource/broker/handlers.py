@@ -14,7 +14,6 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -85,6 +84,7 @@ from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .groups.handlers import GroupHandlers
+from .session import Session
 from .state import topic_error
 from .txn.handlers import TxnHandlers
 
@@ -93,17 +93,6 @@ if TYPE_CHECKING:
     from .state import BrokerState
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Session:
-    """What the broker knows of one client connection."""
-
-    peer: str
-    #: the client asked for Arrow-bodied batches (ApiVersions tag); Kafka clients get Kafka's layout
-    arrow_body: bool = False
-    #: the client id of the request being handled (group members are named after it)
-    client_id: str | None = None
 
 
 class Handlers:

@@ -33,9 +33,9 @@ from ...protocol import (
     DeleteTopicsResponse,
 )
 from ...topics import check_deletable, is_internal, validate_topic_name
+from ..session import Session
 
 if TYPE_CHECKING:
-    from ..handlers import Session
     from ..state import BrokerState
     from .member import ClusterMember
 

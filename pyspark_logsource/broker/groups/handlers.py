@@ -11,11 +11,11 @@ from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSource
 from ...protocol import coordinator_messages as cm
 from ...protocol import group_messages as g
 from ...protocol.messages import ApiKey
+from ..session import Session
 from ..state import topic_error
 from .coordinator import GroupState
 
 if TYPE_CHECKING:
-    from ..handlers import Session
     from ..state import BrokerState
 
 

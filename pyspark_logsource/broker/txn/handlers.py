@@ -36,11 +36,11 @@ from ...format.control import ABORT, COMMIT
 from ...protocol import txn_messages as tm
 from ...protocol.coordinator_messages import FindCoordinatorRequest, FindCoordinatorResponse
 from .. import internal_topics
+from ..session import Session
 from .coordinator import TXN_TOPIC, TxnCoordinator, transaction_state_topic, winners_of
 from .markers import Marker, abort_forgotten, append_marker, replicated
 
 if TYPE_CHECKING:
-    from ..handlers import Session
     from ..state import BrokerState
 
 log = logging.getLogger(__name__)
