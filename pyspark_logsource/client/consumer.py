@@ -13,7 +13,11 @@ will get; an unknown position is taken from the group's committed offset
 what happens when a position falls outside the log (``"none"`` raises
 OffsetOutOfRange from ``poll()``).
 
-Seeks, positions, offset resets and committed offsets are in :mod:`.positions`.
+Each assigned partition's position and fetch state is owned by
+:class:`~.subscription_state.SubscriptionState` (its transitions: assign,
+seek, reset, pause/resume, fetch sent/answered, records taken); the offset
+requests that resolve and commit positions are :mod:`.positions`; group
+membership is :mod:`.group`, handed this consumer's ``assign`` and ``commit``.
 """
 
 from __future__ import annotations
@@ -34,31 +38,30 @@ from ..errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
-from ..format import iter_headers, read_header
+from ..format import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..protocol.messages import FetchPartition, FetchRequest
-from .fetched import (
-    Message,
-    _Fetched,
-    _PartitionState,
-    _warm_up_decoder,
-    messages_from_arrow,
-)
+from .fetched import Message, _warm_up_decoder, messages_from_arrow
 from .group import GroupMembership
 from .metadata import Bootstrap
 from .network import NetworkClient
-from .positions import ConsumerPositionsMixin
-from .txn import committed_only
+from .positions import OffsetRequests
+from .subscription_state import (
+    ANSWER_READY,
+    ANSWER_RETRY,
+    FetchSettings,
+    PartitionState,
+    SubscriptionState,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 
 #: Fetches in flight per partition: while the application decodes one answer the broker prepares
-#: the next (see _PartitionState.next_fetch for how the next offset is guessed).
+#: the next (see PartitionState.next_fetch for how the next offset is guessed).
 FETCH_PIPELINE_DEPTH = 2
 
-TopicPartition = tuple[str, int]
 
-
-class Consumer(ConsumerPositionsMixin):
+class Consumer:
     """Read assigned partitions; blocking API with a background prefetch thread."""
 
     def __init__(
@@ -109,8 +112,10 @@ class Consumer(ConsumerPositionsMixin):
         self._work = threading.Condition(self._lock)  # the fetcher waits here for fetchable partitions
         self._send_order = threading.Lock()  # taken before _lock: fetches are sent in the order planned
         self._waiting = 0  # poll() calls waiting on _data (changed under _lock)
-        self._parts: dict[TopicPartition, _PartitionState] = {}
-        self._order: list[TopicPartition] = []
+        #: the assignment and every partition's position and fetch state (changed under _lock)
+        self._subs = SubscriptionState(FetchSettings(self.isolation, check_crcs, auto_offset_reset,
+                                                     max_partition_fetch_bytes, fetch_max_bytes, self.retry_backoff))  # fmt: skip
+        self._offsets = OffsetRequests(self._client, group_id, self.isolation)
         self._rr = 0
         self._closed = False
         self._fetch_error: BaseException | None = None
@@ -138,29 +143,124 @@ class Consumer(ConsumerPositionsMixin):
                 if t == topic and not 0 <= p < n:
                     raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {p} (it has {n})")
         with self._lock:
-            old = self._parts
-            self._parts = {tp: old.get(tp) or _PartitionState(self.max_partition_fetch_bytes) for tp in tps}
-            self._order = list(self._parts)
+            self._subs.assign(tps)
             self._work.notify_all()
 
     def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
                   on_assign: Callable | None = None, on_revoke: Callable | None = None) -> None:  # fmt: skip
         """Join the group (``group_id``) for these topics or this regex; poll() rebalances (see client/group.py)."""
         if self._group is None:
-            self._group = GroupMembership(",".join(f"{h}:{p}" for h, p in self._client.bootstrap), self._need_group(),
-                                          client_id=self._client.client_id, **self._group_options)  # fmt: skip
+            self._group = GroupMembership(",".join(f"{h}:{p}" for h, p in self._client.bootstrap),
+                                          self._offsets.group(), client_id=self._client.client_id,
+                                          metadata=self._client, assign=self.assign, commit=self.commit,
+                                          **self._group_options)  # fmt: skip
         self._group.configure(*self._auto_commit, on_assign, on_revoke)
         self._group.subscribe(list(topics) if topics is not None else None, pattern)
 
     def assignment(self) -> list[TopicPartition]:
         """The assigned partitions."""
-        return list(self._order)
+        return list(self._subs.order)
 
-    def _state(self, tp: tuple[str, int]) -> _PartitionState:
-        st = self._parts.get((tp[0], tp[1]))
-        if st is None:
-            raise ConfigError(f"partition {tp[0]}-{tp[1]} is not assigned to this consumer")
-        return st
+    @property
+    def _parts(self) -> dict[TopicPartition, PartitionState]:
+        """The assigned partitions' states (read-only use: diagnostics and tests)."""
+        return self._subs.partitions
+
+    def pause(self, *tps: tuple[str, int]) -> None:
+        """Stop fetching these partitions and returning their records, until ``resume``."""
+        with self._lock:
+            for st in [self._subs.state(tp) for tp in tps]:
+                st.pause()
+
+    def resume(self, *tps: tuple[str, int]) -> None:
+        """Fetch and return these paused partitions' records again."""
+        with self._lock:
+            for st in [self._subs.state(tp) for tp in tps]:
+                st.resume()
+            self._work.notify_all()
+
+    def paused(self) -> list[TopicPartition]:
+        """The paused partitions."""
+        with self._lock:
+            return [tp for tp, st in self._subs.partitions.items() if st.paused]
+
+    # ------------------------------------------------------------------ positions
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        """Make ``offset`` the next offset returned for ``tp``."""
+        if offset < 0:
+            raise OffsetOutOfRange(f"cannot seek {tp[0]}-{tp[1]} to negative offset {offset}")
+        with self._lock:
+            self._subs.seek(tp, int(offset))
+            self._work.notify_all()
+
+    def seek_to_beginning(self, *tps: tuple[str, int]) -> None:
+        """Seek to the log start offset (no argument: every assigned partition)."""
+        self._seek_to(tps, EARLIEST_TIMESTAMP)
+
+    def seek_to_end(self, *tps: tuple[str, int]) -> None:
+        """Seek to the log end offset (no argument: every assigned partition)."""
+        self._seek_to(tps, LATEST_TIMESTAMP)
+
+    def _seek_to(self, tps: tuple, spec: int) -> None:
+        targets = [(t, p) for t, p in tps] if tps else list(self._subs.order)
+        for tp in targets:
+            self._subs.state(tp)
+        offsets = self._offsets.list_offsets(targets, spec)
+        with self._lock:
+            for tp in targets:
+                self._subs.seek(tp, offsets[tp])
+            self._work.notify_all()
+
+    def position(self, tp: tuple[str, int]) -> int:
+        """The next offset ``poll()`` will return for ``tp`` (resolved if unknown)."""
+        if self._subs.state(tp).position is None:
+            self._resolve_positions()
+        return self._subs.state(tp).position  # type: ignore[return-value]
+
+    def highwater(self, tp: tuple[str, int]) -> int:
+        """The log end offset seen in the last fetch (-1 before any)."""
+        return self._subs.state(tp).high_watermark
+
+    def _resolve_positions(self) -> None:
+        """Give every partition with an unknown position one (committed offset, else the reset policy)."""
+        # racy pre-check without the lock: the common case is "all positions known"
+        if self._subs.all_resolved():
+            return
+        with self._lock:
+            unknown, resets = self._subs.unresolved()
+        if not unknown:
+            return
+        found: dict[TopicPartition, int] = {}
+        fresh = [tp for tp in unknown if tp not in resets]
+        if self.group_id is not None and fresh:
+            committed = self._offsets.fetch_committed(fresh)
+            found.update({tp: off for tp, off in committed.items() if off is not None and off >= 0})
+        rest = [tp for tp in unknown if tp not in found]
+        if rest:
+            if self.auto_offset_reset == "none":
+                with self._lock:
+                    self._subs.fail_unresolved(rest)
+                return
+            spec = EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else LATEST_TIMESTAMP
+            found.update(self._offsets.list_offsets(rest, spec))
+        with self._lock:
+            self._subs.resolve(found)
+            self._work.notify_all()
+
+    def commit(self, offsets: dict[tuple[str, int], int | tuple[int, str]] | None = None) -> None:
+        """Store offsets for the group (default: the current position of every assigned partition)."""
+        self._offsets.group()
+        if offsets is None:
+            with self._lock:
+                offsets = self._subs.positions()
+        grp = self._group
+        gen, member = (grp.generation, grp.member_id) if grp is not None and grp.member_id else (-1, "")
+        self._offsets.commit(offsets, gen, member)
+
+    def committed(self, tp: tuple[str, int]) -> int | None:
+        """The group's committed offset for ``tp`` (None when there is none)."""
+        return self._offsets.fetch_committed([(tp[0], tp[1])])[(tp[0], tp[1])]
 
     # ------------------------------------------------------------------ polling
 
@@ -169,22 +269,11 @@ class Consumer(ConsumerPositionsMixin):
         taken: list[tuple[TopicPartition, pa.Table]] = []
         count = 0
 
-        def take(tp: TopicPartition, st: _PartitionState) -> bool:
+        def take(tp: TopicPartition, st: PartitionState) -> bool:
             nonlocal count
-            while st.buffered and count < max_records:
-                f = st.buffered[0]
-                t = f.arrow(st.position)
-                if t.num_rows == 0:
-                    self._pop(st)
-                    st.position = max(st.position, f.next_offset)  # past a compaction gap
-                    continue
-                part = t.slice(0, max_records - count)
-                taken.append((tp, part))
-                count += part.num_rows
-                st.position = int(part.column("offset")[-1].as_py()) + 1
-                if part.num_rows == t.num_rows:
-                    self._pop(st)
-                    st.position = max(st.position, f.next_offset)  # past a compaction gap
+            parts, n = st.take(max_records - count)
+            taken.extend([(tp, part) for part in parts])
+            count += n
             return count >= max_records
 
         self._wait_and_take(timeout_ms, take, lambda: count > 0)
@@ -198,55 +287,43 @@ class Consumer(ConsumerPositionsMixin):
         """Return every buffered record as one Arrow table (``ARROW_SCHEMA``) per partition."""
         taken: dict[TopicPartition, list[pa.Table]] = {}
 
-        def take(tp: TopicPartition, st: _PartitionState) -> bool:
-            while st.buffered:
-                f = st.buffered[0]
-                t = f.arrow(st.position)
-                self._pop(st)
-                if t.num_rows:
-                    taken.setdefault(tp, []).append(t)
-                # next_offset follows the last record (and a compaction gap after it): no scalar of the
-                # offset column needed
-                st.position = max(st.position, f.next_offset)
+        def take(tp: TopicPartition, st: PartitionState) -> bool:
+            tables = st.take_all()
+            if tables:
+                taken.setdefault(tp, []).extend(tables)
             return False
 
         self._wait_and_take(timeout_ms, take, lambda: bool(taken))
         return {tp: ts[0] if len(ts) == 1 else pa.concat_tables(ts) for tp, ts in taken.items()}
 
-    def _pop(self, st: _PartitionState) -> None:
-        f = st.buffered.popleft()
-        st.buffered_bytes -= f.size
-
     def _wait_and_take(self, timeout_ms: float, take, have) -> None:
         self._check_open()
         if self._group is not None:
-            self._group.tick(self)
+            self._group.tick()
         deadline = time.monotonic() + max(0.0, timeout_ms) / 1000.0
+        subs = self._subs
         while True:
             self._resolve_positions()
             # decode what is buffered before taking the lock, which the I/O thread needs for each answer
-            for st in list(self._parts.values()):
-                for f in tuple(st.buffered):
-                    f.decode()
+            subs.decode_buffered()
             with self._lock:
-                for st in self._parts.values():
-                    if st.error is not None:
-                        err, st.error = st.error, None
-                        raise err
-                order = self._order
+                err = subs.take_error()
+                if err is not None:
+                    raise err
+                order = subs.order
                 if order:
+                    parts = subs.partitions
                     start = self._rr % len(order)
                     self._rr += 1
                     for tp in order[start:] + order[:start]:
-                        st = self._parts[tp]
-                        if st.buffered and st.position is not None:
+                        st = parts[tp]
+                        if st.buffered and st.position is not None and not st.paused:
                             try:
                                 if take(tp, st):
                                     break
                             except CorruptRecord:
                                 # keep the position: the same bytes would fail again; surface it
-                                st.buffered.clear()
-                                st.buffered_bytes = 0
+                                st.discard_buffered()
                                 self._work.notify()
                                 raise
                 if have():
@@ -258,7 +335,7 @@ class Consumer(ConsumerPositionsMixin):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                if any(st.position is None and st.error is None for st in self._parts.values()):
+                if subs.waiting_for_position():
                     left = min(left, self.retry_backoff)
                 self._waiting += 1
                 try:
@@ -281,27 +358,21 @@ class Consumer(ConsumerPositionsMixin):
 
     # ------------------------------------------------------------------ fetcher thread
 
-    def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, _PartitionState, int]]]:
+    def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, PartitionState, int]]]:
         # lock held; peek: only answer whether anything is fetchable, change nothing
-        total = sum(st.buffered_bytes for st in self._parts.values())
-        if total >= self.fetch_max_bytes:
+        if self._subs.buffered_bytes() >= self.fetch_max_bytes:
             return {}
         out: dict[int, list] = {}
-        for tp, st in self._parts.items():
-            if (
-                st.error is not None
-                or st.retry_at > now
-                # prefetch a few responses ahead, bounded by fetch_max_bytes
-                or len(st.buffered) + len(st.pending) >= 2 + self._fetch_depth
-                or (offset := st.next_fetch(self._fetch_depth)) is None
-            ):
+        depth = self._fetch_depth
+        for tp, st in self._subs.partitions.items():
+            if (offset := st.next_fetch(now, depth)) is None:
                 continue
             leader = self._client.cluster.leader(*tp)
             if leader is None:
                 if peek:
                     continue
                 self._metadata_stale = True
-                st.retry_at = now + self.retry_backoff
+                st.back_off(now + self.retry_backoff)
                 continue
             out.setdefault(leader, []).append((tp, st, offset))
         return out
@@ -314,7 +385,7 @@ class Consumer(ConsumerPositionsMixin):
             if self._metadata_stale:
                 self._metadata_stale = False
                 try:
-                    self._client.refresh_metadata(sorted({t for t, _ in self._order}) or None)
+                    self._client.refresh_metadata(sorted({t for t, _ in self._subs.order}) or None)
                 except LogSourceError as e:
                     with self._lock:
                         self._fetch_error = self._fetch_error or e
@@ -336,14 +407,8 @@ class Consumer(ConsumerPositionsMixin):
                 if self._closed:
                     return 0
                 groups = self._fetchable(time.monotonic())
-                plans = []
-                for node, items in groups.items():
-                    reqs = []
-                    for tp, st, offset in items:
-                        st.sent_ahead += bool(st.pending)
-                        st.pending.append((offset, st.epoch))
-                        reqs.append((tp, st, offset, st.epoch))
-                    plans.append((node, reqs))
+                plans = [(node, [(tp, st, offset, st.fetch_sent(offset)) for tp, st, offset in items])
+                         for node, items in groups.items()]  # fmt: skip
             for node, reqs in plans:
                 self._send_fetch(node, reqs)
         return len(plans)
@@ -381,7 +446,7 @@ class Consumer(ConsumerPositionsMixin):
         now = time.monotonic()
         with self._lock:
             for _, st, off, epoch in reqs:
-                st.settle(off, epoch)
+                st.fetch_settled(off, epoch)
             if error is None and resp is not None and resp.error_code:
                 error = error_for_code(resp.error_code, "fetch failed")
             if error is not None:
@@ -391,7 +456,7 @@ class Consumer(ConsumerPositionsMixin):
                         self._fetch_error_since = now
                     self._fetch_error = error
                     for _, st, _, _ in reqs:
-                        st.retry_at = now + self.retry_backoff
+                        st.back_off(now + self.retry_backoff)
                     if isinstance(error, LogSourceError) and error.retriable:  # a broker gone, a leader moved
                         self._metadata_stale = True
                 self._work.notify_all()
@@ -399,73 +464,14 @@ class Consumer(ConsumerPositionsMixin):
                 return False
             self._fetch_error = None
             by_tp = {(p.topic, p.partition): p for p in resp.partitions}
+            answered = self._subs.fetch_answered
             got = False
             for tp, st, off, epoch in reqs:
-                p = by_tp.get(tp)
-                if p is None or self._parts.get(tp) is not st or st.epoch != epoch:
-                    continue  # unassigned or seeked meanwhile: drop the stale answer
-                if off != st.fetch_position:  # a pipelined fetch whose guess missed, or a redundant one
-                    last_next = None if p.error_code else st.continues(p.records)
-                    if last_next is not None:
-                        data = committed_only(p.records, p.aborted_transactions) if self.isolation else p.records
-                        st.buffered.append(_Fetched(off, data, epoch, self.check_crcs, last_next))
-                        st.buffered_bytes += len(data)
-                        st.fetch_position = last_next
-                        got = True
-                    else:
-                        st.dropped += 1
-                    continue
-                if p.error_code:
-                    err = error_for_code(p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {off}")
-                    if isinstance(err, OffsetOutOfRange):
-                        if self.auto_offset_reset == "none":
-                            st.error = OffsetOutOfRange(
-                                f"offset {off} is out of range for {tp[0]}-{tp[1]} "
-                                f"(log start {p.log_start_offset}, end {p.high_watermark})"
-                            )
-                        else:
-                            log.info("offset %d out of range for %s-%d; resetting to %s", off, tp[0], tp[1],
-                                     self.auto_offset_reset)  # fmt: skip
-                            st.position = st.fetch_position = None
-                            st.reset_pending = True
-                            st.epoch += 1
-                        got = True
-                    elif err.retriable:
-                        st.retry_at = now + self.retry_backoff
-                        self._metadata_stale = True
-                    else:
-                        st.error = err
-                        got = True
-                    continue
-                st.high_watermark = p.high_watermark
-                st.readable_end = p.last_stable_offset if self.isolation and p.last_stable_offset >= 0 else p.high_watermark
-                st.log_start_offset = p.log_start_offset
-                data = p.records
-                if not data:
-                    continue
-                last_next = None
-                for _, h in iter_headers(data):
-                    last_next = h.next_offset
-                if last_next is None:
-                    # A batch larger than max_bytes: ask for more next time (up to the request bound).
-                    try:
-                        need = read_header(data, 0).size
-                    except CorruptRecord as e:
-                        st.error = e
-                        got = True
-                        continue
-                    st.max_bytes = min(max(need, st.max_bytes * 2), max(self.fetch_max_bytes, need))
-                    continue
-                if last_next <= off:
-                    continue
-                st.max_bytes = self.max_partition_fetch_bytes
-                st.span = last_next - off
-                if self.isolation:
-                    data = committed_only(data, p.aborted_transactions)
-                st.buffered.append(_Fetched(off, data, epoch, self.check_crcs, last_next))
-                st.buffered_bytes += len(data)
-                st.fetch_position = last_next
-                got = True
+                outcome = answered(tp, st, off, epoch, by_tp.get(tp), now)
+                if outcome == ANSWER_READY:
+                    got = True
+                elif outcome == ANSWER_RETRY:
+                    self._metadata_stale = True
             # no need to wake the fetcher thread: the response callback sends the next fetches
             return got
 
@@ -480,7 +486,7 @@ class Consumer(ConsumerPositionsMixin):
         if self._closed:
             return
         if self._group is not None:
-            self._group.close(self)
+            self._group.close()
         with self._lock:
             self._closed = True
             self._work.notify_all()

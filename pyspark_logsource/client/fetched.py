@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
 from typing import NamedTuple
@@ -167,74 +166,3 @@ def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message
         headers = [tuple((d["key"], d["value"]) for d in h) if h else _NO_HEADERS for h in hcol.to_pylist()]
     rows = zip(repeat(topic, n), repeat(partition, n), offsets, ts, keys, values, headers, strict=True)
     return list(map(_new_tuple, repeat(Message, n), rows))
-
-
-class _PartitionState:
-    __slots__ = ("position", "fetch_position", "buffered", "buffered_bytes", "epoch", "pending", "span", "error",
-                 "high_watermark", "readable_end", "log_start_offset", "max_bytes", "retry_at", "reset_pending",
-                 "sent_ahead", "dropped")  # fmt: skip
-
-    def __init__(self, max_bytes: int) -> None:
-        self.position: int | None = None
-        self.fetch_position: int | None = None
-        self.buffered: deque[_Fetched] = deque()
-        self.buffered_bytes = 0
-        self.epoch = 0
-        #: (offset, epoch) of each fetch in flight, oldest first
-        self.pending: list[tuple[int, int]] = []
-        #: offsets the last answer covered: the guess for where a pipelined fetch starts (0: none yet)
-        self.span = 0
-        self.error: BaseException | None = None
-        self.high_watermark = -1
-        #: the end of what a fetch can return (the high watermark, or the last stable offset for read_committed)
-        self.readable_end = -1
-        self.log_start_offset = -1
-        self.max_bytes = max_bytes
-        self.retry_at = 0.0
-        self.reset_pending = False
-        #: fetches sent while another was in flight, and their answers dropped (the guess missed)
-        self.sent_ahead = self.dropped = 0
-
-    @property
-    def in_flight(self) -> bool:
-        return bool(self.pending)
-
-    def next_fetch(self, depth: int) -> int | None:
-        """Where this partition's next fetch starts, or None (``depth`` fetches are in flight, or no guess).
-
-        At the fetch position when no fetch in flight starts there. Else, pipelined (depth > 1), the
-        first of fetch position + k * span (the last answer's span) not in flight: exact for batches of
-        one size; a wrong guess costs one fetch, whose answer ``continues`` rejects. Never at or past
-        the readable end, where a fetch would wait (and hold up the connection's requests).
-        """
-        fp = self.fetch_position
-        if fp is None or len(self.pending) >= depth:
-            return None
-        mine = {o for o, e in self.pending if e == self.epoch}
-        if fp not in mine:
-            return fp
-        # the guesses go on from the fetch position, one span each, not from the newest fetch in flight:
-        # a guess inside a batch (answered from the batch's start) was repeated by every later guess,
-        # each of them duplicating the fetch before it
-        span = self.span
-        nxt = fp + span
-        while span > 0 and nxt in mine:
-            nxt += span
-        return nxt if span > 0 and nxt < self.readable_end else None
-
-    def settle(self, offset: int, epoch: int) -> None:
-        """The fetch at ``offset`` was answered (or failed)."""
-        try:
-            self.pending.remove((offset, epoch))
-        except ValueError:
-            pass
-
-    def continues(self, data: bytes | bytearray | memoryview) -> int | None:
-        """For an answer to a fetch that did not start at the fetch position (a pipelined guess): the offset
-        after its data if that data covers the fetch position (it continues what is buffered; rows before
-        the position are skipped when consumed), else None (a gap or nothing new: drop the answer)."""
-        walked = iter_headers(data) if data else []
-        if not walked or self.fetch_position is None:
-            return None
-        first, last_next = walked[0][1].base_offset, walked[-1][1].next_offset
-        return last_next if first <= self.fetch_position < last_next else None

@@ -7,6 +7,11 @@ only heartbeats: it keeps the session alive between polls, notices a
 rebalance (REBALANCE_IN_PROGRESS) or a lost membership, and leaves the group
 when ``poll()`` has not been called for ``max_poll_interval_ms``.
 
+It knows nothing of the consumer: it is handed the three things it uses,
+``assign`` (replace the consumer's assignment), ``commit`` (commit the
+consumer's positions) and ``metadata`` (the consumer's network client, for
+the subscribed topics and their partition counts).
+
 The membership has its own connection to the coordinator: a JoinGroup is
 parked by the broker until the rebalance completes, and the broker answers a
 connection's requests in order, so sharing the fetch connection would stall
@@ -20,7 +25,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..errors import (
     ConfigError,
@@ -39,9 +43,6 @@ from .assignors import ASSIGNORS
 from .metadata import Bootstrap
 from .network import COORDINATOR_ERRORS, NetworkClient, Retry
 
-if TYPE_CHECKING:
-    from .consumer import Consumer
-
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
@@ -52,7 +53,8 @@ _REJOIN = (RebalanceInProgress.code, IllegalGeneration.code, UnknownMemberId.cod
 class GroupMembership:
     """One member of a consumer group; driven by ``Consumer.poll()`` plus a heartbeat thread."""
 
-    def __init__(self, bootstrap: Bootstrap | None, group_id: str, *, client_id: str, session_timeout_ms: int = 10000,
+    def __init__(self, bootstrap: Bootstrap | None, group_id: str, *, client_id: str, metadata: NetworkClient,
+                 assign: Callback, commit: Callable[[], None], session_timeout_ms: int = 10000,
                  heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  assignors: list[str] | None = None, request_timeout_ms: float = 30000,
                  metadata_max_age_ms: float = 300000) -> None:  # fmt: skip
@@ -64,6 +66,10 @@ class GroupMembership:
             raise ConfigError("group_id is empty")
         self.group_id = group_id
         self.assignors = names
+        #: the consumer's client (metadata only), and what the membership does to the consumer
+        self._metadata = metadata
+        self._assign_partitions = assign
+        self._commit_positions = commit
         self.session_timeout_ms = int(session_timeout_ms)
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.max_poll_interval_ms = int(max_poll_interval_ms)
@@ -244,7 +250,7 @@ class GroupMembership:
         with self._lock:
             self.member_id, self.generation, self._stable, self._rejoin = "", -1, False, True
 
-    # ------------------------------------------------------------ driving a Consumer (its poll thread)
+    # ------------------------------------------------------------ driving the consumer (its poll thread)
 
     def configure(self, auto_commit: bool, auto_commit_interval_ms: float, on_assign: Callback | None,
                   on_revoke: Callback | None) -> None:  # fmt: skip
@@ -253,32 +259,32 @@ class GroupMembership:
         self.on_assign, self.on_revoke = on_assign, on_revoke
         self._next_commit = time.monotonic() + self.auto_commit_interval
 
-    def tick(self, consumer: Consumer) -> None:
+    def tick(self) -> None:
         """At each poll: rebalance if needed (revoke, commit, join, assign), else auto-commit when due."""
         self.poll_tick()
         if not self._rejoin:
-            self.check_metadata(consumer._client)
+            self.check_metadata(self._metadata)
         if self._rejoin:
             if self.assigned:
                 revoked = self.assigned
                 if self.on_revoke is not None:
                     self.on_revoke(revoked)
                 if self.auto_commit:
-                    self._commit(consumer)
+                    self._commit()
                 self.assigned = []
-            consumer.assign([])  # eager protocol: give everything up; positions come back from commits
-            _, new = self.join(consumer._client)
-            consumer.assign(new)
+            self._assign_partitions([])  # eager protocol: give everything up; positions come back from commits
+            _, new = self.join(self._metadata)
+            self._assign_partitions(new)
             if self.on_assign is not None:
                 self.on_assign(new)
             self._next_commit = time.monotonic() + self.auto_commit_interval
         elif self.auto_commit and time.monotonic() >= self._next_commit:
             self._next_commit = time.monotonic() + self.auto_commit_interval
-            self._commit(consumer)
+            self._commit()
 
-    def _commit(self, consumer: Consumer) -> None:
+    def _commit(self) -> None:
         try:
-            consumer.commit()
+            self._commit_positions()
         except (RebalanceInProgress, IllegalGeneration, UnknownMemberId) as e:
             # the partitions already moved: the new owner resumes from the last successful commit
             log.info("group %s: auto-commit rejected (%s); rejoining", self.group_id, type(e).__name__)
@@ -323,11 +329,11 @@ class GroupMembership:
         except LogSourceError as e:
             log.debug("group %s: leave failed: %s", self.group_id, e)
 
-    def close(self, consumer: Consumer | None = None) -> None:
+    def close(self) -> None:
         """Commit (auto-commit), leave, and stop the heartbeat thread."""
         self._closed.set()
-        if consumer is not None and self.auto_commit and self.assigned and self._stable:
-            self._commit(consumer)
+        if self.auto_commit and self.assigned and self._stable:
+            self._commit()
         self.leave()
         self._client.close()
         self._thread.join(timeout=2.0)
