@@ -1,16 +1,40 @@
-"""Kafka's error response of each API: the request's entries, each carrying one error code.
+"""What a client is told when a request fails: the error code and message of an exception
+(:func:`error_fields`, Kafka's ``ApiError.fromThrowable``), and each API's error response
+(:func:`error_response`).
 
 A handler that fails as a whole (a bad group id, a broker bug) still owes the
 client a response in the API's own shape; this is Kafka's
-``AbstractRequest.getErrorResponse``.
+``AbstractRequest.getErrorResponse``. A handler that fails for one entry (a
+partition, a topic, a group) puts :func:`error_fields` of the error in that entry.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import protocol as p
+from ..errors import UnknownServerError, code_of
 from ..protocol import group_messages as g
+
+#: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
+UNKNOWN_SERVER_ERROR_MESSAGE = "the broker hit an unexpected error; its log has the details"
+
+
+class ErrorFields(NamedTuple):
+    """The error code and message of a response (or of one entry of it)."""
+
+    code: int
+    message: str
+
+
+def error_fields(exc: BaseException) -> ErrorFields:
+    """The code and message that answer ``exc``: a typed broker error's own code and message; anything
+    else (a bug, a client-side error) is UNKNOWN_SERVER_ERROR with a fixed message, never the exception's
+    text, which may name paths, hosts or secrets (as Kafka, which sends no message with that code)."""
+    code = code_of(exc)
+    if code == UnknownServerError.code:
+        return ErrorFields(code, UNKNOWN_SERVER_ERROR_MESSAGE)
+    return ErrorFields(code, exc.message or str(exc))  # type: ignore[attr-defined]  (a LogSourceError)
 
 
 def error_response(api_key: int, req: Any, code: int, message: str | None) -> Any:

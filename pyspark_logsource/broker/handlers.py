@@ -34,7 +34,6 @@ from ..errors import (
     OffsetNotAvailable,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
-    code_of,
 )
 from ..protocol import (
     ARROW_BODY_FEATURE,
@@ -83,6 +82,7 @@ from ..protocol import (
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
+from .error_responses import error_fields
 from .groups.handlers import GroupHandlers
 from .session import Session
 from .state import topic_error
@@ -161,7 +161,7 @@ class Handlers:
                     if req.acks == -1:
                         commits.append((r, p.topic, p.partition, info.last_offset + 1))
             except LogSourceError as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
                 log.debug("produce to %s-%d failed: %s", p.topic, p.partition, e)
             out.append(r)
         if req.acks == 0:
@@ -198,7 +198,7 @@ class Handlers:
         except LogSourceError as e:
             lg = None
             for r in rs:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
             log.debug("produce to %s-%d failed: %s", topic, partition, e)
         if lg is not None:
             runs, which = [], []
@@ -207,7 +207,7 @@ class Handlers:
                 try:
                     self._check_records(records)
                 except LogSourceError as e:
-                    r.error_code, r.error_message = code_of(e), e.message or str(e)
+                    r.error_code, r.error_message = error_fields(e)
                     continue
                 runs.append(records)
                 which.append(r)
@@ -218,7 +218,7 @@ class Handlers:
             appended = fresh = False
             for r, info in zip(which, infos, strict=True):
                 if isinstance(info, LogSourceError):
-                    r.error_code, r.error_message = code_of(info), info.message or str(info)
+                    r.error_code, r.error_message = error_fields(info)
                     log.debug("produce to %s-%d failed: %s", topic, partition, info)
                     continue
                 r.base_offset, r.log_append_time_ms = info.base_offset, info.log_append_time
@@ -240,7 +240,7 @@ class Handlers:
                                        return_exceptions=True)  # fmt: skip
         for (r, t, p, _), res in zip(commits, results, strict=True):
             if isinstance(res, LogSourceError):
-                r.error_code, r.error_message = code_of(res), res.message or str(res)
+                r.error_code, r.error_message = error_fields(res)
                 log.debug("acks=all produce to %s-%d failed: %s", t, p, res)
             elif isinstance(res, BaseException):
                 raise res
@@ -277,7 +277,7 @@ class Handlers:
                     r.aborted_transactions = [AbortedTransaction(a.producer_id, a.first_offset)
                                               for a in lg.txns.aborted_between(fp.fetch_offset, lso)]  # fmt: skip
             except LogSourceError as e:
-                r.error_code = code_of(e)
+                r.error_code = error_fields(e).code
                 r.records = None
                 error = True
             out.append(r)
@@ -342,7 +342,7 @@ class Handlers:
                 role = self.state.role(p.topic, p.partition)
                 r.leader_epoch = role.leader_epoch if role is not None else 0
             except LogSourceError as e:
-                r.error_code = code_of(e)
+                r.error_code = error_fields(e).code
             out.append(r)
         return ListOffsetsResponse(partitions=out)
 
@@ -392,10 +392,10 @@ class Handlers:
                         self.state.create_topic(name, self.config.num_partitions)
                         n = self.config.num_partitions
                 except LogSourceError as e:
-                    out.append(TopicMetadata(name, error_code=code_of(e)))
+                    out.append(TopicMetadata(name, error_code=error_fields(e).code))
                     continue
             if n is None:
-                out.append(TopicMetadata(name, error_code=code_of(topic_error(name))))
+                out.append(TopicMetadata(name, error_code=error_fields(topic_error(name)).code))
             else:
                 out.append(self._topic_metadata(name, n, live))
         return MetadataResponse(
@@ -448,7 +448,7 @@ class Handlers:
                 r.num_partitions = n
                 r.replication_factor = 1
             except LogSourceError as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
             out.append(r)
         return CreateTopicsResponse(topics=out)
 
@@ -463,7 +463,7 @@ class Handlers:
                     raise topic_error(name)
                 self.state.delete_topic(name)
             except LogSourceError as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
             out.append(r)
         return DeleteTopicsResponse(topics=out)
 
@@ -533,7 +533,7 @@ class Handlers:
                     entries = [e for e in entries if e.name in wanted]
                 r.configs = entries
             except LogSourceError as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
             out.append(r)
         return DescribeConfigsResponse(out)
 

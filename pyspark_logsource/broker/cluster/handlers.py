@@ -28,7 +28,6 @@ from ...errors import (
     OffsetOutOfRange,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
-    code_of,
 )
 from ...protocol import ApiKey, FetchPartitionResponse, FetchRequest, FetchResponse
 from ...protocol.epoch_messages import (
@@ -36,6 +35,7 @@ from ...protocol.epoch_messages import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from ..error_responses import error_fields
 from ..state import topic_error
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class ReplicaFetchHandler:
                 r.error_code, r.records = OffsetOutOfRange.code, None
                 error = True
             except LogSourceError as e:
-                r = FetchPartitionResponse(fp.topic, fp.partition, error_code=code_of(e), records=None)
+                r = FetchPartitionResponse(fp.topic, fp.partition, error_code=error_fields(e).code, records=None)
                 error = True
             if r.diverging_end_offset >= 0:
                 error = True  # answer at once: the follower must truncate before it fetches on
@@ -166,7 +166,7 @@ class EpochHandlers:
                     r.leader_epoch, r.end_offset = lg.epochs.end_offset_for(p.leader_epoch, end)
                     r.end_offset = min(r.end_offset, end)
             except LogSourceError as e:
-                r.error_code = code_of(e)
+                r.error_code = error_fields(e).code
             out.append(r)
         return OffsetForLeaderEpochResponse(out)
 

@@ -21,7 +21,6 @@ from ...errors import (
     InvalidTopic,
     LogSourceError,
     RequestTimedOut,
-    code_of,
 )
 from ...protocol import (
     ApiKey,
@@ -33,6 +32,7 @@ from ...protocol import (
     DeleteTopicsResponse,
 )
 from ...topics import check_deletable, is_internal, validate_topic_name
+from ..error_responses import error_fields
 from ..session import Session
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class ClusterTopicHandlers:
                 if not req.validate_only:
                     made.append(r)
             except LogSourceError as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
             out.append(r)
         await self._wait(made, True, req.timeout_ms)
         return CreateTopicsResponse(topics=out)
@@ -111,7 +111,7 @@ class ClusterTopicHandlers:
                 await loop.run_in_executor(None, self.member.delete_topic, name)
                 asked.append(r)
             except LogSourceError as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)
             out.append(r)
         await self._wait(asked, False, req.timeout_ms)
         return DeleteTopicsResponse(topics=out)
@@ -122,4 +122,4 @@ class ClusterTopicHandlers:
             try:
                 await self.member.wait_topic(r.name, exists, max(timeout_ms, 0) / 1000)
             except RequestTimedOut as e:
-                r.error_code, r.error_message = code_of(e), e.message or str(e)
+                r.error_code, r.error_message = error_fields(e)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSourceError, code_of
+from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSourceError
 from ...protocol import coordinator_messages as cm
 from ...protocol import group_messages as g
 from ...protocol.messages import ApiKey
+from ..error_responses import error_fields
 from ..session import Session
 from ..state import topic_error
 from .coordinator import GroupState
@@ -63,7 +64,8 @@ class GroupHandlers:
             try:
                 self.state.check_group_coordinator(gid)
             except LogSourceError as e:
-                out.append(g.DescribedGroup(gid, code_of(e), error_message=str(e)))
+                code, message = error_fields(e)
+                out.append(g.DescribedGroup(gid, code, error_message=message))
                 continue
             d = self.state.coordinator.describe(gid)
             if d is None and gid in known:
@@ -106,7 +108,7 @@ class GroupHandlers:
             r = cm.OffsetCommitPartitionResponse(p.topic, p.partition)
             n = topics.get(p.topic)
             if n is None or not 0 <= p.partition < n:
-                r.error_code = code_of(topic_error(p.topic))
+                r.error_code = error_fields(topic_error(p.topic)).code
             elif p.offset < 0:
                 r.error_code = InvalidRequest.code
             else:
@@ -119,7 +121,7 @@ class GroupHandlers:
         except LogSourceError as e:
             for r in out:
                 if r.error_code == 0:
-                    r.error_code = code_of(e)
+                    r.error_code = error_fields(e).code
         return cm.OffsetCommitResponse(partitions=out)
 
     async def _replicated_commit(self, group: str, entries: list, out: list) -> cm.OffsetCommitResponse:
@@ -128,7 +130,7 @@ class GroupHandlers:
         except LogSourceError as e:
             for r in out:
                 if r.error_code == 0:
-                    r.error_code = code_of(e)
+                    r.error_code = error_fields(e).code
         return cm.OffsetCommitResponse(partitions=out)
 
     def offset_fetch(self, req: cm.OffsetFetchRequest, session: Session) -> cm.OffsetFetchResponse:

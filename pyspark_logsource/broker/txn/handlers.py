@@ -30,12 +30,12 @@ from ...errors import (
     LogSourceError,
     NotCoordinator,
     UnknownTopicOrPartition,
-    code_of,
 )
 from ...format.control import ABORT, COMMIT
 from ...protocol import txn_messages as tm
 from ...protocol.coordinator_messages import FindCoordinatorRequest, FindCoordinatorResponse
 from .. import internal_topics
+from ..error_responses import error_fields
 from ..session import Session
 from .coordinator import TXN_TOPIC, TxnCoordinator, transaction_state_topic, winners_of
 from .markers import Marker, abort_forgotten, append_marker, replicated
@@ -267,7 +267,7 @@ class TxnHandlers:
             if req.action != tm.COMMIT:
                 resp.last_committed_batch_id = c.last_committed.get(req.write_id, -1)
         except LogSourceError as e:
-            resp.error_code, resp.error_message = code_of(e), e.message or str(e)
+            resp.error_code, resp.error_message = error_fields(e)
         if c is not None and c.remote:
             await self._flush_remote(c)  # readers see the batch on the answer; what failed is retried
         return resp
@@ -286,14 +286,14 @@ class TxnHandlers:
                     r.errors[(t, p)] = 0
                     written.setdefault((t, p), []).append(r)
                 except LogSourceError as e:
-                    r.errors[(t, p)] = code_of(e)
+                    r.errors[(t, p)] = error_fields(e).code
             out.append(r)
         tps = list(written)
         results = await asyncio.gather(*(replicated(self.state, t, p) for t, p in tps), return_exceptions=True)
         for tp, res in zip(tps, results, strict=True):
             if isinstance(res, LogSourceError):
                 for r in written[tp]:
-                    r.errors[tp] = code_of(res)
+                    r.errors[tp] = error_fields(res).code
             elif isinstance(res, BaseException):
                 raise res
         return tm.WriteTxnMarkersResponse(out)
