@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pyspark_logsource.broker.error_responses import error_response
 from pyspark_logsource.broker.log.segment import FileRegion
 from pyspark_logsource.protocol import codecs, fetch_fast
 from pyspark_logsource.protocol import messages as m
@@ -207,6 +208,45 @@ def test_generated_requests(header, req):
 @_SETTINGS
 def test_generated_responses(cid, version, resp):
     check_response(cid, version, resp)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_error_partition_carries_empty_records_never_null(version):
+    # Kafka answers an error partition with MemoryRecords.EMPTY; librdkafka fails the whole response over a
+    # null record set ("invalid MessageSetSize -1"), so it never saw OFFSET_OUT_OF_RANGE (issue 21, bug 1)
+    resp = m.FetchResponse([m.FetchPartitionResponse("t", 0, 1, 10, 10, 0, None)])
+    # the records field ends the frame: int32 0, or (flexible) compact length 1, then three empty tag sections
+    tail = b"\x01\x00\x00\x00" if version >= 12 else b"\x00\x00\x00\x00"
+    fast = fetch_fast.encode_response(7, version, resp)
+    assert fast is not None
+    for parts in (fast, schema_response_parts(7, version, resp), codecs.encode_response(m.RequestHeader(FETCH, version, 7), resp)):
+        frame = wire(parts)
+        assert frame.endswith(tail), frame.hex()
+        (p,) = schema_response_body(version, response_body(parts, version)).partitions
+        assert p.error_code == 1 and p.records is not None and bytes(p.records) == b""
+    # the shape the fast path leaves to the schema codec (a diverging epoch, v12) and Kafka-style error
+    # responses (every partition with the request's error) are written empty too
+    resps = [m.FetchResponse([m.FetchPartitionResponse("t", 0, 1, 5, 5, 0, None, None, -1, 3, 40)]),
+             error_response(FETCH, m.FetchRequest([m.FetchPartition("t", 0, 0), m.FetchPartition("u", 1, 0)]), 6, None)]
+    for r in resps:
+        parts = codecs.encode_response(m.RequestHeader(FETCH, version, 7), r)
+        got = schema_response_body(version, response_body(parts, version)).partitions
+        assert [bytes(p.records) for p in got] == [b""] * len(r.partitions)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_null_record_set_from_a_peer_still_decodes(version):
+    # Kafka's schema makes the field nullable, so a null from another broker is read (as None), not refused
+    w = Writer()
+    d = codecs.APIS[FETCH].resp_to(m.FetchResponse([m.FetchPartitionResponse("t", 0, 1)]), version)
+    d["responses"][0]["partitions"][0]["records"] = None
+    CODECS[(FETCH, version)][1].write(w, d)
+    body = b"".join(bytes(p) for p in w.frame(b""))[4:]
+    assert body.endswith(b"\x00\x00\x00\x00" if version >= 12 else b"\xff\xff\xff\xff")
+    want = schema_response_body(version, body)
+    assert want.partitions[0].records is None
+    got = fast_decode(fetch_fast.decode_response, body, version)
+    assert got is None or got == want
 
 
 def test_shapes_the_fast_paths_leave_to_the_schema_codec():

@@ -147,12 +147,14 @@ def kcat_produce(bootstrap: str, topic: str, recs: list[tuple[bytes | None, byte
     kcat(*args, stdin=bytes(data))
 
 
-def kcat_consume(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, Rec]]:
-    """``kcat -C -o beginning -e`` with a length-prefixed -f format, so any bytes parse exactly.
+def kcat_consume(bootstrap: str, topic: str, partition: int = 0, offset: str = "beginning",
+                 *extra: str, timeout: float = 60) -> list[tuple[int, Rec]]:  # fmt: skip
+    """``kcat -C -o beginning -e`` (or from ``offset``, with ``extra`` arguments) with a length-prefixed
+    -f format, so any bytes parse exactly.
 
     Returns (offset, record) pairs. kcat prints headers as ``k=v,k=v`` (ASCII header values only)."""
-    out = kcat("-b", bootstrap, "-C", "-t", topic, "-p", str(partition), "-o", "beginning", "-e",
-               "-f", "@%o|%K|%S|%T|%h\n%k%s\n")  # fmt: skip
+    out = kcat("-b", bootstrap, "-C", "-t", topic, "-p", str(partition), "-o", offset, "-e", *extra,
+               "-f", "@%o|%K|%S|%T|%h\n%k%s\n", timeout=timeout)  # fmt: skip
     recs: list[tuple[int, Rec]] = []
     pos = 0
     while pos < len(out):
@@ -356,6 +358,25 @@ def test_kcat_produces_and_consumes_every_codec(broker, codec):
     want = [r for _, r in got]
     assert without_offsets(ck_consume(bs, topic)) == want
     assert without_offsets(kp_consume(bs, topic)) == want
+
+
+def test_an_offset_past_the_end_resets_to_earliest_in_kcat_and_confluent_kafka(any_broker):
+    """Issue 21, bug 1: the OFFSET_OUT_OF_RANGE partition carried a null record set, which librdkafka
+    refused as a parse failure ("invalid MessageSetSize -1"): it never applied auto.offset.reset and
+    re-fetched in a tight loop, so ``kcat -o 1000 -X auto.offset.reset=earliest -e`` got nothing."""
+    bs, topic = any_broker.bootstrap, fresh_topic("reset-earliest")
+    recs = records(10, tag="reset")
+    assert ck_produce(bs, topic, recs) == list(range(10))
+    try:
+        got = kcat_consume(bs, topic, 0, "1000", "-X", "auto.offset.reset=earliest", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kcat never reached the end of the partition: auto.offset.reset=earliest was not applied")
+    assert [o for o, _ in got] == list(range(10))
+    same(without_offsets(got), kcat_view(recs))
+    # confluent-kafka assigning offset 1000 (its consumer has auto.offset.reset=earliest)
+    got = ck_consume(bs, topic, start=1000)
+    assert [o for o, _ in got] == list(range(10))
+    same(without_offsets(got), recs)
 
 
 def test_kcat_reads_what_kafka_python_wrote_with_every_codec(broker):

@@ -193,6 +193,9 @@ def _aborted_to(a: list[m.AbortedTransaction] | None) -> list[dict] | None:
 
 
 def fetch_resp_to(r: m.FetchResponse, v: int) -> dict:
+    # A partition without records (an error) gets an empty record set, never a null one, although the
+    # schema allows null: Kafka writes MemoryRecords.EMPTY, and librdkafka fails the whole response on
+    # a null ("invalid MessageSetSize -1"). Decoding still accepts a null, as Kafka's schema does.
     return {
         "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "session_id": r.session_id,
         "responses": [
@@ -201,7 +204,8 @@ def fetch_resp_to(r: m.FetchResponse, v: int) -> dict:
                  "last_stable_offset": p.last_stable_offset, "log_start_offset": p.log_start_offset,
                  "aborted_transactions": _aborted_to(p.aborted_transactions),
                  "diverging_epoch": {"epoch": p.diverging_epoch, "end_offset": p.diverging_end_offset},
-                 "preferred_read_replica": p.preferred_read_replica, "records": p.records} for p in ps]}
+                 "preferred_read_replica": p.preferred_read_replica,
+                 "records": b"" if p.records is None else p.records} for p in ps]}
             for t, ps in _group(r.partitions).items()
         ],
     }  # fmt: skip

@@ -5,8 +5,8 @@ second, and the schema-compiled codec (typed message -> dict -> one closure
 per field) cost about 50 us per round trip on the four sides together. These
 functions write and read the same bytes with one ``struct`` call per fixed
 run of fields. They cover every shape our clients, followers and Kafka's
-clients send: any number of topics and partitions, null or present records
-and aborted transactions (read_committed), replica fetches (``replica_id``
+clients send: any number of topics and partitions, null (written empty) or
+present records and aborted transactions (read_committed), replica fetches (``replica_id``
 >= 0, ``last_fetched_epoch``), no forgotten topics and no tagged fields (a
 diverging epoch, sent to a follower whose log differs, is a tagged field). Anything else returns None
 and the caller uses the schema codec, which also reports every error: a fast
@@ -326,7 +326,9 @@ def _encode_response(cid: int, v: int, resp: m.FetchResponse) -> list[Any] | Non
                 cur += _I32.pack(p.preferred_read_replica)
             rec = p.records
             if rec is None:
-                cur += b"\x00" if flex else b"\xff\xff\xff\xff"
+                # empty, never null (as Kafka writes MemoryRecords.EMPTY): librdkafka rejects the whole
+                # response over a null record set ("invalid MessageSetSize -1") and never sees the error
+                cur += b"\x01" if flex else b"\x00\x00\x00\x00"
             else:
                 if isinstance(rec, _BYTES_TYPES):
                     n = rec.nbytes if isinstance(rec, memoryview) else len(rec)
