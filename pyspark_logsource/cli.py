@@ -13,11 +13,12 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 
 from .client.metadata import DEFAULT_BOOTSTRAP
-from .errors import ConfigError, LogSourceError
+from .errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopicOrPartition
 
 #: name -> (module with ``main(argv) -> int``, one-line help). Add a line to add a command.
 DELEGATED: dict[str, tuple[str, str]] = {
@@ -35,8 +36,22 @@ def _bootstrap_default() -> str:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bootstrap-servers", "-b", default=_bootstrap_default(), metavar="HOST:PORT[,HOST:PORT]",
-        help="broker addresses (default: $LOGSOURCE_BOOTSTRAP or %(default)s)",
+        help=f"broker addresses (default: $LOGSOURCE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})",
     )  # fmt: skip
+    p.add_argument(
+        "--timeout", type=_seconds, default=30.0, metavar="SECONDS",
+        help="give up with an error when the brokers do not answer (or acknowledge) within this time (default 30)",
+    )  # fmt: skip
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, got {text!r}")
+    return value
 
 
 def _kv(items: Sequence[str] | None) -> dict[str, str]:
@@ -55,10 +70,19 @@ def _kv(items: Sequence[str] | None) -> dict[str, str]:
 def _topics(args: argparse.Namespace) -> int:
     from .client import Admin
 
-    with Admin(args.bootstrap_servers) as admin:
+    with Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000) as admin:
         if args.action == "create":
-            admin.create_topic(args.topic, args.partitions, _kv(args.config), exist_ok=args.if_not_exists,
-                               replication_factor=args.replication_factor)  # fmt: skip
+            if args.partitions < 1:
+                raise ConfigError(f"--partitions must be 1 or more, got {args.partitions}")
+            try:
+                admin.create_topic(args.topic, args.partitions, _kv(args.config),
+                                   replication_factor=args.replication_factor)  # fmt: skip
+            except TopicAlreadyExists:
+                if not args.if_not_exists:
+                    raise
+                n = len(admin.describe_topic(args.topic).partitions)
+                print(f"Topic {args.topic} exists already, with {n} partition(s); nothing changed.")
+                return 0
             rf = "" if args.replication_factor is None else f", replication factor {args.replication_factor}"
             print(f"Created topic {args.topic} with {args.partitions} partition(s){rf}.")
         elif args.action == "delete":
@@ -105,69 +129,124 @@ def _offsets(admin, name: str, partitions: list, spec: str) -> dict:
 
 
 def _produce(args: argparse.Namespace) -> int:
+    from .client import Admin, Producer
+
+    timeout_ms = args.timeout * 1000
+    # Ask first, with the same timeout: a broker that does not answer fails here at once, and a missing
+    # topic is created (or refused) visibly instead of by the producer's first Metadata request.
+    with Admin(args.bootstrap_servers, request_timeout_ms=timeout_ms) as admin:
+        created = _auto_create(admin, args.topic)
+    progress = _Progress()
+    try:
+        with Producer(
+            args.bootstrap_servers, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression,
+            batch_size=args.batch_size, max_block_ms=timeout_ms, delivery_timeout_ms=timeout_ms,
+            request_timeout_ms=min(timeout_ms, 30000),
+        ) as producer:  # fmt: skip
+            if created and not args.quiet:
+                n = len(producer.partitions_for(args.topic))
+                print(f"Created topic {args.topic} with {n} partition(s): the broker creates a topic on first "
+                      f"use (auto.create.topics.enable=true).", file=sys.stderr)  # fmt: skip
+            try:
+                _send_lines(producer, args, progress)
+            except KeyboardInterrupt:
+                progress.interrupted = True
+                producer.flush(args.timeout)  # what was read is sent before the count is told
+                _check(progress.futures)
+                raise
+    except KeyboardInterrupt:
+        if not args.quiet:
+            print(f"Produced {progress.sent} message(s) to {args.topic} (interrupted).", file=sys.stderr)
+        raise
+    if not args.quiet:
+        print(f"Produced {progress.sent} message(s) to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+class _Progress:
+    """Messages sent (produce) or read (consume) so far, for the count printed at the end or on Ctrl-C."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.futures: list = []
+        self.interrupted = False
+
+
+def _auto_create(admin, topic: str) -> bool:
+    """True if ``topic`` was missing and the broker created it; a clear error when it does not create topics."""
+    from .errors import LeaderNotAvailable
+
+    try:
+        admin.describe_topic(topic)
+        return False
+    except UnknownTopicOrPartition:
+        pass
+    try:
+        admin.describe_topic(topic, allow_auto_create=True)
+    except LeaderNotAvailable:
+        pass  # a cluster created it; its leaders are being elected (the producer waits for them)
+    except UnknownTopicOrPartition:
+        raise UnknownTopicOrPartition(
+            f"topic {topic!r} does not exist and the broker does not create topics on first use "
+            f"(auto.create.topics.enable=false); create it with: logsource topics create {topic}"
+        ) from None
+    return True
+
+
+def _send_lines(producer, args: argparse.Namespace, progress: _Progress) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .client import Producer
-
     sep = args.key_separator.encode() if args.key_separator is not None else None
     stream = sys.stdin.buffer
-    sent = 0
     line_no = 0
-    futures = []
-    with Producer(
-        args.bootstrap_servers, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression,
-        batch_size=args.batch_size,
-    ) as producer:  # fmt: skip
-        rest = b""
-        while True:
-            chunk = stream.read1(1 << 20) if hasattr(stream, "read1") else stream.read(1 << 20)
-            data = rest + chunk
-            if not chunk:
-                lines = data.split(b"\n") if data else []
-                rest = b""
-            else:
-                lines = data.split(b"\n")
-                rest = lines.pop()
-            # Lines are turned into Arrow columns and sent as whole batches (no per-line send()).
-            if lines:
-                values = pa.array(lines, pa.binary())
-                table_cols = {}
-                if sep is not None:
-                    parts = pc.split_pattern(values, sep, max_splits=1)
-                    lens = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
-                    bad = (lens < 2).nonzero()[0]
-                    if len(bad):
-                        good = int(bad[0])
-                        if good:
-                            t = pa.table(
-                                {"key": pc.list_element(parts.slice(0, good), 0), "value": pc.list_element(parts.slice(0, good), 1)}
-                            )
-                            futures.extend(producer.send_arrow(args.topic, t, partition=args.partition))
-                            sent += good
-                        producer.flush()
-                        _check(futures)
-                        raise ConfigError(
-                            f"line {line_no + good + 1} has no key separator {args.key_separator!r}; "
-                            f"{sent} line(s) before it were sent"
+    futures = progress.futures
+    rest = b""
+    while True:
+        chunk = stream.read1(1 << 20) if hasattr(stream, "read1") else stream.read(1 << 20)
+        data = rest + chunk
+        if not chunk:
+            lines = data.split(b"\n") if data else []
+            rest = b""
+        else:
+            lines = data.split(b"\n")
+            rest = lines.pop()
+        # Lines are turned into Arrow columns and sent as whole batches (no per-line send()).
+        if lines:
+            values = pa.array(lines, pa.binary())
+            table_cols = {}
+            if sep is not None:
+                parts = pc.split_pattern(values, sep, max_splits=1)
+                lens = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
+                bad = (lens < 2).nonzero()[0]
+                if len(bad):
+                    good = int(bad[0])
+                    if good:
+                        t = pa.table(
+                            {"key": pc.list_element(parts.slice(0, good), 0), "value": pc.list_element(parts.slice(0, good), 1)}
                         )
-                    table_cols["key"] = pc.list_element(parts, 0)
-                    table_cols["value"] = pc.list_element(parts, 1)
-                else:
-                    table_cols["value"] = values
-                futures.extend(producer.send_arrow(args.topic, pa.table(table_cols), partition=args.partition))
-                sent += len(lines)
-                line_no += len(lines)
-                if len(futures) > 64:
-                    _check(futures[:32])
-                    futures = futures[32:]
-            if not chunk:
-                break
-        producer.flush()
-        _check(futures)
-    if not args.quiet:
-        print(f"Produced {sent} message(s) to {args.topic}.", file=sys.stderr)
-    return 0
+                        futures.extend(producer.send_arrow(args.topic, t, partition=args.partition))
+                        progress.sent += good
+                    producer.flush()
+                    _check(futures)
+                    raise ConfigError(
+                        f"line {line_no + good + 1} has no key separator {args.key_separator!r}; "
+                        f"{progress.sent} line(s) before it were sent"
+                    )
+                table_cols["key"] = pc.list_element(parts, 0)
+                table_cols["value"] = pc.list_element(parts, 1)
+            else:
+                table_cols["value"] = values
+            futures.extend(producer.send_arrow(args.topic, pa.table(table_cols), partition=args.partition))
+            progress.sent += len(lines)
+            line_no += len(lines)
+            if len(futures) > 64:
+                _check(futures[:32])
+                del futures[:32]
+        if not chunk:
+            break
+    producer.flush()
+    _check(futures)
 
 
 def _check(futures: list) -> None:
@@ -180,59 +259,68 @@ def _check(futures: list) -> None:
 
 def _consume(args: argparse.Namespace) -> int:
     from .client import Admin, Consumer
-    from .errors import IllegalGeneration, RebalanceInProgress, UnknownMemberId
 
     if args.offset is not None and args.partition is None:
         raise ConfigError("--offset needs --partition")
     reset = "earliest" if args.from_beginning else "latest"
     out = sys.stdout.buffer
-    count = 0
-    with Admin(args.bootstrap_servers) as admin:
+    timeout_ms = args.timeout * 1000
+    with Admin(args.bootstrap_servers, request_timeout_ms=timeout_ms) as admin:
         parts = admin.partitions_for(args.topic)
     if args.partition is not None:
         if args.partition not in parts:
-            from .errors import UnknownTopicOrPartition
-
             raise UnknownTopicOrPartition(f"topic {args.topic!r} has no partition {args.partition}")
         parts = [args.partition]
-    with Consumer(args.bootstrap_servers, group_id=args.group, auto_offset_reset=reset) as consumer:
-        tps = [(args.topic, p) for p in parts]
-        if args.group is not None and args.partition is None:
-            consumer.subscribe([args.topic])  # a member of the group: it gets its share of the partitions
-        else:
-            consumer.assign(tps)
-        if args.offset is not None:
-            if args.offset == "earliest":
-                consumer.seek_to_beginning(*tps)
-            elif args.offset == "latest":
-                consumer.seek_to_end(*tps)
-            else:
-                consumer.seek(tps[0], int(args.offset))
-        elif args.group is None:
-            # No group: the console consumer starts at the beginning or the end.
-            consumer.seek_to_beginning() if args.from_beginning else consumer.seek_to_end()
-        idle_ms = 0.0
-        limit = args.max_messages
-        while limit is None or count < limit:
-            want = 500 if limit is None else min(500, limit - count)
-            msgs = consumer.poll(timeout_ms=200, max_records=want)
-            if not msgs:
-                idle_ms += 200
-                if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
-                    break
-                continue
-            idle_ms = 0.0
-            out.write(_format(msgs, args))
-            out.flush()
-            count += len(msgs)
-            if args.group is not None:
-                try:
-                    consumer.commit()
-                except (RebalanceInProgress, IllegalGeneration, UnknownMemberId):
-                    pass  # a rebalance fenced this commit: the partitions' next owner re-reads from the last one
+    progress = _Progress()
+    try:
+        with Consumer(args.bootstrap_servers, group_id=args.group, auto_offset_reset=reset,
+                      request_timeout_ms=timeout_ms) as consumer:  # fmt: skip
+            _read(consumer, [(args.topic, p) for p in parts], args, out, progress)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the with-block has closed the consumer (left the group)
+        if not args.quiet:
+            print(f"Processed a total of {progress.sent} messages (interrupted)", file=sys.stderr)
+        raise
     if not args.quiet:
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+        print(f"Processed a total of {progress.sent} messages", file=sys.stderr)
     return 0
+
+
+def _read(consumer, tps: list, args: argparse.Namespace, out, progress: _Progress) -> None:
+    from .errors import IllegalGeneration, RebalanceInProgress, UnknownMemberId
+
+    if args.group is not None and args.partition is None:
+        consumer.subscribe([args.topic])  # a member of the group: it gets its share of the partitions
+    else:
+        consumer.assign(tps)
+    if args.offset is not None:
+        if args.offset == "earliest":
+            consumer.seek_to_beginning(*tps)
+        elif args.offset == "latest":
+            consumer.seek_to_end(*tps)
+        else:
+            consumer.seek(tps[0], int(args.offset))
+    elif args.group is None:
+        # No group: the console consumer starts at the beginning or the end.
+        consumer.seek_to_beginning() if args.from_beginning else consumer.seek_to_end()
+    idle_ms = 0.0
+    limit = args.max_messages
+    while limit is None or progress.sent < limit:
+        want = 500 if limit is None else min(500, limit - progress.sent)
+        msgs = consumer.poll(timeout_ms=200, max_records=want)
+        if not msgs:
+            idle_ms += 200
+            if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+                break
+            continue
+        idle_ms = 0.0
+        progress.sent += len(msgs)  # counted when read: a Ctrl-C during the write below still counts them
+        out.write(_format(msgs, args))
+        out.flush()
+        if args.group is not None:
+            try:
+                consumer.commit()
+            except (RebalanceInProgress, IllegalGeneration, UnknownMemberId):
+                pass  # a rebalance fenced this commit: the partitions' next owner re-reads from the last one
 
 
 def _format(msgs: list, args: argparse.Namespace) -> bytes:
@@ -254,7 +342,7 @@ def _format(msgs: list, args: argparse.Namespace) -> bytes:
 def _groups(args: argparse.Namespace) -> int:
     from .client import Admin
 
-    with Admin(args.bootstrap_servers) as admin:
+    with Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000) as admin:
         if args.action == "list":
             _table([("GROUP", "STATE", "PROTOCOL-TYPE")] + [(x.group_id, x.state, x.protocol_type or "-")
                                                           for x in admin.list_groups()])  # fmt: skip
@@ -391,6 +479,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `logsource consume ... | head` should end quietly; the previous disposition comes back when
     # main() returns, for a program (or a test session) that calls main() in its own process
     previous = signal.signal(signal.SIGPIPE, signal.SIG_DFL) if hasattr(signal, "SIGPIPE") else None
+    # SIGTERM ends a command as Ctrl-C does: counts printed, `consume --group` leaves its group at once
+    # (a member killed without leaving holds its partitions until its session times out)
+    on_term = _on_sigterm if threading.current_thread() is threading.main_thread() else None
+    previous_term = signal.signal(signal.SIGTERM, on_term) if on_term is not None else None
     try:
         if args.command == "produce" and args.acks in ("all", "-1"):
             args.acks = -1
@@ -400,11 +492,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LogSourceError as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
     finally:
         if previous is not None:
             signal.signal(signal.SIGPIPE, previous)
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that it unwinds like Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 if __name__ == "__main__":  # pragma: no cover

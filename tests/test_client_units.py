@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -90,6 +91,16 @@ def test_sticky_partitioner_moves_on_after_a_batch():
     assert nxt != first and 0 <= nxt < 4
     assert s.partition("u", 1) == 0 and s.on_new_batch("u", 0, 1) == 0
     assert s.on_new_batch("t", 99, 4) == nxt  # a stale notice does not move it again
+
+
+def test_sticky_spread_moves_on_every_batch_size_bytes_across_calls():
+    s = StickyPartitioner()
+    first = s.partition("t", 4)
+    parts = s.spread("t", np.full(10, 100, dtype=np.int64), 4, 250)  # 3 records (300 bytes) fill a batch
+    assert parts.tolist() == [(first + i) % 4 for i in (0, 0, 0, 1, 1, 2, 2, 2, 3, 3)]
+    assert s.partition("t", 4) == (first + 4) % 4  # 1000 bytes: four batches done, the next call goes on
+    counts = np.bincount(s.spread("t", np.full(100_000, 22, dtype=np.int64), 4, 16384), minlength=4)
+    assert counts.max() - counts.min() <= 16384 // 22 + 1  # even to within one batch
 
 
 def test_parse_bootstrap(monkeypatch):

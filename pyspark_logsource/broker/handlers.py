@@ -391,6 +391,8 @@ class Handlers:
                     if not is_internal(name):
                         self.state.create_topic(name, self.config.num_partitions)
                         n = self.config.num_partitions
+                        log.info("auto-created topic %s with %d partition(s) for a client's Metadata request "
+                                 "(auto.create.topics.enable=true)", name, n)  # fmt: skip
                 except LogSourceError as e:
                     out.append(TopicMetadata(name, error_code=error_fields(e).code))
                     continue

@@ -118,10 +118,11 @@ class Admin(GroupAdmin):
             names = [n for n in names if not is_internal(n) and not any(t.is_internal for t in resp.topics if t.name == n)]
         return sorted(names)
 
-    def describe_topic(self, name: str) -> TopicDescription:
+    def describe_topic(self, name: str, allow_auto_create: bool = False) -> TopicDescription:
         """Partitions of ``name`` with leader, leader epoch, replicas and ISR (as ``kafka-topics --describe``
-        shows them; the leader is -1 while a partition has none)."""
-        return self._client.topic(name, refresh=True)
+        shows them; the leader is -1 while a partition has none). ``allow_auto_create``: a missing topic is
+        created as a producer's first Metadata request would (if the broker's ``auto.create.topics.enable``)."""
+        return self._client.topic(name, allow_auto_create=allow_auto_create, refresh=True)
 
     def topic_configs(self, name: str, overrides_only: bool = True) -> dict[str, str | None]:
         """The topic's settings (DescribeConfigs): only those set for the topic, as ``kafka-topics

@@ -54,8 +54,11 @@ class StickyPartitioner:
     """Chooses the partition for records without a key.
 
     As in Kafka 2.4+: stay on one partition until its batch is complete, then
-    move to another one at random, so that keyless records fill whole batches
-    instead of spreading one record per partition per linger window.
+    move on, so that keyless records fill whole batches instead of spreading
+    one record per partition per linger window. The first partition is
+    random; the next is the following one in turn (Kafka picks at random,
+    weighted by queue sizes), so every partition gets an even share of the
+    batches whatever their number.
     """
 
     __slots__ = ("_current", "_rng")
@@ -73,14 +76,26 @@ class StickyPartitioner:
         return p
 
     def on_new_batch(self, topic: str, prev_partition: int, num_partitions: int) -> int:
-        """Called when the sticky partition's batch completed: pick another partition."""
+        """Called when the sticky partition's batch completed: move to the next partition."""
         if self._current.get(topic) != prev_partition:
             return self._current.get(topic, prev_partition)
-        if num_partitions <= 1:
-            p = 0
-        else:
-            p = self._rng.randrange(num_partitions - 1)
-            if p >= prev_partition:
-                p += 1
+        p = (prev_partition + 1) % num_partitions if num_partitions > 1 else 0
         self._current[topic] = p
         return p
+
+    def spread(self, topic: str, sizes: np.ndarray, num_partitions: int, batch_size: int) -> np.ndarray:
+        """Partitions of keyless records of these byte ``sizes``, sent in this order.
+
+        What ``send()`` does record by record, for a whole column: the sticky
+        partition takes records until they fill ``batch_size`` bytes, then the
+        next partition takes over (a partly filled last batch keeps its
+        partition for the next call).
+        """
+        start = self.partition(topic, num_partitions)
+        if num_partitions <= 1 or not len(sizes):
+            return np.full(len(sizes), start, dtype=np.int64)
+        before = np.cumsum(sizes) - sizes  # bytes sent before each record
+        unit = max(int(batch_size), 1)
+        parts = (start + before // unit) % num_partitions
+        self._current[topic] = int((start + int(before[-1] + sizes[-1]) // unit) % num_partitions)
+        return parts.astype(np.int64)

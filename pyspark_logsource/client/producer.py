@@ -285,9 +285,10 @@ class Producer(ProducerSenderMixin):
 
         Columns: ``value`` (binary or string) required; ``key``,
         ``timestamp``, ``headers`` and ``partition`` optional. Rows are routed
-        like ``send()`` (explicit partition, else key hash, else one sticky
-        partition) and grouped with vectorised Arrow/numpy operations. Each
-        future resolves to ``(partition, base_offset, last_offset)``.
+        like ``send()`` (explicit partition, else key hash, else the sticky
+        partition, which moves on every ``batch_size`` bytes) and grouped
+        with vectorised Arrow/numpy operations. Each future resolves to
+        ``(partition, base_offset, last_offset)``.
         """
         if isinstance(table, pa.RecordBatch):
             table = pa.Table.from_batches([table])
@@ -330,10 +331,13 @@ class Producer(ProducerSenderMixin):
                     parts = hashed if hashed is not None else np.full(table.num_rows, -1, dtype=np.int64)
                 elif hashed is not None:
                     parts = np.where(parts < 0, hashed, parts)
-                if (parts < 0).any():
+                free = np.flatnonzero(parts < 0)
+                if len(free):
+                    # keyless rows: the sticky partition per batch_size bytes, then the next, as send() does
+                    sizes = pc.binary_length(table.column("value")).fill_null(0).to_numpy(zero_copy_only=False)
+                    sizes = sizes.astype(np.int64)[free] + RECORD_OVERHEAD
                     with self._acc.lock:
-                        sticky = self._sticky.partition(topic, n)
-                    parts[parts < 0] = sticky
+                        parts[free] = self._sticky.spread(topic, sizes, n, self.batch_size)
             if parts.min() < 0 or parts.max() >= n:
                 bad = int(parts.max() if parts.max() >= n else parts.min())
                 raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {bad} (it has {n})")
