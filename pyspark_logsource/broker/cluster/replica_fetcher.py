@@ -33,6 +33,7 @@ from ...errors import (
 from ...protocol import ApiKey, ApiVersionsRequest, FetchPartition, FetchRequest
 from ...protocol.connection import ClientConnection
 from ...protocol.primitives import ProtocolError
+from ..tasks import spawn
 
 if TYPE_CHECKING:
     from ..log.log import PartitionLog
@@ -66,7 +67,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------ control (event loop thread)
 
     def start(self) -> None:
-        self._task = self.manager.loop.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+        self._task = spawn(self._run(), name=f"replica-fetcher-{self.leader_id}", loop=self.manager.loop)
 
     def stop(self) -> None:
         """Cancel the task and close the connection."""

@@ -37,6 +37,7 @@ from ...errors import (
     RequestTimedOut,
     UnknownTopicOrPartition,
 )
+from ..tasks import spawn
 from .handlers import ReplicaFetchHandler
 from .isr import IsrUpdater
 from .replica_fetcher import ReplicaFetcher
@@ -123,7 +124,7 @@ class ReplicaManager:
         self._closed = False
         state.logs.hw_checkpoint_enabled = True
         state.logs.hw_checkpoint_interval_ms = setting(c, "replica.high.watermark.checkpoint.interval.ms", 5000)
-        self._isr_task = loop.create_task(self.isr.run(), name="isr-shrink")
+        self._isr_task = spawn(self.isr.run(), name="isr-shrink", loop=loop)
 
     # ------------------------------------------------------------ helpers
 

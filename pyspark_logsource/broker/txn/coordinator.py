@@ -73,6 +73,7 @@ from ...errors import (
 )
 from ...format.control import ABORT, COMMIT
 from .. import internal_topics
+from ..tasks import spawn
 from .markers import Marker, append_marker, replicated
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ class TxnCoordinator:
                 append_marker(self.state, t, p, pid, epoch, kind)
                 if self.state.replication is not None:  # done once on the ISR (a single broker: at once)
                     self._completions[completion].remote.add(m)
-                    asyncio.get_running_loop().create_task(self.confirm(m, completion))
+                    spawn(self.confirm(m, completion), name=f"txn-marker-{t}-{p}")
                 return
             except UnknownTopicOrPartition as e:  # a deleted topic: nothing staged there any more
                 log.warning("marker for producer %d in %s-%d not written: %s", pid, t, p, e)

@@ -37,6 +37,7 @@ from ...protocol.coordinator_messages import FindCoordinatorRequest, FindCoordin
 from .. import internal_topics
 from ..error_responses import error_fields
 from ..session import Session
+from ..tasks import spawn
 from .coordinator import TXN_TOPIC, TxnCoordinator, transaction_state_topic, winners_of
 from .markers import Marker, abort_forgotten, append_marker, replicated
 
@@ -90,7 +91,7 @@ class TxnHandlers:
         c = self._coordinator = TxnCoordinator(self.state, self.state.config.transaction_max_timeout_ms)
         c.complete_loaded()
         if c.remote:
-            self._spawn(self._flush_remote(c))
+            self._spawn(self._flush_remote(c), "txn-markers-to-leaders")
 
     def _current(self) -> TxnCoordinator | None:
         """The coordinator if this broker coordinates now."""
@@ -124,9 +125,9 @@ class TxnHandlers:
             self._coordinator = None
             log.info("broker %d no longer coordinates transactions", self.state.broker_id)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any, name: str) -> None:
         try:
-            asyncio.get_running_loop().create_task(coro)
+            spawn(coro, name=name)
         except RuntimeError:  # no loop (a unit test): the timer does it later
             coro.close()
 
@@ -144,9 +145,9 @@ class TxnHandlers:
             c = self._current()
             registered = c.registered_producers() if c is not None else set()
             if c is not None and not self._expiring:
-                self._spawn(self._expire(c))
+                self._spawn(self._expire(c), "txn-timeouts")
             if c is not None and c.remote:
-                self._spawn(self._flush_remote(c))
+                self._spawn(self._flush_remote(c), "txn-markers-to-leaders")
             abort_forgotten(self.state, self.state.config.transaction_max_timeout_ms, registered)
         except Exception:  # a failed round must not stop the timer
             log.exception("transaction timeout scan failed")
@@ -183,7 +184,7 @@ class TxnHandlers:
                     for m, cid in items:
                         try:
                             append_marker(self.state, *m)
-                            loop.create_task(c.confirm(m, cid))
+                            spawn(c.confirm(m, cid), name=f"txn-marker-{m[0]}-{m[1]}")
                         except UnknownTopicOrPartition:
                             c.marker_done(m, cid)
                         except LogSourceError:
