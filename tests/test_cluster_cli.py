@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from brokers import broker_thread
@@ -63,10 +65,14 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
         assert all(pid_alive(p) for p in pids)
         rc, out, _ = here(capsys, "cluster", "status", "--data-dir", str(d))
         assert rc == 0 and out.count("running") == 4 and f"bootstrap.servers={bootstrap}" in out
-        # a second start on a running cluster is refused, and leaves it running
-        rc, _, err = here(capsys, "cluster", "start", "--brokers", "3", "--data-dir", str(d))
-        assert rc == 1 and "already running" in err
+        # a second start on a running cluster starts nothing and leaves it running; another size is refused
+        rc, out, err = here(capsys, "cluster", "start", "--brokers", "3", "--data-dir", str(d))
+        assert rc == 0 and "nothing to start" in err and f"bootstrap.servers={bootstrap}" in out
+        rc, _, err = here(capsys, "cluster", "start", "--brokers", "4", "--data-dir", str(d))
+        assert rc == 1 and "has 3 broker(s), not 4" in err
         assert all(pid_alive(p) for p in pids)
+        state = json.loads((d / "cluster.json").read_text())
+        assert [state["zookeeper"]["pid"]] + [b["pid"] for b in state["brokers"]] == pids
 
         rc, out, err = here(capsys, "topics", "create", "events", "--partitions", "3", "--replication-factor", "3",
                             "--config", "min.insync.replicas=2", "-b", bootstrap)  # fmt: skip
@@ -109,6 +115,48 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
     finally:
         rc, out, _ = here(capsys, "cluster", "stop", "--data-dir", str(d))
     assert rc == 0 and "zookeeper" in out
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cluster_start_brings_back_a_broker_killed_9_and_only_it(tmp_path):
+    d = tmp_path / "lsc"
+    bootstrap = re.search(r"^bootstrap\.servers=(\S+)$", ok("cluster", "start", "--data-dir", str(d)), re.M).group(1)
+    try:
+        ok("topics", "create", "kept", "--partitions", "3", "--replication-factor", "3", "-b", bootstrap)
+        ok("produce", "kept", "--acks", "all", "-b", bootstrap, stdin=b"".join(b"m%d\n" % i for i in range(300)))
+        before = json.loads((d / "cluster.json").read_text())
+        victim = before["brokers"][1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        for _ in range(100):  # not our child (a daemon): wait until it is gone
+            if not pid_alive(victim["pid"]):
+                break
+            time.sleep(0.05)
+        assert not pid_alive(victim["pid"])
+        status = ok("cluster", "status", "--data-dir", str(d)).splitlines()
+        assert [ln.split("\t")[-1] for ln in status[:4]] == ["running", "running", "stopped", "running"], status
+
+        p = run("cluster", "start", "--data-dir", str(d))  # as a user would: no --brokers
+        assert p.returncode == 0, p.stderr.decode()
+        assert "Started broker-2 in" in p.stderr.decode()
+        assert f"bootstrap.servers={bootstrap}" in p.stdout.decode()
+        after = json.loads((d / "cluster.json").read_text())
+        assert after["zookeeper"]["pid"] == before["zookeeper"]["pid"]  # the others untouched
+        assert [b["pid"] for b in after["brokers"]][::2] == [b["pid"] for b in before["brokers"]][::2]
+        assert after["brokers"][1]["pid"] != victim["pid"] and after["brokers"][1]["port"] == victim["port"]
+        assert ok("cluster", "status", "--data-dir", str(d)).count("running") == 4
+        # the restarted broker is back in the ISR of every partition, and nothing was lost
+        for _ in range(300):
+            rows = _describe(ok("topics", "describe", "kept", "-b", bootstrap))
+            if all(sorted(r["Isr"].split(",")) == ["1", "2", "3"] for r in rows.values()):
+                break
+            time.sleep(0.1)
+        assert all(sorted(r["Isr"].split(",")) == ["1", "2", "3"] for r in rows.values()), rows
+        got = ok("consume", "kept", "--from-beginning", "--max-messages", "300", "--timeout-ms", "20000", "-b", bootstrap)
+        assert sorted(got.split()) == sorted(f"m{i}" for i in range(300))
+    finally:
+        ok("cluster", "stop", "--data-dir", str(d))
 
 
 @pytest.mark.cluster

@@ -6,6 +6,9 @@ logsource cluster status --data-dir /tmp/lsc
 logsource cluster stop --data-dir /tmp/lsc                  # data stays; start again to resume
 ```
 
+``start`` on a running cluster starts the brokers that are down (a crash, a kill -9) with their
+saved ids, ports and data, and leaves the running processes alone.
+
 Layout of the data dir: ``zookeeper/`` (zoo.cfg, data, log), ``broker-<id>/`` (``logs/`` and
 ``broker.log``) and ``cluster.json`` (pids, ports, ``bootstrap.servers``). A second ``start``
 on the same dir reuses the ports of the first, so a bootstrap list saved in a notebook stays
@@ -70,6 +73,7 @@ class LocalCluster:
         self.config_file = config_file
         self.overrides = {**cluster_defaults(brokers), **dict(overrides or {})}
         self.startup_timeout = startup_timeout
+        self.started: list[str] = []  # what the last start() started
 
     @property
     def state_file(self) -> Path:
@@ -107,11 +111,9 @@ class LocalCluster:
         """Start ZooKeeper and the brokers; return ``bootstrap.servers`` once all are registered and
         every existing partition has a live leader."""
         alive = self.running_pids()
+        self.started = []
         if alive:
-            raise ConfigError(
-                f"a cluster is already running in {self.data_dir} ({', '.join(f'{k} pid {v}' for k, v in alive.items())}); "
-                "run 'logsource cluster stop --data-dir ...' first"
-            )
+            return self._bring_back(alive)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         old = self.read_state()
         old_ports = {b["id"]: b["port"] for b in old.get("brokers", [])}
@@ -144,10 +146,43 @@ class LocalCluster:
         bootstrap = ",".join(f"{self.host}:{b['port']}" for b in state["brokers"])
         state["bootstrap.servers"] = bootstrap
         self._write_state(state)
+        self.started = ["zookeeper", *(f"broker-{bid}" for bid in procs)]
         # On a restart the data's topics are back: the list is printed once each of their partitions
         # is led again (the brokers stay up on a timeout: 'cluster stop' or a look at broker.log).
         self._wait_leaders(zk.connect, set(procs))
         return bootstrap
+
+    def _bring_back(self, alive: dict[str, int]) -> str:
+        """Part of the saved cluster runs: start its brokers that are down (same ids, ports and data),
+        leave the running processes alone, and wait as :meth:`start` does."""
+        state = self.read_state()
+        running = ", ".join(f"{k} pid {v}" for k, v in alive.items())
+        if "zookeeper" not in alive:
+            raise ConfigError(f"brokers of the cluster in {self.data_dir} are running without its ZooKeeper ({running}); "
+                              "run 'logsource cluster stop --data-dir ...' first")  # fmt: skip
+        saved = state.get("brokers", [])
+        if self.brokers != len(saved):
+            raise ConfigError(f"the cluster in {self.data_dir} has {len(saved)} broker(s), not {self.brokers} "
+                              f"({running}); run 'logsource cluster stop --data-dir ...' first to change it")  # fmt: skip
+        zk_connect = state["zookeeper"]["connect"]
+        procs: dict[int, tuple[subprocess.Popen, Path]] = {}
+        try:
+            for b in saved:
+                if f"broker-{b['id']}" not in alive:
+                    procs[b["id"]] = self._spawn_broker(b["id"], b["port"], zk_connect)
+                    b["pid"] = procs[b["id"]][0].pid
+            self._write_state(state)
+            for bid, (proc, out) in procs.items():
+                self._wait_listening(bid, proc, out)
+            self._wait_registered(zk_connect, {b["id"] for b in saved})
+        except BaseException:
+            for proc, _ in procs.values():
+                if proc.poll() is None:
+                    proc.kill()
+            raise
+        self.started = [f"broker-{bid}" for bid in procs]
+        self._wait_leaders(zk_connect, {b["id"] for b in saved})
+        return state.get("bootstrap.servers") or ",".join(f"{self.host}:{b['port']}" for b in saved)
 
     def _spawn_broker(self, bid: int, port: int, zk_connect: str) -> tuple[subprocess.Popen, Path]:
         bdir = self.data_dir / f"broker-{bid}"
@@ -328,8 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     """``logsource cluster start|stop|status``."""
     p = argparse.ArgumentParser(prog="logsource cluster", description="A local cluster: ZooKeeper and N brokers on loopback.")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    s = sub.add_parser("start", help="start ZooKeeper and N brokers in the background; print bootstrap.servers")
-    s.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    s = sub.add_parser("start", help="start ZooKeeper and N brokers in the background (of a running cluster: "
+                                     "the brokers that are down); print bootstrap.servers")  # fmt: skip
+    s.add_argument("--brokers", type=int, default=None,
+                   help="number of brokers (default: those of the cluster saved in --data-dir, else 3)")  # fmt: skip
     s.add_argument("--data-dir", required=True, help="where ZooKeeper, the brokers' logs and cluster.json live")
     s.add_argument("--config", metavar="FILE", help="server.properties every broker starts from")
     s.add_argument("--override", "-o", metavar="KEY=VALUE", action="append", default=[],
@@ -354,10 +391,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not sep or not k.strip():
                     raise ConfigError(f"expected key=value, got {item!r}")
                 overrides[k.strip()] = v.strip()
-            c = LocalCluster(args.data_dir, args.brokers, host=args.host, config_file=args.config, overrides=overrides)
+            saved = len(LocalCluster(args.data_dir).read_state().get("brokers", []))
+            brokers = args.brokers if args.brokers is not None else (saved or 3)
+            c = LocalCluster(args.data_dir, brokers, host=args.host, config_file=args.config, overrides=overrides)
             bootstrap = c.start()
             state = c.read_state()
-            print(f"Started ZooKeeper and {args.brokers} broker(s) in {c.data_dir}.", file=sys.stderr)
+            if c.started[:1] == ["zookeeper"]:
+                print(f"Started ZooKeeper and {brokers} broker(s) in {c.data_dir}.", file=sys.stderr)
+            elif c.started:
+                print(f"Started {', '.join(c.started)} in {c.data_dir}; the other processes were running.", file=sys.stderr)
+            else:
+                print(f"The cluster in {c.data_dir} is running: nothing to start.", file=sys.stderr)
             print(f"zookeeper.connect={state['zookeeper']['connect']}")
             print(f"bootstrap.servers={bootstrap}", flush=True)
         elif args.action == "stop":
