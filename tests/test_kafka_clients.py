@@ -440,6 +440,36 @@ def test_confluent_kafka_admin_create_describe_delete(broker):
         time.sleep(0.2)
 
 
+def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker):
+    """Issue 21, bug 3: CreateTopics refused compression.type, unclean.leader.election.enable and
+    message.downconversion.enable (librdkafka's tests set them) with INVALID_CONFIG."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = fresh_topic("ck-topic-configs")
+    config = {"compression.type": "lz4", "unclean.leader.election.enable": "true",
+              "message.downconversion.enable": "false", "preallocate": "true", "segment.jitter.ms": "100",
+              "message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}  # fmt: skip
+    for f in admin.create_topics([NewTopic(name, 1, 1, config=config)]).values():
+        assert f.result(30) is None
+    res = ConfigResource("topic", name)
+    described = admin.describe_configs([res])[res].result(30)
+    assert {k: described[k].value for k in config} == config
+    assert all(not described[k].is_default for k in config)
+    assert described["compression.zstd.level"].value == "3" and described["compression.zstd.level"].is_default
+    # an unknown name and a bad value: INVALID_CONFIG (40) naming the key, and nothing created
+    for key, value in (("compression.codec", "lz4"), ("compression.type", "brotli"),
+                       ("unclean.leader.election.enable", "yes")):  # fmt: skip
+        bad = fresh_topic("ck-bad-config")
+        with pytest.raises(KafkaException) as exc:
+            for f in admin.create_topics([NewTopic(bad, 1, 1, config={key: value})]).values():
+                f.result(30)
+        err = exc.value.args[0]
+        assert err.code() == 40 and key in err.str(), err
+        assert bad not in admin.list_topics(timeout=30).topics
+
+
 def test_confluent_kafka_idempotent_producer_writes_no_duplicates(broker):
     """librdkafka idempotence with several in-flight requests over several partitions: every message
     exactly once, in order per partition."""

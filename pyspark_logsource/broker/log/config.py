@@ -11,11 +11,18 @@ single embedded broker has no replicas, so we keep ``flush.messages`` at
 crash loses nothing (the page cache survives it), a machine crash loses at
 most one second of appends. Set ``flush.ms`` to ``Long.MAX`` for Kafka's
 behaviour, or ``flush.messages=1`` for fsync-per-append.
+
+Every topic config Kafka defines (TopicConfig, and the replication throttles of
+QuotaConfig) is accepted, so that Kafka's tools and clients can create topics
+with them; unknown names are refused. The ones below "Accepted and stored" are
+validated with Kafka's rules, stored and returned by DescribeConfigs, but the
+broker does not act on them (see each field).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,8 +36,15 @@ _MIN_BATCH = 61  # a record batch header; no batch can be smaller
 
 _DAY_MS = 24 * 3600 * 1000
 DELETE, COMPACT, COMPACT_DELETE = "delete", "compact", "compact,delete"
-_STRINGS = frozenset({"message_timestamp_type", "cleanup_policy"})
+_STRINGS = frozenset({"message_timestamp_type", "cleanup_policy", "compression_type", "message_format_version",
+                      "leader_replication_throttled_replicas", "follower_replication_throttled_replicas"})
 _FLOATS = frozenset({"min_cleanable_dirty_ratio"})
+#: written back as "true"/"false", as Kafka's DescribeConfigs shows them
+_BOOLS = frozenset({"unclean_leader_election_enable", "message_downconversion_enable", "preallocate",
+                    "remote_storage_enable", "remote_log_copy_disable", "remote_log_delete_on_disable"})
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")  # a message.format.version: 0.10.0, 2.8, 3.0-IV1
+_THROTTLED = re.compile(r"\*|(\d+:\d+(,\d+:\d+)*)?")  # "*", or partition:broker pairs
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,30 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     #: acks=all needs this many in-sync replicas (NotEnoughReplicas otherwise); a topic setting, as in Kafka
     min_insync_replicas: int = 1
+    # Accepted and stored (Kafka's topic configs), returned by DescribeConfigs, not acted on per topic.
+    #: batches are stored as the producer compressed them (never re-encoded): only "producer" is honoured
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    #: the controller elects with the broker-wide unclean.leader.election.enable, not this per-topic value
+    unclean_leader_election_enable: bool = False
+    #: Fetch v4+ only: every consumer reads the v2 batch format, there is nothing to down-convert
+    message_downconversion_enable: bool = True
+    message_format_version: str = "3.0-IV1"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    segment_jitter_ms: int = 0
+    preallocate: bool = False
+    #: no tiered storage: only false is accepted (Kafka refuses true when the broker has none)
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
     # Broker-wide (used by LogManager, ignored per topic).
     retention_check_interval_ms: int = 300_000
     flush_scheduler_interval_ms: int = 1000
@@ -72,6 +110,12 @@ class LogConfig:
         for name, attr in _ATTR.items():
             v = getattr(self, attr)
             if attr in _STRINGS:
+                if not isinstance(v, str):
+                    raise InvalidConfig(f"{name} must be a string, got {v!r}")
+                continue
+            if attr in _BOOLS:
+                if not isinstance(v, bool):
+                    raise InvalidConfig(f"{name} must be true or false, got {v!r}")
                 continue
             if attr in _FLOATS:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -103,6 +147,22 @@ class LogConfig:
         need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", "must be >= 1")
         need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", "must be in [0, 1]")
         need(self.min_insync_replicas >= 1, "min.insync.replicas", "must be >= 1")
+        need(self.compression_type in COMPRESSION_TYPES, "compression.type", f"must be one of {', '.join(COMPRESSION_TYPES)}")
+        need(self.compression_gzip_level == -1 or 1 <= self.compression_gzip_level <= 9, "compression.gzip.level",
+             "must be -1 or in [1, 9]")  # fmt: skip
+        need(1 <= self.compression_lz4_level <= 17, "compression.lz4.level", "must be in [1, 17]")
+        need(-131072 <= self.compression_zstd_level <= 22, "compression.zstd.level", "must be in [-131072, 22]")
+        need(_VERSION.fullmatch(self.message_format_version) is not None, "message.format.version",
+             "must be a Kafka version such as 2.8 or 3.0-IV1")  # fmt: skip
+        for name in ("message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
+                     "message.timestamp.after.max.ms", "segment.jitter.ms"):  # fmt: skip
+            need(getattr(self, _ATTR[name]) >= 0, name, "must be >= 0")
+        need(not self.remote_storage_enable, "remote.storage.enable", "this broker has no tiered storage")
+        need(self.local_retention_ms >= -2, "local.retention.ms", "must be >= -2 (-2: retention.ms)")
+        need(self.local_retention_bytes >= -2, "local.retention.bytes", "must be >= -2 (-2: retention.bytes)")
+        for name in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+            need(_THROTTLED.fullmatch(getattr(self, _ATTR[name])) is not None, name,
+                 "must be *, or a list of partition:broker pairs")  # fmt: skip
         need(self.cleaner_enable in (0, 1), "log.cleaner.enable", "must be true or false")
         need(self.cleaner_dedupe_buffer_size >= 1024, "log.cleaner.dedupe.buffer.size", "must be >= 1024")
         need(self.cleaner_backoff_ms >= 1, "log.cleaner.backoff.ms", "must be >= 1")
@@ -155,6 +215,8 @@ class LogConfig:
                 values[attr] = _parse_float(key, raw)
             elif attr == "cleaner_enable":
                 values[attr] = _parse_bool(key, raw)
+            elif attr in _BOOLS:
+                values[attr] = bool(_parse_bool(key, raw))
             else:
                 values[attr] = _parse_int(key, raw)
         for attr, (ms, _) in hours_minutes.items():
@@ -174,7 +236,8 @@ class LogConfig:
         for name, attr in _ATTR.items():
             if only is not None and not any(_ALIASES.get(k) == attr or _HOURS_MINUTES.get(k, ("",))[0] == attr for k in only):
                 continue
-            out[name] = str(getattr(self, attr))
+            v = getattr(self, attr)
+            out[name] = ("true" if v else "false") if attr in _BOOLS else str(v)
         return out
 
 
@@ -183,6 +246,8 @@ def _parse_str(attr: str, raw: object) -> str:
     if attr == "cleanup_policy":  # Kafka accepts a list in any order: "delete,compact"
         parts = sorted({p.strip().lower() for p in v.split(",") if p.strip()})
         return COMPACT_DELETE if parts == [COMPACT, DELETE] else ",".join(parts)
+    if attr in ("leader_replication_throttled_replicas", "follower_replication_throttled_replicas"):
+        return ",".join(p.strip() for p in v.split(",")) if v else v
     return v
 
 
@@ -234,6 +299,25 @@ _ATTR = {
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
     "min.insync.replicas": "min_insync_replicas",
+    "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
+    "message.downconversion.enable": "message_downconversion_enable",
+    "message.format.version": "message_format_version",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "preallocate": "preallocate",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
+    "remote.log.copy.disable": "remote_log_copy_disable",
+    "remote.log.delete.on.disable": "remote_log_delete_on_disable",
+    "leader.replication.throttled.replicas": "leader_replication_throttled_replicas",
+    "follower.replication.throttled.replicas": "follower_replication_throttled_replicas",
     "log.cleaner.enable": "cleaner_enable",
     "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
     "log.cleaner.backoff.ms": "cleaner_backoff_ms",
@@ -259,6 +343,15 @@ _ALIASES = dict(
         "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
         "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
         "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
+        "log.message.downconversion.enable": "message_downconversion_enable",
+        "log.message.format.version": "message_format_version",
+        "log.message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
+        "log.message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+        "log.message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+        "log.roll.jitter.ms": "segment_jitter_ms",
+        "log.preallocate": "preallocate",
+        "log.local.retention.ms": "local_retention_ms",
+        "log.local.retention.bytes": "local_retention_bytes",
     },
 )
 # Coarser broker spellings: key -> (attribute, unit in ms, precedence rank).
