@@ -129,6 +129,12 @@ class BrokerIdConflict(LogSourceError):
     code = 1200
 
 
+class DirectoryInUse(LogSourceError):
+    """Another process (or another broker or load in this process) holds the lock on this data directory."""
+
+    code = 1201
+
+
 class NotEnoughReplicas(LogSourceError):
     """Fewer in-sync replicas than min.insync.replicas: an acks=all write is refused before it is appended."""
 

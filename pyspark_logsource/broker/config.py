@@ -46,6 +46,8 @@ DEFAULTS: dict[str, str] = {
     "cluster.id": "",
     # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
     "logsource.arrow.body.enable": "true",
+    # our extension: a shutdown (SIGTERM/SIGINT) that has not finished after this long exits non-zero
+    "logsource.shutdown.timeout.ms": "30000",
     # cluster mode (unset zookeeper.connect: a single broker, no ZooKeeper)
     "zookeeper.connect": "",
     # Kafka's default is 18000; a short session makes failover quick (a dead broker is noticed within it)
@@ -189,6 +191,8 @@ class BrokerConfig:
     group_max_size: int = 2**31 - 1
     cluster_id: str | None = None
     arrow_body_enable: bool = True
+    #: a signalled shutdown that has not finished after this long logs what it waits for and exits non-zero
+    shutdown_timeout_ms: int = 30000
     #: ``host:port[,host:port...][/chroot]``; None: a single broker without ZooKeeper
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 6000
@@ -256,6 +260,7 @@ class BrokerConfig:
             group_max_size=_int(p, "group.max.size", 1),
             cluster_id=p["cluster.id"].strip() or None,
             arrow_body_enable=_bool(p, "logsource.arrow.body.enable"),
+            shutdown_timeout_ms=_int(p, "logsource.shutdown.timeout.ms", 1),
             zookeeper_connect=_zk_connect(p["zookeeper.connect"]),
             zookeeper_session_timeout_ms=_int(p, "zookeeper.session.timeout.ms", 1),
             replica_lag_time_max_ms=_int(p, "replica.lag.time.max.ms", 1),

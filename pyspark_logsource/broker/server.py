@@ -30,16 +30,16 @@ import socket
 import sys
 from typing import Any
 
-from ..errors import LogSourceError
+from ..errors import DirectoryInUse, LogSourceError, UnknownServerError, code_of
 from ..protocol import ApiKey, ProtocolError, RequestReceived, ServerConnection, is_region
 from .cluster.member import ClusterMember
 from .cluster.replicas import ReplicaManager
 from .config import BrokerConfig, parse_overrides
-from .error_responses import error_fields, error_response
-from .handlers import Handlers
+from .error_responses import error_response
+from .handlers import Handlers, Session
 from .log import LogManager
 from .pipeline import OrderedResponses, produce_run_length
-from .session import Session
+from .shutdown import EXIT_SHUTDOWN_FAILED, SHUTDOWN_FAULT_ENV, ShutdownGuard, exit_now, shutdown_fault
 from .state import BrokerState
 
 log = logging.getLogger("pyspark_logsource.broker")
@@ -62,6 +62,10 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[asyncio.Task] = set()
         self._stopped: asyncio.Event | None = None
+        #: what a running :meth:`stop` is doing now (None when it is not running)
+        self.shutdown_step: str | None = None
+        #: the errors the steps of :meth:`stop` raised (each logged; the others ran anyway)
+        self.shutdown_errors: list[Exception] = []
 
     @property
     def logs(self) -> LogManager | None:
@@ -133,19 +137,48 @@ class Broker:
                 log.exception("broker %d could not leave the cluster cleanly", self.config.broker_id)
 
     async def stop(self) -> None:
-        """Stop accepting, close connections, leave the cluster, flush and close the logs."""
+        """Stop accepting, close connections, leave the cluster, flush and close the logs, release the log dirs.
+
+        Every step runs even if an earlier one raised: the error is logged and kept in :attr:`shutdown_errors`,
+        and :meth:`wait_stopped` returns in any case."""
+        try:
+            await self._shutdown_step("listener", "closing the listener", self._close_listener)
+            await self._shutdown_step("connections", f"closing {len(self._conns)} client connection(s)",
+                                      self._close_connections)  # fmt: skip
+            await self._shutdown_step("replication", "stopping the replica fetchers", self._close_replication)
+            await self._shutdown_step("cluster", "leaving the cluster (ZooKeeper session)", self._leave_cluster)
+            await self._shutdown_step("logs", "flushing and closing the logs", self.state.close)
+        finally:
+            self.shutdown_step = None
+            if self._stopped is not None:
+                self._stopped.set()
+
+    async def _shutdown_step(self, name: str, doing: str, step: Any) -> None:
+        self.shutdown_step = doing
+        try:
+            shutdown_fault(name)
+            result = step()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception as e:
+            self.shutdown_errors.append(e)
+            # BrokerState.close logged each of its failures with its traceback already
+            log.error("broker %d: shutdown step %r failed (%s: %s); shutdown goes on", self.config.broker_id,
+                      name, type(e).__name__, e, exc_info=e if name != "logs" else None)  # fmt: skip
+
+    def _close_listener(self) -> None:
         if self._server is not None:
             self._server.close()
+
+    async def _close_connections(self) -> None:
         for t in list(self._conns):
             t.cancel()
         if self._conns:
             await asyncio.gather(*self._conns, return_exceptions=True)
+
+    def _close_replication(self) -> None:
         if self.state.replication is not None:
             self.state.replication.close()  # fetchers and ISR checks stop before the session goes
-        await self._leave_cluster()
-        self.state.close()
-        if self._stopped is not None:
-            self._stopped.set()
 
     async def wait_stopped(self) -> None:
         """Wait until :meth:`stop` finished."""
@@ -274,10 +307,10 @@ class Broker:
         h = ev.header
         if isinstance(e, LogSourceError):
             log.info("request %d from %s (client %s) failed: %s", h.api_key, session.peer, h.client_id, e)
-        else:  # the traceback stays here: the client gets UNKNOWN_SERVER_ERROR with a fixed message
-            log.error("request %d from %s (client %s) hit a broker error", h.api_key, session.peer, h.client_id,
-                      exc_info=e)  # fmt: skip
-        return error_response(h.api_key, ev.request, *error_fields(e))
+            return error_response(h.api_key, ev.request, code_of(e), e.message or str(e))
+        log.error("request %d from %s (client %s) hit a broker error", h.api_key, session.peer, h.client_id,
+                  exc_info=e)  # fmt: skip
+        return error_response(h.api_key, ev.request, UnknownServerError.code, f"{type(e).__name__}: {e}")
 
     def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""
@@ -367,19 +400,41 @@ def _setup_logging() -> None:
         )
 
 
-async def run(config: BrokerConfig, ready: Any = None) -> None:
-    """Run a broker until SIGTERM/SIGINT (or until its ``stop()``); ``ready(broker)`` once bound."""
+async def run(config: BrokerConfig, ready: Any = None, guard: ShutdownGuard | None = None) -> None:
+    """Run a broker until SIGTERM/SIGINT (or until its ``stop()``); ``ready(broker)`` once bound.
+
+    The first signal starts a clean shutdown bounded by ``logsource.shutdown.timeout.ms`` (``guard``, armed
+    then; run() disarms a guard it made itself when the shutdown finished); a second one exits at once with
+    status 128 + the signal's number."""
+    own_guard = guard is None
+    guard = guard or ShutdownGuard(config.shutdown_timeout_ms / 1000)
     broker = Broker(config)
     host, port = await broker.start()
     loop = asyncio.get_running_loop()
     stop_task: list[asyncio.Task] = []
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def _force_exit(signum: int, frame: Any) -> None:
+        status = 128 + signum
+        log.error("second %s during shutdown (still %s): exiting now with status %d", signal.Signals(signum).name,
+                  guard.waiting_for(), status)  # fmt: skip
+        exit_now(status)
 
     def _signal() -> None:
-        if not stop_task:
-            log.info("signal received, shutting down")
-            stop_task.append(loop.create_task(broker.stop()))
+        if stop_task:
+            return
+        log.info("signal received, shutting down")
+        guard.arm(broker)
+        stop_task.append(loop.create_task(broker.stop()))
+        # a plain handler from now on: it runs even while a shutdown step blocks the event loop
+        for sig in signals:
+            try:
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, _force_exit)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in signals:
         try:
             loop.add_signal_handler(sig, _signal)
         except (NotImplementedError, RuntimeError, ValueError):
@@ -391,7 +446,12 @@ async def run(config: BrokerConfig, ready: Any = None) -> None:
     print(f"listening on {host}:{port}", flush=True)
     if ready is not None:
         ready(broker)
+    guard.broker = broker
     await broker.wait_stopped()
+    log.info("broker %d shut down%s", config.broker_id,
+             f" with {len(broker.shutdown_errors)} error(s)" if broker.shutdown_errors else "")  # fmt: skip
+    if own_guard:
+        guard.disarm()
     for w in watchers:
         w.cancel()
 
@@ -423,20 +483,26 @@ def main(argv: list[str] | None = None) -> int:
     except LogSourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    guard = ShutdownGuard(config.shutdown_timeout_ms / 1000)  # never disarmed: it bounds the exit too
     try:
-        asyncio.run(run(config))
+        asyncio.run(run(config, guard=guard))
     except KeyboardInterrupt:
         pass
+    except DirectoryInUse as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)  # the one line a user needs, no log decoration
+        return 1
     except LogSourceError as e:
         log.error("broker failed: %s", e)
         return 1
     except OSError as e:
         log.error("broker failed: %s", e)
         return 1
+    if guard.broker is not None and guard.broker.shutdown_errors:
+        return EXIT_SHUTDOWN_FAILED
     return 0
 
 
-__all__ = ["Broker", "BrokerConfig", "main", "run", "SENDFILE_MIN_BYTES"]
+__all__ = ["Broker", "BrokerConfig", "ShutdownGuard", "main", "run", "SENDFILE_MIN_BYTES", "SHUTDOWN_FAULT_ENV"]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -37,6 +37,7 @@ from .groups.coordinator import GroupSettings
 from .groups.ownership import GroupOwnership
 from .internal_topics import OFFSETS_TOPIC
 from .log import LogManager
+from .log.dir_lock import DirLock, lock_dirs, release_all
 from .producer_ids import ProducerIdManager
 from .waiters import FetchWaiters
 
@@ -141,6 +142,8 @@ class BrokerState:
     #: cluster mode: True until this broker registered on its ZooKeeper session, and again from a session's
     #: loss until it registered on a new one and re-read its roles; it takes no writes as leader meanwhile
     fenced: bool = False
+    #: the exclusive locks on the log dirs (:mod:`.log.dir_lock`), held from :meth:`open` to :meth:`close`
+    dir_locks: list[DirLock] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.cluster_id is None:
@@ -160,9 +163,13 @@ class BrokerState:
     def open(self) -> None:
         """Open (and so recover) the logs, the group offsets and the producer ids."""
         c = self.config
-        for d in c.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        self.logs = LogManager(c.log_dirs, c.log)
+        # before anything reads or writes them (Kafka's lockLogDirs): DirectoryInUse if another broker has one
+        self.dir_locks = lock_dirs(c.log_dirs)
+        try:
+            self.logs = LogManager(c.log_dirs, c.log)
+        except BaseException:
+            self._release_dirs()
+            raise
         try:
             self._load_meta()
             # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
@@ -176,8 +183,11 @@ class BrokerState:
                 self.leadership_listeners[OFFSETS_TOPIC] = self.group_ownership
             self.producer_ids = ProducerIdManager(c.log_dirs[0])
         except BaseException:
-            self.logs.close()
-            self.logs = None
+            try:
+                self.logs.close()
+            finally:
+                self.logs = None
+                self._release_dirs()
             raise
 
     def _load_meta(self) -> None:
@@ -197,14 +207,35 @@ class BrokerState:
             tmp.replace(path)
 
     def close(self) -> None:
-        """Wake and cancel parked fetches, close the coordinator, flush and close the logs."""
-        self.waiters.cancel_all()
+        """Wake and cancel parked fetches, close the coordinator, flush and close the logs, release the
+        log dirs. Each step runs even if an earlier one raised (logged); the first error is raised at the end."""
+        errors: list[BaseException] = []
+        for what, step in (("parked fetches", self.waiters.cancel_all), ("group coordinator", self._close_coordinator),
+                           ("logs", self._close_logs)):  # fmt: skip
+            try:
+                step()
+            except Exception as e:
+                log.exception("broker %d: closing the %s failed; shutdown goes on", self.config.broker_id, what)
+                errors.append(e)
+        self._release_dirs()
+        if errors:
+            raise errors[0]
+
+    def _close_coordinator(self) -> None:
         if self.coordinator is not None:
             self.coordinator.close()
+
+    def _close_logs(self) -> None:
         if self.logs is not None:
-            self.logs.close()
+            try:
+                self.logs.close()
+            finally:
+                self.logs = None
             log.info("broker %d stopped; logs flushed and closed", self.config.broker_id)
-            self.logs = None
+
+    def _release_dirs(self) -> None:
+        release_all(self.dir_locks)
+        self.dir_locks = []
 
     # ------------------------------------------------------------ topics
 
