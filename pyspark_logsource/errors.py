@@ -356,6 +356,12 @@ class GroupMaxSizeReached(LogSourceError):
     code = 81
 
 
+class FencedInstanceId(LogSourceError):
+    """KIP-345: a newer member with this ``group.instance.id`` replaced the requesting member id."""
+
+    code = 82
+
+
 # Client-side errors: they never travel on the wire, so their codes are
 # outside Kafka's range.
 

@@ -92,10 +92,11 @@ def heartbeat_resp_from(d: dict, v: int) -> g.HeartbeatResponse:
 
 
 def leave_group_req_to(r: g.LeaveGroupRequest, v: int) -> dict:
-    if v < 3 and len(r.members) != 1:
-        raise ValueError(f"LeaveGroup v{v} carries exactly one member, got {len(r.members)}")
+    ids = r.identities()
+    if v < 3 and (len(ids) != 1 or ids[0][1] is not None):
+        raise ValueError(f"LeaveGroup v{v} carries exactly one member and no instance id, got {ids}")
     return {"group_id": r.group_id, "member_id": r.members[0] if v < 3 else "",
-            "members": [{"member_id": m, "group_instance_id": None, "reason": r.reason} for m in r.members]}  # fmt: skip
+            "members": [{"member_id": m, "group_instance_id": i, "reason": r.reason} for m, i in ids]}  # fmt: skip
 
 
 def leave_group_req_from(d: dict, v: int) -> g.LeaveGroupRequest:
@@ -103,11 +104,15 @@ def leave_group_req_from(d: dict, v: int) -> g.LeaveGroupRequest:
         return g.LeaveGroupRequest(d["group_id"], [d["member_id"]])
     members = d["members"]
     reason = members[0]["reason"] if members else None
-    return g.LeaveGroupRequest(d["group_id"], [m["member_id"] for m in members], reason)
+    instances = [m["group_instance_id"] for m in members]
+    return g.LeaveGroupRequest(d["group_id"], [m["member_id"] for m in members], reason,
+                               instances if any(i is not None for i in instances) else [])  # fmt: skip
 
 
 def leave_group_resp_to(r: g.LeaveGroupResponse, v: int) -> dict:
-    return {"throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code,
+    # v3+ answers per member; before, the one member's error is the top-level error (as Kafka's response)
+    top = r.error_code or (r.members[0].error_code if v < 3 and r.members else 0)
+    return {"throttle_time_ms": r.throttle_time_ms, "error_code": top,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "error_code": m.error_code} for m in r.members]}  # fmt: skip
 

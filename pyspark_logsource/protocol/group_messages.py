@@ -127,13 +127,23 @@ class HeartbeatResponse:
 
 @dataclass(slots=True)
 class LeaveGroupRequest:
-    """Members leaving (v0-2 carry exactly one)."""
+    """Members leaving (v0-2 carry exactly one). v3+ may name a static member by its
+    ``group_instance_ids`` entry (aligned with ``members``; empty: none), with an empty member id to
+    remove it by instance id alone (KIP-345's administrative removal)."""
 
     API_KEY = ApiKey.LEAVE_GROUP
 
     group_id: str = ""
     members: list[str] = field(default_factory=list)
     reason: str | None = None
+    group_instance_ids: list[str | None] = field(default_factory=list)
+
+    def identities(self) -> list[tuple[str, str | None]]:
+        """(member id, group instance id) of each leaving member."""
+        if self.group_instance_ids and len(self.group_instance_ids) != len(self.members):
+            raise ProtocolError(f"LeaveGroup names {len(self.members)} members but "
+                                f"{len(self.group_instance_ids)} instance ids")  # fmt: skip
+        return list(zip(self.members, self.group_instance_ids or [None] * len(self.members), strict=True))
 
 
 @dataclass(slots=True)

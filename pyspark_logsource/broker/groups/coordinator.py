@@ -15,6 +15,12 @@ session timer on the event loop (``loop.call_later``, re-armed by heartbeats
 and commits); when it fires the member is removed and the group rebalances.
 A member that is waiting in JoinGroup or SyncGroup is kept alive, as in Kafka.
 
+Static members (KIP-345, ``group.instance.id``) follow Kafka's GroupCoordinator: a known instance
+joining with no member id takes over its old member (assignment included) under a new member id, and
+the old id gets FENCED_INSTANCE_ID wherever it shows up with that instance id; in a Stable group whose
+selected protocol stays the same this is answered at once, without a rebalance. A static member that
+does not rejoin a rebalance stays a member until its session expires (dynamic ones are removed).
+
 The assignment is computed by the group's leader (a client), never here: the
 coordinator only picks the protocol all members support (by vote, as Kafka
 does) and relays bytes. A group's membership is written to
@@ -28,17 +34,14 @@ is not, the syncs get the error and the group rebalances.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
-from base64 import b64decode, b64encode
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from ...errors import (
     CoordinatorNotAvailable,
+    FencedInstanceId,
     GroupMaxSizeReached,
     IllegalGeneration,
     InconsistentGroupProtocol,
@@ -52,64 +55,11 @@ from ...errors import (
     code_of,
 )
 from ...protocol import group_messages as g
+from .membership import Group, GroupSettings, GroupState, Member, decode_record, encode_record
+
+__all__ = ["Group", "GroupCoordinator", "GroupSettings", "GroupState", "Member"]
 
 log = logging.getLogger(__name__)
-
-
-class GroupState(str, Enum):
-    """Kafka's group states, with Kafka's names (shown by DescribeGroups and ListGroups)."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(eq=False)
-class Member:
-    """One member of a group and its pending join/sync answers."""
-
-    member_id: str
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocols: list[tuple[str, bytes]]
-    assignment: bytes = b""
-    join: asyncio.Future | None = None
-    sync: asyncio.Future | None = None
-    timer: asyncio.TimerHandle | None = None
-
-    def metadata(self, protocol: str | None) -> bytes:
-        return next((m for n, m in self.protocols if n == protocol), b"")
-
-
-@dataclass(eq=False)
-class Group:
-    """A group's membership state."""
-
-    group_id: str
-    state: GroupState = GroupState.EMPTY
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol: str | None = None
-    leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)  # v4+ ids handed out with MEMBER_ID_REQUIRED
-    timer: asyncio.TimerHandle | None = None  # the rebalance deadline
-    initial_until: float = 0.0  # loop time the initial delay may extend to (0: not in the initial delay)
-    new_since_delay: bool = False
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """The broker's group settings (``group.*`` in server.properties)."""
-
-    initial_rebalance_delay_ms: int = 300
-    min_session_timeout_ms: int = 500
-    max_session_timeout_ms: int = 1_800_000
-    max_size: int = 2**31 - 1
 
 
 class GroupCoordinator:
@@ -166,22 +116,29 @@ class GroupCoordinator:
                                             f"{[p.name for p in req.protocols]} do not match group {grp.group_id!r}")  # fmt: skip
         rebalance_ms = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms
         protocols = [(p.name, p.metadata) for p in req.protocols]
-        mid = req.member_id
+        mid, iid = req.member_id, req.group_instance_id
         if not mid:
             if len(grp.members) + len(grp.pending) >= s.max_size:
                 raise GroupMaxSizeReached(f"group {grp.group_id!r} has {s.max_size} members")
-            mid = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if version >= 4:
+            mid = f"{iid or client_id or 'member'}-{uuid.uuid4()}"
+            if iid is not None and iid in grp.static:  # a known static member restarted
+                known = grp.members[grp.static[iid]]
+                return await self._static_rejoin(grp, known, mid, req, protocols, rebalance_ms, version)
+            if version >= 4 and iid is None:
                 # KIP-394: the id is handed out first, so a retried join cannot create a ghost member
+                # (a static member needs no such round: its instance id identifies it)
                 grp.pending.add(mid)
                 return g.JoinGroupResponse(MemberIdRequired.code, member_id=mid)
         elif mid in grp.pending:
+            if iid is not None and iid in grp.static:
+                self._check_member(grp, mid, iid)  # fenced: the instance id belongs to another member
             grp.pending.discard(mid)
-        elif mid not in grp.members:
-            raise UnknownMemberId(f"group {grp.group_id!r} has no member {mid!r}")
+        else:
+            self._check_member(grp, mid, iid)
         m = grp.members.get(mid)
         if m is None:
-            m = grp.members[mid] = Member(mid, client_id, client_host, req.session_timeout_ms, rebalance_ms, protocols)
+            m = Member(mid, client_id, client_host, req.session_timeout_ms, rebalance_ms, protocols, instance_id=iid)
+            grp.add(m)
             grp.protocol_type = req.protocol_type
             grp.new_since_delay = True
             self._arm_session(grp, m)
@@ -202,6 +159,89 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(grp, f"member {mid} joined")
         return await fut
+
+    async def _static_rejoin(self, grp: Group, m: Member, new_id: str, req: g.JoinGroupRequest,
+                             protocols: list[tuple[str, bytes]], rebalance_ms: int, version: int,
+                             ) -> g.JoinGroupResponse:  # fmt: skip
+        """Kafka's updateStaticMemberAndRebalance: the restarted member takes over the known member
+        (its assignment included) under a new member id, and the old id is fenced. In a Stable group
+        whose selected protocol stays the same there is no rebalance: the member gets the current
+        generation back and syncs for its old assignment."""
+        leader_before = grp.leader
+        fenced = FencedInstanceId(f"member {m.member_id} of group {grp.group_id!r} was replaced by {new_id} "
+                                  f"with the same group.instance.id {m.instance_id!r}")  # fmt: skip
+        _answer(m, "join", self._join_error(fenced, m.member_id))
+        _answer(m, "sync", g.SyncGroupResponse(fenced.code, error_message=str(fenced)))
+        old_id = grp.rename(m, new_id)
+        log.info("group %s: static member %s rejoined as %s (was %s) in state %s", grp.group_id, m.instance_id,
+                 new_id, old_id, grp.state.value)  # fmt: skip
+        self._arm_session(grp, m)
+        before = (m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms)
+        m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, req.session_timeout_ms, rebalance_ms
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        m.join = fut
+        if grp.state == GroupState.STABLE and self._select_protocol(grp) == grp.protocol:
+            pending = self._store(grp, GroupState.STABLE)  # the new member id must survive a coordinator change
+            answer = self._static_join_response(grp, m, leader_before, version)
+            if pending is None:
+                fut.set_result(answer)
+            else:
+                self._spawn(self._static_rejoin_stored(grp, m, old_id, before, answer, pending))
+        elif grp.state == GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(grp)
+        else:  # Stable with a new protocol, or CompletingRebalance: the leader may be assigning the old id
+            self._prepare_rebalance(grp, f"static member {m.instance_id} rejoined as {new_id}")
+        return await fut
+
+    def _static_join_response(self, grp: Group, m: Member, leader_before: str | None,
+                              version: int) -> g.JoinGroupResponse:  # fmt: skip
+        # v9+ (KIP-814) tells a rejoining leader to skip the assignment; before, the old leader id is
+        # returned so that the member does not think it leads (a Stable group ignores a new assignment)
+        if version >= 9:
+            leads = m.member_id == grp.leader
+            return g.JoinGroupResponse(0, grp.generation, grp.protocol, grp.leader or "", m.member_id,
+                                       self._members_of(grp) if leads else [], grp.protocol_type, leads)  # fmt: skip
+        return g.JoinGroupResponse(0, grp.generation, grp.protocol, leader_before or "", m.member_id, [],
+                                   grp.protocol_type)  # fmt: skip
+
+    async def _static_rejoin_stored(self, grp: Group, m: Member, old_id: str,
+                                    before: tuple[list[tuple[str, bytes]], int, int],
+                                    answer: g.JoinGroupResponse, pending: Awaitable[None]) -> None:  # fmt: skip
+        """Cluster: the static rejoin is answered once the record with the new member id is replicated;
+        if it is not, the replacement is undone and the join gets the error, as in Kafka."""
+        error: LogSourceError | None = None
+        try:
+            await pending
+        except LogSourceError as e:
+            error = e
+        except Exception as e:  # a bug: the member must not wait forever for it
+            log.exception("group %s: storing the static rejoin of %s failed", grp.group_id, m.instance_id)
+            error = CoordinatorNotAvailable(f"storing the group failed: {e!r}")
+        fut = m.join
+        if self.groups.get(grp.group_id) is not grp or grp.members.get(answer.member_id) is not m or fut is None \
+                or fut.done():  # fmt: skip
+            return  # a rebalance, a removal or an unload answered the join meanwhile
+        if error is None:
+            fut.set_result(answer)
+            return
+        log.warning("group %s: static rejoin of %s not stored (%s); undone", grp.group_id, m.instance_id, error)
+        m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = before
+        grp.rename(m, old_id)
+        self._arm_session(grp, m)
+        fut.set_result(self._join_error(error))
+
+    def _check_member(self, grp: Group, member_id: str, instance_id: str | None) -> None:
+        """Kafka's validateCurrentMember: a static member's instance id must map to this member id
+        (FENCED_INSTANCE_ID if another member id took it over), and the member must exist."""
+        if instance_id is not None:
+            current = grp.static.get(instance_id)
+            if current is None:
+                raise UnknownMemberId(f"group {grp.group_id!r} has no static member {instance_id!r}")
+            if current != member_id:
+                raise FencedInstanceId(f"member {member_id} of group {grp.group_id!r} is fenced: group.instance.id "
+                                       f"{instance_id!r} belongs to {current} now")  # fmt: skip
+        elif member_id not in grp.members:
+            raise UnknownMemberId(f"group {grp.group_id!r} has no member {member_id!r}")
 
     def _common(self, grp: Group) -> set[str]:
         sets = [{n for n, _ in m.protocols} for m in grp.members.values()]
@@ -253,18 +293,26 @@ class GroupCoordinator:
             grp.timer.cancel()
             grp.timer = None
         grp.initial_until = 0.0
-        for m in [m for m in grp.members.values() if m.join is None or m.join.done()]:
+        # static members that did not rejoin stay (as in Kafka): only their session timeout removes them
+        for m in [m for m in grp.members.values() if (m.join is None or m.join.done()) and m.instance_id is None]:
             log.info("group %s: member %s did not rejoin within the rebalance timeout; removed", grp.group_id,
                      m.member_id)  # fmt: skip
             self._drop(grp, m)
+        joined = [m.member_id for m in grp.members.values() if m.join is not None and not m.join.done()]
+        if grp.members and not joined:
+            # only absent static members: wait another rebalance timeout, until their sessions expire
+            log.info("group %s: no member rejoined; waiting for the static members' sessions", grp.group_id)
+            longest = max(m.rebalance_timeout_ms for m in grp.members.values()) / 1000
+            grp.timer = asyncio.get_running_loop().call_later(longest, self._complete_join, grp)
+            return
         grp.pending.clear()
         grp.generation += 1
         if not grp.members:
             self._to_empty(grp)
             return
         grp.protocol = self._select_protocol(grp)
-        if grp.leader not in grp.members:
-            grp.leader = next(iter(grp.members))
+        if grp.leader not in joined:  # Kafka's maybeElectNewJoinedLeader
+            grp.leader = joined[0]
         grp.state = GroupState.COMPLETING_REBALANCE
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", grp.group_id, grp.generation,
                  len(grp.members), grp.protocol, grp.leader)  # fmt: skip
@@ -280,10 +328,12 @@ class GroupCoordinator:
             votes[choice] = votes.get(choice, 0) + 1
         return max(votes, key=lambda n: votes[n])
 
+    @staticmethod
+    def _members_of(grp: Group) -> list[g.JoinGroupMember]:
+        return [g.JoinGroupMember(x.member_id, x.metadata(grp.protocol), x.instance_id) for x in grp.members.values()]
+
     def _join_response(self, grp: Group, m: Member) -> g.JoinGroupResponse:
-        members = []
-        if m.member_id == grp.leader:
-            members = [g.JoinGroupMember(x.member_id, x.metadata(grp.protocol)) for x in grp.members.values()]
+        members = self._members_of(grp) if m.member_id == grp.leader else []
         return g.JoinGroupResponse(0, grp.generation, grp.protocol, grp.leader or "", m.member_id, members,
                                    grp.protocol_type)  # fmt: skip
 
@@ -293,15 +343,15 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ SyncGroup
 
-    def _member(self, group_id: str, member_id: str, generation: int | None) -> tuple[Group, Member]:
+    def _member(self, group_id: str, member_id: str, generation: int | None,
+                instance_id: str | None = None) -> tuple[Group, Member]:  # fmt: skip
         if not group_id:
             raise InvalidGroupId("group id is empty")
         grp = self.groups.get(group_id)
         if grp is None or grp.state == GroupState.DEAD:
             raise UnknownMemberId(f"group {group_id!r} has no member {member_id!r}")
-        m = grp.members.get(member_id)
-        if m is None:
-            raise UnknownMemberId(f"group {group_id!r} has no member {member_id!r}")
+        self._check_member(grp, member_id, instance_id)
+        m = grp.members[member_id]
         if generation is not None and generation != grp.generation:
             raise IllegalGeneration(f"generation {generation} is not group {group_id!r}'s {grp.generation}")
         return grp, m
@@ -309,7 +359,7 @@ class GroupCoordinator:
     async def sync(self, req: g.SyncGroupRequest) -> g.SyncGroupResponse:
         """The member's assignment; the leader's request carries everyone's."""
         self._loop()
-        grp, m = self._member(req.group_id, req.member_id, req.generation_id)
+        grp, m = self._member(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
         if (req.protocol_type is not None and req.protocol_type != grp.protocol_type) or (
                 req.protocol_name is not None and req.protocol_name != grp.protocol):  # fmt: skip
             raise InconsistentGroupProtocol(f"sync names {req.protocol_type}/{req.protocol_name}, the group "
@@ -372,43 +422,57 @@ class GroupCoordinator:
     def heartbeat(self, req: g.HeartbeatRequest) -> g.HeartbeatResponse:
         """Keep the session alive; REBALANCE_IN_PROGRESS tells the member to rejoin."""
         self._loop()
-        grp, m = self._member(req.group_id, req.member_id, req.generation_id)
+        grp, m = self._member(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
         self._arm_session(grp, m)
         if grp.state == GroupState.PREPARING_REBALANCE:
             return g.HeartbeatResponse(RebalanceInProgress.code)
         return g.HeartbeatResponse()
 
     def leave(self, req: g.LeaveGroupRequest) -> g.LeaveGroupResponse:
-        """Remove the members (per-member errors) and rebalance the rest."""
+        """Remove the members (per-member errors: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and rebalance
+        the rest; a member named by its instance id alone (v3+, empty member id) is removed by it.
+        The top-level error is 0, as Kafka's (the adapter moves the one member's error there before v3)."""
         self._loop()
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
         grp = self.groups.get(req.group_id)
         out = []
-        for mid in req.members:
-            if grp is not None and mid in grp.pending:
+        for mid, iid in req.identities():
+            if grp is None or grp.state == GroupState.DEAD:
+                code = UnknownMemberId.code
+            elif not mid:  # an administrative removal by instance id
+                current = grp.static.get(iid) if iid is not None else None
+                code = UnknownMemberId.code if current is None else 0
+                if current is not None:
+                    self._remove(grp, grp.members[current], "was removed by its group.instance.id")
+            elif mid in grp.pending:
                 grp.pending.discard(mid)
-                out.append(g.LeaveGroupMemberResponse(mid))
-            elif grp is None or mid not in grp.members:
-                out.append(g.LeaveGroupMemberResponse(mid, UnknownMemberId.code))
+                code = 0
             else:
-                self._remove(grp, grp.members[mid], "left the group")
-                out.append(g.LeaveGroupMemberResponse(mid))
-        top = out[0].error_code if len(out) == 1 else 0
-        return g.LeaveGroupResponse(top, out)
+                try:
+                    self._check_member(grp, mid, iid)
+                except (UnknownMemberId, FencedInstanceId) as e:
+                    code = e.code
+                else:
+                    code = 0
+                    self._remove(grp, grp.members[mid], "left the group")
+            out.append(g.LeaveGroupMemberResponse(mid, code, iid))
+        return g.LeaveGroupResponse(0, out)
 
-    def validate_commit(self, group_id: str, generation: int, member_id: str) -> None:
-        """Kafka's checks on an OffsetCommit; a commit with generation -1 and no member id is a
-        "simple" commit (groupless consumers, Spark's lag commits) and is always accepted."""
+    def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None = None) -> None:
+        """Kafka's checks on an OffsetCommit; a commit with generation -1, no member id and no instance
+        id is a "simple" commit (groupless consumers, Spark's lag commits) and is always accepted."""
         self._loop()
-        if generation < 0 and not member_id:
+        if generation < 0 and not member_id and instance_id is None:
             return
         grp = self.groups.get(group_id)
         if grp is None or not grp.members:
             raise IllegalGeneration(f"group {group_id!r} has no generation {generation}")
+        if instance_id is not None:  # a fenced static member is told so whatever the group's state
+            self._check_member(grp, member_id, instance_id)
         if grp.state == GroupState.COMPLETING_REBALANCE:
             raise RebalanceInProgress(f"group {group_id!r} is completing a rebalance")
-        grp, m = self._member(group_id, member_id, generation)
+        grp, m = self._member(group_id, member_id, generation, instance_id)
         self._arm_session(grp, m)  # a commit shows the member is alive, as in Kafka
 
     # ------------------------------------------------------------ members leaving and expiring
@@ -431,12 +495,10 @@ class GroupCoordinator:
     def _drop(self, grp: Group, m: Member) -> None:
         if m.timer is not None:
             m.timer.cancel()
-        grp.members.pop(m.member_id, None)
+        grp.remove(m)
         err = UnknownMemberId(f"member {m.member_id} was removed from group {grp.group_id!r}")
         _answer(m, "join", self._join_error(err))
         _answer(m, "sync", g.SyncGroupResponse(err.code, error_message=str(err)))
-        if grp.leader == m.member_id:
-            grp.leader = None
 
     def _remove(self, grp: Group, m: Member, why: str) -> None:
         self._drop(grp, m)
@@ -474,14 +536,8 @@ class GroupCoordinator:
         """Write the group's membership as of ``state``; None when stored, else what to await."""
         if self._persist is None:
             return None
-        value = {"protocol_type": grp.protocol_type, "generation": grp.generation, "protocol": grp.protocol,
-                 "leader": grp.leader, "state": state.value,
-                 "members": [{"id": m.member_id, "client_id": m.client_id, "host": m.client_host,
-                              "session": m.session_timeout_ms, "rebalance": m.rebalance_timeout_ms,
-                              "protocols": [[n, b64encode(md).decode()] for n, md in m.protocols],
-                              "assignment": b64encode(m.assignment).decode()} for m in grp.members.values()]}  # fmt: skip
         try:
-            return self._persist(grp.group_id, json.dumps(value).encode())
+            return self._persist(grp.group_id, encode_record(grp, state))
         except LogSourceError as e:  # the offsets log is unwritable: membership still works in memory
             log.warning("group %s: cannot persist membership: %s", grp.group_id, e)
             return None
@@ -509,13 +565,7 @@ class GroupCoordinator:
 
     def _restore(self, gid: str, raw: bytes) -> None:
         try:
-            v = json.loads(raw)
-            grp = Group(gid, generation=int(v["generation"]), protocol_type=v["protocol_type"],
-                        protocol=v["protocol"], leader=v["leader"])  # fmt: skip
-            for x in v["members"]:
-                grp.members[x["id"]] = Member(x["id"], x["client_id"], x["host"], int(x["session"]),
-                                              int(x["rebalance"]), [(n, b64decode(md)) for n, md in x["protocols"]],
-                                              b64decode(x["assignment"]))  # fmt: skip
+            grp = decode_record(gid, raw)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("group %s: unreadable membership record (%s); starting it empty", gid, e)
             return
@@ -542,7 +592,8 @@ class GroupCoordinator:
             return None
         stable = grp.state == GroupState.STABLE
         members = [g.DescribedMember(m.member_id, m.client_id, m.client_host, m.metadata(grp.protocol),
-                                     m.assignment if stable else b"") for m in grp.members.values()]  # fmt: skip
+                                     m.assignment if stable else b"", m.instance_id)
+                   for m in grp.members.values()]  # fmt: skip
         return g.DescribedGroup(grp.group_id, 0, grp.state.value, grp.protocol_type or "", grp.protocol or "", members)
 
     def close(self) -> None:

@@ -100,7 +100,7 @@ class GroupHandlers:
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
         self.state.check_group_coordinator(req.group_id)
-        self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id)
+        self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
         out = []
         entries = []
         topics = self.state.topics()
