@@ -17,7 +17,6 @@ import logging
 import sys
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -40,10 +39,10 @@ from .spark.options import (
     normalize,
     parse_bool,
     parse_read_options,
-    parse_write_options,
 )
 from .spark.planning import TP, OffsetRange, Pushed
 from .spark.schema import spark_read_schema
+from .spark.write import LogSourceCommitMessage, rows_to_batches, write_arrow, write_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -385,97 +384,13 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 
 # ---------------------------------------------------------------------------
-# Writes
-
-
-@dataclass
-class LogSourceCommitMessage(WriterCommitMessage):
-    """What one write task produced: the number of rows it sent."""
-
-    rows: int = 0
-
-
-#: Default ``batch.size`` of a write task's producer. A Spark task writes whole Arrow batches, so
-#: Kafka's 16 KiB default (the producer's send_arrow then cuts 256 KiB batches) only multiplies
-#: batches, futures and broker appends: 2M 200-byte rows, same run, CPU jvm+python+broker
-#: 5.8 s -> 5.0 s (1 MiB). The producer caps a batch at its max request size (1 MiB).
-SINK_BATCH_BYTES = 1 << 20
-
-
-def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSourceCommitMessage:
-    """Send Spark Arrow batches with one idempotent producer (the work of one write task)."""
-    from .client import Producer
-    from .spark.arrow import to_producer_table
-
-    kwargs: dict[str, Any] = dict(
-        acks=opts.acks, linger_ms=opts.linger_ms, compression=opts.compression, enable_idempotence=True,
-        batch_size=opts.batch_size or SINK_BATCH_BYTES,
-    )  # fmt: skip
-    producer = Producer(opts.bootstrap, **kwargs)
-    msg = LogSourceCommitMessage()
-    futures: list[Any] = []
-    try:
-        for rb in batches:
-            if rb.num_rows == 0:
-                continue
-            t = to_producer_table(rb)
-            msg.rows += t.num_rows
-            for topic, sub in _split_by_topic(t, opts.topic):
-                futures.extend(producer.send_arrow(topic, sub))
-            # Surface a failure early and keep the futures list short.
-            if len(futures) > 256:
-                _collect(futures[:128])
-                futures = futures[128:]
-        producer.flush()
-        _collect(futures)
-    finally:
-        producer.close()
-    return msg
-
-
-def _collect(futures: list[Any]) -> None:
-    for f in futures:
-        f.result()  # raises the send's error, failing the task
-
-
-def _split_by_topic(t: pa.Table, default_topic: str | None) -> Iterator[tuple[str, pa.Table]]:
-    if "topic" not in t.column_names:
-        yield default_topic, t  # type: ignore[misc]
-        return
-    import pyarrow.compute as pc
-
-    col = t.column("topic")
-    rest = t.drop_columns(["topic"])
-    nulls = col.null_count
-    if nulls:
-        if default_topic is None:
-            raise ConfigError("a row has a null 'topic' and no 'topic' option is set")
-        mask = pc.is_null(col)
-        yield default_topic, rest.filter(mask)
-    for topic in pc.unique(col.drop_null()).to_pylist():
-        yield topic, rest.filter(pc.equal(col, topic))
-
-
-def _rows_to_batches(rows: Iterator[Any], schema: StructType) -> Iterator[pa.RecordBatch]:
-    """Fallback for PySpark 4.0's row-based stream writer (no Arrow writer there)."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    pa_schema = to_arrow_schema(schema, timezone="UTC")
-    names = schema.fieldNames()
-    chunk: list[Any] = []
-    for row in rows:
-        chunk.append(tuple(row))
-        if len(chunk) >= 10000:
-            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)], names=names)
-            chunk = []
-    if chunk:
-        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)], names=names)
+# Writes: Spark's writer objects pick the path, exactly-once (:mod:`.spark.sink`, imported when a
+# write needs it) or plain (:mod:`.spark.write`, where the plain path's code lives)
 
 
 class LogSourceWriter(DataSourceArrowWriter):
     """Batch writer: tasks stage their rows, ``commit`` publishes them once (:mod:`.spark.sink`);
-    with exactlyOnce=false (or acks=0/1) each task sends with an idempotent producer."""
+    with exactlyOnce=false (or acks=0/1) each task sends with an idempotent producer (:mod:`.spark.write`)."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
@@ -511,7 +426,7 @@ class LogSourceStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,v
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:  # type: ignore[override]
         if not HAS_STREAM_ARROW_WRITER:
-            iterator = _rows_to_batches(iterator, self.schema)
+            iterator = rows_to_batches(iterator, self.schema)
         if self.opts.exactly_once:
             return _sink().write_staged(self.opts, iterator, _sink().streaming_write_id())
         return write_arrow(self.opts, iterator)
@@ -553,33 +468,13 @@ class LogSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return LogSourceStreamReader(parse_read_options(self.options, streaming=True))
 
-    def _write_options(self, schema: StructType) -> WriteOptions:
-        opts = parse_write_options(self.options)
-        from .spark.arrow import check_write_schema
-
-        check_write_schema(schema, opts.topic is not None)
-        if opts.topic is not None:
-            b = _with_broker(opts)
-            try:
-                try:
-                    b.partitions_for(opts.topic)
-                except UnknownTopicOrPartition:
-                    if not opts.auto_create_topic:
-                        raise UnknownTopicOrPartition(
-                            f"topic {opts.topic!r} does not exist; create it first or set autoCreateTopic=true"
-                        ) from None
-                    b.admin.create_topic(opts.topic, partitions=opts.num_partitions, exist_ok=True)
-            finally:
-                b.close()
-        return opts
-
     def writer(self, schema: StructType, overwrite: bool) -> LogSourceWriter:
         if overwrite:
             raise ConfigError("save mode overwrite is not supported by logsource (a log is append-only); use append")
-        return LogSourceWriter(self._write_options(schema))
+        return LogSourceWriter(write_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> LogSourceStreamWriter:
-        return LogSourceStreamWriter(self._write_options(schema), schema)
+        return LogSourceStreamWriter(write_options(self.options, schema), schema)
 
 
 class DefaultSource(LogSource):

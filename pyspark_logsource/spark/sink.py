@@ -29,6 +29,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from ..errors import ConfigError
 from ..protocol.txn_messages import StagedProducer
 from . import arrow as sarrow
+from .write import SINK_BATCH_BYTES, split_by_topic
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,6 @@ def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) ->
     """Stage Spark Arrow batches under a fresh transactional producer (the work of one write task)."""
     from ..client import Admin
     from ..client.txn import StagedTxns, TransactionalProducer
-    from ..datasource import SINK_BATCH_BYTES, _split_by_topic
 
     producer = TransactionalProducer(opts.bootstrap, acks=-1, linger_ms=opts.linger_ms, compression=opts.compression,
                                      batch_size=opts.batch_size or SINK_BATCH_BYTES)  # fmt: skip
@@ -82,7 +82,7 @@ def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) ->
                 continue
             t = sarrow.to_producer_table(rb)
             msg.rows += t.num_rows
-            for topic, sub in _split_by_topic(t, opts.topic):
+            for topic, sub in split_by_topic(t, opts.topic):
                 if topic not in registered:
                     admin = admin or Admin(opts.bootstrap)
                     parts = admin.partitions_for(topic)
