@@ -9,10 +9,11 @@ One module per step: ``config`` (the frozen ``EtlConfig``), ``plan``, ``load``
 
 from __future__ import annotations
 
+from ..offsets import open_store
 from .audit import audit_files, check_audit
 from .commit import LoadResult, Sink, VerifyReport, summary_lines
 from .config import EtlConfig, parse_args
-from .directory import DirectorySink, open_store
+from .directory import DirectorySink
 from .load import make_sink, read_plan, run_load, transform
 from .main import get_spark, main, status
 from .plan import LoadPlan, plan_load

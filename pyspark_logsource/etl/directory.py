@@ -10,20 +10,15 @@ from ..offsets import (
     CommittedFile,
     Committer,
     Manifest,
-    OffsetStore,
-    get_filesystem,
     offsets_dict,
+    open_store,
     pause_point,
 )
 from .audit import audit_files, check_audit
 from .commit import LoadResult, Log, VerifyReport, file_ranges, published_name
 from .config import EtlConfig
 from .plan import TP, LoadPlan
-
-
-def open_store(output: str, spark: Any = None) -> OffsetStore:
-    """The offset store of an output directory (local path, or any URI through Spark's Hadoop)."""
-    return OffsetStore(output, get_filesystem(output, spark))
+from .verify import verify_directory
 
 
 class DirectorySink:
@@ -89,8 +84,6 @@ class DirectorySink:
         return LoadResult(staged.seq, ranges, len(files), t_end - t0, timings=timings)
 
     def verify(self, spark: Any, log: Log) -> VerifyReport:
-        from .verify import verify_directory
-
         return verify_directory(spark, self.store, log)
 
     def repair(self) -> Manifest | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..offsets import open_store
 from .commit import Log
 from .config import EtlConfig
-from .directory import open_store
 from .load import register_source, transform
 
 

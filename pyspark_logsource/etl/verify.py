@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from ..offsets import Committer, OffsetStore, format_table
+from ..offsets import Committer, OffsetStore, format_table, open_store
 from .audit import read_back
 from .commit import Log, VerifyReport
 from .config import FORMATS
@@ -98,8 +98,6 @@ def verify_directory(spark: Any, store: OffsetStore, log: Log = print) -> Verify
 
 def verify_streaming(spark: Any, output: str, checkpoint: str | None = None, log: Log = print) -> VerifyReport:
     """Verify a streaming output: per partition no duplicate, no gap, and it ends at the checkpoint's offsets."""
-    from .directory import open_store
-
     checkpoint = checkpoint or open_store(output, spark).path("_checkpoint")
     store = open_store(checkpoint, spark)
     ends: dict[TP, int] = {}

@@ -16,7 +16,16 @@ from .filesystem import (
     register_filesystem,
     uri_scheme,
 )
-from .store import CommittedFile, FileRange, LoadRange, Manifest, OffsetStore, format_table, offsets_dict
+from .store import (
+    CommittedFile,
+    FileRange,
+    LoadRange,
+    Manifest,
+    OffsetStore,
+    format_table,
+    offsets_dict,
+    open_store,
+)
 
 __all__ = [
     "MODES",
@@ -37,6 +46,7 @@ __all__ = [
     "format_table",
     "get_filesystem",
     "offsets_dict",
+    "open_store",
     "pause_point",
     "register_filesystem",
 ]

@@ -231,6 +231,11 @@ class OffsetStore:
         return out
 
 
+def open_store(output: str, spark: Any = None) -> OffsetStore:
+    """The offset store of an output directory (local path, or any URI through Spark's Hadoop)."""
+    return OffsetStore(output, get_filesystem(output, spark))
+
+
 def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
     """A plain-text table for humans."""
     if not rows:
