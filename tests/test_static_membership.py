@@ -207,6 +207,58 @@ def test_static_rejoin_waits_for_the_replicated_record_and_is_undone_if_it_fails
     asyncio.run(run())
 
 
+def test_static_rejoin_while_completing_rebalance_starts_another():
+    """Kafka: the leader may be assigning the old member id, so a static rejoin during
+    CompletingRebalance rebalances; the old id's parked sync is fenced."""
+
+    async def run() -> None:
+        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100))
+        ra, rb = await asyncio.gather(c.join(_join(instance="ia"), 5), c.join(_join(instance="ib"), 5))
+        follower, fi = (rb, "ib") if ra.leader == ra.member_id else (ra, "ia")
+        parked = asyncio.ensure_future(c.sync(g.SyncGroupRequest("g", 1, follower.member_id, {}, fi)))
+        await asyncio.sleep(0.01)
+        assert c.state_of("g") == GroupState.COMPLETING_REBALANCE
+        rejoin = asyncio.ensure_future(c.join(_join(instance=fi), 5))
+        assert (await parked).error_code == FencedInstanceId.code
+        assert c.state_of("g") == GroupState.PREPARING_REBALANCE
+        leader = ra if follower is rb else rb
+        other = await c.join(_join(leader.member_id, "ib" if fi == "ia" else "ia"), 5)
+        new = await rejoin
+        assert new.generation_id == other.generation_id == 2 and new.member_id != follower.member_id
+        c.close()
+
+    asyncio.run(run())
+
+
+def test_static_member_rejoins_a_restarted_coordinator_without_rebalance():
+    """The membership record carries the instance ids: after a coordinator restart the returning
+    static member (a new process, no member id) gets its assignment back in the restored generation."""
+    records: dict[str, bytes] = {}
+
+    async def first() -> tuple[str, str]:
+        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100),
+                             lambda gid, v: records.__setitem__(gid, v))  # fmt: skip
+        ra, rb = await _stable_pair(c)
+        c.close()
+        return ra.member_id, rb.member_id
+
+    a_id, b_id = asyncio.run(first())
+
+    async def second() -> None:
+        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100),
+                             restored=records)  # fmt: skip
+        nb = await c.join(_join(instance="ib"), 5)
+        assert nb.generation_id == 1 and nb.member_id != b_id and c.state_of("g") == GroupState.STABLE
+        s = await c.sync(g.SyncGroupRequest("g", 1, nb.member_id, {}, "ib"))
+        assert g.decode_assignment(s.assignment).partitions == [("t", 1)]
+        assert c.heartbeat(g.HeartbeatRequest("g", 1, a_id, "ia")).error_code == 0
+        with pytest.raises(FencedInstanceId):
+            c.heartbeat(g.HeartbeatRequest("g", 1, b_id, "ib"))
+        c.close()
+
+    asyncio.run(second())
+
+
 def test_leave_request_with_mismatched_instance_ids_is_refused():
     req = g.LeaveGroupRequest("g", ["a", "b"], None, ["x"])
     with pytest.raises(ProtocolError, match="2 members but 1 instance ids"):
