@@ -12,6 +12,7 @@ from ..offsets import format_table, uri_scheme
 from .commit import Log
 from .config import EtlConfig, parse_args
 from .load import make_sink, run_load
+from .lock import run_lock
 
 
 def get_spark(cfg: EtlConfig) -> Any:
@@ -50,31 +51,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the job; returns the process exit code (0 ok, 1 verify found differences, 2 error)."""
     try:
         cfg = parse_args(argv)
-        spark = get_spark(cfg) if needs_spark(cfg) else None
-        if cfg.action == "status":
-            return status(cfg, spark)
-        if cfg.action == "repair":
-            from .directory import DirectorySink
-
-            if cfg.sink != "directory":
-                print("--repair applies to directory outputs; an iceberg table rolls back with its own tools")
-                return 2
-            man = DirectorySink(cfg, spark).repair()
-            print(f"withdrew load {man.seq}; its range will be loaded again" if man else "nothing committed")
-            return 0
-        if cfg.action == "verify":
-            if cfg.streaming:
-                from .verify import verify_streaming
-
-                return 0 if verify_streaming(spark, cfg.output, cfg.checkpoint).ok else 1
-            return 0 if make_sink(cfg, spark).verify(spark, print).ok else 1
-        if cfg.streaming:
-            from .streaming import run_streaming
-
-            run_streaming(spark, cfg)
-            return 0
-        run_load(spark, cfg)
-        return 0
+        with run_lock(cfg):  # before Spark starts: a second run on the same output is refused at once
+            return _run(cfg)
     except LogSourceError as e:
         print(f"etl: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+
+
+def _run(cfg: EtlConfig) -> int:
+    """The action of ``cfg``, with its directories locked."""
+    spark = get_spark(cfg) if needs_spark(cfg) else None
+    if cfg.action == "status":
+        return status(cfg, spark)
+    if cfg.action == "repair":
+        from .directory import DirectorySink
+
+        if cfg.sink != "directory":
+            print("--repair applies to directory outputs; an iceberg table rolls back with its own tools")
+            return 2
+        man = DirectorySink(cfg, spark).repair()
+        print(f"withdrew load {man.seq}; its range will be loaded again" if man else "nothing committed")
+        return 0
+    if cfg.action == "verify":
+        if cfg.streaming:
+            from .verify import verify_streaming
+
+            return 0 if verify_streaming(spark, cfg.output, cfg.checkpoint).ok else 1
+        return 0 if make_sink(cfg, spark).verify(spark, print).ok else 1
+    if cfg.streaming:
+        from .streaming import run_streaming
+
+        run_streaming(spark, cfg)
+        return 0
+    run_load(spark, cfg)
+    return 0
