@@ -30,15 +30,16 @@ import socket
 import sys
 from typing import Any
 
-from ..errors import DirectoryInUse, LogSourceError, UnknownServerError, code_of
+from ..errors import DirectoryInUse, LogSourceError
 from ..protocol import ApiKey, ProtocolError, RequestReceived, ServerConnection, is_region
 from .cluster.member import ClusterMember
 from .cluster.replicas import ReplicaManager
 from .config import BrokerConfig, parse_overrides
-from .error_responses import error_response
-from .handlers import Handlers, Session
+from .error_responses import error_fields, error_response
+from .handlers import Handlers
 from .log import LogManager
 from .pipeline import OrderedResponses, produce_run_length
+from .session import Session
 from .shutdown import EXIT_SHUTDOWN_FAILED, SHUTDOWN_FAULT_ENV, ShutdownGuard, exit_now, shutdown_fault
 from .state import BrokerState
 
@@ -307,10 +308,10 @@ class Broker:
         h = ev.header
         if isinstance(e, LogSourceError):
             log.info("request %d from %s (client %s) failed: %s", h.api_key, session.peer, h.client_id, e)
-            return error_response(h.api_key, ev.request, code_of(e), e.message or str(e))
-        log.error("request %d from %s (client %s) hit a broker error", h.api_key, session.peer, h.client_id,
-                  exc_info=e)  # fmt: skip
-        return error_response(h.api_key, ev.request, UnknownServerError.code, f"{type(e).__name__}: {e}")
+        else:  # the traceback stays here: the client gets UNKNOWN_SERVER_ERROR with a fixed message
+            log.error("request %d from %s (client %s) hit a broker error", h.api_key, session.peer, h.client_id,
+                      exc_info=e)  # fmt: skip
+        return error_response(h.api_key, ev.request, *error_fields(e))
 
     def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""
