@@ -15,6 +15,14 @@ MAX_TOPIC_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_PREFIX = "__"
 
+#: a partition of a topic, ``(topic, partition)``: the key of every per-partition map of the package
+TopicPartition = tuple[str, int]
+
+#: the internal topic of the groups' committed offsets and membership (Kafka's name)
+OFFSETS_TOPIC = "__consumer_offsets"
+#: the internal topic of the transaction coordinator's state (Kafka's name)
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
 
 def validate_topic_name(name: object) -> str:
     """Return ``name`` if it is a legal topic name; raise InvalidTopic otherwise."""

@@ -27,12 +27,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import CoordinatorNotAvailable, TopicAlreadyExists
+from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC  # noqa: F401  (re-exported: the coordinators' topics)
 
 if TYPE_CHECKING:
     from .state import BrokerState
-
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 #: how long a coordinator waits for its own record to reach the ISR before answering with an error
 REPLICATION_TIMEOUT_MS = 30_000

@@ -23,13 +23,12 @@ from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
 
 from ..errors import BufferFull, ClientClosed, RequestTimedOut
 from ..format.batch import HEADER_SIZE
+from ..topics import TopicPartition
 
 #: Per-record bytes beside key and value in an encoded batch: a timestamp
 #: delta (8) and one key and one value offset (4 + 4).
 RECORD_OVERHEAD = 16
 BATCH_OVERHEAD = HEADER_SIZE + 16
-
-TopicPartition = tuple[str, int]
 
 
 #: One condition shared by every batch future: a ``Future()`` makes its own Condition and

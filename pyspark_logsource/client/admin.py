@@ -23,12 +23,10 @@ from ..protocol.messages import (
     ListOffsetsRequest,
     MetadataRequest,
 )
-from ..topics import is_internal
+from ..topics import TopicPartition, is_internal
 from .group_admin import GroupAdmin
 from .metadata import Bootstrap, TopicDescription
 from .network import NetworkClient
-
-TopicPartition = tuple[str, int]
 
 
 class GroupLag(NamedTuple):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-TopicPartition = tuple[str, int]
+from ..topics import TopicPartition
+
 Assignor = Callable[[Mapping[str, list[str]], Mapping[str, int]], dict[str, list[TopicPartition]]]
 
 

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..errors import ConfigError, GroupIdNotFound, NonEmptyGroup, error_for_code
 from ..protocol import group_messages as g
 from ..protocol.primitives import ProtocolError
+from ..topics import TopicPartition
 
 if TYPE_CHECKING:
     from .network import NetworkClient
-
-TopicPartition = tuple[str, int]
 
 
 class GroupListing(NamedTuple):

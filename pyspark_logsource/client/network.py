@@ -37,12 +37,11 @@ from ..errors import (
 )
 from ..protocol.coordinator_messages import FindCoordinatorRequest
 from ..protocol.messages import MetadataRequest, MetadataResponse
+from ..topics import TopicPartition
 from .connection import BrokerConnection, raise_for_response
 from .metadata import Bootstrap, BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 #: Partition errors that mean "ask the partition's (new) leader": refresh the metadata and retry.
 #: OffsetNotAvailable: a new leader whose high watermark trails the start of its epoch (KIP-207).

@@ -11,9 +11,8 @@ from ..errors import LogSourceError, OffsetOutOfRange
 from ..spark.broker import BrokerOffsets, check_data_loss
 from ..spark.options import parse_read_options
 from ..spark.planning import rate_limit, select_partitions
+from ..topics import TopicPartition as TP
 from .config import EtlConfig
-
-TP = tuple[str, int]
 
 
 @dataclass(frozen=True)

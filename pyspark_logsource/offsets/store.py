@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import CorruptRecord
+from ..topics import TopicPartition
 from .filesystem import FileSystem, get_filesystem
 
 MANIFEST_VERSION = 1
@@ -36,8 +37,6 @@ STAGING_DIR = "_staging"
 LOAD_DIR_PREFIX = "load="
 TORN_DIR = META_DIR + "/torn"
 _MANIFEST_NAME = re.compile(r"^(\d{20})\.json$")
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..topics import TopicPartition
 from .api_keys import ApiKey
 from .primitives import ProtocolError, Reader, Writer
 from .schema import Codec
@@ -242,8 +243,6 @@ class ListGroupsResponse:
 
 
 # ------------------------------------------------------------------ consumer protocol (embedded bytes)
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

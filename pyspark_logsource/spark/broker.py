@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import OffsetOutOfRange
+from ..topics import TopicPartition as TP
 
 log = logging.getLogger("pyspark_logsource.datasource")
-
-TP = tuple[str, int]
 
 
 class BrokerOffsets:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..errors import ConfigError, OffsetOutOfRange, UnknownTopicOrPartition
+from ..topics import TopicPartition as TP
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, TimestampSpec
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 Spec = Union[str, int]
 Lookup = Callable[[Sequence[TP], Spec], Mapping[TP, int]]
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ... import format as fmt
 from ...errors import LogSourceError, TopicAlreadyExists
+from ...topics import OFFSETS_TOPIC
 from ..log import LogManager
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _KEY_VERSION = 1
 #: key version of a group's membership record (Kafka's GroupMetadataKey is version 2 too); the
 #: value is the coordinator's own encoding, the last one per group wins (compaction keeps it)

@@ -27,7 +27,7 @@ from ...errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from ...topics import validate_topic_name
+from ...topics import OFFSETS_TOPIC, validate_topic_name
 from .cleaner import CleanStats, LogCleaner
 from .config import LogConfig
 from .hw_checkpoint import read_high_watermarks, write_high_watermarks
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 TOPIC_CONFIG_FILE = "config.properties"
 DELETE_DIR_SUFFIX = "-delete"
 #: topic-level defaults of internal topics (Kafka compacts its offsets topic; keys are group/topic/partition)
-INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {"__consumer_offsets": {"cleanup.policy": "compact"}}
+INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {OFFSETS_TOPIC: {"cleanup.policy": "compact"}}
 
 
 def _with_internal_defaults(topic: str, overrides: Mapping[str, str]) -> dict[str, str]:
