@@ -14,8 +14,7 @@ from typing import Any
 
 from ..format import iter_headers
 from ..format.control import ABORT, marker_type
-
-_TXN_BITS = 0x30  # transactional | control
+from ..format.header import CONTROL_BIT, TXN_BITS
 
 
 class CommittedFilter:
@@ -31,12 +30,12 @@ class CommittedFilter:
     def drop(self, data: Any, pos: int, h: Any) -> bool:
         """True when the batch ``h`` at ``pos`` of ``data`` holds nothing a committed reader may see."""
         a = h.attributes
-        if not a & _TXN_BITS:
+        if not a & TXN_BITS:
             return False
         pending = self._pending
         while pending and pending[0][0] <= h.base_offset + h.last_offset_delta:
             self._active.add(heapq.heappop(pending)[1])
-        if a & 0x20:
+        if a & CONTROL_BIT:
             if h.producer_id in self._active and marker_type(data, pos, h) == ABORT:
                 self._active.discard(h.producer_id)
             return True
@@ -49,7 +48,7 @@ def committed_only(data: Any, aborted: Iterable[Any] | None, headers: list[tuple
     ``headers``: ``iter_headers(data)`` when the caller has walked it already."""
     if headers is None:
         headers = iter_headers(data)
-    if not any(h.attributes & _TXN_BITS for _, h in headers):
+    if not any(h.attributes & TXN_BITS for _, h in headers):
         return data
     f = CommittedFilter(aborted)
     keep = bytearray()

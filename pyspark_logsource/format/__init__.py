@@ -29,6 +29,7 @@ from .batch import (  # noqa: F401
     NO_SEQUENCE,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    TXN_BITS,
     BatchHeader,
     KafkaRecordBatch,
     Record,

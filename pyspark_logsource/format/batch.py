@@ -48,6 +48,7 @@ from .header import (  # noqa: F401
     NO_SEQUENCE,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    TXN_BITS,
     BatchHeader,
     check_header,
     file_headers,

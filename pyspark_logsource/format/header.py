@@ -68,6 +68,8 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08  # 0 = CreateTime, 1 = LogAppendTime
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+#: the bits a transaction check looks at: a transactional data batch or a control batch (a marker)
+TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 DELETE_HORIZON_BIT = 0x40  # KIP-534: base_timestamp is the delete horizon
 HAS_KEY_NULLS = 0x100
 HAS_VALUE_NULLS = 0x200

@@ -23,6 +23,7 @@ from .header import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     write_header,
 )
@@ -159,7 +160,7 @@ def encode_kafka(
     h = rb.header
     attrs = compression.codec_id(codec) | (h.attributes & TIMESTAMP_TYPE_BIT)
     if transactional:
-        attrs |= 0x10
+        attrs |= TRANSACTIONAL_BIT
     if control:
         attrs |= CONTROL_BIT
     if attrs & ~KAFKA_ATTRIBUTES:

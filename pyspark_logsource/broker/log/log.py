@@ -1,19 +1,29 @@
-"""The partition log: an ordered run of segments with one active (last) segment.
+"""The partition log (Kafka's UnifiedLog): appends, reads, flushes and the high watermark of one partition.
 
-In memory the log is a copy-on-write view ``(base offsets, segments)``:
-appends, rolls, retention and truncation build a new view under the partition
-lock and publish it with one assignment, so a reader never takes a lock and a
-delete never blocks it. Locating an offset is ``bisect`` over the base offsets
-plus one sparse index probe in the segment and a short walk over headers.
+It is built from parts that each own their state, and holds the partition lock
+and the log end offset:
 
-Durability: ``flush.messages`` / ``flush.ms`` decide when segments are fsynced;
-the offset up to which everything is on disk (the recovery point) is written
-to ``recovery-point`` at each flush. On open, segments past the recovery point
-are CRC-scanned and their torn tail truncated; a ``.clean_shutdown`` marker
-(written by ``close()``) skips that scan.
+* :mod:`.loader` (:class:`~.loader.LogLoader`) owns recovery: opening the log
+  returns a :class:`~.loader.LoadedLog` value it is built from.
+* :mod:`.segment_list` (:class:`~.segment_list.SegmentList`) owns the
+  segments: the copy-on-write view readers take without a lock, roll,
+  retention, the cleaner's swap, truncation and delayed deletes.
+* :mod:`.append` owns the checks before an append
+  (:class:`~.append.AppendValidator`), the stamping and :class:`~.append.AppendInfo`.
+* :mod:`.flush` (:class:`~.flush.FlushState`) owns the flush rule (flush.messages,
+  flush.ms) and the recovery point, saved in ``recovery-point`` at each flush.
+* the producer state, transactions and leader epoch cache are
+  :mod:`.producer_state`, :mod:`.transactions` and :mod:`.epochs`.
 
-Retention, the cleaner's segment swap and truncation are in :mod:`.deletion`; appending
-the runs of several produce requests together is in :mod:`.coalesced`.
+The high watermark is stored here (offsets below it are on every in-sync
+replica): the replica manager sets it; until it does (a single broker) it is
+the log end. Appends come three ways: :meth:`PartitionLog.append` (one
+produce request), :meth:`PartitionLog.append_runs` (the runs of several
+produce requests of one partition checked one by one and written with one
+``pwritev``, each answered alone) and :meth:`PartitionLog.append_as_follower`
+(a follower copies the leader's batches byte for byte with the leader's
+offsets, checking headers, CRCs and that offsets grow, and records them in its
+producer state and epoch cache so that, as leader, it knows retries and epochs).
 """
 
 from __future__ import annotations
@@ -25,64 +35,41 @@ import threading
 import time
 from bisect import bisect_right
 from pathlib import Path
-from typing import NamedTuple
 
-from ...errors import (
-    CorruptRecord,
-    DuplicateSequence,
-    InvalidRecord,
-    InvalidRequest,
-    OffsetOutOfRange,
-    StorageError,
-)
+from ...errors import InvalidRequest, LogSourceError, OffsetOutOfRange, StorageError
 from ...format import header as fmt
-from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from ...format.kafka_decode import validate_kafka_records
+from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TXN_BITS
 from ...topics import validate_topic_name
 from . import transactions as txn
-from .coalesced import CoalescedAppendMixin
-from .config import DELETE, LogConfig
-from .deletion import SegmentDeletionMixin
+from .append import (
+    ARROW,
+    IDEMPOTENT,
+    MAX_COALESCED_RUNS,
+    TRANSACTIONAL,
+    AppendInfo,
+    AppendValidator,
+    new_info,
+    stamp_run,
+    stamp_runs,
+)
+from .config import LogConfig
 from .epochs import LeaderEpochCache
-from .follower import ReplicaLogMixin
-from .loader import complete_swaps
+from .flush import FlushState, write_recovery_point
+from .loader import CLEAN_SHUTDOWN_FILE, LogLoader, replay_producer_state
 from .producer_state import ProducerAppend, ProducerStateManager
-from .segment import DELETED_SUFFIX, LOG_SUFFIX, FileRegion, LogSegment
+from .segment import FileRegion, LogSegment
+from .segment_list import SegmentList
 
 log = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
-RECOVERY_POINT_FILE = "recovery-point"
-#: attribute bits of a batch that the transaction checks look at
-_TXN_BITS = fmt.TRANSACTIONAL_BIT | fmt.CONTROL_BIT
-_LOG_OVERHEAD = fmt.LOG_OVERHEAD
-#: what :meth:`PartitionLog._checked` found in a run
-_TRANSACTIONAL, _ARROW, _IDEMPOTENT = 1, 2, 4
-_new_info = tuple.__new__  # AppendInfo(...) without namedtuple's Python-level __new__
-
 __all__ = ["AppendInfo", "FileRegion", "PartitionLog", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP"]
-
-
-class AppendInfo(NamedTuple):
-    """Result of an append; ``duplicate`` means an idempotent retry: original offsets, nothing written."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time: int
-    record_count: int
-    duplicate: bool = False
-
-
-class _View(NamedTuple):
-    bases: list[int]
-    segments: tuple[LogSegment, ...]
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
+class PartitionLog:
     """The log of one topic partition in ``directory``; opening it recovers it."""
 
     def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int) -> None:
@@ -95,11 +82,8 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         self._log_append_time = config.log_append_time  # read per append (the config is frozen)
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
-        self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._closed = False
-        #: Set by a LogManager whose thread flushes by ``flush.ms``: appends then leave
-        #: time-based flushes to it and never fsync in the caller's thread for time.
-        self.scheduled_flush = False
+        self._validator = AppendValidator(self.name, self.topic, config)
         self.producer_state = ProducerStateManager(self.directory)
         self.txns = txn.PartitionTransactions(self.directory)
         self._last_bases: list[int] = []
@@ -108,9 +92,13 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         self._hw: int | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._open()
+            loaded = LogLoader(self.directory, config, self.name, self.producer_state, self.txns, self.epochs).load()
         except OSError as e:
             raise StorageError(f"cannot open log {self.name} in {self.directory}: {e}") from e
+        self._segments = SegmentList(self.directory, config, loaded.segments)
+        self._leo = loaded.next_offset
+        self._flush = FlushState(config, loaded.recovery_point, loaded.loaded_ms)
+        self.recovery_info = loaded.info
 
     @property
     def name(self) -> str:
@@ -120,125 +108,12 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
 
-    # ------------------------------------------------------------ open and recovery
-
-    def _open(self) -> None:
-        t0 = time.monotonic()
-        d = self.directory
-        for p in list(d.iterdir()):
-            if p.name.endswith(DELETED_SUFFIX) or p.name.endswith(".tmp"):
-                p.unlink(missing_ok=True)  # deletions and writes that a crash interrupted
-        swapped = complete_swaps(d, self.config, self.name)  # before the segments are listed
-        marker = d / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        marker.unlink(missing_ok=True)  # from here on, a crash must not look clean
-        recovery_point = 0
-        rp_file = d / RECOVERY_POINT_FILE
-        if rp_file.exists():
-            try:
-                recovery_point = int(rp_file.read_text().strip())
-            except ValueError:
-                recovery_point = 0
-        bases = sorted(
-            int(p.name[:-len(LOG_SUFFIX)]) for p in d.glob("*" + LOG_SUFFIX) if p.name[:-len(LOG_SUFFIX)].isdigit()
-        )
-        self._remove_orphan_indexes(bases)
-        segments: list[LogSegment] = []
-        recovered, cut = 0, 0
-        for i, base in enumerate(bases):
-            seg = LogSegment(d, base, self.config)
-            flushed = i + 1 < len(bases) and bases[i + 1] <= recovery_point
-            seg_cut = 0
-            if (clean or flushed) and base not in swapped:
-                seg.load()
-            else:
-                recovered += 1
-                seg_cut = seg.recover()
-                cut += seg_cut
-            # compaction may leave a gap between segments (its last records removed), never an overlap
-            if segments and not (seg.base_offset == segments[-1].next_offset or (
-                self.config.compact and seg.base_offset > segments[-1].next_offset
-            )):  # fmt: skip
-                log.warning("%s: segment %d does not follow offset %d; dropping it and later segments",
-                            self.name, base, segments[-1].next_offset)
-                seg.destroy()
-                self._destroy_bases(bases[i + 1:])
-                break
-            segments.append(seg)
-            if seg_cut:
-                # A torn segment means nothing after it was written safely.
-                self._destroy_bases(bases[i + 1:])
-                break
-        if not segments:
-            segments.append(LogSegment(d, 0, self.config))
-        for seg in segments[:-1]:
-            seg.seal_time_index()  # a rebuilt index of an inactive segment lacks its roll entry
-        self._view = _View([s.base_offset for s in segments], tuple(segments))
-        self._leo = segments[-1].next_offset
-        if recovered:
-            for seg in segments:
-                seg.flush()
-        self._recovery_point = self._leo if (clean or recovered) else min(recovery_point, self._leo)
-        self._write_recovery_point()
-        self._last_flush_ms = _now_ms()
-        replayed = self._rebuild_producer_state()
-        if not self.epochs.load() and self._leo > self.log_start_offset:
-            self.epochs.rebuild((h.leader_epoch, h.base_offset) for s in segments for h in s.iter_headers(s.base_offset))
-        self.epochs.truncate_from_end(self._leo)  # a recovery may have cut the log below a checkpointed epoch
-        self.recovery_info = {
-            "clean": clean,
-            "recovered_segments": recovered,
-            "truncated_bytes": cut,
-            "replayed_batches": replayed,
-            "ms": round((time.monotonic() - t0) * 1000, 1),
-        }
-        log.info(
-            "loaded log %s: offsets [%d, %d), %d segments, clean=%s, recovered %d segments, "
-            "truncated %d bytes, replayed %d producer batches in %.1f ms",
-            self.name, self.log_start_offset, self._leo, len(segments), clean, recovered, cut,
-            replayed, self.recovery_info["ms"],
-        )  # fmt: skip
-
-    def _destroy_bases(self, bases: list[int]) -> None:
-        for base in bases:
-            log.warning("%s: dropping segment %d after a damaged one", self.name, base)
-            LogSegment(self.directory, base, self.config).destroy()
-
-    def _remove_orphan_indexes(self, bases: list[int]) -> None:
-        known = {f"{b:020d}" for b in bases}
-        for p in self.directory.iterdir():
-            if p.suffix in (".index", ".timeindex") and p.stem not in known:
-                p.unlink(missing_ok=True)
-
-    def _rebuild_producer_state(self) -> int:
-        ps = self.producer_state
-        snap = ps.load(self._leo)
-        start = max(snap if snap is not None else 0, self.log_start_offset)
-        n = 0
-        if start < self._leo:
-            bases, segs = self._view
-            for seg in segs[max(0, bisect_right(bases, start) - 1):]:
-                for h in seg.iter_headers(start):
-                    ps.replay(h)
-                    n += 1
-        txn.rebuild(self)
-        return n
-
-    def _write_recovery_point(self, value: int | None = None, tmp_suffix: str = ".tmp") -> None:
-        path = self.directory / RECOVERY_POINT_FILE
-        tmp = path.with_name(path.name + tmp_suffix)
-        with open(tmp, "w") as f:
-            f.write(f"{self._recovery_point if value is None else value}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-
     # ------------------------------------------------------------ properties
 
     @property
     def log_start_offset(self) -> int:
         """First offset still in the log."""
-        return self._view.segments[0].base_offset
+        return self._segments.view.segments[0].base_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -246,42 +121,63 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         return self._leo
 
     @property
+    def high_watermark(self) -> int:
+        """Offsets below it are on every in-sync replica (committed); the log end when not replicated."""
+        hw, leo = self._hw, self._leo
+        return leo if hw is None or hw > leo else hw
+
+    def set_high_watermark(self, offset: int | None) -> None:
+        """Set the high watermark (the replica manager's); None makes it follow the log end again."""
+        self._hw = None if offset is None else max(offset, self.log_start_offset)
+
+    @property
     def last_stable_offset(self) -> int:
         """read_committed readers read below it: the oldest open transaction's first offset, else the
         high watermark (see :mod:`.transactions`)."""
-        return self.txns.last_stable_offset(getattr(self, "high_watermark", self._leo))
+        return self.txns.last_stable_offset(self.high_watermark)
 
     @property
     def recovery_point(self) -> int:
         """Every offset below this one is fsynced."""
-        return self._recovery_point
+        return self._flush.recovery_point
 
     flushed_offset = recovery_point
 
     @property
     def unflushed_messages(self) -> int:
         """Records appended since the last flush."""
-        return self._leo - self._recovery_point
+        return self._leo - self._flush.recovery_point
 
     @property
     def last_flush_ms(self) -> int:
         """Wall-clock ms of the last flush (or of opening)."""
-        return self._last_flush_ms
+        return self._flush.last_flush_ms
+
+    @property
+    def scheduled_flush(self) -> bool:
+        """Set by a LogManager whose thread flushes by ``flush.ms``: appends then leave time-based
+        flushes to it and never fsync in the caller's thread for time."""
+        return self._flush.scheduled
+
+    @scheduled_flush.setter
+    def scheduled_flush(self, value: bool) -> None:
+        with self._lock:
+            self._flush.set_scheduled(value)
 
     @property
     def size_bytes(self) -> int:
         """Bytes of all segments."""
-        return sum(s.size for s in self._view.segments)
+        return self._segments.size_bytes
 
     @property
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (a copy: read-only)."""
-        return list(self._view.segments)
+        return list(self._segments.view.segments)
 
     @property
     def active_segment(self) -> LogSegment:
         """The segment appends go to."""
-        return self._view.segments[-1]
+        return self._segments.active
 
     @property
     def closed(self) -> bool:
@@ -294,7 +190,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
     # ------------------------------------------------------------ append
 
     def append(self, records: bytes | bytearray | memoryview, leader_epoch: int | None = None, *,
-               control: bool = False) -> AppendInfo:
+               control: bool = False) -> AppendInfo:  # fmt: skip
         """Validate, stamp and append a run of batches, all or nothing.
 
         A writable buffer (bytearray) is stamped in place; bytes are copied once. Control
@@ -302,7 +198,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         """
         # Hot path: per-batch work only, and as little Python per batch as the checks allow
         # (a produce of one message spends more time here than in its pwrite).
-        mv, batches, flags = self._checked(records, control)
+        mv, batches, flags = self._validator.check(records, control)
         now = int(time.time() * 1000)
         with self._lock:
             if self._closed:
@@ -313,123 +209,146 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
             info = self._append_locked(mv, batches, leader_epoch, now, flags)
             if info[4]:  # a duplicate: nothing written
                 return info
-            if flags & _TRANSACTIONAL:
-                txn.apply_append(self, mv, batches, self._last_bases)
+            if flags & TRANSACTIONAL:
+                txn.apply_append(self.txns, self.producer_state, mv, batches, self._last_bases)
             if leader_epoch > latest:
                 self.epochs.assign(leader_epoch, info[0])
-            # _flush_due, inlined: this runs per produce request
-            config = self.config
-            due = self._leo - self._recovery_point >= config.flush_messages or (
-                not self.scheduled_flush and now - self._last_flush_ms >= config.flush_ms
-            )
+            # FlushState.due, inlined (this runs per produce request): its two thresholds
+            flush = self._flush
+            due = self._leo >= flush.due_offset or now >= flush.due_ms
         if due:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
 
-    def _checked(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
-        """The run as a writable view, its ``(position, header)`` pairs and flags (_TRANSACTIONAL,
-        _ARROW, _IDEMPOTENT) after every check that needs no log state (CorruptRecord, ...)."""
-        if type(records) is bytearray:
-            mv = memoryview(records)
-        else:
-            mv = memoryview(records)
-            if mv.readonly or not mv.contiguous or mv.format != "B":
-                mv = memoryview(bytearray(mv))
-        if not len(mv):
-            raise CorruptRecord("empty record set")
-        config = self.config
-        # header checks, size bound, CRC and codec of every batch: one call, the format's walker
-        batches = fmt.walk(mv, check_crc=True, max_size=config.max_message_bytes, strict=True)
-        compact = config.cleanup_policy != DELETE
-        flags = 0
-        for pos, h in batches:
-            attrs = h[5]
-            if attrs & _TXN_BITS:
-                flags |= _TRANSACTIONAL
-            if h[9] >= 0 and h[11] >= 0:  # producer id, base sequence
-                flags |= _IDEMPOTENT
-            if attrs & fmt.ARROW_BODY:
-                flags |= _ARROW
-                keyless = compact and attrs & fmt.HAS_KEY_NULLS
-            else:  # a Kafka client's batch: its varint records must parse
-                keyless = validate_kafka_records(mv, pos, h) and compact
-            if keyless:
-                raise InvalidRecord(f"compacted topic {self.topic} refuses records without a key "
-                                    f"(batch at position {pos})")  # fmt: skip
-        if flags & _TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
-            txn.check_append(batches, control)
-        return mv, batches, flags
-
-    def _flush_due(self, now: int) -> bool:
-        """Whether flush.messages or flush.ms asks for a flush now (under the partition lock)."""
-        config = self.config
-        return self._leo - self._recovery_point >= config.flush_messages or (
-            not self.scheduled_flush and now - self._last_flush_ms >= config.flush_ms
-        )
-
-    def _stamp_run(self, mv: memoryview, batches: list, offset: int, leader_epoch: int, now: int,
-                   producers: ProducerAppend | None, stamped: list, at: int = 0) -> int | AppendInfo:  # fmt: skip
-        """Check a run's producer sequences (``producers``: None when it has no idempotent batch) and
-        stamp its batches from ``offset``; add ``(position + at, base offset, size, max timestamp,
-        count)`` per batch to ``stamped``. Returns the next offset, or the original AppendInfo of a
-        run appended before (a retry: nothing stamped). Raises DuplicateSequence for a run mixing both."""
-        lat = self._log_append_time
-        duplicates = None
-        stamp = fmt.stamp_offset_epoch
-        first = len(stamped)
-        for pos, h in batches:
-            # h[9], h[11]: producer id, base sequence (tuple indexing: this loop runs per batch)
-            idempotent = producers is not None and h[9] >= 0 and h[11] >= 0
-            if idempotent:
-                dup = producers.check(h)
-                if dup is not None:
-                    if duplicates is None:
-                        duplicates = []
-                    duplicates.append(dup)
-                    continue
-            stamp(mv, pos, offset, h[1], leader_epoch)  # h[1]: batch length
-            max_ts = h[8]
-            if lat:
-                fmt.stamp_log_append_time(mv, now, pos)
-                max_ts = now
-            if idempotent:
-                producers.record(h, offset, max_ts)
-            count = h[12]
-            stamped.append((pos + at, offset, h[1] + _LOG_OVERHEAD, max_ts, count))
-            offset += count
-        if duplicates:
-            if len(stamped) > first:
-                raise DuplicateSequence(
-                    f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
-                )
-            return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
-                              sum(h.record_count for _, h in batches), True)  # fmt: skip
-        return offset
-
     def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int,
-                       now: int, flags: int = _ARROW) -> AppendInfo:  # fmt: skip
-        producers = ProducerAppend(self.producer_state) if flags & _IDEMPOTENT else None
+                       now: int, flags: int = ARROW) -> AppendInfo:  # fmt: skip
+        producers = ProducerAppend(self.producer_state) if flags & IDEMPOTENT else None
         stamped: list = []  # (position, base offset, size, max timestamp, record count)
-        offset = self._stamp_run(mv, batches, self._leo, leader_epoch, now, producers, stamped)
+        offset = stamp_run(mv, batches, self._leo, leader_epoch, now, self._log_append_time, producers, stamped)
         if type(offset) is not int:
             return offset  # a retry of appended batches
-        if flags & _TRANSACTIONAL:
+        if flags & TRANSACTIONAL:
             self._last_bases = [s[1] for s in stamped]  # base offset per batch, for the transaction hooks
-        active = self._view.segments[-1]
+        active = self._segments.active
         # LogSegment.should_roll, inlined: this runs per produce request
         if active.size and (active.size + len(mv) > active.roll_size or now >= active.roll_ms
                             or offset - 1 > active.roll_offset):  # fmt: skip
             active = self._roll_locked(now)
         try:
-            active.append(mv, stamped, arrow=bool(flags & _ARROW))
+            active.append(mv, stamped, arrow=bool(flags & ARROW))
         except OSError as e:
             raise StorageError(f"append to {active.log_path} failed: {e}") from e
         if producers is not None:
             producers.commit()
         base = self._leo
         self._leo = offset  # publish: readers may now fetch up to here
-        return _new_info(AppendInfo, (base, offset - 1, now if self._log_append_time else -1, offset - base,
-                                      False))  # fmt: skip
+        return new_info(AppendInfo, (base, offset - 1, now if self._log_append_time else -1, offset - base, False))
+
+    def append_runs(self, runs: list) -> list[AppendInfo | LogSourceError]:
+        """Append each run of batches as :meth:`append` would, in order; return its AppendInfo or its error.
+
+        A producer pipelining one-message requests delivers dozens of them in one network
+        read: the good runs get consecutive offsets under one lock and one ``pwritev``, and
+        each is answered alone (a run that fails changes nothing; the runs after it are
+        checked as if it had never come). Transactional runs, and a group whose bytes would
+        roll the segment, are appended one by one (the same result).
+        """
+        if len(runs) == 1:
+            return [self._append_one(runs[0])]
+        out: list = [None] * len(runs)
+        good = []  # (index, view, batches, flags)
+        for i, records in enumerate(runs):
+            try:
+                good.append((i, *self._validator.check(records, False)))
+            except LogSourceError as e:
+                out[i] = e
+        if (len(good) < 2 or len(good) > MAX_COALESCED_RUNS or any(g[3] & TRANSACTIONAL for g in good)
+                or not self._append_coalesced(good, out)):  # fmt: skip
+            for i, *_ in good:
+                out[i] = self._append_one(runs[i])
+        return out
+
+    def _append_coalesced(self, good: list, out: list) -> bool:
+        """Append the checked runs ``good`` together, answers in ``out``; False (nothing done) if they would roll."""
+        now = int(time.time() * 1000)
+        size = sum(len(g[1]) for g in good)
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.name} is closed")
+            active = self._segments.active
+            upper = self._leo + sum(h[6] + 1 for g in good for _, h in g[2])  # offsets spanned at most
+            # one by one, a run rolls the segment if it finds it too full: with all of them in, or (an
+            # empty segment takes its first run whatever its size) by their bytes and offsets alone
+            if (active.should_roll(size, upper - 1, now) if active.size else
+                    size > self.config.segment_bytes or upper - 1 - active.base_offset > 0xFFFFFFFF):  # fmt: skip
+                return False  # rare (once a segment): the one-by-one path rolls where it must
+            latest = self.epochs.latest_epoch
+            epoch = latest if latest > 0 else 0
+            producers = ProducerAppend(self.producer_state) if any(g[3] & IDEMPOTENT for g in good) else None
+            lat = self._log_append_time
+            parts, stamped, appended, offset = stamp_runs(good, self._leo, epoch, now, lat, producers, out)
+            if not parts:
+                return True
+            try:
+                active.append(parts, stamped, arrow=any(g[3] & ARROW for g in good))
+            except OSError as e:
+                raise StorageError(f"append to {active.log_path} failed: {e}") from e
+            if producers is not None:
+                producers.commit()
+            self._leo = offset  # publish: readers may now fetch up to here
+            if epoch > latest:
+                self.epochs.assign(epoch, appended[0][1])
+            ts = now if lat else -1
+            for i, base, nxt in appended:
+                out[i] = new_info(AppendInfo, (base, nxt - 1, ts, nxt - base, False))
+            flush = self._flush  # FlushState.due, inlined as in append
+            due = offset >= flush.due_offset or now >= flush.due_ms
+        if due:
+            self.flush()  # outside the partition lock, as append does
+        return True
+
+    def _append_one(self, records: bytes | bytearray | memoryview) -> AppendInfo | LogSourceError:
+        try:
+            return self.append(records)
+        except LogSourceError as e:
+            return e
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append the whole batches of a fetched region (a partial last batch is left for the next fetch).
+
+        Returns None when ``records`` holds no whole batch. CorruptRecord on a
+        bad header or CRC (nothing is written), InvalidRecord if offsets do not
+        grow past the log end.
+        """
+        mv = memoryview(records)
+        batches = fmt.walk(mv, check_crc=True)  # the format's checks; non-strict: a size-bounded fetch may
+        if not batches:  # end in a partial batch
+            return None
+        end = batches[-1][0] + batches[-1][1].size
+        now = int(time.time() * 1000)
+        with self._lock:
+            self._check_open()
+            stamped, expected = self._validator.follower_offsets(batches, self._leo)
+            active = self._segments.active
+            if active.size and active.should_roll(end, expected - 1, now):
+                active = self._roll_locked(now)
+            try:
+                active.append(mv[:end], stamped, arrow=any(h.is_arrow_body for _, h in batches))
+            except OSError as e:
+                raise StorageError(f"follower append to {active.log_path} failed: {e}") from e
+            ps, epochs = self.producer_state, self.epochs
+            for _, h in batches:
+                ps.replay(h)
+                if h.leader_epoch > epochs.latest_epoch:
+                    epochs.assign(h.leader_epoch, h.base_offset)
+            if any(h.attributes & TXN_BITS for _, h in batches):  # transactional or control: LSO, aborted index
+                txn.apply_append(self.txns, ps, mv, batches, [h.base_offset for _, h in batches])
+            self._leo = expected
+            flush = self._flush  # FlushState.due, inlined as in append
+            due = expected >= flush.due_offset or now >= flush.due_ms
+        if due:
+            self.flush()
+        return AppendInfo(batches[0][1].base_offset, expected - 1, -1, sum(h.record_count for _, h in batches), False)
 
     # ------------------------------------------------------------ read
 
@@ -440,7 +359,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         region at the log end (or at/after ``max_offset``, exclusive).
         """
         leo = self._leo
-        bases, segs = self._view
+        bases, segs = self._segments.view
         start = segs[0].base_offset
         if offset < start or offset > leo:
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {leo}] of {self.name}")
@@ -471,7 +390,7 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
             return self._leo
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset
-        for seg in self._view.segments:
+        for seg in self._segments.view.segments:
             if seg.max_timestamp >= timestamp:
                 found = seg.find_timestamp(timestamp)
                 if found is not None:
@@ -488,11 +407,11 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
     def _flush_holding_flush_lock(self, up_to: int | None = None) -> int:
         # Lock order: flush lock, then partition lock; the fsyncs run under the flush lock only.
         with self._lock:
+            rp = self._flush.recovery_point
             target = self._leo if up_to is None else min(up_to, self._leo)
-            if target <= self._recovery_point:
-                return self._recovery_point
-            bases, segs = self._view
-            todo = [s for s in segs[max(0, bisect_right(bases, self._recovery_point) - 1):] if s.base_offset < target]
+            if target <= rp:
+                return rp
+            todo = [s for s in self._segments.from_offset(rp) if s.base_offset < target]
         for seg in todo:
             try:
                 seg.flush()
@@ -501,18 +420,15 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
             except OSError as e:
                 raise StorageError(f"flush of {seg.log_path} failed: {e}") from e
         with self._lock:
-            advanced = target > self._recovery_point
-            if advanced:
-                self._recovery_point = target
-            self._last_flush_ms = _now_ms()
-            rp = self._recovery_point
+            advanced = self._flush.flushed(target, _now_ms())
+            rp = self._flush.recovery_point
         if advanced:
             # The file's fsync runs outside the partition lock: under it, every flush.ms it
             # stalled the appends (and the broker's event loop) for the length of an fsync.
             # The flush lock orders it against truncation (which takes that lock too); a
             # roll may write a higher value concurrently, and whichever lands last is still a
             # point below which everything is on disk.
-            self._write_recovery_point(target, ".flush.tmp")
+            write_recovery_point(self.directory, target, ".flush.tmp")
         return rp
 
     def roll(self) -> LogSegment:
@@ -521,27 +437,76 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
             self._check_open()
             return self._roll_locked(_now_ms())
 
-    def _set_segments(self, segments: tuple[LogSegment, ...] | list[LogSegment]) -> None:
-        """Publish a new segment list (readers take the view without the lock)."""
-        self._view = _View([s.base_offset for s in segments], tuple(segments))
-
     def _roll_locked(self, now_ms: int) -> LogSegment:
-        old = self.active_segment
+        segments = self._segments
+        old = segments.active
         if old.size == 0:
             return old
-        old.on_roll()
-        if self._recovery_point >= old.base_offset:
-            self._recovery_point = self._leo  # old is fsynced and so is everything before it
-            self._write_recovery_point()
+        seg = segments.roll(self._leo)  # fsyncs the old segment
+        if self._flush.recovery_point >= old.base_offset:
+            self._flush.set_recovery_point(self._leo)  # old is fsynced and so is everything before it
+            write_recovery_point(self.directory, self._leo)
         self.producer_state.take_snapshot(self._leo)
         self.txns.take_snapshot(self._leo, self.log_start_offset)
-        for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
-            (self.directory / f"{self._leo:020d}{suffix}").unlink(missing_ok=True)
-        seg = LogSegment(self.directory, self._leo, self.config)
-        seg.created_ms = None
-        bases, segs = self._view
-        self._view = _View([*bases, seg.base_offset], (*segs, seg))
         return seg
+
+    # ------------------------------------------------------------ retention, cleaning, truncation
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms and retention.bytes to whole, inactive segments; return how many went."""
+        with self._lock:
+            self._check_open()
+            n = self._segments.delete_expired(_now_ms() if now_ms is None else now_ms)
+            if n:
+                log.info("%s: retention deleted %d segments; log start is now %d", self.name, n, self.log_start_offset)
+        self._segments.run_pending_deletes()
+        return n
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
+        """Swap the cleaned segment ``new`` in for ``old`` (see :meth:`.SegmentList.replace`); False
+        (``new`` destroyed) when ``old`` is no longer in the log or the log is closed."""
+        with self._lock:
+            if self._closed:
+                new.destroy()
+                return False
+            return self._segments.replace(old, new)
+
+    def run_pending_deletes(self, force: bool = False) -> int:
+        """Close and unlink segments whose ``file.delete.delay.ms`` passed; return how many."""
+        return self._segments.run_pending_deletes(force)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after the one holding ``offset``; return the new log end."""
+        with self._flush_lock, self._lock:  # no flush may write an older recovery point after ours
+            self._check_open()
+            if offset >= self._leo:
+                return self._leo
+            leo = self._leo = self._segments.truncate_to(offset)
+            self._flush.set_recovery_point(min(self._flush.recovery_point, leo))
+            write_recovery_point(self.directory, self._flush.recovery_point)
+            self.epochs.truncate_from_end(leo)
+            self.producer_state.delete_snapshots_after(leo)
+            self.txns.delete_snapshots_after(leo)
+            replay_producer_state(self.producer_state, self.txns, self._segments.view.segments, leo)
+            return leo
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset`` (a follower far behind the leader)."""
+        if offset < 0:
+            raise InvalidRequest(f"cannot start a log at negative offset {offset}")
+        with self._flush_lock, self._lock:
+            self._check_open()
+            self._segments.reset_at(offset)
+            self._leo = offset
+            self._flush.set_recovery_point(offset)
+            write_recovery_point(self.directory, offset)
+            self.epochs.clear()
+            if self._hw is not None:
+                self._hw = offset
+            self.producer_state.delete_snapshots_after(-1)
+            self.producer_state.producers = {}
+            self.txns.delete_snapshots_after(-1)
+            self.txns.reset()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -554,9 +519,8 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
             self.producer_state.take_snapshot(self._leo)
             self.txns.take_snapshot(self._leo, self.log_start_offset)
             self._closed = True
-            for seg in self._view.segments:
-                seg.close()
-        self.run_pending_deletes(force=True)
+            self._segments.close()
+        self._segments.run_pending_deletes(force=True)
         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
 
     def retire(self, new_directory: Path) -> None:
@@ -574,7 +538,6 @@ class PartitionLog(ReplicaLogMixin, SegmentDeletionMixin, CoalescedAppendMixin):
         """Close the log (no clean marker) and remove its directory."""
         with self._lock:
             self._closed = True
-            for seg in self._view.segments:
-                seg.close()
-        self.run_pending_deletes(force=True)
+            self._segments.close()
+        self._segments.run_pending_deletes(force=True)
         shutil.rmtree(self.directory, ignore_errors=True)

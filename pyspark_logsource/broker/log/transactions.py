@@ -26,11 +26,17 @@ import json
 import logging
 import os
 import time
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ...format.control import ABORT
+from ...errors import InvalidRecord
+from ...format.control import ABORT, marker_type
+from ...format.header import CONTROL_BIT, TRANSACTIONAL_BIT, TXN_BITS
+from .producer_state import ProducerEntry, ProducerStateManager
+from .segment import LogSegment
 from .snapshots import SnapshotFiles
 
 log = logging.getLogger(__name__)
@@ -159,10 +165,8 @@ class PartitionTransactions:
 
 # ---------------------------------------------------------------- the log's hooks
 #
-# Functions of a PartitionLog (kept here so that log.py only calls them): what an
-# append, a replay and a truncation do to the partition's transactions.
-
-_TXN_BITS = 0x30  # transactional | control
+# What an append and a replay do to the partition's transactions (kept here so that the
+# log only calls them). They are handed the two objects they update, not the log.
 
 
 def check_append(batches: list, control_ok: bool) -> bool:
@@ -171,15 +175,13 @@ def check_append(batches: list, control_ok: bool) -> bool:
     Control batches come only from the coordinator (``control_ok``); a
     transactional data batch must be idempotent (producer id and sequence).
     """
-    from ...errors import InvalidRecord
-
     seen = False
     for pos, h in batches:
         a = h.attributes
-        if not a & _TXN_BITS:
+        if not a & TXN_BITS:
             continue
         seen = True
-        if a & 0x20:
+        if a & CONTROL_BIT:
             if not control_ok:
                 raise InvalidRecord(f"clients may not write control batches (batch at position {pos})")
         elif h.producer_id < 0 or h.base_sequence < 0:
@@ -187,57 +189,51 @@ def check_append(batches: list, control_ok: bool) -> bool:
     return seen
 
 
-def apply_append(lg, mv: memoryview, batches: list, base_offsets: list[int]) -> None:
+def apply_append(txns: PartitionTransactions, producers: ProducerStateManager, mv: memoryview, batches: list,
+                 base_offsets: list[int]) -> None:  # fmt: skip
     """Record what the appended batches (at ``base_offsets``) do to open transactions (under the log lock)."""
-    from ...format.control import marker_type
-
-    txns: PartitionTransactions = lg.txns
     now = time.monotonic()
     for (pos, h), base in zip(batches, base_offsets, strict=True):
         a = h.attributes
-        if not a & _TXN_BITS:
+        if not a & TXN_BITS:
             continue
-        if a & 0x20:
-            _on_marker(lg, h.producer_id, h.producer_epoch, marker_type(mv, pos, h), base)
+        if a & CONTROL_BIT:
+            _on_marker(txns, producers, h.producer_id, h.producer_epoch, marker_type(mv, pos, h), base)
         else:
             txns.on_data(h.producer_id, h.producer_epoch, base, h.record_count, now)
 
 
-def _on_marker(lg, pid: int, epoch: int, kind: int, offset: int) -> None:
-    from .producer_state import ProducerEntry
-
-    lg.txns.on_marker(pid, kind, offset, lg.txns.last_stable_offset(offset))
+def _on_marker(txns: PartitionTransactions, producers: ProducerStateManager, pid: int, epoch: int, kind: int,
+               offset: int) -> None:  # fmt: skip
+    txns.on_marker(pid, kind, offset, txns.last_stable_offset(offset))
     # the marker's epoch fences older epochs of the producer (a zombie task attempt)
-    entry = lg.producer_state.producers.get(pid)
+    entry = producers.producers.get(pid)
     if entry is None:
-        lg.producer_state.producers[pid] = ProducerEntry(pid, epoch)
+        producers.producers[pid] = ProducerEntry(pid, epoch)
     elif epoch > entry.epoch:
         entry.epoch = epoch
         entry.batches.clear()
 
 
-def rebuild(lg) -> int:
-    """Load the newest transaction snapshot and replay the batch headers after it; return how many."""
-    from bisect import bisect_right
-
-    from ...format.control import marker_type
-
-    txns: PartitionTransactions = lg.txns
-    snap = txns.load(lg.log_end_offset)
-    start = max(snap if snap is not None else 0, lg.log_start_offset)
+def rebuild(txns: PartitionTransactions, producers: ProducerStateManager, segments: Sequence[LogSegment],
+            log_end_offset: int) -> int:  # fmt: skip
+    """Load the newest transaction snapshot and replay the batch headers of ``segments`` (the log's,
+    oldest first) after it; return how many."""
+    snap = txns.load(log_end_offset)
+    start = max(snap if snap is not None else 0, segments[0].base_offset)
     n = 0
-    if start >= lg.log_end_offset:
+    if start >= log_end_offset:
         return 0
-    bases, segs = lg._view
-    for seg in segs[max(0, bisect_right(bases, start) - 1):]:
+    bases = [s.base_offset for s in segments]
+    for seg in segments[max(0, bisect_right(bases, start) - 1):]:
         for h in seg.iter_headers(start):
-            if h.base_offset < start or not h.attributes & _TXN_BITS:
+            if h.base_offset < start or not h.attributes & TXN_BITS:
                 continue
             n += 1
             if h.is_control:
                 region = seg.read(h.base_offset, h.size)
                 data = os.pread(region.file.fileno(), h.size, region.position) if region is not None else b""
-                _on_marker(lg, h.producer_id, h.producer_epoch, marker_type(data, 0, h), h.base_offset)
+                _on_marker(txns, producers, h.producer_id, h.producer_epoch, marker_type(data, 0, h), h.base_offset)
             else:
                 txns.on_data(h.producer_id, h.producer_epoch, h.base_offset, h.record_count)
     return n
@@ -258,6 +254,6 @@ def aborted_rows(txns: PartitionTransactions, run) -> Any:
         for a in txns.aborted:
             ranges.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
         for i, (_, h) in enumerate(run.walked):
-            if h.attributes & _TXN_BITS == 0x10:
+            if h.attributes & TXN_BITS == TRANSACTIONAL_BIT:
                 bad[i] = any(lo <= h.base_offset <= hi for lo, hi in ranges.get(h.producer_id, ()))
     return bad[run.batch_of_row] if bad.any() else np.zeros(run.table.num_rows, dtype=bool)

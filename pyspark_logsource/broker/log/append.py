@@ -1,0 +1,174 @@
+"""What an append to a partition log is made of: its answer, the checks before it, the stamping.
+
+This module owns :class:`AppendInfo` (the answer of an append), the flags a
+check finds in a run (``TRANSACTIONAL``, ``ARROW``, ``IDEMPOTENT``; the batch
+attribute bits they come from are :mod:`~pyspark_logsource.format.header`'s),
+:class:`AppendValidator` (every check of a produced run that needs no log
+state: header, size, CRC, codec, Kafka records, keys of a compacted topic,
+transactional batches; and that a follower's fetched offsets grow past the log
+end, whose batches the format's walker checked) and the stamping of offsets, epochs, append
+times and producer sequences (:func:`stamp_run`, :func:`stamp_runs`).
+:class:`~.log.PartitionLog` holds the lock and the log end and calls these.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSourceError
+from ...format import header as fmt
+from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
+from ...format.kafka_decode import validate_kafka_records
+from . import transactions as txn
+from .config import DELETE, LogConfig
+from .producer_state import ProducerAppend
+
+#: what :meth:`AppendValidator.check` found in a run (bits of its ``flags``)
+TRANSACTIONAL, ARROW, IDEMPOTENT = 1, 2, 4
+#: runs per ``pwritev`` of a coalesced append (below the kernel's IOV_MAX of 1024 buffers)
+MAX_COALESCED_RUNS = 512
+
+new_info = tuple.__new__  # new_info(AppendInfo, (...)): AppendInfo(...) without namedtuple's Python-level __new__
+
+
+class AppendInfo(NamedTuple):
+    """Result of an append; ``duplicate`` means an idempotent retry: original offsets, nothing written."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    record_count: int
+    duplicate: bool = False
+
+
+class AppendValidator:
+    """The checks of a run of batches before it is appended to the log ``name`` of ``topic``."""
+
+    __slots__ = ("name", "topic", "_max_bytes", "_compact")
+
+    def __init__(self, name: str, topic: str, config: LogConfig) -> None:
+        self.name = name
+        self.topic = topic
+        self._max_bytes = config.max_message_bytes
+        self._compact = config.cleanup_policy != DELETE
+
+    def check(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
+        """The run as a writable view, its ``(position, header)`` pairs and flags (TRANSACTIONAL,
+        ARROW, IDEMPOTENT) after every check that needs no log state (CorruptRecord, ...).
+
+        Control batches (transaction markers) only with ``control`` (the coordinator's)."""
+        # Hot path (one call per produce request): per-batch work only.
+        if type(records) is bytearray:
+            mv = memoryview(records)
+        else:
+            mv = memoryview(records)
+            if mv.readonly or not mv.contiguous or mv.format != "B":
+                mv = memoryview(bytearray(mv))
+        if not len(mv):
+            raise CorruptRecord("empty record set")
+        # header checks, size bound, CRC and codec of every batch: one call, the format's walker
+        batches = fmt.walk(mv, check_crc=True, max_size=self._max_bytes, strict=True)
+        compact = self._compact
+        flags = 0
+        for pos, h in batches:
+            attrs = h[5]
+            if attrs & TXN_BITS:
+                flags |= TRANSACTIONAL
+            if h[9] >= 0 and h[11] >= 0:  # producer id, base sequence
+                flags |= IDEMPOTENT
+            if attrs & ARROW_BODY:
+                flags |= ARROW
+                keyless = compact and attrs & HAS_KEY_NULLS
+            else:  # a Kafka client's batch: its varint records must parse
+                keyless = validate_kafka_records(mv, pos, h) and compact
+            if keyless:
+                raise InvalidRecord(f"compacted topic {self.topic} refuses records without a key "
+                                    f"(batch at position {pos})")  # fmt: skip
+        if flags & TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
+            txn.check_append(batches, control)
+        return mv, batches, flags
+
+    def follower_offsets(self, batches: list, log_end: int) -> tuple[list, int]:
+        """``(position, base offset, size, max timestamp, offsets spanned)`` per batch and the next
+        offset after them; InvalidRecord if an offset does not grow past ``log_end``."""
+        expected = log_end
+        stamped = []
+        for pos, h in batches:
+            if h.base_offset < expected:
+                raise InvalidRecord(f"{self.name}: follower append of a batch at offset {h.base_offset} "
+                                    f"below the next offset {expected}")  # fmt: skip
+            span = h.last_offset_delta + 1
+            stamped.append((pos, h.base_offset, h.size, h.max_timestamp, span))
+            expected = h.base_offset + span
+        return stamped, expected
+
+
+def stamp_run(mv: memoryview, batches: list, offset: int, leader_epoch: int, now: int, log_append_time: bool,
+              producers: ProducerAppend | None, stamped: list, at: int = 0) -> int | AppendInfo:  # fmt: skip
+    """Check a run's producer sequences (``producers``: None when it has no idempotent batch) and
+    stamp its batches from ``offset``; add ``(position + at, base offset, size, max timestamp,
+    count)`` per batch to ``stamped``. Returns the next offset, or the original AppendInfo of a
+    run appended before (a retry: nothing stamped). Raises DuplicateSequence for a run mixing both."""
+    duplicates = None
+    stamp = fmt.stamp_offset_epoch
+    first = len(stamped)
+    for pos, h in batches:
+        # h[9], h[11]: producer id, base sequence (tuple indexing: this loop runs per batch)
+        idempotent = producers is not None and h[9] >= 0 and h[11] >= 0
+        if idempotent:
+            dup = producers.check(h)
+            if dup is not None:
+                if duplicates is None:
+                    duplicates = []
+                duplicates.append(dup)
+                continue
+        stamp(mv, pos, offset, h[1], leader_epoch)  # h[1]: batch length
+        max_ts = h[8]
+        if log_append_time:
+            fmt.stamp_log_append_time(mv, now, pos)
+            max_ts = now
+        if idempotent:
+            producers.record(h, offset, max_ts)
+        count = h[12]
+        stamped.append((pos + at, offset, h[1] + LOG_OVERHEAD, max_ts, count))
+        offset += count
+    if duplicates:
+        if len(stamped) > first:
+            raise DuplicateSequence(
+                f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
+            )
+        return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
+                          sum(h.record_count for _, h in batches), True)  # fmt: skip
+    return offset
+
+
+def stamp_runs(good: list, offset: int, leader_epoch: int, now: int, log_append_time: bool,
+               producers: ProducerAppend | None, out: list) -> tuple[list, list, list, int]:  # fmt: skip
+    """Stamp several checked runs ``(index, view, batches, flags)`` one after the other from ``offset``.
+
+    A run that fails (a sequence gap) gets its error in ``out[index]`` and changes nothing; a retry
+    gets its original AppendInfo there. Returns the views to write, their stamped batches, ``(index,
+    base offset, next offset)`` per stamped run, and the next offset."""
+    stamped: list = []
+    parts = []
+    appended = []
+    at = 0
+    for i, mv, batches, _ in good:
+        point = producers.savepoint() if producers is not None else 0
+        mark = len(stamped)
+        try:
+            nxt = stamp_run(mv, batches, offset, leader_epoch, now, log_append_time, producers, stamped, at)
+        except LogSourceError as e:
+            del stamped[mark:]
+            if producers is not None:
+                producers.rollback(point)
+            out[i] = e
+            continue
+        if type(nxt) is not int:
+            out[i] = nxt  # a retry: its original offsets
+            continue
+        parts.append(mv)
+        appended.append((i, offset, nxt))
+        at += len(mv)
+        offset = nxt
+    return parts, stamped, appended, offset
