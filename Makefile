@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -41,6 +41,7 @@ from .spark.options import (
     parse_read_options,
 )
 from .spark.planning import TP, OffsetRange, Pushed
+from .spark.quiet import quiet_spark
 from .spark.schema import spark_read_schema
 from .spark.write import LogSourceCommitMessage, rows_to_batches, write_arrow, write_options
 
@@ -489,7 +490,11 @@ def register(spark: Any, *, enable_filter_pushdown: bool = False) -> None:
     later queries of the same DataFrame that push nothing (a plain
     ``df.count()`` after ``df.where(...).count()`` then sees the filtered
     rows). With pushdown on, filter a freshly loaded DataFrame each time.
+
+    Also quiets Spark's console once per session (errors only, unless the user chose a level; see
+    :mod:`pyspark_logsource.spark.quiet`).
     """
+    quiet_spark(spark)  # first: registering again a data source Spark found installed logs a warning
     spark.dataSource.register(LogSource)
     if enable_filter_pushdown:
         try:

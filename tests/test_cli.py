@@ -313,3 +313,21 @@ def test_consume_group_member_leaves_on_sigterm(broker):
             if m.poll() is None:
                 m.terminate()
                 m.wait(20)
+
+
+def test_readme_and_help_agree_on_defaults_and_required_options():
+    from pyspark_logsource.client.metadata import DEFAULT_BOOTSTRAP
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    cli_section = readme[readme.index("## CLI") :]
+    assert f"(default `$LOGSOURCE_BOOTSTRAP`, else `{DEFAULT_BOOTSTRAP}`)" in cli_section
+    for cmd in (["produce"], ["consume"], ["topics", "list"], ["etl"]):
+        out = " ".join(run(*cmd, "--help").stdout.decode().split())  # argparse wraps lines
+        assert f"else {DEFAULT_BOOTSTRAP}" in out, (cmd, out)
+        assert "embedded default" not in out
+    # every cluster action needs --data-dir, and the README's table says so for each of them
+    for action in ("start", "status", "stop"):
+        p = run("cluster", action, check=False)
+        assert p.returncode == 2 and "--data-dir" in p.stderr.decode()
+    assert "`status --data-dir D` / `stop --data-dir D`" in cli_section
+    assert "--timeout SECONDS" in " ".join(run("produce", "--help").stdout.decode().split())

@@ -250,6 +250,14 @@ class Demo:
             output=str(out), bootstrap_servers=self.bootstrap, subscribe=self.topic, decode="json", value_schema=VALUE_DDL
         )
         _say("same as: logsource etl " + " ".join(f"'{x}'" if " " in x else x for x in cfg.to_argv()))
+        if self.args.data_dir is None:
+            # the command names this run's broker and a temporary directory, both gone at the end
+            _say(f"  (the embedded broker and {self.data_dir} are removed when the demo ends: "
+                 "run the demo with --data-dir DIR to keep the data, then `logsource broker "
+                 "--override log.dirs=DIR/broker/logs` and the command above with -b 127.0.0.1:9092)")  # fmt: skip
+        else:
+            _say(f"  (the embedded broker stops when the demo ends; {self.data_dir} stays: `logsource broker "
+                 f"--override log.dirs={self.data_dir / 'broker' / 'logs'}` serves it again, on 127.0.0.1:9092)")  # fmt: skip
         log = _indented_log
         loaded = []
         for attempt in (1, 2):

@@ -128,7 +128,7 @@ class EtlConfig:
             raise ConfigError("--starting-offsets must be earliest or latest (later loads start from the committed offsets)")
         if self.action == "load":
             if not self.bootstrap_servers:
-                # as every logsource command: $LOGSOURCE_BOOTSTRAP, else the embedded default
+                # as every logsource command: $LOGSOURCE_BOOTSTRAP, else DEFAULT_BOOTSTRAP (127.0.0.1:9092)
                 from ..client.metadata import DEFAULT_BOOTSTRAP
 
                 set_(self, "bootstrap_servers", os.environ.get("LOGSOURCE_BOOTSTRAP", DEFAULT_BOOTSTRAP))
@@ -175,12 +175,14 @@ class EtlConfig:
 
 def build_parser() -> argparse.ArgumentParser:
     """The job's command line."""
+    from ..client.metadata import DEFAULT_BOOTSTRAP
+
     p = argparse.ArgumentParser(
         prog="logsource etl",
         description="Exactly-once load of topics into files or an Iceberg table, offsets committed with the output.",
     )
     p.add_argument("--config", help="a properties file (conf/etl.properties); command-line options win")
-    p.add_argument("--bootstrap-servers", "-b", help="broker HOST:PORT[,HOST:PORT] (default $LOGSOURCE_BOOTSTRAP or the embedded default)")
+    p.add_argument("--bootstrap-servers", "-b", help=f"broker HOST:PORT[,HOST:PORT] (default $LOGSOURCE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP}, as every logsource command)")
     g = p.add_argument_group("subscription (one of)")
     g.add_argument("--subscribe", help="comma-separated topic names")
     g.add_argument("--subscribe-pattern", help="regular expression over topic names")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import LogSourceError
 from ..offsets import format_table, uri_scheme
+from ..spark.quiet import quiet_spark
 from .commit import Log
 from .config import EtlConfig, parse_args
 from .load import make_sink, run_load
@@ -26,7 +27,7 @@ def get_spark(cfg: EtlConfig) -> Any:
         b = b.master(cfg.master)
     b = b.config("spark.ui.showConsoleProgress", "true" if cfg.progress else "false")
     spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    quiet_spark(spark)  # errors only, unless spark-submit's --conf spark.log.level or a log4j2 file says otherwise
     return spark
 
 
