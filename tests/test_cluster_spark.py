@@ -17,6 +17,7 @@ from cluster import Cluster, confluent_read_to_eof, wait_for
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.txn import StagedTxns
+from pyspark_logsource.faults import PAUSED_MARKER
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -178,7 +179,7 @@ def test_etl_stays_exactly_once_while_a_leader_and_the_job_are_killed(cluster, s
             wait_for(lambda: sum(admin.list_offsets([(topic, p) for p in range(PARTITIONS)], "latest").values()) > 500,
                      60, what="records in the topic")  # fmt: skip
         job = Job(argv + ["--master", "local[1]", "--max-offsets-per-load", "3000"], pause_at="commit")
-        assert job.wait_for("LOGSOURCE_ETL_PAUSED_AT commit"), job.output
+        assert job.wait_for(f"{PAUSED_MARKER} commit"), job.output
         first = c.leader(topic, 0)
         c.kill(first, wait_deregistered=False)
         assert job.kill9(), job.output

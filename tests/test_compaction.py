@@ -13,8 +13,9 @@ from brokers import broker_process, broker_thread
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.broker.log import LogConfig, LogManager
-from pyspark_logsource.broker.log.loader import FAULT_ENV, SWAP_META_SUFFIX
+from pyspark_logsource.broker.log.loader import SWAP_META_SUFFIX
 from pyspark_logsource.errors import InvalidRecord
+from pyspark_logsource.faults import FAULT_ENV
 from pyspark_logsource.format import ARROW_SCHEMA, encode, encode_kafka, to_arrow, walk
 
 COMPACT = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": str(64 << 10)}

@@ -3,7 +3,7 @@
 Real processes: an embedded broker, a producer process (tests/helpers/etl_fill_topic.py) and
 the job as `python -m pyspark_logsource.jobs.etl` (its own SparkSession, local[1]), killed with
 SIGKILL (its whole process group: the Python driver and its JVM) at random moments and at named
-points of the commit protocol (LOGSOURCE_ETL_PAUSE_AT). After a final clean run the output must
+points of the commit protocol (LOGSOURCE_FAULT). After a final clean run the output must
 hold every message exactly once: per partition, the offsets are exactly [0, log end).
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow.dataset as pads
 import pytest
 
+from pyspark_logsource.faults import FAULT_ENV, PAUSE_SECONDS_ENV, PAUSED_MARKER
 from pyspark_logsource.offsets import OffsetStore
 
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
@@ -52,10 +53,10 @@ class Job:
 
     def __init__(self, argv: list[str], pause_at: str | None = None, cmd: list[str] | None = None) -> None:
         env = driver_env()
-        env.pop("LOGSOURCE_ETL_PAUSE_AT", None)
+        env.pop(FAULT_ENV, None)
         if pause_at:
-            env["LOGSOURCE_ETL_PAUSE_AT"] = pause_at
-            env["LOGSOURCE_ETL_PAUSE_SECONDS"] = "120"
+            env[FAULT_ENV] = pause_at
+            env[PAUSE_SECONDS_ENV] = "120"
         self.proc = subprocess.Popen(
             (cmd or ETL) + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
         )
@@ -204,7 +205,7 @@ def run_kill_schedule(
                 if job.wait_for("loading ") and job.proc.poll() is None:
                     time.sleep(rng.uniform(0.2, 2.0))
             else:
-                assert job.wait_for("LOGSOURCE_ETL_PAUSED_AT " + where), job.output
+                assert job.wait_for(f"{PAUSED_MARKER} {where}"), job.output
             if job.kill9():
                 kills[where] = kills.get(where, 0) + 1
                 print(f"killed at {where}: {kills}", file=sys.stderr, flush=True)
@@ -306,7 +307,7 @@ def test_kill_9_on_a_store_whose_rename_is_a_copy(broker, tmp_path, spark, monke
         sys.path.remove(str(HELPERS))
     from pyspark_logsource.offsets import register_filesystem
 
-    monkeypatch.setattr(copy_rename_fs, "pause_point", lambda name: None)
+    monkeypatch.setattr(copy_rename_fs, "fault_point", lambda name, detail=None: None)
     copy_rename_fs.install()  # this process checks the output through the same double
     try:
         if mode == "rename":

@@ -19,12 +19,8 @@ from pyspark_logsource.broker.log.dir_lock import LOCK_FILE, DirLock
 from pyspark_logsource.errors import DirectoryInUse
 from pyspark_logsource.etl import parse_args
 from pyspark_logsource.etl.lock import OWNER, dirs_to_lock, local_dir, run_lock
-
-try:
-    from pyspark_logsource.faults import FAULT_ENV as PAUSE_ENV
-    from pyspark_logsource.faults import PAUSE_SECONDS_ENV, PAUSED_MARKER
-except ImportError:  # before the fault hooks moved to pyspark_logsource/faults.py (written concurrently)
-    from pyspark_logsource.offsets.commit import PAUSE_ENV, PAUSE_SECONDS_ENV, PAUSED_MARKER
+from pyspark_logsource.faults import FAULT_ENV as PAUSE_ENV
+from pyspark_logsource.faults import PAUSE_SECONDS_ENV, PAUSED_MARKER
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -136,7 +136,7 @@ def test_transaction_max_timeout_from_server_properties_bounds_what_a_write_may_
 
 
 def test_a_broker_killed_after_the_decision_completes_the_commit_on_restart(tmp_path, monkeypatch):
-    from pyspark_logsource.broker.txn.coordinator import FAULT_ENV
+    from pyspark_logsource.faults import FAULT_ENV
 
     monkeypatch.setenv(FAULT_ENV, "decided")  # the broker process inherits it: SIGKILL before the markers
     with broker_process(tmp_path) as b:

@@ -3,7 +3,7 @@ topic and its partition's leader coordinates staged writes.
 
 Real ZooKeeper and broker processes (tests/cluster.py). Data is staged with the clients the Spark
 sink uses (TransactionalProducer + StagedTxns) in partitions led by every broker; the coordinator
-is killed -9 right after it recorded a decision (``LOGSOURCE_TXN_FAULT=decided:<write id>``, set
+is killed -9 right after it recorded a decision (``LOGSOURCE_FAULT=decided:<write id>``, set
 for every broker: the one that coordinates dies) and a new leader of ``__transaction_state-0``
 completes the markers, answers the driver's retried commit "committed before", aborts the re-run's
 data, and aborts an attempt registered before the kill once it is idle past its timeout.
@@ -29,6 +29,7 @@ from pyspark_logsource.client.connection import raise_for_response
 from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
 from pyspark_logsource.errors import CoordinatorNotAvailable, InvalidRequest, InvalidTxnState, NotCoordinator
+from pyspark_logsource.faults import FAULT_ENV
 from pyspark_logsource.protocol import txn_messages as tm
 from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorRequest
 
@@ -78,7 +79,7 @@ def _stable_everywhere(bs: str) -> bool:
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect, tmp_path, monkeypatch):
-    monkeypatch.setenv("LOGSOURCE_TXN_FAULT", "decided:w-kill")  # every broker process inherits it
+    monkeypatch.setenv(FAULT_ENV, "decided:w-kill")  # every broker process inherits it
     with Cluster(zk_connect, tmp_path, brokers=3) as c:
         c.create_topic("t", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
         c.wait_full_isr("t")

@@ -6,13 +6,13 @@ import time
 from typing import Any
 
 from ..errors import AuditMismatch
+from ..faults import fault_point
 from ..offsets import (
     CommittedFile,
     Committer,
     Manifest,
     offsets_dict,
     open_store,
-    pause_point,
 )
 from .audit import audit_files, check_audit
 from .commit import LoadResult, Log, VerifyReport, file_ranges, published_name
@@ -56,10 +56,10 @@ class DirectorySink:
         """Write df (the plan's rows, transformed), audit it, commit the manifest, publish."""
         t0 = time.time()
         staged = self.committer.begin()
-        pause_point("write")
+        fault_point("write")
         self.write(df, staged.staging)
         t_write = time.time()
-        pause_point("after_write")
+        fault_point("after_write")
         stats = audit_files(spark, self.cfg.format, staged.staging, self.store.fs)
         t_audit = time.time()
         try:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AuditMismatch, CommitConflict, ConfigError
+from ..faults import fault_point
 from ..offsets import (
     FileSystem,
     LoadRange,
@@ -38,7 +39,6 @@ from ..offsets import (
     format_table,
     get_filesystem,
     offsets_dict,
-    pause_point,
 )
 from ..offsets.filesystem import to_local_path, uri_scheme
 from .audit import audit_files, check_audit
@@ -216,11 +216,11 @@ class IcebergSink:
         seq = self.last_seq() + 1
         load_id = f"{seq:020d}-{uuid.uuid4().hex[:16]}"
         data_dir = spark_uri(table.location().rstrip("/") + f"/data/load-{load_id}")
-        pause_point("write")
+        fault_point("write")
         with session_conf(spark, WRITE_CONF):
             df.write.mode("errorifexists").partitionBy(HOUR_COLUMN).parquet(data_dir)
         t_write = time.time()
-        pause_point("after_write")
+        fault_point("after_write")
         fs = self._fs(data_dir)
         stats = audit_files(spark, "parquet", data_dir, fs)
         try:
@@ -241,7 +241,7 @@ class IcebergSink:
             SEQ_KEY: str(seq),
             LOAD_KEY: load_id,
         }
-        pause_point("commit")
+        fault_point("commit")
         self._commit(table, files, props, plan, fs, data_dir, log)
         t_end = time.time()
         timings = {"write": t_write - t0, "audit": t_audit - t_write, "commit": t_end - t_audit}

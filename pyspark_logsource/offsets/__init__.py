@@ -7,7 +7,7 @@ the commit protocol (stage, put the manifest, publish, roll forward), and
 
 from __future__ import annotations
 
-from .commit import MODES, Committer, RecoveryReport, StagedLoad, committed_paths, pause_point, resolve_mode
+from .commit import MODES, Committer, RecoveryReport, StagedLoad, committed_paths, resolve_mode
 from .filesystem import (
     FileStatus,
     FileSystem,
@@ -47,6 +47,5 @@ __all__ = [
     "get_filesystem",
     "offsets_dict",
     "open_store",
-    "pause_point",
     "register_filesystem",
 ]

@@ -37,31 +37,18 @@ Crash analysis (single writer per output directory):
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 
 from ..errors import CommitConflict, CommittedDataMissing, ConfigError, CorruptRecord
+from ..faults import fault_point
 from .store import LOAD_DIR_PREFIX, META_DIR, STAGING_DIR, TORN_DIR, Manifest, OffsetStore
 
 MODES = ("auto", "rename", "direct")
 
-PAUSE_ENV = "LOGSOURCE_ETL_PAUSE_AT"
-PAUSE_SECONDS_ENV = "LOGSOURCE_ETL_PAUSE_SECONDS"
-PAUSED_MARKER = "LOGSOURCE_ETL_PAUSED_AT"
 _STAGING_NAME = re.compile(r"^(\d{20})-([0-9a-f]+)$")
 _LOAD_DIR_NAME = re.compile(r"^load=((\d{20})-[0-9a-f]+)$")
-
-
-def pause_point(name: str) -> None:
-    """Test hook: sleep here if LOGSOURCE_ETL_PAUSE_AT names this point (so a kill -9 lands here)."""
-    points = os.environ.get(PAUSE_ENV, "")
-    if name in {p.strip() for p in points.split(",") if p.strip()}:
-        print(f"{PAUSED_MARKER} {name}", file=sys.stderr, flush=True)
-        time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, "60")))
 
 
 @dataclass
@@ -202,7 +189,7 @@ class Committer:
         missing = [f.staging for f in manifest.files if self.store.path(f.staging) not in staged]
         if missing:
             raise CommittedDataMissing(f"refusing to commit load {manifest.seq}: staged file(s) missing: {missing[:3]}")
-        pause_point("commit")
+        fault_point("commit")
         try:
             self.fs.create(self.store.manifest_path(manifest.seq), manifest.to_json(), overwrite=False)
         except FileExistsError:
@@ -211,7 +198,7 @@ class Committer:
                 f"manifest {manifest.seq} already exists in {self.store.root}: another load committed first "
                 "(one writer per output directory); this load's files were deleted, nothing is doubled"
             ) from None
-        pause_point("publish")
+        fault_point("publish")
         self.publish(manifest)
 
     def publish(self, manifest: Manifest) -> int:
@@ -238,7 +225,7 @@ class Committer:
             self.fs.rename(staged, final)
             moved += 1
             if moved == 1:
-                pause_point("publish_mid")
+                fault_point("publish_mid")
         self.fs.delete(self.data_dir(manifest), recursive=True)
         return moved
 

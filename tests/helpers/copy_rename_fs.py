@@ -5,7 +5,7 @@ Run as a script it is the ETL job with this filesystem serving file:// URIs:
     python tests/helpers/copy_rename_fs.py --output file:///tmp/out ...same options as logsource etl...
 
 ``rename`` copies every byte (Hadoop's ``FileUtil.copy``, a stream: a kill mid-copy leaves a short
-file), pauses at ``rename_copied`` when LOGSOURCE_ETL_PAUSE_AT names it (so a kill -9 lands between
+file), pauses at ``rename_copied`` when LOGSOURCE_FAULT names it (so a kill -9 lands between
 the copy and the delete), then deletes the source. ``atomic_rename`` is False, so the job's
 ``--commit-mode auto`` picks the direct protocol; ``--commit-mode rename`` forces renames.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pyspark_logsource.offsets import pause_point, register_filesystem
+from pyspark_logsource.faults import fault_point
+from pyspark_logsource.offsets import register_filesystem
 from pyspark_logsource.offsets.hadoop import HadoopFileSystem
 
 
@@ -37,7 +38,7 @@ class CopyRenameFileSystem(HadoopFileSystem):
         if not ok:
             raise OSError(f"copy {src} -> {dst} failed")
         self.copies += 1
-        pause_point("rename_copied")
+        fault_point("rename_copied")
         self.delete(src, recursive=True)
 
 

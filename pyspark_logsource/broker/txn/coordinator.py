@@ -50,8 +50,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -71,6 +69,7 @@ from ...errors import (
     RequestTimedOut,
     UnknownTopicOrPartition,
 )
+from ...faults import fault_point
 from ...format.control import ABORT, COMMIT
 from .. import internal_topics
 from ..tasks import spawn
@@ -82,9 +81,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = internal_topics.TRANSACTION_STATE_TOPIC
-#: crash tests: the broker kills itself with SIGKILL at the named step when this variable names it
-#: ("decided": once a decision is durable, before its markers), or names it and a write id ("decided:w1")
-FAULT_ENV = "LOGSOURCE_TXN_FAULT"
 #: Kafka's transaction.max.timeout.ms: the longest timeout a write may ask for, and the one for
 #: open transactions nobody registered
 DEFAULT_MAX_TIMEOUT_MS = 900_000
@@ -263,7 +259,7 @@ class TxnCoordinator:
             return
         end, decision, key = doubt
         await self._replicated(end)
-        _fault_point("decided", write_id)
+        fault_point("decided", write_id)  # crash tests: SIGKILL once the decision is durable, before its markers
         del self._in_doubt[write_id]
         self.last_committed[write_id] = decision["batch"]
         self._last_winners[write_id] = {c[0] for c in decision["commit"]}
@@ -490,12 +486,6 @@ class TxnCoordinator:
     def registered_producers(self) -> set[int]:
         """Producer ids of every registered attempt (their own timeouts apply, not the maximum)."""
         return {pid for regs in self.registrations.values() for pid in regs}
-
-
-def _fault_point(name: str, write_id: str) -> None:
-    if os.environ.get(FAULT_ENV) in (name, f"{name}:{write_id}"):
-        log.warning("fault injection: SIGKILL at transaction step %r", name)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def winners_of(producers: list[Any]) -> Winners:

@@ -1,0 +1,77 @@
+"""Fault injection for the crash tests: named points where a test makes the process die or pause.
+
+The code calls :func:`fault_point` at each step a crash test must be able to
+interrupt; nothing happens unless the environment variable ``LOGSOURCE_FAULT``
+names the point. Its value is a comma-separated list of ``point`` or
+``point:detail`` (the point fires only for that detail, e.g. one write id).
+A process inherits it, so a test sets it before it starts a broker or a job.
+
+What a point does is fixed by the point (:data:`POINTS`):
+
+- ``kill``: the process kills itself with SIGKILL, as ``kill -9`` would, at a
+  step a test could not hit from outside (the broker's log cleaner swapping
+  segments, its transaction coordinator between a decision and its markers);
+- ``pause``: the process prints ``LOGSOURCE_FAULT_PAUSED <point>`` on stderr
+  and sleeps (``LOGSOURCE_FAULT_PAUSE_SECONDS``, default 60), so that the test,
+  which waits for that line, kills it there (the ETL job's commit protocol).
+
+This module imports nothing of the package: the broker, the offsets store and
+the ETL jobs all call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+
+log = logging.getLogger(__name__)
+
+#: names the points that fire: ``point`` or ``point:detail``, comma-separated
+FAULT_ENV = "LOGSOURCE_FAULT"
+#: how long a ``pause`` point sleeps (seconds; default 60)
+PAUSE_SECONDS_ENV = "LOGSOURCE_FAULT_PAUSE_SECONDS"
+#: printed on stderr, followed by the point's name, when a ``pause`` point starts sleeping
+PAUSED_MARKER = "LOGSOURCE_FAULT_PAUSED"
+
+KILL = "kill"
+PAUSE = "pause"
+
+#: every fault point and what it does
+POINTS: dict[str, str] = {
+    # the broker's log cleaner, swapping a cleaned segment in (broker/log: Kafka's suffix protocol)
+    "cleaned": KILL,  # the cleaned segment is written (as .cleaned)
+    "swap": KILL,  # it is renamed to .swap, with its swap metadata
+    "deleted": KILL,  # the segments it replaces are renamed to .deleted
+    "renamed": KILL,  # the .swap is renamed to its final name
+    # the broker's transaction coordinator (broker/txn); detail: the write id
+    "decided": KILL,  # a decision is durable, its markers are not written yet
+    # the ETL job's commit protocol (offsets/commit.py, etl/)
+    "write": PAUSE,  # before the load's files are written
+    "after_write": PAUSE,  # the files are written, the load not committed
+    "commit": PAUSE,  # the load is staged, its manifest not committed
+    "publish": PAUSE,  # the manifest is committed, the files not published
+    "publish_mid": PAUSE,  # some of the files are published
+    "rename_copied": PAUSE,  # a copy-then-delete rename has copied, not deleted (tests/helpers/copy_rename_fs.py)
+}
+
+
+def fault_point(name: str, detail: str | None = None) -> None:
+    """Kill or pause the process here if ``LOGSOURCE_FAULT`` names ``name`` (or ``name:detail``)."""
+    action = POINTS.get(name)
+    if action is None:
+        raise ValueError(f"unknown fault point {name!r} (known: {', '.join(POINTS)})")
+    value = os.environ.get(FAULT_ENV)
+    if not value:
+        return
+    wanted = {e.strip() for e in value.split(",")}
+    if name not in wanted and (detail is None or f"{name}:{detail}" not in wanted):
+        return
+    if action == KILL:
+        log.warning("fault injection: SIGKILL at %r", name if detail is None else f"{name}:{detail}")
+        os.kill(os.getpid(), signal.SIGKILL)
+        return
+    print(f"{PAUSED_MARKER} {name}", file=sys.stderr, flush=True)
+    time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, "60")))
