@@ -36,8 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from ...errors import (
     CoordinatorNotAvailable,
@@ -52,9 +51,10 @@ from ...errors import (
     NotCoordinator,
     RebalanceInProgress,
     UnknownMemberId,
-    code_of,
 )
 from ...protocol import group_messages as g
+from ..error_responses import error_fields
+from ..tasks import spawn
 from .membership import Group, GroupSettings, GroupState, Member, decode_record, encode_record
 
 __all__ = ["Group", "GroupCoordinator", "GroupSettings", "GroupState", "Member"]
@@ -78,7 +78,6 @@ class GroupCoordinator:
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
         self._persist = persist
-        self._tasks: set[asyncio.Task] = set()  # membership writes waiting for the ISR
         self._restored = dict(restored or {})
 
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -186,7 +185,7 @@ class GroupCoordinator:
             if pending is None:
                 fut.set_result(answer)
             else:
-                self._spawn(self._static_rejoin_stored(grp, m, old_id, before, answer, pending))
+                spawn(self._static_rejoin_stored(grp, m, old_id, before, answer, pending), name="group-static-rejoin")
         elif grp.state == GroupState.PREPARING_REBALANCE:
             self._try_complete_join(grp)
         else:  # Stable with a new protocol, or CompletingRebalance: the leader may be assigning the old id
@@ -214,9 +213,9 @@ class GroupCoordinator:
             await pending
         except LogSourceError as e:
             error = e
-        except Exception as e:  # a bug: the member must not wait forever for it
+        except Exception:  # a bug: the member must not wait forever for it
             log.exception("group %s: storing the static rejoin of %s failed", grp.group_id, m.instance_id)
-            error = CoordinatorNotAvailable(f"storing the group failed: {e!r}")
+            error = CoordinatorNotAvailable("storing the group failed")  # the bug's text stays in the log
         fut = m.join
         if self.groups.get(grp.group_id) is not grp or grp.members.get(answer.member_id) is not m or fut is None \
                 or fut.done():  # fmt: skip
@@ -339,7 +338,8 @@ class GroupCoordinator:
 
     @staticmethod
     def _join_error(e: LogSourceError, member_id: str = "") -> g.JoinGroupResponse:
-        return g.JoinGroupResponse(code_of(e), member_id=member_id, error_message=str(e))
+        code, message = error_fields(e)
+        return g.JoinGroupResponse(code, member_id=member_id, error_message=message)
 
     # ------------------------------------------------------------ SyncGroup
 
@@ -380,7 +380,7 @@ class GroupCoordinator:
             if pending is None:
                 self._to_stable(grp)
             else:
-                self._spawn(self._stable_once_stored(grp, grp.generation, pending))
+                spawn(self._stable_once_stored(grp, grp.generation, pending), name="group-generation-write")
         return await fut
 
     def _to_stable(self, grp: Group) -> None:
@@ -398,9 +398,9 @@ class GroupCoordinator:
             await pending
         except LogSourceError as e:
             error = e
-        except Exception as e:  # a bug: the members must not wait forever for it
+        except Exception:  # a bug: the members must not wait forever for it
             log.exception("group %s: storing generation %d failed", grp.group_id, generation)
-            error = CoordinatorNotAvailable(f"storing the group failed: {e!r}")
+            error = CoordinatorNotAvailable("storing the group failed")  # the bug's text stays in the log
         if (self.groups.get(grp.group_id) is not grp or grp.state != GroupState.COMPLETING_REBALANCE
                 or grp.generation != generation):  # fmt: skip
             return  # a rebalance or an unload answered the syncs meanwhile
@@ -408,9 +408,10 @@ class GroupCoordinator:
             self._to_stable(grp)
             return
         log.warning("group %s: generation %d not stored (%s); rebalancing", grp.group_id, generation, error)
+        code, message = error_fields(error)
         for x in grp.members.values():
             x.assignment = b""
-            _answer(x, "sync", g.SyncGroupResponse(code_of(error), error_message=str(error)))
+            _answer(x, "sync", g.SyncGroupResponse(code, error_message=message))
         self._prepare_rebalance(grp, "its membership record was not replicated")
 
     @staticmethod
@@ -498,7 +499,8 @@ class GroupCoordinator:
         grp.remove(m)
         err = UnknownMemberId(f"member {m.member_id} was removed from group {grp.group_id!r}")
         _answer(m, "join", self._join_error(err))
-        _answer(m, "sync", g.SyncGroupResponse(err.code, error_message=str(err)))
+        code, message = error_fields(err)
+        _answer(m, "sync", g.SyncGroupResponse(code, error_message=message))
 
     def _remove(self, grp: Group, m: Member, why: str) -> None:
         self._drop(grp, m)
@@ -515,13 +517,7 @@ class GroupCoordinator:
         log.info("group %s: empty (generation %d)", grp.group_id, grp.generation)
         pending = self._store(grp, GroupState.EMPTY)
         if pending is not None:
-            self._spawn(self._log_failure(grp.group_id, pending))
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        # the loop keeps only weak references to tasks: hold them until done
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+            spawn(self._log_failure(grp.group_id, pending), name="group-empty-write")
 
     @staticmethod
     async def _log_failure(group_id: str, pending: Awaitable[None]) -> None:

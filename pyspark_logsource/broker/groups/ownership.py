@@ -124,7 +124,8 @@ class GroupOwnership:
             except CoordinatorNotAvailable:
                 raise
             except Exception as e:  # ZooKeeper trouble, a broker lost meanwhile: the client asks again
-                raise CoordinatorNotAvailable(f"cannot create {OFFSETS_TOPIC} yet: {e!r}") from e
+                log.warning("cannot create %s yet: %r", OFFSETS_TOPIC, e)  # the client gets no exception text
+                raise CoordinatorNotAvailable(f"cannot create {OFFSETS_TOPIC} yet") from e
         leader = internal_topics.leader_of(self.state, OFFSETS_TOPIC, self.partition_for(group))
         if leader < 0 or self.state.broker_address(leader) is None:
             raise CoordinatorNotAvailable(f"{OFFSETS_TOPIC}-{self.partition_for(group)} (group {group!r}) has no "
