@@ -42,7 +42,6 @@ from ..protocol import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     SUPPORTED_VERSIONS,
-    AbortedTransaction,
     ApiKey,
     ApiVersion,
     ApiVersionsRequest,
@@ -83,6 +82,7 @@ from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
+from .fetch import FetchIsolation, long_poll, read_log, read_partitions
 from .groups.handlers import GroupHandlers
 from .session import Session
 from .state import topic_error
@@ -249,43 +249,26 @@ class Handlers:
     # ------------------------------------------------------------ Fetch
 
     def _read(self, req: FetchRequest, session: Session) -> tuple[FetchResponse, int, bool]:
-        budget = min(req.max_bytes, self.config.fetch_max_bytes)
-        total = 0
-        error = False
-        out = []
-        for fp in req.partitions:
-            r = FetchPartitionResponse(fp.topic, fp.partition, records=b"")
-            try:
-                if req.replica_id < 0:
-                    self.state.check_leader(fp.topic, fp.partition, write=False)
-                lg = self._get_log(fp.topic, fp.partition)
-                r.high_watermark = self.state.high_watermark(fp.topic, fp.partition, lg)
-                # read_committed: nothing at or past the oldest open transaction (staged data)
-                r.last_stable_offset = lso = lg.txns.last_stable_offset(r.high_watermark)
-                r.log_start_offset = lg.log_start_offset
-                limit = min(fp.max_bytes, budget - total)
-                if limit > 0:
-                    # consumers read below the high watermark (committed data), read_committed below the LSO
-                    bound = lso if req.isolation_level else r.high_watermark
-                    # no bound at the log end (a single broker, or all replicated): it costs an index probe
-                    region = lg.read(fp.fetch_offset, limit, bound if bound < lg.log_end_offset else None)
-                    # only the first non-empty partition may exceed the limits (to make progress)
-                    if region.length <= limit or total == 0:
-                        r.records = region if session.arrow_body else _kafka_layout(region)
-                        total += region.length
-                if req.isolation_level:
-                    r.aborted_transactions = [AbortedTransaction(a.producer_id, a.first_offset)
-                                              for a in lg.txns.aborted_between(fp.fetch_offset, lso)]  # fmt: skip
-            except LogSourceError as e:
-                r.error_code = error_fields(e).code
-                r.records = None
-                error = True
-            out.append(r)
-        return FetchResponse(partitions=out), total, error
+        # consumers read below the high watermark (committed data), read_committed below the LSO
+        isolation = FetchIsolation.for_consumer(req.isolation_level)
+        convert = None if session.arrow_body else _kafka_layout
+        leader_only = req.replica_id < 0
+        state = self.state
+
+        def read_one(fp: Any, r: FetchPartitionResponse, limit: int, total: int) -> tuple[int, bool]:
+            if leader_only:
+                state.check_leader(fp.topic, fp.partition, write=False)
+            lg = self._get_log(fp.topic, fp.partition)
+            hw = state.high_watermark(fp.topic, fp.partition, lg)
+            # only the first non-empty partition may exceed the limits (to make progress)
+            return read_log(lg, fp, r, isolation, hw, limit, total == 0, convert), False
+
+        return read_partitions(req, self.config.fetch_max_bytes, read_one)
 
     async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
-        """Long poll: answer at once if min_bytes are there (or an error), else when an append brings them.
-        A follower's fetch (``replica_id`` >= 0, in a cluster) goes to the replica manager's handler.
+        """Long poll (:func:`.fetch.long_poll`): answer at once if min_bytes are there (or an error), else
+        when an append brings them. A follower's fetch (``replica_id`` >= 0, in a cluster) goes to the
+        replica manager.
 
         A coroutine even when the answer is ready: the server writes what it queued before awaiting it,
         so the previous answer's last bytes leave at once. Answered directly (tried), they waited behind
@@ -293,27 +276,7 @@ class Handlers:
         """
         if req.replica_id >= 0 and self.state.replication is not None:
             return await self.state.replication.fetch_handler.fetch(req, session)
-        resp, total, error = self._read(req, session)
-        if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not req.partitions:
-            return resp
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req.max_wait_ms / 1000
-        keys = {(fp.topic, fp.partition) for fp in req.partitions}
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return resp
-            fut = loop.create_future()
-            timer = loop.call_later(remaining, _wake, fut)
-            self.state.waiters.add(keys, fut)
-            try:
-                await fut
-            finally:
-                timer.cancel()
-                self.state.waiters.remove(keys, fut)
-            resp, total, error = self._read(req, session)
-            if error or total >= req.min_bytes:
-                return resp
+        return await long_poll(req, lambda: self._read(req, session), self.state.waiters)
 
     # ------------------------------------------------------------ ListOffsets
 
@@ -579,7 +542,3 @@ def _kafka_layout(region: Any) -> Any:
         raise CorruptRecord(f"log region shrank while being read ({len(data)} of {region.length} bytes)")
     return fmt.to_kafka(data)
 
-
-def _wake(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)

@@ -19,7 +19,6 @@ KIP-320) and tools; a consumer's answer never goes past the high watermark.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ...errors import (
@@ -36,6 +35,7 @@ from ...protocol.epoch_messages import (
     OffsetForLeaderEpochResponse,
 )
 from ..error_responses import error_fields
+from ..fetch import FetchIsolation, long_poll, read_log, read_partitions
 from ..state import topic_error
 
 if TYPE_CHECKING:
@@ -50,8 +50,7 @@ class ReplicaFetchHandler:
         self.state = state
         self.manager = manager
 
-    def _read_partition(self, req: FetchRequest, fp: Any, limit: int) -> tuple[FetchPartitionResponse, int]:
-        r = FetchPartitionResponse(fp.topic, fp.partition, records=b"")
+    def _read_partition(self, req: FetchRequest, fp: Any, r: FetchPartitionResponse, limit: int) -> tuple[int, bool]:
         lp = self.manager.leader_partition(fp.topic, fp.partition)
         check_epoch(fp.topic, fp.partition, lp.role.leader_epoch, fp.current_leader_epoch)
         lg = lp.log
@@ -65,63 +64,23 @@ class ReplicaFetchHandler:
                 r.diverging_epoch, r.diverging_end_offset = found, end
             if r.diverging_end_offset >= 0:
                 r.high_watermark = r.last_stable_offset = lg.high_watermark
-                return r, 0
+                return 0, True  # answer at once: the follower must truncate before it fetches on
         if not lg.log_start_offset <= fp.fetch_offset <= leo:
             r.high_watermark = lg.high_watermark
-            raise _OutOfRange(r, OffsetOutOfRange(f"{fp.topic}-{fp.partition}: follower fetch offset "
-                                                  f"{fp.fetch_offset} is outside [{lg.log_start_offset}, {leo}]"))  # fmt: skip
+            raise OffsetOutOfRange(f"{fp.topic}-{fp.partition}: follower fetch offset {fp.fetch_offset} is "
+                                   f"outside [{lg.log_start_offset}, {leo}]")  # fmt: skip
         self.manager.update_follower(fp.topic, fp.partition, req.replica_id, fp.fetch_offset)
-        r.high_watermark = r.last_stable_offset = lg.high_watermark
-        size = 0
-        if limit > 0:
-            region = lg.read(fp.fetch_offset, limit)
-            r.records = region  # as stored: the follower's log must equal ours byte for byte
-            size = region.length
-        return r, size
+        # as stored (no conversion): the follower's log must equal ours byte for byte
+        return read_log(lg, fp, r, FetchIsolation.LOG_END, lg.high_watermark, limit, True), False
 
     def _read(self, req: FetchRequest) -> tuple[FetchResponse, int, bool]:
-        budget = min(req.max_bytes, self.state.config.fetch_max_bytes)
-        total, error, out = 0, False, []
-        for fp in req.partitions:
-            try:
-                r, size = self._read_partition(req, fp, min(fp.max_bytes, budget - total) if total < budget else 0)
-                total += size
-            except _OutOfRange as e:
-                r = e.response
-                r.error_code, r.records = OffsetOutOfRange.code, None
-                error = True
-            except LogSourceError as e:
-                r = FetchPartitionResponse(fp.topic, fp.partition, error_code=error_fields(e).code, records=None)
-                error = True
-            if r.diverging_end_offset >= 0:
-                error = True  # answer at once: the follower must truncate before it fetches on
-            out.append(r)
-        return FetchResponse(partitions=out), total, error
+        return read_partitions(req, self.state.config.fetch_max_bytes,
+                               lambda fp, r, limit, total: self._read_partition(req, fp, r, limit))  # fmt: skip
 
     async def fetch(self, req: FetchRequest, session: Any) -> FetchResponse:
-        """A follower's long poll: answer when ``min_bytes`` are there, on an error, or after ``max_wait_ms``."""
-        resp, total, error = self._read(req)
-        if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not req.partitions:
-            return resp
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req.max_wait_ms / 1000
-        keys = {(fp.topic, fp.partition) for fp in req.partitions}
-        waiters = self.state.waiters
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return resp
-            fut = loop.create_future()
-            timer = loop.call_later(remaining, _wake, fut)
-            waiters.add(keys, fut)
-            try:
-                await fut
-            finally:
-                timer.cancel()
-                waiters.remove(keys, fut)
-            resp, total, error = self._read(req)
-            if error or total >= req.min_bytes:
-                return resp
+        """A follower's long poll (:func:`..fetch.long_poll`): answer when ``min_bytes`` are there, on an
+        error or a diverging epoch, or after ``max_wait_ms``."""
+        return await long_poll(req, lambda: self._read(req), self.state.waiters)
 
 
 def check_epoch(topic: str, partition: int, current: int, asked: int) -> None:
@@ -169,14 +128,3 @@ class EpochHandlers:
                 r.error_code = error_fields(e).code
             out.append(r)
         return OffsetForLeaderEpochResponse(out)
-
-
-class _OutOfRange(Exception):
-    def __init__(self, response: FetchPartitionResponse, error: OffsetOutOfRange) -> None:
-        super().__init__(str(error))
-        self.response = response
-
-
-def _wake(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)
