@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecord, OffsetOutOfRange, error_for_code
 from ..format import iter_headers, read_header
+from ..protocol.messages import FetchPartitionResponse
 from .committed import committed_only
 from .fetched import _Fetched
 
@@ -256,7 +257,7 @@ class PartitionState:
         self.buffered_bytes += fetched.size
         self.fetch_position = fetched.next_offset
 
-    def answered(self, offset: int, epoch: int, p: object, settings: FetchSettings, now: float) -> int:
+    def answered(self, offset: int, epoch: int, p: FetchPartitionResponse, settings: FetchSettings, now: float) -> int:
         """Apply one partition's fetch answer ``p`` (of the fetch at ``offset``); returns an ``ANSWER_*``."""
         if offset != self.fetch_position:  # a pipelined fetch whose guess missed, or a redundant one
             last_next = None if p.error_code else self.continues(p.records)
@@ -297,7 +298,7 @@ class PartitionState:
         self._buffer(_Fetched(offset, data, epoch, settings.check_crcs, last_next))
         return ANSWER_READY
 
-    def _fetch_failed(self, offset: int, p: object, settings: FetchSettings, now: float) -> int:
+    def _fetch_failed(self, offset: int, p: FetchPartitionResponse, settings: FetchSettings, now: float) -> int:
         tp = (p.topic, p.partition)
         err = error_for_code(p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {offset}")
         if isinstance(err, OffsetOutOfRange):
@@ -396,8 +397,8 @@ class SubscriptionState:
             for f in tuple(st.buffered):
                 f.decode()
 
-    def fetch_answered(self, tp: TopicPartition, st: PartitionState, offset: int, epoch: int, p: object | None,
-                       now: float) -> int:  # fmt: skip
+    def fetch_answered(self, tp: TopicPartition, st: PartitionState, offset: int, epoch: int,
+                       p: FetchPartitionResponse | None, now: float) -> int:  # fmt: skip
         """One partition's answer ``p`` to the fetch at ``offset``; returns an ``ANSWER_*``.
 
         Dropped (ANSWER_NOTHING) when the partition was unassigned, or seeked or
