@@ -1,19 +1,25 @@
-"""Fault injection for the crash tests: named points where a test makes the process die or pause.
+"""Fault injection for the crash tests: named points where a test makes the process die, pause, fail or hang.
 
 The code calls :func:`fault_point` at each step a crash test must be able to
 interrupt; nothing happens unless the environment variable ``LOGSOURCE_FAULT``
-names the point. Its value is a comma-separated list of ``point`` or
-``point:detail`` (the point fires only for that detail, e.g. one write id).
-A process inherits it, so a test sets it before it starts a broker or a job.
+names the point. Its value is a comma-separated list of ``point``,
+``point:detail`` (the point fires only for that detail, e.g. one write id),
+each optionally followed by ``@action`` to do something else than the point's
+own action (``shutdown.logs@hang``). A process inherits it, so a test sets it
+before it starts a broker or a job.
 
-What a point does is fixed by the point (:data:`POINTS`):
+What a point does by default is the point's (:data:`POINTS`):
 
 - ``kill``: the process kills itself with SIGKILL, as ``kill -9`` would, at a
   step a test could not hit from outside (the broker's log cleaner swapping
   segments, its transaction coordinator between a decision and its markers);
 - ``pause``: the process prints ``LOGSOURCE_FAULT_PAUSED <point>`` on stderr
   and sleeps (``LOGSOURCE_FAULT_PAUSE_SECONDS``, default 60), so that the test,
-  which waits for that line, kills it there (the ETL job's commit protocol).
+  which waits for that line, kills it there (the ETL job's commit protocol);
+- ``raise``: a RuntimeError ("fault injected ...") is raised there (a broker's
+  shutdown step that fails);
+- ``hang``: the calling thread blocks for good (a shutdown step that never
+  returns blocks the event loop, as a stuck synchronous close would).
 
 This module imports nothing of the package: the broker, the offsets store and
 the ETL jobs all call it.
@@ -38,6 +44,9 @@ PAUSED_MARKER = "LOGSOURCE_FAULT_PAUSED"
 
 KILL = "kill"
 PAUSE = "pause"
+RAISE = "raise"
+HANG = "hang"
+ACTIONS = (KILL, PAUSE, RAISE, HANG)
 
 #: every fault point and what it does
 POINTS: dict[str, str] = {
@@ -55,23 +64,44 @@ POINTS: dict[str, str] = {
     "publish": PAUSE,  # the manifest is committed, the files not published
     "publish_mid": PAUSE,  # some of the files are published
     "rename_copied": PAUSE,  # a copy-then-delete rename has copied, not deleted (tests/helpers/copy_rename_fs.py)
+    # the steps of a broker's shutdown (broker/server.py, Broker.stop): each runs even if one before failed
+    "shutdown.listener": RAISE,
+    "shutdown.connections": RAISE,
+    "shutdown.replication": RAISE,
+    "shutdown.cluster": RAISE,
+    "shutdown.logs": RAISE,
 }
 
 
 def fault_point(name: str, detail: str | None = None) -> None:
-    """Kill or pause the process here if ``LOGSOURCE_FAULT`` names ``name`` (or ``name:detail``)."""
+    """Do the point's action here if ``LOGSOURCE_FAULT`` names ``name`` (or ``name:detail``)."""
     action = POINTS.get(name)
     if action is None:
         raise ValueError(f"unknown fault point {name!r} (known: {', '.join(POINTS)})")
     value = os.environ.get(FAULT_ENV)
     if not value:
         return
-    wanted = {e.strip() for e in value.split(",")}
-    if name not in wanted and (detail is None or f"{name}:{detail}" not in wanted):
-        return
+    for entry in value.split(","):
+        spec, _, how = entry.strip().partition("@")
+        point, _, want = spec.partition(":")
+        if point == name and (not want or want == detail):
+            _act(how or action, name if detail is None else f"{name}:{detail}")
+            return
+
+
+def _act(action: str, where: str) -> None:
     if action == KILL:
-        log.warning("fault injection: SIGKILL at %r", name if detail is None else f"{name}:{detail}")
+        log.warning("fault injection: SIGKILL at %r", where)
         os.kill(os.getpid(), signal.SIGKILL)
-        return
-    print(f"{PAUSED_MARKER} {name}", file=sys.stderr, flush=True)
-    time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, "60")))
+    elif action == PAUSE:
+        print(f"{PAUSED_MARKER} {where.partition(':')[0]}", file=sys.stderr, flush=True)
+        time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, "60")))
+    elif action == RAISE:
+        log.warning("fault injection: raising at %r", where)
+        raise RuntimeError(f"fault injected at {where!r} ({FAULT_ENV})")
+    elif action == HANG:
+        log.warning("fault injection: %r hangs", where)
+        while True:
+            time.sleep(3600)
+    else:
+        raise ValueError(f"unknown fault action {action!r} at {where!r} (known: {', '.join(ACTIONS)})")

@@ -3,7 +3,7 @@
 Real ``logsource broker`` processes (the console script of this environment): a second broker on one
 ``log.dirs`` refuses to start with one line naming the directory, while the first keeps every acknowledged
 message; ``kill -9`` leaves nothing to clean up; a shutdown step that raises or hangs still ends the process
-(``LOGSOURCE_SHUTDOWN_FAULT``, the broker's fault-injection hook), and a second SIGTERM ends it at once.
+(``LOGSOURCE_FAULT=shutdown.<step>``, the broker's fault-injection hook), and a second SIGTERM ends it at once.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from brokers import WireClient, broker_thread
 
 from pyspark_logsource.broker.config import BrokerConfig
 from pyspark_logsource.broker.log.dir_lock import LOCK_FILE, DirLock, lock_dirs
-from pyspark_logsource.broker.shutdown import EXIT_SHUTDOWN_FAILED, SHUTDOWN_FAULT_ENV
+from pyspark_logsource.broker.shutdown import EXIT_SHUTDOWN_FAILED
 from pyspark_logsource.errors import ConfigError, DirectoryInUse, StorageError
+from pyspark_logsource.faults import FAULT_ENV
 from pyspark_logsource.format import batch as fmt
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,9 +38,9 @@ class CliBroker:
     def __init__(self, data: Path, *, fault: str | None = None, overrides: tuple[str, ...] = ()) -> None:
         self.data = data
         self.err_path = data.parent / f"broker-{time.monotonic_ns()}.err"
-        env = {k: v for k, v in os.environ.items() if k not in (SHUTDOWN_FAULT_ENV, "LOGSOURCE_PARENT_PID")}
+        env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, "LOGSOURCE_PARENT_PID")}
         if fault is not None:
-            env[SHUTDOWN_FAULT_ENV] = fault
+            env[FAULT_ENV] = fault
         cmd = [*LOGSOURCE, "broker", "--override", f"log.dirs={data}",
                "--override", "listeners=PLAINTEXT://127.0.0.1:0"]  # fmt: skip
         for o in overrides:
@@ -257,7 +258,7 @@ def test_shutdown_timeout_must_be_positive():
 @pytest.mark.parametrize("step", ["listener", "connections", "cluster", "logs"])
 def test_a_shutdown_step_that_raises_still_lets_the_broker_exit(tmp_path, brokers, step):
     data = tmp_path / "data"
-    b = brokers(data, fault=step)
+    b = brokers(data, fault=f"shutdown.{step}")
     bs = b.wait_listening()
     with WireClient(bs) as c:
         assert c.create_topic("t", 1) == 0
@@ -281,7 +282,7 @@ def test_a_shutdown_step_that_raises_still_lets_the_broker_exit(tmp_path, broker
 
 def test_a_second_sigterm_forces_the_exit_of_a_stuck_shutdown(tmp_path, brokers):
     data = tmp_path / "data"
-    b = brokers(data, fault="logs:hang")  # the default 30 s deadline: only the second signal ends it
+    b = brokers(data, fault="shutdown.logs@hang")  # the default 30 s deadline: only the second signal ends it
     b.wait_listening()
     b.signal(signal.SIGTERM)
     time.sleep(1.5)
@@ -298,7 +299,7 @@ def test_a_second_sigterm_forces_the_exit_of_a_stuck_shutdown(tmp_path, brokers)
 
 
 def test_a_shutdown_that_cannot_finish_exits_after_its_timeout(tmp_path, brokers):
-    b = brokers(tmp_path / "data", fault="logs:hang", overrides=("logsource.shutdown.timeout.ms=1500",))
+    b = brokers(tmp_path / "data", fault="shutdown.logs@hang", overrides=("logsource.shutdown.timeout.ms=1500",))
     b.wait_listening()
     t0 = time.monotonic()
     b.signal(signal.SIGTERM)
@@ -307,4 +308,4 @@ def test_a_shutdown_that_cannot_finish_exits_after_its_timeout(tmp_path, brokers
     assert 1.4 < took < 10, took
     err = b.stderr
     assert "shutdown did not finish within 1.5 s (logsource.shutdown.timeout.ms); still flushing and closing the logs" in err
-    assert "in shutdown_fault" in err  # where the event loop thread was stuck
+    assert "in fault_point" in err  # where the event loop thread was stuck

@@ -66,3 +66,31 @@ def test_a_pause_point_holds_the_process_until_killed():
     finally:
         p.kill()
     assert p.wait(30) == -signal.SIGKILL and p.stdout.read() == ""
+
+
+def test_a_raise_point_raises_and_an_entry_may_name_another_action(monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "shutdown.logs")
+    with pytest.raises(RuntimeError, match="fault injected at 'shutdown.logs'"):
+        fault_point("shutdown.logs")
+    fault_point("shutdown.cluster")  # not named
+    monkeypatch.setenv(FAULT_ENV, "decided:w1@raise")  # a kill point, made to raise (so this process lives)
+    with pytest.raises(RuntimeError, match="fault injected at 'decided:w1'"):
+        fault_point("decided", "w1")
+    monkeypatch.setenv(FAULT_ENV, "shutdown.logs@explode")
+    with pytest.raises(ValueError, match="unknown fault action 'explode'"):
+        fault_point("shutdown.logs")
+
+
+def test_a_hang_blocks_the_calling_thread_until_the_process_is_killed():
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env[FAULT_ENV] = "shutdown.logs@hang"
+    code = "from pyspark_logsource.faults import fault_point\nfault_point('shutdown.logs')\nprint('passed', flush=True)"
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)  # fmt: skip
+    try:
+        assert "fault injection: 'shutdown.logs' hangs" in p.stderr.readline()
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(0.5)
+    finally:
+        p.kill()
+    assert p.wait(30) == -signal.SIGKILL and p.stdout.read() == ""

@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from ..errors import DirectoryInUse, LogSourceError
+from ..faults import fault_point
 from ..protocol import ApiKey, ProtocolError, RequestReceived, ServerConnection, is_region
 from .cluster.member import ClusterMember
 from .cluster.replicas import ReplicaManager
@@ -40,7 +41,7 @@ from .handlers import Handlers
 from .log import LogManager
 from .pipeline import OrderedResponses, produce_run_length
 from .session import Session
-from .shutdown import EXIT_SHUTDOWN_FAILED, SHUTDOWN_FAULT_ENV, ShutdownGuard, exit_now, shutdown_fault
+from .shutdown import EXIT_SHUTDOWN_FAILED, ShutdownGuard, exit_now
 from .state import BrokerState
 
 log = logging.getLogger("pyspark_logsource.broker")
@@ -157,7 +158,7 @@ class Broker:
     async def _shutdown_step(self, name: str, doing: str, step: Any) -> None:
         self.shutdown_step = doing
         try:
-            shutdown_fault(name)
+            fault_point(f"shutdown.{name}")  # crash tests: the step raises, or hangs
             result = step()
             if asyncio.iscoroutine(result):
                 await result
@@ -503,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["Broker", "BrokerConfig", "ShutdownGuard", "main", "run", "SENDFILE_MIN_BYTES", "SHUTDOWN_FAULT_ENV"]
+__all__ = ["Broker", "BrokerConfig", "ShutdownGuard", "main", "run", "SENDFILE_MIN_BYTES"]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

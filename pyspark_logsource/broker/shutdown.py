@@ -1,4 +1,5 @@
-"""Bounds on a broker's shutdown: a deadline after the first signal, and the test hook that breaks a step.
+"""Bounds on a broker's shutdown: a deadline after the first signal (a step's fault point: ``shutdown.<step>``
+in :mod:`pyspark_logsource.faults`).
 
 :class:`ShutdownGuard` is armed by :func:`.server.run` at the first SIGTERM/SIGINT; if the shutdown has not
 finished ``logsource.shutdown.timeout.ms`` later, it logs what :class:`.server.Broker` was doing
@@ -11,15 +12,11 @@ import logging
 import os
 import sys
 import threading
-import time
 import traceback
 from typing import Any
 
 log = logging.getLogger("pyspark_logsource.broker")
 
-#: test-only fault injection: ``<step>`` makes that step of :meth:`Broker.stop` raise, ``<step>:hang`` blocks
-#: it (steps: listener, connections, replication, cluster, logs); e.g. ``LOGSOURCE_SHUTDOWN_FAULT=logs:hang``
-SHUTDOWN_FAULT_ENV = "LOGSOURCE_SHUTDOWN_FAULT"
 #: exit status of ``logsource broker`` when a shutdown step failed or the shutdown did not finish in time
 EXIT_SHUTDOWN_FAILED = 1
 
@@ -80,15 +77,3 @@ def exit_now(status: int) -> None:
             pass
     os._exit(status)
 
-
-def shutdown_fault(name: str) -> None:
-    """Test hook (:data:`SHUTDOWN_FAULT_ENV`): make the shutdown step ``name`` raise, or hang with ``name:hang``."""
-    step, _, how = os.environ.get(SHUTDOWN_FAULT_ENV, "").partition(":")
-    if step != name:
-        return
-    if how == "hang":
-        log.warning("fault injection: shutdown step %r hangs", name)
-        while True:  # blocks the event loop, as a stuck synchronous close would
-            time.sleep(3600)
-    log.warning("fault injection: shutdown step %r raises", name)
-    raise RuntimeError(f"fault injected into shutdown step {name!r} ({SHUTDOWN_FAULT_ENV})")
