@@ -150,7 +150,6 @@ def _produce(args: argparse.Namespace) -> int:
             try:
                 _send_lines(producer, args, progress)
             except KeyboardInterrupt:
-                progress.interrupted = True
                 producer.flush(args.timeout)  # what was read is sent before the count is told
                 _check(progress.futures)
                 raise
@@ -169,7 +168,6 @@ class _Progress:
     def __init__(self) -> None:
         self.sent = 0
         self.futures: list = []
-        self.interrupted = False
 
 
 def _auto_create(admin, topic: str) -> bool:
