@@ -12,7 +12,7 @@ round-robin over its partitions, and three paths load all of it:
 - iceberg: ``logsource etl --output-format iceberg`` (write per hour, audit, one
   pyiceberg ``add_files`` commit with the offsets in the snapshot summary);
 - copy-store rename / copy-store direct: the directory sink on ``file://`` through the test
-  double whose rename copies then deletes (tests/helpers/copy_rename_fs.py), standing in for an
+  double whose rename copies then deletes (tests/support/copy_rename_fs.py), standing in for an
   object store: the rename protocol (forced) against the direct protocol (what auto picks there).
 
 Rounds rotate the order of the paths; the table reports the fastest of each, the ratio
@@ -107,8 +107,8 @@ def main() -> int:
                 assert spark.read.parquet(out).count() == args.rows
                 return secs, {}
 
-            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
-            import copy_rename_fs
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+            from support import copy_rename_fs
 
             from pyspark_logsource.offsets import register_filesystem
 

@@ -1,4 +1,4 @@
-"""Consumer-group rebalance time against a broker process, with member processes (tests/group_member.py).
+"""Consumer-group rebalance time against a broker process, with member processes (tests/support/group_member.py).
 
 A topic of 6 partitions and 3 members (our Consumer) in one group; then, 10 times (``--rounds``):
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark_logsource import Admin  # noqa: E402
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
 
-MEMBER = Path(__file__).resolve().parent.parent / "tests" / "group_member.py"
+MEMBER = Path(__file__).resolve().parent.parent / "tests" / "support" / "group_member.py"
 PARTITIONS = 6
 
 
@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--session-ms", type=int, default=2000, help="session.timeout.ms of the members")
     ap.add_argument("--no-cleaner", action="store_true", help="skip the log cleaner's throughput rows")
     args = ap.parse_args()
-    heartbeat_ms = max(100, args.session_ms // 6)  # as tests/group_member.py sets it
+    heartbeat_ms = max(100, args.session_ms // 6)  # as tests/support/group_member.py sets it
     joins, deaths = [], []
     with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d) / "broker", mode="process") as b:
         Admin(b.bootstrap).create_topic("t", partitions=PARTITIONS)

@@ -63,7 +63,7 @@ POINTS: dict[str, str] = {
     "commit": PAUSE,  # the load is staged, its manifest not committed
     "publish": PAUSE,  # the manifest is committed, the files not published
     "publish_mid": PAUSE,  # some of the files are published
-    "rename_copied": PAUSE,  # a copy-then-delete rename has copied, not deleted (tests/helpers/copy_rename_fs.py)
+    "rename_copied": PAUSE,  # a copy-then-delete rename has copied, not deleted (tests/support/copy_rename_fs.py)
     # the steps of a broker's shutdown (broker/server.py, Broker.stop): each runs even if one before failed
     "shutdown.listener": RAISE,
     "shutdown.connections": RAISE,

@@ -30,9 +30,9 @@ def spark():
 
 @pytest.fixture(scope="session", autouse=True)
 def spark_class_data_dir(tmp_path_factory):
-    """Where the tests' short-lived Spark drivers share one class-data archive (tests/helpers/spark_jvm.py):
+    """Where the tests' short-lived Spark drivers share one class-data archive (tests/support/spark_jvm.py):
     written in the background once the first driver asks, removed at the end (it is ~200 MB)."""
-    from helpers.spark_jvm import ARCHIVE, CDS_DIR_ENV, stop_warm_up
+    from support.spark_jvm import ARCHIVE, CDS_DIR_ENV, stop_warm_up
 
     d = tmp_path_factory.mktemp("spark-cds")
     os.environ[CDS_DIR_ENV] = str(d)

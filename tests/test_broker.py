@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from brokers import WireClient, broker_process, broker_thread, frame
+from support.brokers import WireClient, broker_process, broker_thread, frame
 
 from pyspark_logsource.errors import (
     CorruptRecord,

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from brokers import WireClient, broker_thread
+from support.brokers import WireClient, broker_thread
 
 from pyspark_logsource.broker.config import BrokerConfig
 from pyspark_logsource.broker.log.dir_lock import LOCK_FILE, DirLock, lock_dirs

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from brokers import WireClient
+from support.brokers import WireClient
 
 from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.errors import ConfigError, NetworkError

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource.client import Admin
 

@@ -11,7 +11,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.client import hash_partition, read_range

@@ -17,7 +17,7 @@ import threading
 import time
 
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource.client import Admin, Consumer, Producer, read_range
 from pyspark_logsource.errors import NetworkError

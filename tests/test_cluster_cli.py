@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from brokers import broker_thread
+from support.brokers import broker_thread
 
 from pyspark_logsource.broker.cluster.zookeeper import pid_alive
 from pyspark_logsource.client import Admin

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from cluster import Cluster, wait_for
+from support.cluster import Cluster, wait_for
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from brokers import WireClient
-from cluster import expire_session, wait_for
 from kazoo.client import KazooClient
+from support.brokers import WireClient
+from support.cluster import expire_session, wait_for
 
 from pyspark_logsource.broker.cluster import paths
 from pyspark_logsource.broker.cluster.controller import Controller, assign_replicas, elect_leader, next_state

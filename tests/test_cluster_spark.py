@@ -2,7 +2,7 @@
 
 A batch read, a streaming query and ``logsource etl`` (its kill test: the job killed -9 at a commit
 point, then loads in this process while another leader dies) run against real broker processes
-and a real ZooKeeper (tests/cluster.py). Each reads every record exactly once: the clients follow
+and a real ZooKeeper (tests/support/cluster.py). Each reads every record exactly once: the clients follow
 the leader to its successor, and a new leader's high watermark is waited for, never read past.
 """
 
@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from cluster import Cluster, confluent_read_to_eof, wait_for
+from support.cluster import Cluster, confluent_read_to_eof, wait_for
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.txn import StagedTxns

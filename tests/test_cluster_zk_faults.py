@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from brokers import WireClient
-from cluster import Cluster, expire_session, wait_for
 from kazoo.client import KazooClient, KazooState
+from support.brokers import WireClient
+from support.cluster import Cluster, expire_session, wait_for
 
 from pyspark_logsource.client import Consumer, Producer
 from pyspark_logsource.errors import NotLeaderOrFollower

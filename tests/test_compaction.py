@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from brokers import broker_process, broker_thread
+from support.brokers import broker_process, broker_thread
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.broker.log import LogConfig, LogManager

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.errors import ConfigError

@@ -12,7 +12,7 @@ import random
 
 import pyarrow as pa
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.client import consumer as consumer_module

@@ -150,9 +150,9 @@ def test_demo_end_to_end(tmp_path):
         "--stream-seconds", "3", "--stream-rate", "3000", "--output-dir", str(out),
         "--data-dir", str(tmp_path / "data"), "--no-progress",
     ]  # fmt: skip
-    from helpers.spark_jvm import examples_conf_dir
+    from support.spark_jvm import examples_conf_dir
 
-    # conf/ plus the test drivers' JVM options (C1 only, the serial GC: tests/helpers/spark_jvm.py)
+    # conf/ plus the test drivers' JVM options (C1 only, the serial GC: tests/support/spark_jvm.py)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_CONF_DIR"}
     env["LOGSOURCE_CONF_DIR"] = str(examples_conf_dir(tmp_path / "conf"))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=540, cwd=tmp_path, env=env)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from brokers import WireClient, broker_thread
+from support.brokers import WireClient, broker_thread
 
 from pyspark_logsource.broker.error_responses import UNKNOWN_SERVER_ERROR_MESSAGE, error_fields
 from pyspark_logsource.errors import ConfigError, InvalidTopic, NotCoordinator, UnknownServerError

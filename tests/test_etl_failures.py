@@ -20,14 +20,10 @@ from pathlib import Path
 
 import pyarrow.dataset as pads
 import pytest
+from support import copy_rename_fs, spark_jvm
 
 from pyspark_logsource.faults import FAULT_ENV, PAUSE_SECONDS_ENV, PAUSED_MARKER
 from pyspark_logsource.offsets import OffsetStore
-
-sys.path.insert(0, str(Path(__file__).parent / "helpers"))
-import spark_jvm  # noqa: E402
-
-sys.path.pop(0)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -36,12 +32,12 @@ ETL = [sys.executable, "-m", "pyspark_logsource.jobs.etl"]
 PARTITIONS = 3
 
 
-COPY_RENAME_JOB = [sys.executable, str(HELPERS / "copy_rename_fs.py")]
+COPY_RENAME_JOB = [sys.executable, copy_rename_fs.__file__]
 
 
 def driver_env() -> dict[str, str]:
     """The environment of a job's driver: ~50 short-lived drivers per session start with C1 only, the
-    serial GC, the session's class-data archive and no web UI (tests/helpers/spark_jvm.py: about half
+    serial GC, the session's class-data archive and no web UI (tests/support/spark_jvm.py: about half
     the JVM's CPU of a start); the job's work is the same."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
     env.setdefault("PYSPARK_SUBMIT_ARGS", spark_jvm.submit_args("spark.ui.enabled=false"))
@@ -295,16 +291,11 @@ def test_kill_9_iceberg_load(broker, tmp_path, spark):
 @pytest.mark.timeout(2400)
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_kill_9_on_a_store_whose_rename_is_a_copy(broker, tmp_path, spark, monkeypatch, mode):
-    """rename = copy then delete (tests/helpers/copy_rename_fs.py); kill -9 between the copy and the delete.
+    """rename = copy then delete (tests/support/copy_rename_fs.py); kill -9 between the copy and the delete.
 
     rename mode (forced) rolls a half-moved load forward (a file under both names, or a short copy);
     direct mode (what auto picks on such a store) never renames data at all.
     """
-    sys.path.insert(0, str(HELPERS))
-    try:
-        import copy_rename_fs
-    finally:
-        sys.path.remove(str(HELPERS))
     from pyspark_logsource.offsets import register_filesystem
 
     monkeypatch.setattr(copy_rename_fs, "fault_point", lambda name, detail=None: None)

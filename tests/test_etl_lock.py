@@ -81,15 +81,12 @@ def test_the_etl_command_refuses_an_output_another_run_holds(tmp_path):
 def test_a_second_load_while_the_first_is_committing_is_refused(tmp_path):
     """Two real loads: the first paused at its commit point (the ETL's pause fault point), the second refused
     at once; the first then commits every message, once."""
+    from support import spark_jvm
+
     from pyspark_logsource import EmbeddedBroker
     from pyspark_logsource.client import Admin, Producer
     from pyspark_logsource.offsets import OffsetStore
 
-    helpers = Path(__file__).parent / "helpers"
-    sys.path.insert(0, str(helpers))
-    import spark_jvm
-
-    sys.path.pop(0)
     env = {k: v for k, v in os.environ.items() if k != PAUSE_ENV}
     env.update(PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
     env.setdefault("PYSPARK_SUBMIT_ARGS", spark_jvm.submit_args("spark.ui.enabled=false"))

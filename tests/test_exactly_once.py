@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource import format as fmt
 from pyspark_logsource.client import Admin, Consumer, Producer, read_range
@@ -159,7 +159,7 @@ def test_a_broker_killed_after_the_decision_completes_the_commit_on_restart(tmp_
 
 
 def test_clients_cannot_write_transaction_markers(tmp_path):
-    from brokers import WireClient
+    from support.brokers import WireClient
 
     with broker_process(tmp_path) as b, WireClient(b.bootstrap) as c:
         c.create_topic("t", 1)

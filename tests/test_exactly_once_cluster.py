@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from cluster import Cluster, confluent_read_to_eof, wait_for
+from support.cluster import Cluster, confluent_read_to_eof, wait_for
 
 from pyspark_logsource.broker.internal_topics import TRANSACTION_STATE_TOPIC, partition_for
 from pyspark_logsource.client import Admin, Consumer, Producer

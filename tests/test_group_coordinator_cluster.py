@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from cluster import Cluster, wait_for
+from support.cluster import Cluster, wait_for
 
 from pyspark_logsource.broker.internal_topics import partition_for
 from pyspark_logsource.client import Admin, Consumer, Producer

@@ -1,4 +1,4 @@
-"""Consumer groups against real processes: a broker process, member processes (tests/group_member.py),
+"""Consumer groups against real processes: a broker process, member processes (tests/support/group_member.py),
 a producer running throughout, kill -9 of a member; and the coordinator and assignors without sockets."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource.broker.groups.coordinator import GroupCoordinator, GroupSettings, GroupState
 from pyspark_logsource.client.admin import Admin
@@ -23,7 +23,7 @@ from pyspark_logsource.client.producer import Producer
 from pyspark_logsource.errors import IllegalGeneration, InvalidGroupId, InvalidSessionTimeout, UnknownMemberId
 from pyspark_logsource.protocol import group_messages as g
 
-MEMBER = Path(__file__).with_name("group_member.py")
+MEMBER = Path(__file__).parent / "support" / "group_member.py"
 SESSION_MS = 2000
 
 # ------------------------------------------------------------------ assignors

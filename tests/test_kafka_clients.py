@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from brokers import WireClient, broker_process
+from support.brokers import WireClient, broker_process
 
 from pyspark_logsource.format import encode_kafka
 from pyspark_logsource.protocol.messages import InitProducerIdRequest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers.logdata import make_batch, open_log, region_bytes
+from support.logdata import make_batch, open_log, region_bytes
 
 from pyspark_logsource.errors import LogSourceError, StorageError
 from pyspark_logsource.format import batch as fmt

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.logdata import all_records, open_log, value_for
+from support.logdata import all_records, open_log, value_for
 
 from pyspark_logsource.format import batch as fmt
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from helpers.logdata import make_batch, open_log, region_bytes
+from support.logdata import make_batch, open_log, region_bytes
 
 from pyspark_logsource.broker.log import LogConfig
 from pyspark_logsource.broker.log.flush import FlushState

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from helpers.logdata import all_records, make_batch, region_bytes
+from support.logdata import all_records, make_batch, region_bytes
 
 from pyspark_logsource.broker.log import LogConfig, LogManager
 from pyspark_logsource.errors import (

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from helpers.logdata import all_records, make_batch, open_log, region_bytes, value_for
+from support.logdata import all_records, make_batch, open_log, region_bytes, value_for
 
 from pyspark_logsource.broker.log import PartitionLog
 from pyspark_logsource.errors import (

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers.logdata import all_records, make_batch, open_log, region_bytes
+from support.logdata import all_records, make_batch, open_log, region_bytes
 
 from pyspark_logsource.broker.log import LogConfig, LogManager
 from pyspark_logsource.broker.log.checkpoint import CorruptCheckpoint, read_checkpoint, write_checkpoint
@@ -271,7 +271,7 @@ def test_single_broker_writes_no_high_watermark_checkpoint(tmp_path):
 _CRASHER = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, sys.argv[2])
-    from helpers.logdata import make_batch, open_log
+    from support.logdata import make_batch, open_log
     from pyspark_logsource.broker.log.epochs import LeaderEpochCache
     lg = open_log(sys.argv[1], flush_messages=1)
     lg.append(make_batch(0, 5), leader_epoch=1)

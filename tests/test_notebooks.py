@@ -49,9 +49,9 @@ def test_notebooks_exist():
 @pytest.mark.spark
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, kernel_env, tmp_path, monkeypatch):
-    from helpers.spark_jvm import examples_conf_dir
+    from support.spark_jvm import examples_conf_dir
 
-    # conf/ plus the test drivers' JVM options (C1 only, the serial GC: tests/helpers/spark_jvm.py):
+    # conf/ plus the test drivers' JVM options (C1 only, the serial GC: tests/support/spark_jvm.py):
     # the kernel's session and the jobs it starts read it; the notebook's code is unchanged
     monkeypatch.setenv("LOGSOURCE_CONF_DIR", str(examples_conf_dir(tmp_path / "conf")))
     monkeypatch.delenv("SPARK_CONF_DIR", raising=False)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from support.copy_rename_fs import CopyRenameFileSystem
 
 from pyspark_logsource.errors import ConfigError, CorruptRecord
 from pyspark_logsource.offsets import (
@@ -22,11 +22,6 @@ from pyspark_logsource.offsets import (
 from pyspark_logsource.offsets.hadoop import HadoopFileSystem
 
 pytestmark = pytest.mark.spark
-
-sys.path.insert(0, str(Path(__file__).parent / "helpers"))
-from copy_rename_fs import CopyRenameFileSystem  # noqa: E402
-
-sys.path.pop(0)
 
 
 def uri(p: Path) -> str:

@@ -7,7 +7,7 @@ open), so each path appends after the others; a consumer then reads back every f
 from __future__ import annotations
 
 import pytest
-from brokers import broker_process
+from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.errors import ClientClosed

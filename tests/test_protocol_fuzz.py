@@ -24,9 +24,9 @@ import time
 from typing import Any
 
 import pytest
-from brokers import WireClient, broker_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.brokers import WireClient, broker_process
 
 from pyspark_logsource.format import encode, encode_kafka
 from pyspark_logsource.protocol import codecs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from brokers import broker_process, broker_thread
+from support.brokers import broker_process, broker_thread
 
 from pyspark_logsource.client import Admin, Producer, read_range
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from brokers import WireClient
-from helpers.logdata import make_batch
 from kazoo.client import KazooClient
+from support.brokers import WireClient
+from support.logdata import make_batch
 
 from pyspark_logsource.broker.cluster.paths import partition_state_path
 from pyspark_logsource.broker.cluster.replicas import ReplicaManager

@@ -14,8 +14,8 @@ import signal
 import time
 
 import pytest
-from brokers import WireClient
-from cluster import Cluster, wait_for
+from support.brokers import WireClient
+from support.cluster import Cluster, wait_for
 
 from pyspark_logsource.client import Producer
 from pyspark_logsource.errors import NotEnoughReplicas

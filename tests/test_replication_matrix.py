@@ -19,7 +19,7 @@ import itertools
 import time
 
 import pytest
-from cluster import Cluster, Traffic, wait_for
+from support.cluster import Cluster, Traffic, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.replication_matrix, pytest.mark.timeout(300)]
 

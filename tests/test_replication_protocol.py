@@ -34,8 +34,8 @@ def test_fetch_replication_fields_travel_from_v12(version):
 
 def test_offset_for_leader_epoch_on_a_single_broker(tmp_path):
     """API 23 against a single broker: its one epoch (0) ends at the log end; typed errors otherwise."""
-    from brokers import WireClient
-    from helpers.logdata import make_batch
+    from support.brokers import WireClient
+    from support.logdata import make_batch
 
     from pyspark_logsource.broker.embedded import EmbeddedBroker
     from pyspark_logsource.errors import UnknownLeaderEpoch, UnknownTopicOrPartition

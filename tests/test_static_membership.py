@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from brokers import WireClient, broker_process
+from support.brokers import WireClient, broker_process
 
 from pyspark_logsource.broker.groups.coordinator import GroupCoordinator, GroupSettings, GroupState
 from pyspark_logsource.broker.groups.membership import decode_record

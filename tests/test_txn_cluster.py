@@ -1,7 +1,7 @@
 """The transaction coordinator in cluster mode (issue 12): ``__transaction_state`` is a replicated internal
 topic and its partition's leader coordinates staged writes.
 
-Real ZooKeeper and broker processes (tests/cluster.py). Data is staged with the clients the Spark
+Real ZooKeeper and broker processes (tests/support/cluster.py). Data is staged with the clients the Spark
 sink uses (TransactionalProducer + StagedTxns) in partitions led by every broker; the coordinator
 is killed -9 right after it recorded a decision (``LOGSOURCE_FAULT=decided:<write id>``, set
 for every broker: the one that coordinates dies) and a new leader of ``__transaction_state-0``
@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 import pytest
-from brokers import broker_process
-from cluster import Cluster, wait_for
+from support.brokers import broker_process
+from support.cluster import Cluster, wait_for
 
 from pyspark_logsource.client import Admin, Consumer
 from pyspark_logsource.client.connection import raise_for_response

@@ -2,7 +2,7 @@
 
 Usage: append_forever.py LOG_PARENT_DIR FLUSH_MESSAGES SEED
 
-Record i holds ``value_for(i)`` (see logdata.py), padded to a random size, in
+Record i holds ``value_for(i)`` (see tests/support/logdata.py), padded to a random size, in
 batches of random length from idempotent producer 1 (sequence == offset).
 After every append the child prints ``flushed <recovery point>`` so the parent
 knows what was on disk before the kill.
@@ -14,9 +14,9 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the support package
 
-from logdata import value_for  # noqa: E402
+from support.logdata import value_for  # noqa: E402
 
 from pyspark_logsource.broker.log import LogConfig, PartitionLog  # noqa: E402
 from pyspark_logsource.format import batch as fmt  # noqa: E402

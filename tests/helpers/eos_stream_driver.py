@@ -9,17 +9,19 @@ killed; ``drain`` processes what is there (Trigger.AvailableNow) and exits.
 
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the support package
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
-from spark_jvm import driver_java_options  # noqa: E402  (this script's directory is on sys.path)
+from support.spark_jvm import driver_java_options  # noqa: E402
 
 bootstrap, checkpoint, mode = sys.argv[1:4]
 # the test starts this driver 11 times: a JVM that only JIT-compiles with C1 and collects with the serial GC
 # starts with ~28% less CPU (measured 32.2 s -> 23.1 s for a drain run, driver + JVM + Python workers);
-# the test session's class-data archive (spark_jvm.py) roughly halves the JVM's share again
+# the test session's class-data archive (tests/support/spark_jvm.py) roughly halves the JVM's share again
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.driver.extraJavaOptions", driver_java_options())
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # fmt: skip

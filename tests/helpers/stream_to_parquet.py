@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def main() -> int:
@@ -30,7 +31,8 @@ def main() -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
-    from spark_jvm import driver_java_options  # this script's directory is on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the support package
+    from support.spark_jvm import driver_java_options
 
     spark = (
         SparkSession.builder.master("local[2]")

@@ -10,7 +10,7 @@ it, or if the warm-up fails, drivers run without an archive, as before. A JVM th
 unusable (another JDK or classpath) ignores it; its warnings go to stderr, never to the stdout the
 tests read.
 
-    python tests/helpers/spark_jvm.py build DIR   # the background warm-up (started by driver_java_options)
+    python tests/support/spark_jvm.py build DIR   # the background warm-up (started by driver_java_options)
 """
 
 from __future__ import annotations

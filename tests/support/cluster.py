@@ -1,8 +1,8 @@
 """Test harness: a cluster of broker processes against the session's real ZooKeeper.
 
-Usage in a test module (tests/ is on sys.path)::
+Usage in a test module (tests/ is on sys.path; support/ is a package in it)::
 
-    from cluster import Cluster
+    from support.cluster import Cluster
 
     def test_x(zk_connect, tmp_path):
         with Cluster(zk_connect, tmp_path, brokers=3) as c:    # broker ids 1..3, each its own process

@@ -1,8 +1,8 @@
 """Test helpers: brokers in a child process or a thread, and a tiny synchronous wire client.
 
-Usage in a test module (tests/ is on sys.path)::
+Usage in a test module (tests/ is on sys.path; support/ is a package in it)::
 
-    from brokers import WireClient, broker_process
+    from support.brokers import WireClient, broker_process
 
     with broker_process(tmp_path) as b:            # python -m pyspark_logsource.broker
         with WireClient(b.bootstrap) as c:

@@ -2,7 +2,7 @@
 
 Run as a script it is the ETL job with this filesystem serving file:// URIs:
 
-    python tests/helpers/copy_rename_fs.py --output file:///tmp/out ...same options as logsource etl...
+    python tests/support/copy_rename_fs.py --output file:///tmp/out ...same options as logsource etl...
 
 ``rename`` copies every byte (Hadoop's ``FileUtil.copy``, a stream: a kill mid-copy leaves a short
 file), pauses at ``rename_copied`` when LOGSOURCE_FAULT names it (so a kill -9 lands between
