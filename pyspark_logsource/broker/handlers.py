@@ -275,7 +275,7 @@ class Handlers:
         the handling of the next fetch of the same read, and the consumer for them to finish the frame.
         """
         if req.replica_id >= 0 and self.state.replication is not None:
-            return await self.state.replication.fetch_handler.fetch(req, session)
+            return await self.state.replication.follower_fetch(req)
         return await long_poll(req, lambda: self._read(req, session), self.state.waiters)
 
     # ------------------------------------------------------------ ListOffsets
@@ -313,11 +313,11 @@ class Handlers:
         """KIP-207: a new leader's high watermark may trail what it held when elected, until its
         followers fetch again; until it reaches the epoch's start its "latest" is unknown."""
         rep = self.state.replication
-        lp = rep.leaders.get((topic, partition)) if rep is not None and replica_id < 0 else None
-        if lp is not None and hw < lp.epoch_start_offset:
+        epoch = rep.epoch_start(topic, partition) if rep is not None and replica_id < 0 else None
+        if epoch is not None and hw < epoch[1]:
             raise OffsetNotAvailable(
                 f"{topic}-{partition}: high watermark {hw} is below the start of leader epoch "
-                f"{lp.role.leader_epoch} at {lp.epoch_start_offset}; retry"
+                f"{epoch[0]} at {epoch[1]}; retry"
             )
 
     # ------------------------------------------------------------ Metadata

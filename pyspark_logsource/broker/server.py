@@ -33,8 +33,8 @@ from typing import Any
 from ..errors import DirectoryInUse, LogSourceError
 from ..faults import fault_point
 from ..protocol import ApiKey, ProtocolError, RequestReceived, ServerConnection, is_region
+from .cluster import replicas
 from .cluster.member import ClusterMember
-from .cluster.replicas import ReplicaManager
 from .config import BrokerConfig, parse_overrides
 from .error_responses import error_fields, error_response
 from .handlers import Handlers
@@ -126,7 +126,7 @@ class Broker:
         member = ClusterMember(self.state, loop)
         self.state.cluster = member
         # before the member starts: its watches deliver the roles, which the replica manager acts on
-        self.state.replication = ReplicaManager(self.state, member.zk, loop)
+        self.state.replication = replicas.build(self.state, member.zk, loop)
         await loop.run_in_executor(None, member.start, *self.state.advertised)
 
     async def _leave_cluster(self) -> None:

@@ -42,6 +42,7 @@ from .producer_ids import ProducerIdManager
 from .waiters import FetchWaiters
 
 if TYPE_CHECKING:
+    from ..protocol import FetchRequest, FetchResponse
     from .internal_topics import LeadershipListener
     from .log.log import PartitionLog
 
@@ -69,11 +70,12 @@ class PartitionRole:
 
 
 class ReplicaManagerProtocol(Protocol):
-    """What :class:`BrokerState` delegates replication to (cluster mode only; None on a single broker).
+    """Everything the broker asks of replication (:class:`.cluster.replicas.ReplicaManager`; cluster mode
+    only, None on a single broker, where the HW is the log end and acks=all is acks=1).
 
-    The hooks run on the event loop thread, after :attr:`BrokerState.roles` was updated: ``on_become_*``
-    once per leader epoch; a change of ISR or znode version within an epoch goes to the optional
-    ``on_role_update(role)`` (see :meth:`BrokerState.update_role`).
+    The role hooks run on the event loop thread, after :attr:`BrokerState.roles` was updated: ``on_become_*``
+    once per leader epoch; a change of ISR or znode version within an epoch goes to ``on_role_update``
+    (see :meth:`BrokerState.update_role`).
     """
 
     def on_become_leader(self, role: PartitionRole) -> None:
@@ -82,11 +84,32 @@ class ReplicaManagerProtocol(Protocol):
     def on_become_follower(self, role: PartitionRole, leader_host: str, leader_port: int) -> None:
         """This broker now follows ``role.leader`` at ``leader_host:leader_port``: truncate, then fetch."""
 
+    def on_role_update(self, role: PartitionRole) -> None:
+        """The same leadership with a new ISR or znode version."""
+
     def on_stop_replica(self, topic: str, partition: int, delete: bool) -> None:
         """Stop replicating the partition (and, with ``delete``, its log is being deleted)."""
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark: consumers read below it."""
+
+    def epoch_start(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(leader epoch, its start offset) of a partition this broker leads, else None."""
+
+    def check_min_isr(self, topic: str, partition: int) -> None:
+        """NotEnoughReplicas unless the ISR has min.insync.replicas members (before an acks=all append)."""
+
+    def after_append(self, topic: str, partition: int) -> None:
+        """A leader append happened (any writer): the HW may move."""
+
+    async def wait_for_commit(self, topic: str, partition: int, end_offset: int, timeout_ms: int) -> None:
+        """Wait until the HW reaches ``end_offset`` (acks=all); typed errors as Kafka's DelayedProduce."""
+
+    async def follower_fetch(self, req: FetchRequest) -> FetchResponse:
+        """A follower's Fetch (``replica_id`` >= 0), answered as its leader."""
+
+    def close(self) -> None:
+        """Stop fetching and checking the ISR; answer waiting produces; checkpoint the HWs."""
 
 
 class ClusterProtocol(Protocol):
@@ -392,12 +415,10 @@ class BrokerState:
 
     def update_role(self, role: PartitionRole) -> None:
         """Same leader and leader epoch, new ISR or znode version (the controller dropped a dead replica from
-        the ISR, or the leader's own ISR write came back): record it; the replica manager hears of it
-        through its optional ``on_role_update(role)``."""
+        the ISR, or the leader's own ISR write came back): record it and tell the replica manager."""
         self.roles[(role.topic, role.partition)] = role
-        hook = getattr(self.replication, "on_role_update", None)
-        if hook is not None:
-            hook(role)
+        if self.replication is not None:
+            self.replication.on_role_update(role)
 
     def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
         """Forget the partition's role; with ``delete`` its local log goes too (topic deletion)."""

@@ -4,7 +4,7 @@ A follower's fetch differs from a consumer's: it reads up to the log end (not
 the high watermark), gets the batches exactly as stored (no conversion to
 Kafka's layout, so the replicas stay byte-identical), and its fetch offset
 is its log end offset, which moves the ISR and the high watermark
-(:meth:`.replicas.ReplicaManager.update_follower`). With Fetch v12 the
+(:meth:`.replicas.ReplicaManager.update_follower`, then :class:`.partition.Partition`). With Fetch v12 the
 follower also sends the epoch of its last record; if the leader's log
 differs there (the epoch ended earlier on the leader, or the leader never had
 it) the answer carries the diverging epoch and the leader's end offset for
@@ -37,18 +37,21 @@ from ...protocol.epoch_messages import (
 from ..error_responses import error_fields
 from ..fetch import FetchIsolation, long_poll, read_log, read_partitions
 from ..state import topic_error
+from ..waiters import FetchWaiters
+from .partition import LeaderPartitions
 
 if TYPE_CHECKING:
     from ..state import BrokerState
-    from .replicas import ReplicaManager
 
 
 class ReplicaFetchHandler:
-    """Answers followers' fetches on a leader."""
+    """Answers followers' fetches on a leader: ``manager`` has the led partitions, ``waiters`` the parked
+    fetches, ``max_bytes`` is the broker's ``fetch.max.bytes``."""
 
-    def __init__(self, state: BrokerState, manager: ReplicaManager) -> None:
-        self.state = state
+    def __init__(self, manager: LeaderPartitions, waiters: FetchWaiters, max_bytes: int) -> None:
         self.manager = manager
+        self.waiters = waiters
+        self.max_bytes = max_bytes
 
     def _read_partition(self, req: FetchRequest, fp: Any, r: FetchPartitionResponse, limit: int) -> tuple[int, bool]:
         lp = self.manager.leader_partition(fp.topic, fp.partition)
@@ -74,13 +77,13 @@ class ReplicaFetchHandler:
         return read_log(lg, fp, r, FetchIsolation.LOG_END, lg.high_watermark, limit, True), False
 
     def _read(self, req: FetchRequest) -> tuple[FetchResponse, int, bool]:
-        return read_partitions(req, self.state.config.fetch_max_bytes,
+        return read_partitions(req, self.max_bytes,
                                lambda fp, r, limit, total: self._read_partition(req, fp, r, limit))  # fmt: skip
 
-    async def fetch(self, req: FetchRequest, session: Any) -> FetchResponse:
+    async def fetch(self, req: FetchRequest) -> FetchResponse:
         """A follower's long poll (:func:`..fetch.long_poll`): answer when ``min_bytes`` are there, on an
         error or a diverging epoch, or after ``max_wait_ms``."""
-        return await long_poll(req, lambda: self._read(req), self.state.waiters)
+        return await long_poll(req, lambda: self._read(req), self.waiters)
 
 
 def check_epoch(topic: str, partition: int, current: int, asked: int) -> None:

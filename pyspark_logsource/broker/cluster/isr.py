@@ -12,92 +12,90 @@ it writes again on the new version (through the ZooKeeper client's one retry
 object, which also covers connection loss);
 otherwise the role change reaches it through the member's watch and the
 update is dropped. ZooKeeper calls run in an executor thread; the results are
-applied on the event loop.
+applied on the event loop: the new ISR goes to the replica manager's callback,
+which hands the new role to ``BrokerState.update_role`` (the one owner of roles),
+and from there to :meth:`.partition.Partition.set_role`. When a follower is in or
+out of sync is :class:`.partition.Partition`'s rule.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kazoo.retry import ForceRetryError
 
+from .partition import Partition, ReplicationSettings, now_ms
 from .paths import LeaderAndIsr, decode_state, encode_state, partition_state_path
 from .zk import ConditionFailed
 
 if TYPE_CHECKING:
-    from .replicas import LeaderPartition, ReplicaManager
+    from ..state import PartitionRole
 
 log = logging.getLogger(__name__)
 
+#: (partition, the role the write was based on, the new ISR, the znode's new version)
+IsrWritten = Callable[[Partition, "PartitionRole", list[int], int], None]
+
 
 class IsrUpdater:
-    """Shrinks (on a timer) and expands (on follower fetches) the ISR of the partitions a broker leads."""
+    """Shrinks (on a timer) and expands (on follower fetches) the ISR of the partitions a broker leads.
 
-    def __init__(self, manager: ReplicaManager, zk: Any) -> None:
-        self.manager = manager
+    ``led()`` gives the partitions this broker leads; ``written`` is called on the event loop with each
+    ISR written to ZooKeeper.
+    """
+
+    def __init__(self, settings: ReplicationSettings, zk: Any, loop: asyncio.AbstractEventLoop,
+                 led: Callable[[], Iterable[Partition]], written: IsrWritten) -> None:  # fmt: skip
+        self.settings = settings
         self.zk = zk
+        self.loop = loop
+        self.led = led
+        self.written = written
 
     # ------------------------------------------------------------ when
 
-    def can_join(self, lp: LeaderPartition, follower: Any) -> bool:
-        """Kafka's condition: the follower reached the HW and the start of the current leader epoch."""
-        return follower.leo >= lp.log.high_watermark and follower.leo >= lp.epoch_start_offset
-
-    def lagging(self, lp: LeaderPartition, now_ms: int) -> list[int]:
-        """ISR members that have not caught up for ``replica.lag.time.max.ms``."""
-        me = self.manager.broker_id
-        out = []
-        for b in lp.role.isr:
-            if b == me:
-                continue
-            f = lp.followers.get(b)
-            if f is None or now_ms - f.last_caught_up_ms > self.manager.lag_time_max_ms:
-                out.append(b)
-        return out
-
     async def run(self) -> None:
         """Check every led partition for lagging followers, every half ``replica.lag.time.max.ms``."""
-        interval = max(0.05, self.manager.lag_time_max_ms / 2000)
+        lag_max = self.settings.lag_time_max_ms
+        interval = max(0.05, lag_max / 2000)
         while True:
             await asyncio.sleep(interval)
-            now = int(time.monotonic() * 1000)
-            for lp in list(self.manager.leaders.values()):
+            now = now_ms()
+            for lp in list(self.led()):
                 try:
-                    out = self.lagging(lp, now)
+                    out = lp.lagging(now, lag_max)
                     if out:
                         log.info("broker %d: %s-%d followers %s are out of sync (lag > %d ms); shrinking the ISR",
-                                 self.manager.broker_id, lp.role.topic, lp.role.partition, out,
-                                 self.manager.lag_time_max_ms)  # fmt: skip
+                                 self.settings.broker_id, lp.role.topic, lp.role.partition, out, lag_max)  # fmt: skip
                         self.submit(lp, remove=out)
                 except Exception:  # the loop must outlive one partition's trouble
                     log.exception("ISR check of %s-%d failed", lp.role.topic, lp.role.partition)
 
-    def request_expand(self, lp: LeaderPartition, broker_id: int) -> None:
+    def request_expand(self, lp: Partition, broker_id: int) -> None:
         """Add a caught-up follower to the ISR."""
-        log.info("broker %d: follower %d caught up on %s-%d (leo %d); expanding the ISR", self.manager.broker_id,
+        log.info("broker %d: follower %d caught up on %s-%d (leo %d); expanding the ISR", self.settings.broker_id,
                  broker_id, lp.role.topic, lp.role.partition, lp.followers[broker_id].leo)  # fmt: skip
         self.submit(lp, add=[broker_id])
 
     # ------------------------------------------------------------ how
 
-    def submit(self, lp: LeaderPartition, *, remove: list[int] = (), add: list[int] = ()) -> None:
+    def submit(self, lp: Partition, *, remove: list[int] = (), add: list[int] = ()) -> None:
         """Remove / add ISR members of ``lp`` (one write in flight per partition; later checks redo a dropped one)."""
         if lp.isr_update_pending:
             return
         lp.isr_update_pending = True
         role = lp.role
-        fut = self.manager.loop.run_in_executor(None, self._write, role, list(remove), list(add))
+        fut = self.loop.run_in_executor(None, self._write, role, list(remove), list(add))
         fut.add_done_callback(lambda f: self._done(lp, role, f))
 
     def _write(self, role: Any, remove: list[int], add: list[int]) -> tuple[list[int], int] | None:
         """In a thread: the conditional set, redone on a newer version of the same leadership (its ISR
         with our change applied); (isr, new version), or None when the leadership moved on."""
         path = partition_state_path(role.topic, role.partition)
-        me = self.manager.broker_id
+        me = self.settings.broker_id
         current = [role.isr, role.zk_version, role.controller_epoch]
 
         def attempt() -> tuple[list[int], int] | None:
@@ -128,16 +126,8 @@ class IsrUpdater:
                         add, e)  # fmt: skip
             return None
 
-    def _done(self, lp: LeaderPartition, role: Any, fut: asyncio.Future) -> None:
+    def _done(self, lp: Partition, role: Any, fut: asyncio.Future) -> None:
         lp.isr_update_pending = False
         result = None if fut.cancelled() or fut.exception() is not None else fut.result()
-        m = self.manager
-        key = (role.topic, role.partition)
-        if result is None or m.leaders.get(key) is not lp or lp.role.leader_epoch != role.leader_epoch:
-            return
-        isr, version = result
-        lp.role = dataclasses.replace(lp.role, isr=list(isr), zk_version=version)
-        m.state.roles[key] = lp.role
-        log.info("broker %d: ISR of %s-%d is now %s (znode version %d)", m.broker_id, role.topic, role.partition,
-                 isr, version)  # fmt: skip
-        m.maybe_advance_hw(lp)
+        if result is not None:
+            self.written(lp, role, *result)

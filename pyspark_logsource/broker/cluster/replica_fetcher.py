@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import (
     CorruptRecord,
@@ -34,11 +35,11 @@ from ...protocol import ApiKey, ApiVersionsRequest, FetchPartition, FetchRequest
 from ...protocol.connection import ClientConnection
 from ...protocol.primitives import ProtocolError
 from ..tasks import spawn
+from .partition import ReplicationSettings, follow_high_watermark
 
 if TYPE_CHECKING:
     from ..log.log import PartitionLog
     from ..state import PartitionRole
-    from .replicas import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,26 @@ log = logging.getLogger(__name__)
 REPLICA_FETCH_VERSION = 12
 
 
-class ReplicaFetcher:
-    """Fetches the partitions this broker follows from the leader ``leader_id`` at ``host:port``."""
+class Logs(Protocol):
+    """What a fetcher uses of the log manager."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int, host: str, port: int) -> None:
-        self.manager = manager
+    def get_log(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log; UnknownTopicOrPartition if this broker has none."""
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from the leader ``leader_id`` at ``host:port``.
+
+    ``logs`` are this broker's logs; ``address_of(broker_id)`` is a broker's registered (host, port), or None.
+    """
+
+    def __init__(self, settings: ReplicationSettings, loop: asyncio.AbstractEventLoop, logs: Logs,
+                 address_of: Callable[[int], tuple[str, int] | None], leader_id: int, host: str,
+                 port: int) -> None:  # fmt: skip
+        self.settings = settings
+        self.loop = loop
+        self.logs = logs
+        self.address_of = address_of
         self.leader_id = leader_id
         self.address = (host, port)
         self.partitions: dict[tuple[str, int], PartitionRole] = {}
@@ -62,12 +78,12 @@ class ReplicaFetcher:
         self._failed: dict[tuple[str, int], str] = {}  # last error per partition, logged once
 
     def __repr__(self) -> str:
-        return f"ReplicaFetcher(broker {self.manager.broker_id} <- {self.leader_id} at {self.address})"
+        return f"ReplicaFetcher(broker {self.settings.broker_id} <- {self.leader_id} at {self.address})"
 
     # ------------------------------------------------------------ control (event loop thread)
 
     def start(self) -> None:
-        self._task = spawn(self._run(), name=f"replica-fetcher-{self.leader_id}", loop=self.manager.loop)
+        self._task = spawn(self._run(), name=f"replica-fetcher-{self.leader_id}", loop=self.loop)
 
     def stop(self) -> None:
         """Cancel the task and close the connection."""
@@ -92,7 +108,7 @@ class ReplicaFetcher:
 
     def _leader_address(self) -> tuple[str, int]:
         # the registry's current view (the leader may have restarted elsewhere), else the hint given
-        found = self.manager.state.broker_address(self.leader_id)
+        found = self.address_of(self.leader_id)
         if found is not None and found[1] > 0:
             self.address = found
         if self.address[1] <= 0:
@@ -102,7 +118,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------ the loop
 
     async def _run(self) -> None:
-        backoff = self.manager.fetch_backoff_ms / 1000
+        backoff = self.settings.fetch_backoff_ms / 1000
         while True:
             try:
                 if not self.partitions:
@@ -132,9 +148,9 @@ class ReplicaFetcher:
 
     async def _connect(self) -> None:
         host, port = self._leader_address()
-        timeout = self.manager.socket_timeout_ms / 1000
+        timeout = self.settings.socket_timeout_ms / 1000
         self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        self._conn = ClientConnection(f"replica-fetcher-{self.manager.broker_id}")
+        self._conn = ClientConnection(f"replica-fetcher-{self.settings.broker_id}")
         resp = await self._request(ApiVersionsRequest(arrow_body=True), 3)
         self._conn.negotiated(resp)
 
@@ -143,7 +159,7 @@ class ReplicaFetcher:
         _, parts = conn.send_request(request, version)
         writer.write(b"".join(parts))
         await writer.drain()
-        deadline = (self.manager.socket_timeout_ms + extra_timeout_ms) / 1000
+        deadline = (self.settings.socket_timeout_ms + extra_timeout_ms) / 1000
         async with asyncio.timeout(deadline):
             while True:
                 data = await reader.read(1 << 20)
@@ -155,8 +171,8 @@ class ReplicaFetcher:
 
     async def _fetch_once(self) -> bool:
         """One fetch round; False if every partition failed (the caller backs off)."""
-        m = self.manager
-        logs = m.state.logs
+        m = self.settings
+        logs = self.logs
         sent: dict[tuple[str, int], int] = {}
         parts = []
         for key, role in list(self.partitions.items()):
@@ -212,8 +228,7 @@ class ReplicaFetcher:
                 lg.append_as_follower(records)
             except (CorruptRecord, InvalidRecord) as e:
                 raise type(e)(f"{lg.name}: leader {self.leader_id}'s data refused: {e}") from e
-        if r.high_watermark >= 0:
-            lg.set_high_watermark(min(r.high_watermark, lg.log_end_offset))
+        follow_high_watermark(lg, r.high_watermark)
 
     def _truncate(self, lg: PartitionLog, epoch: int, end_offset: int) -> None:
         """Truncate where the leader says our logs diverge (Kafka's getOffsetTruncationState)."""
@@ -228,4 +243,4 @@ class ReplicaFetcher:
         target = min(target, leo)
         new_end = lg.truncate_to(target)
         log.info("broker %d: %s diverged from leader %d at epoch %d (leader's end offset %d): truncated from %d to "
-                 "%d", self.manager.broker_id, lg.name, self.leader_id, epoch, end_offset, leo, new_end)  # fmt: skip
+                 "%d", self.settings.broker_id, lg.name, self.leader_id, epoch, end_offset, leo, new_end)  # fmt: skip

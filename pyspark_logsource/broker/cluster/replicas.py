@@ -1,12 +1,15 @@
-"""The replica manager: a broker's part in replication (Kafka's ReplicaManager and Partition).
+"""The replica manager: a broker's part in replication (Kafka's ReplicaManager).
 
-As leader of a partition it tracks each follower's log end offset (LEO),
-learnt from the offset the follower fetches at, and keeps the high watermark
-(HW) at the minimum LEO over the in-sync replicas (ISR): consumers, ListOffsets
-and Spark read below it, and an ``acks=all`` produce is answered once the HW
+It is :class:`~..state.BrokerState`'s ``replication`` (``ReplicaManagerProtocol``
+lists what the broker asks of it) and keeps, per partition this broker leads, a
+:class:`~.partition.Partition`, the owner of its ISR and high watermark (HW): a
+follower's log end offset (LEO) is learnt from the offset it fetches at, the HW
+is the minimum LEO over the in-sync replicas (ISR); consumers, ListOffsets and
+Spark read below it, and an ``acks=all`` produce is answered once the HW
 passed its last record. The ISR shrinks and grows by ``replica.lag.time.max.ms``
-(:mod:`.isr`). ``acks=all`` with fewer in-sync replicas than
-``min.insync.replicas`` is refused before anything is appended
+(the rule in :mod:`.partition`, the ZooKeeper write in :mod:`.isr`, the new role
+through ``BrokerState.update_role``). ``acks=all`` with fewer in-sync replicas
+than ``min.insync.replicas`` is refused before anything is appended
 (NotEnoughReplicas), as in Kafka.
 
 As follower it fetches from the leader (:mod:`.replica_fetcher`: one fetcher
@@ -24,22 +27,22 @@ thread, except the ZooKeeper writes of :mod:`.isr` (in an executor).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import (
     LogSourceError,
-    NotEnoughReplicas,
     NotEnoughReplicasAfterAppend,
     NotLeaderOrFollower,
     RequestTimedOut,
     UnknownTopicOrPartition,
 )
+from ...protocol import FetchRequest, FetchResponse
 from ..tasks import spawn
 from .handlers import ReplicaFetchHandler
 from .isr import IsrUpdater
+from .partition import Partition, ReplicationSettings, init_high_watermark, now_ms
 from .replica_fetcher import ReplicaFetcher
 
 if TYPE_CHECKING:
@@ -49,81 +52,32 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def setting(config: Any, key: str, default: int) -> int:
-    """An integer broker setting: the typed attribute if the config has one, else its properties."""
-    attr = getattr(config, key.replace(".", "_"), None)
-    if isinstance(attr, int) and not isinstance(attr, bool):
-        return attr
-    raw = getattr(config, "properties", {}).get(key)
-    return default if raw in (None, "") else int(raw)
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-@dataclass
-class FollowerReplica:
-    """What a leader knows of one follower (Kafka's Replica)."""
-
-    broker_id: int
-    leo: int = -1  # unknown until it fetches
-    last_caught_up_ms: int = 0
-    last_fetch_leader_leo: int = -1
-    last_fetch_ms: int = 0
-
-    def on_fetch(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
-        # Kafka's rule: caught up now if it asked for the leader's end; or caught up as of its
-        # previous fetch if it reached the end the leader had then.
-        if fetch_offset >= leader_leo:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
-        elif fetch_offset >= self.last_fetch_leader_leo:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
-        self.leo = fetch_offset
-        self.last_fetch_leader_leo = leader_leo
-        self.last_fetch_ms = now_ms
-
-
-@dataclass
-class LeaderPartition:
-    """A partition this broker leads."""
-
-    role: PartitionRole
-    log: PartitionLog
-    #: where this leader's epoch begins: a follower joins the ISR only once it has all of the previous epochs
-    epoch_start_offset: int
-    followers: dict[int, FollowerReplica] = field(default_factory=dict)
-    #: (end offset, future) of acks=all produces waiting for the HW
-    waiters: list[tuple[int, asyncio.Future]] = field(default_factory=list)
-    isr_update_pending: bool = False
-
-
 class ReplicaManager:
-    """Leader and follower replication of one broker; plugs into :class:`~..state.BrokerState`."""
+    """Leader and follower replication of one broker: :class:`~..state.BrokerState`'s ``replication``.
 
-    def __init__(self, state: BrokerState, zk: Any, loop: asyncio.AbstractEventLoop) -> None:
+    It keeps the led :class:`~.partition.Partition` objects (which own ISR and HW) and the
+    fetchers of followed partitions, and composes its collaborators with what each uses: the ISR
+    updater and the fetchers get the settings and callables, the follower fetch handler the
+    :class:`~.partition.LeaderPartitions` view. Built by the server (:func:`build`); without
+    ``settings`` (tests) they are read from the broker config here.
+    """
+
+    def __init__(self, state: BrokerState, zk: Any, loop: asyncio.AbstractEventLoop,
+                 settings: ReplicationSettings | None = None) -> None:  # fmt: skip
         self.state = state
-        self.zk = zk
         self.loop = loop
-        c = state.config
-        self.broker_id = state.broker_id
-        self.lag_time_max_ms = setting(c, "replica.lag.time.max.ms", 30_000)
-        self.fetch_wait_max_ms = setting(c, "replica.fetch.wait.max.ms", 500)
-        self.fetch_min_bytes = setting(c, "replica.fetch.min.bytes", 1)
-        self.fetch_max_bytes = setting(c, "replica.fetch.max.bytes", 1 << 20)
-        self.fetch_response_max_bytes = setting(c, "replica.fetch.response.max.bytes", 10 << 20)
-        self.fetch_backoff_ms = setting(c, "replica.fetch.backoff.ms", 200)
-        self.socket_timeout_ms = setting(c, "replica.socket.timeout.ms", 30_000)
-        self.leaders: dict[tuple[str, int], LeaderPartition] = {}
+        self.settings = settings if settings is not None else ReplicationSettings.from_config(state.config)
+        self.broker_id = self.settings.broker_id
+        self.leaders: dict[tuple[str, int], Partition] = {}
         #: partition -> leader broker id, for the partitions this broker follows
         self.following: dict[tuple[str, int], int] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.isr = IsrUpdater(self, zk)
-        self.fetch_handler = ReplicaFetchHandler(state, self)
+        self.isr = IsrUpdater(self.settings, zk, loop, self.leaders.values, self._isr_written)
+        self.fetch_handler = ReplicaFetchHandler(self, state.waiters, self.settings.answer_max_bytes)
         self._hw_known: set[tuple[str, int]] = set()
         self._closed = False
         state.logs.hw_checkpoint_enabled = True
-        state.logs.hw_checkpoint_interval_ms = setting(c, "replica.high.watermark.checkpoint.interval.ms", 5000)
+        state.logs.hw_checkpoint_interval_ms = self.settings.hw_checkpoint_interval_ms
         self._isr_task = spawn(self.isr.run(), name="isr-shrink", loop=loop)
 
     # ------------------------------------------------------------ helpers
@@ -136,15 +90,18 @@ class ReplicaManager:
         if key in self._hw_known:
             return
         self._hw_known.add(key)
-        hw = self.state.logs.checkpointed_high_watermark(*key)
-        lg.set_high_watermark(min(hw if hw is not None else 0, lg.log_end_offset))
+        init_high_watermark(lg, self.state.logs.checkpointed_high_watermark(*key))
 
-    def leader_partition(self, topic: str, partition: int) -> LeaderPartition:
+    def leader_partition(self, topic: str, partition: int) -> Partition:
         """The partition as this broker leads it; NotLeaderOrFollower otherwise."""
         lp = self.leaders.get((topic, partition))
         if lp is None:
             raise NotLeaderOrFollower(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
         return lp
+
+    def _new_fetcher(self, leader_id: int, host: str, port: int) -> ReplicaFetcher:
+        return ReplicaFetcher(self.settings, self.loop, self.state.logs, self.state.broker_address, leader_id,
+                              host, port)  # fmt: skip
 
     # ------------------------------------------------------------ role hooks (BrokerState calls them)
 
@@ -159,13 +116,12 @@ class ReplicaManager:
         lg = self._log(role)
         self._init_high_watermark(key, lg)
         lg.epochs.assign(role.leader_epoch, lg.log_end_offset)
-        now = _now_ms()
-        lp = LeaderPartition(role, lg, lg.log_end_offset)
+        lp = Partition(self.broker_id, role, lg, lg.log_end_offset)
         old = self.leaders.get(key)
         if old is not None:
-            self._fail_waiters(old, NotLeaderOrFollower(f"{role.topic}-{role.partition} has a new leader epoch"))
+            old.fail_waiters(NotLeaderOrFollower(f"{role.topic}-{role.partition} has a new leader epoch"))
         self.leaders[key] = lp
-        self._refresh_followers(lp, now)
+        lp.refresh_followers(now_ms())
         self.maybe_advance_hw(lp)
         log.info("broker %d leads %s-%d at epoch %d from offset %d (hw %d, isr %s)", self.broker_id, role.topic,
                  role.partition, role.leader_epoch, lp.epoch_start_offset, lg.high_watermark, role.isr)  # fmt: skip
@@ -175,32 +131,19 @@ class ReplicaManager:
         key = (role.topic, role.partition)
         lp = self.leaders.get(key)
         if lp is not None and lp.role.leader_epoch == role.leader_epoch:
-            if role.zk_version >= lp.role.zk_version:
-                lp.role = role
-                self._refresh_followers(lp)
+            if lp.set_role(role):
                 self.maybe_advance_hw(lp)
             return
         leader = self.following.get(key)
         if leader is not None and leader == role.leader and leader in self.fetchers:
             self.fetchers[leader].add_partition(role)
 
-    def _refresh_followers(self, lp: LeaderPartition, now: int | None = None) -> None:
-        now = _now_ms() if now is None else now
-        wanted = [b for b in lp.role.replicas if b != self.broker_id]
-        for b in wanted:
-            if b not in lp.followers:
-                # the ISR members start caught up (as Kafka resets lastCaughtUpTime on a leader change)
-                lp.followers[b] = FollowerReplica(b, last_caught_up_ms=now if b in lp.role.isr else 0,
-                                                  last_fetch_ms=now)  # fmt: skip
-        for b in [b for b in lp.followers if b not in wanted]:
-            del lp.followers[b]
-
     def on_become_follower(self, role: PartitionRole, leader_host: str, leader_port: int) -> None:
         """Follow ``role.leader``: answer waiting produces NotLeaderOrFollower, fetch from the leader."""
         key = (role.topic, role.partition)
         lp = self.leaders.pop(key, None)
         if lp is not None:
-            self._fail_waiters(lp, NotLeaderOrFollower(f"broker {self.broker_id} no longer leads {key[0]}-{key[1]}"))
+            lp.fail_waiters(NotLeaderOrFollower(f"broker {self.broker_id} no longer leads {key[0]}-{key[1]}"))
         lg = self._log(role)
         self._init_high_watermark(key, lg)
         if self.following.get(key) == role.leader and role.leader in self.fetchers:
@@ -216,7 +159,7 @@ class ReplicaManager:
         # an unknown address (the leader's registration not seen yet) is looked up again at each connect
         fetcher = self.fetchers.get(role.leader)
         if fetcher is None:
-            fetcher = self.fetchers[role.leader] = ReplicaFetcher(self, role.leader, leader_host, leader_port)
+            fetcher = self.fetchers[role.leader] = self._new_fetcher(role.leader, leader_host, leader_port)
             fetcher.start()
         else:
             fetcher.set_address(leader_host, leader_port)
@@ -230,7 +173,7 @@ class ReplicaManager:
         self._hw_known.discard(key)
         lp = self.leaders.pop(key, None)
         if lp is not None:
-            self._fail_waiters(lp, UnknownTopicOrPartition(f"{topic}-{partition} is no longer on broker {self.broker_id}"))
+            lp.fail_waiters(UnknownTopicOrPartition(f"{topic}-{partition} is no longer on broker {self.broker_id}"))
 
     def _stop_following(self, key: tuple[str, int]) -> None:
         leader = self.following.pop(key, None)
@@ -243,6 +186,16 @@ class ReplicaManager:
                 del self.fetchers[leader]
                 fetcher.stop()
 
+    def _isr_written(self, lp: Partition, written: PartitionRole, isr: list[int], version: int) -> None:
+        """The ISR updater wrote ``isr`` at znode ``version`` for the role ``written``: hand the new role to
+        its owner (BrokerState.update_role, which gives it back to :meth:`on_role_update`)."""
+        key = (written.topic, written.partition)
+        if self.leaders.get(key) is not lp or lp.role.leader_epoch != written.leader_epoch:
+            return  # the leadership moved on meanwhile
+        log.info("broker %d: ISR of %s-%d is now %s (znode version %d)", self.broker_id, written.topic,
+                 written.partition, isr, version)  # fmt: skip
+        self.state.update_role(dataclasses.replace(lp.role, isr=list(isr), zk_version=version))
+
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark (consumers read below it)."""
         lp = self.leaders.get((topic, partition))
@@ -251,15 +204,16 @@ class ReplicaManager:
             return lp.log.high_watermark
         return self.state.logs.get_log(topic, partition).high_watermark
 
+    def epoch_start(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(leader epoch, offset where it starts) of a partition this broker leads, else None."""
+        lp = self.leaders.get((topic, partition))
+        return None if lp is None else (lp.role.leader_epoch, lp.epoch_start_offset)
+
     # ------------------------------------------------------------ leader side
 
     def check_min_isr(self, topic: str, partition: int) -> None:
         """NotEnoughReplicas unless the ISR has min.insync.replicas members (before an acks=all append)."""
-        lp = self.leader_partition(topic, partition)
-        need = lp.log.config.min_insync_replicas
-        if len(lp.role.isr) < need:
-            raise NotEnoughReplicas(f"{topic}-{partition} has {len(lp.role.isr)} in-sync replicas {lp.role.isr}, "
-                                    f"min.insync.replicas is {need}")  # fmt: skip
+        self.leader_partition(topic, partition).check_min_isr()
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The epoch this broker stamps into the partition's batches."""
@@ -297,49 +251,23 @@ class ReplicaManager:
             raise NotEnoughReplicasAfterAppend(f"{topic}-{partition}: ISR {lp.role.isr} fell below "
                                                f"min.insync.replicas={need} before the write was committed")  # fmt: skip
 
-    def update_follower(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> LeaderPartition:
+    def update_follower(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> Partition:
         """A follower fetched at ``fetch_offset`` (its LEO): move its state, the ISR and the HW."""
         lp = self.leader_partition(topic, partition)
-        f = lp.followers.get(replica_id)
-        if f is None:
-            raise NotLeaderOrFollower(f"broker {replica_id} is not a replica of {topic}-{partition} "
-                                      f"(replicas {lp.role.replicas})")  # fmt: skip
-        f.on_fetch(fetch_offset, lp.log.log_end_offset, _now_ms())
-        if replica_id not in lp.role.isr and self.isr.can_join(lp, f):
+        f = lp.update_follower(replica_id, fetch_offset, now_ms())
+        if lp.should_expand(f):
             self.isr.request_expand(lp, replica_id)
         self.maybe_advance_hw(lp)
         return lp
 
-    def maybe_advance_hw(self, lp: LeaderPartition) -> None:
-        """HW = min LEO over the ISR (never backwards); wake acks=all produces and consumer fetches."""
-        lg = lp.log
-        hw = lg.log_end_offset
-        for b in lp.role.isr:
-            if b == self.broker_id:
-                continue
-            f = lp.followers.get(b)
-            hw = min(hw, f.leo if f is not None and f.leo >= 0 else -1)
-        old = lg.high_watermark
-        if hw <= old:
-            return
-        lg.set_high_watermark(hw)
-        if lp.waiters:
-            still = []
-            for end, fut in lp.waiters:
-                if end <= hw:
-                    if not fut.done():
-                        fut.set_result(None)
-                else:
-                    still.append((end, fut))
-            lp.waiters = still
-        self.state.notify(lp.role.topic, lp.role.partition)
+    def maybe_advance_hw(self, lp: Partition) -> None:
+        """Move the partition's HW if its ISR allows; wake consumer fetches if it moved."""
+        if lp.maybe_advance_hw():
+            self.state.notify(lp.role.topic, lp.role.partition)
 
-    def _fail_waiters(self, lp: LeaderPartition, error: LogSourceError) -> None:
-        for _, fut in lp.waiters:
-            if not fut.done():
-                fut.set_exception(error)
-                fut.exception()  # retrieved: a produce that already timed out must not log it
-        lp.waiters = []
+    async def follower_fetch(self, req: FetchRequest) -> FetchResponse:
+        """A follower's Fetch (``replica_id`` >= 0), answered as its leader."""
+        return await self.fetch_handler.fetch(req)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -354,9 +282,14 @@ class ReplicaManager:
         self.fetchers.clear()
         self.following.clear()
         for lp in self.leaders.values():
-            self._fail_waiters(lp, NotLeaderOrFollower(f"broker {self.broker_id} is shutting down"))
+            lp.fail_waiters(NotLeaderOrFollower(f"broker {self.broker_id} is shutting down"))
         self.leaders.clear()
         try:
             self.state.logs.checkpoint_high_watermarks()
         except LogSourceError as e:
             log.error("high watermark checkpoint failed: %s", e)
+
+
+def build(state: BrokerState, zk: Any, loop: asyncio.AbstractEventLoop) -> ReplicaManager:
+    """A broker's replication, with its settings read once from the broker config."""
+    return ReplicaManager(state, zk, loop, ReplicationSettings.from_config(state.config))
