@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..format import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..protocol.messages import FetchPartition, FetchRequest
+from ..topics import TopicPartition
 from .fetched import Message, _warm_up_decoder, messages_from_arrow
 from .group import GroupMembership
 from .metadata import Bootstrap
@@ -51,7 +52,6 @@ from .subscription_state import (
     FetchSettings,
     PartitionState,
     SubscriptionState,
-    TopicPartition,
 )
 
 log = logging.getLogger(__name__)

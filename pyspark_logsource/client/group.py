@@ -39,13 +39,13 @@ from ..errors import (
     error_for_code,
 )
 from ..protocol import group_messages as g
+from ..topics import TopicPartition
 from .assignors import ASSIGNORS
 from .metadata import Bootstrap
 from .network import COORDINATOR_ERRORS, NetworkClient, Retry
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Callback = Callable[[list[TopicPartition]], None]
 _REJOIN = (RebalanceInProgress.code, IllegalGeneration.code, UnknownMemberId.code)
 

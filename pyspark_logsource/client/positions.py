@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..errors import ConfigError, error_for_code
 from ..protocol.coordinator_messages import OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest
 from ..protocol.messages import ListOffsetsPartition, ListOffsetsRequest
+from ..topics import TopicPartition
 from .network import NetworkClient
-from .subscription_state import TopicPartition
 
 
 class OffsetRequests:

@@ -33,12 +33,11 @@ import pyarrow as pa
 from ..errors import ConfigError, CorruptRecord, OffsetOutOfRange, error_for_code
 from ..format import iter_headers, read_header
 from ..protocol.messages import FetchPartitionResponse
+from ..topics import TopicPartition
 from .committed import committed_only
 from .fetched import _Fetched
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 #: What a fetch answer meant for one partition (:meth:`SubscriptionState.fetch_answered`).
 ANSWER_NOTHING = 0  # nothing for poll() (no new records, a stale or dropped answer)
