@@ -267,13 +267,14 @@ def test_a_resigned_coordinator_writes_no_marker(tmp_path):
     import asyncio
 
     from pyspark_logsource import format as fmt
+    from pyspark_logsource.broker.builder import open_state
     from pyspark_logsource.broker.config import BrokerConfig
     from pyspark_logsource.broker.state import BrokerState
     from pyspark_logsource.broker.txn.coordinator import TXN_TOPIC, TxnCoordinator
     from pyspark_logsource.format.control import set_transactional
 
     state = BrokerState(BrokerConfig(log_dirs=[tmp_path]))
-    state.open()
+    open_state(state)
     try:
         state.logs.create_topic("t", 1)
         state.logs.create_topic(TXN_TOPIC, 1)

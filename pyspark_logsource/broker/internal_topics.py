@@ -12,7 +12,7 @@ the leader of the partition its key hashes to, as in Kafka:
   (CoordinatorNotAvailable, which clients retry), never created under-replicated.
   A broker loads a partition's state when it becomes the partition's leader and
   drops it when it stops leading (Kafka's onElection / onResignation): the
-  coordinator registers a :class:`LeadershipListener` in
+  coordinator registers a :class:`.state.LeadershipListener` in
   ``BrokerState.leadership_listeners`` and the state's role hooks call it on the
   event loop thread. A coordinator's write counts once it is replicated to the
   ISR (:func:`wait_replicated`, Kafka's acks=all for its own records); only then
@@ -24,7 +24,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ..errors import CoordinatorNotAvailable, TopicAlreadyExists
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC  # noqa: F401  (re-exported: the coordinators' topics)
@@ -44,16 +44,6 @@ class InternalTopic:
     partitions: int
     replication_factor: int
     config: Mapping[str, str] = field(default_factory=dict)
-
-
-class LeadershipListener(Protocol):
-    """A coordinator's hooks for the partitions of its internal topic (event loop thread)."""
-
-    def on_elected(self, partition: int, leader_epoch: int) -> None:
-        """This broker now leads ``partition``: load its state (it may already be loaded)."""
-
-    def on_resigned(self, partition: int) -> None:
-        """This broker no longer leads ``partition``: drop its state (it may not be loaded)."""
 
 
 def partition_for(key: str, partitions: int) -> int:

@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import DirectoryInUse, LogSourceError
 from ..faults import fault_point
 from ..protocol import ApiKey, ProtocolError, RequestReceived, ServerConnection, is_region
+from .builder import open_state
 from .cluster import replicas
 from .cluster.member import ClusterMember
 from .config import BrokerConfig, parse_overrides
@@ -93,7 +94,7 @@ class Broker:
         c = self.config
         log.info("starting broker %d with config:\n%s", c.broker_id, c.summary())
         self._stopped = asyncio.Event()
-        self.state.open()
+        open_state(self.state)  # locks the log dirs, recovers the logs, builds the coordinators' state
         self.handlers.txn.start()  # completes transaction decisions a crash interrupted; starts its timeouts
         try:
             # bound now (the port is known for the registration), served once the broker is ready: a broker

@@ -32,19 +32,15 @@ from ..errors import (
 )
 from ..topics import validate_topic_name
 from .config import BrokerConfig
-from .groups import GroupCoordinator, GroupOffsetStore
-from .groups.coordinator import GroupSettings
-from .groups.ownership import GroupOwnership
-from .internal_topics import OFFSETS_TOPIC
-from .log import LogManager
-from .log.dir_lock import DirLock, lock_dirs, release_all
-from .producer_ids import ProducerIdManager
+from .log.dir_lock import DirLock, release_all
 from .waiters import FetchWaiters
 
 if TYPE_CHECKING:
     from ..protocol import FetchRequest, FetchResponse
-    from .internal_topics import LeadershipListener
+    from .groups import GroupCoordinator, GroupOffsetStore
+    from .log import LogManager
     from .log.log import PartitionLog
+    from .producer_ids import ProducerIdManager
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +108,31 @@ class ReplicaManagerProtocol(Protocol):
         """Stop fetching and checking the ISR; answer waiting produces; checkpoint the HWs."""
 
 
+class LeadershipListener(Protocol):
+    """A coordinator's hooks for the partitions of its internal topic (:mod:`.internal_topics`; event loop
+    thread): the role hooks below call them."""
+
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads ``partition``: load its state (it may already be loaded)."""
+
+    def on_resigned(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: drop its state (it may not be loaded)."""
+
+
+class GroupPlacement(Protocol):
+    """Which groups this broker coordinates, and their committed offsets' writes
+    (:class:`.groups.ownership.GroupOwnership`)."""
+
+    async def find(self, group: str) -> int:
+        """FindCoordinator: the broker coordinating ``group``."""
+
+    def check(self, group: str) -> None:
+        """NotCoordinator / CoordinatorLoadInProgress unless this broker coordinates ``group`` now."""
+
+    async def commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> None:
+        """Write committed offsets of ``group`` (counted once the ISR has them)."""
+
+
 class ClusterProtocol(Protocol):
     """The ZooKeeper side of a broker in cluster mode (:class:`.cluster.member.ClusterMember`)."""
 
@@ -140,14 +161,15 @@ class ClusterProtocol(Protocol):
 
 @dataclass
 class BrokerState:
-    """Everything a broker knows, without its sockets. :meth:`open` loads it, :meth:`close` flushes it."""
+    """Everything a broker knows, without its sockets. :func:`.builder.open_state` fills it (the one place
+    its parts are made), :meth:`close` flushes and closes it."""
 
     config: BrokerConfig
     logs: LogManager | None = None
     groups: GroupOffsetStore | None = None
     coordinator: GroupCoordinator | None = None
     #: which groups this broker coordinates (cluster: the ``__consumer_offsets`` partitions it leads)
-    group_ownership: GroupOwnership | None = None
+    group_ownership: GroupPlacement | None = None
     producer_ids: ProducerIdManager | None = None
     cluster_id: str | None = None
     waiters: FetchWaiters = field(default_factory=FetchWaiters)
@@ -165,7 +187,8 @@ class BrokerState:
     #: cluster mode: True until this broker registered on its ZooKeeper session, and again from a session's
     #: loss until it registered on a new one and re-read its roles; it takes no writes as leader meanwhile
     fenced: bool = False
-    #: the exclusive locks on the log dirs (:mod:`.log.dir_lock`), held from :meth:`open` to :meth:`close`
+    #: the exclusive locks on the log dirs (:mod:`.log.dir_lock`), held from :func:`.builder.open_state` to
+    #: :meth:`close`
     dir_locks: list[DirLock] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -183,37 +206,8 @@ class BrokerState:
 
     # ------------------------------------------------------------ lifecycle
 
-    def open(self) -> None:
-        """Open (and so recover) the logs, the group offsets and the producer ids."""
-        c = self.config
-        # before anything reads or writes them (Kafka's lockLogDirs): DirectoryInUse if another broker has one
-        self.dir_locks = lock_dirs(c.log_dirs)
-        try:
-            self.logs = LogManager(c.log_dirs, c.log)
-        except BaseException:
-            self._release_dirs()
-            raise
-        try:
-            self._load_meta()
-            # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
-            self.groups = GroupOffsetStore(self.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
-                                           c.socket_request_max_bytes, replicated=c.cluster_mode)  # fmt: skip
-            settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
-                                     c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
-            self.group_ownership = GroupOwnership(self)
-            self.coordinator = GroupCoordinator(settings, self.group_ownership.persist, self.groups.group_meta)
-            if c.cluster_mode:
-                self.leadership_listeners[OFFSETS_TOPIC] = self.group_ownership
-            self.producer_ids = ProducerIdManager(c.log_dirs[0])
-        except BaseException:
-            try:
-                self.logs.close()
-            finally:
-                self.logs = None
-                self._release_dirs()
-            raise
-
-    def _load_meta(self) -> None:
+    def load_meta(self) -> None:
+        """Read (or write) ``meta.properties`` in the first log dir: the cluster id and broker id."""
         # Kafka's meta.properties: the cluster id is made once and kept, so it survives restarts.
         path = self.config.log_dirs[0] / META_FILE
         props = {}

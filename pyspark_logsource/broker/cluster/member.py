@@ -124,7 +124,7 @@ class ClusterMember:
         if cid and cid != self.state.cluster_id:
             log.info("broker %d joins cluster %s", self.broker_id, cid)
             self.state.cluster_id = cid
-            self.state._load_meta()
+            self.state.load_meta()
 
     # ------------------------------------------------------------ ClusterProtocol (any thread)
 

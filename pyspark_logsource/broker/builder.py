@@ -1,0 +1,56 @@
+"""Where a broker's parts are made and wired: the server calls this, :class:`~.state.BrokerState` only holds them.
+
+:func:`open_state` fills a :class:`~.state.BrokerState`: the exclusive locks on
+the log dirs (before anything reads them, Kafka's lockLogDirs), the logs
+(opening them recovers them, :mod:`.log`), the cluster id (``meta.properties``),
+the group offsets with their coordinator and placement
+(:class:`~.groups.ownership.GroupOwnership`, in a cluster the leadership listener
+of ``__consumer_offsets``) and the producer ids. ``BrokerState.close`` closes them.
+Replication (cluster mode) is built by :func:`.cluster.replicas.build` when the
+broker joins its cluster.
+"""
+
+from __future__ import annotations
+
+from .groups import GroupCoordinator, GroupOffsetStore
+from .groups.coordinator import GroupSettings
+from .groups.ownership import GroupOwnership
+from .internal_topics import OFFSETS_TOPIC
+from .log import LogManager
+from .log.dir_lock import lock_dirs, release_all
+from .producer_ids import ProducerIdManager
+from .state import BrokerState
+
+
+def open_state(state: BrokerState) -> None:
+    """Open (and so recover) ``state``'s logs, group offsets and producer ids; on an error nothing stays
+    open or locked (DirectoryInUse if another broker holds a log dir)."""
+    c = state.config
+    state.dir_locks = lock_dirs(c.log_dirs)
+    try:
+        state.logs = LogManager(c.log_dirs, c.log)
+    except BaseException:
+        release_all(state.dir_locks)
+        state.dir_locks = []
+        raise
+    try:
+        state.load_meta()
+        # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
+        state.groups = GroupOffsetStore(state.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
+                                        c.socket_request_max_bytes, replicated=c.cluster_mode)  # fmt: skip
+        settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
+                                 c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
+        ownership = GroupOwnership(state)
+        state.group_ownership = ownership
+        state.coordinator = GroupCoordinator(settings, ownership.persist, state.groups.group_meta)
+        if c.cluster_mode:
+            state.leadership_listeners[OFFSETS_TOPIC] = ownership
+        state.producer_ids = ProducerIdManager(c.log_dirs[0])
+    except BaseException:
+        try:
+            state.logs.close()
+        finally:
+            state.logs = None
+            release_all(state.dir_locks)
+            state.dir_locks = []
+        raise
