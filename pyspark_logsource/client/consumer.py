@@ -46,13 +46,7 @@ from .group import GroupMembership
 from .metadata import Bootstrap
 from .network import NetworkClient
 from .positions import OffsetRequests
-from .subscription_state import (
-    ANSWER_READY,
-    ANSWER_RETRY,
-    FetchSettings,
-    PartitionState,
-    SubscriptionState,
-)
+from .subscription_state import FetchSettings, PartitionState, SubscriptionState
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +266,8 @@ class Consumer:
         def take(tp: TopicPartition, st: PartitionState) -> bool:
             nonlocal count
             parts, n = st.take(max_records - count)
-            taken.extend([(tp, part) for part in parts])
+            for part in parts:
+                taken.append((tp, part))
             count += n
             return count >= max_records
 
@@ -360,13 +355,8 @@ class Consumer:
 
     def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, PartitionState, int]]]:
         # lock held; peek: only answer whether anything is fetchable, change nothing
-        if self._subs.buffered_bytes() >= self.fetch_max_bytes:
-            return {}
         out: dict[int, list] = {}
-        depth = self._fetch_depth
-        for tp, st in self._subs.partitions.items():
-            if (offset := st.next_fetch(now, depth)) is None:
-                continue
+        for tp, st, offset in self._subs.fetchable(now, self._fetch_depth, self.fetch_max_bytes):
             leader = self._client.cluster.leader(*tp)
             if leader is None:
                 if peek:
@@ -407,8 +397,12 @@ class Consumer:
                 if self._closed:
                     return 0
                 groups = self._fetchable(time.monotonic())
-                plans = [(node, [(tp, st, offset, st.fetch_sent(offset)) for tp, st, offset in items])
-                         for node, items in groups.items()]  # fmt: skip
+                plans = []
+                for node, items in groups.items():
+                    reqs = []
+                    for tp, st, offset in items:
+                        reqs.append((tp, st, offset, st.fetch_sent(offset)))
+                    plans.append((node, reqs))
             for node, reqs in plans:
                 self._send_fetch(node, reqs)
         return len(plans)
@@ -463,15 +457,9 @@ class Consumer:
                 self._data.notify_all()
                 return False
             self._fetch_error = None
-            by_tp = {(p.topic, p.partition): p for p in resp.partitions}
-            answered = self._subs.fetch_answered
-            got = False
-            for tp, st, off, epoch in reqs:
-                outcome = answered(tp, st, off, epoch, by_tp.get(tp), now)
-                if outcome == ANSWER_READY:
-                    got = True
-                elif outcome == ANSWER_RETRY:
-                    self._metadata_stale = True
+            got, retry = self._subs.fetch_answered(reqs, resp.partitions, now)
+            if retry:
+                self._metadata_stale = True
             # no need to wake the fetcher thread: the response callback sends the next fetches
             return got
 

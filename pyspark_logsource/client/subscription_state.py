@@ -9,8 +9,8 @@ one of the named transitions below. Who drives them:
   :meth:`PartitionState.seek`, :meth:`PartitionState.pause` / :meth:`~PartitionState.resume`;
 * position resolution (committed offset, else ``auto_offset_reset``):
   :meth:`SubscriptionState.unresolved`, :meth:`PartitionState.reset_to`, :meth:`PartitionState.fail`;
-* the fetch pipeline: :meth:`PartitionState.next_fetch` (where the next fetch
-  starts, guessed ahead when one is in flight), :meth:`PartitionState.fetch_sent`,
+* the fetch pipeline: :meth:`SubscriptionState.fetchable` and :meth:`PartitionState.next_fetch`
+  (which partitions fetch now, and where: guessed ahead when one is in flight), :meth:`PartitionState.fetch_sent`,
   :meth:`PartitionState.fetch_settled`, :meth:`SubscriptionState.fetch_answered`
   (buffer the records, or reset, back off or fail);
 * ``poll()`` / ``poll_arrow()``: :meth:`PartitionState.take` / :meth:`PartitionState.take_all`
@@ -39,7 +39,7 @@ from .fetched import _Fetched
 
 log = logging.getLogger(__name__)
 
-#: What a fetch answer meant for one partition (:meth:`SubscriptionState.fetch_answered`).
+#: What a fetch answer meant for one partition (:meth:`PartitionState.answered`).
 ANSWER_NOTHING = 0  # nothing for poll() (no new records, a stale or dropped answer)
 ANSWER_READY = 1  # records buffered, or an error or reset for poll() to act on: wake it
 ANSWER_RETRY = 2  # a retriable error (a leader moved): backing off, the metadata is stale
@@ -188,12 +188,13 @@ class PartitionState:
 
     # ------------------------------------------------------------ the fetch pipeline
 
-    def next_fetch(self, now: float, depth: int) -> int | None:
-        """Where this partition's next fetch starts, or None (nothing to fetch now).
+    def next_fetch(self, depth: int) -> int | None:
+        """Where this partition's next fetch starts, or None (``depth`` fetches in flight, or no guess).
 
-        None while failed, paused, backing off, with enough answers buffered
-        or in flight, or ``depth`` fetches in flight. At the fetch position
-        when no fetch in flight starts there. Else, pipelined (depth > 1), the
+        :meth:`SubscriptionState.fetchable` asks only a partition that may
+        fetch now (not failed, paused or backing off, and with room for
+        another answer). At the fetch position when no fetch in flight
+        starts there. Else, pipelined (depth > 1), the
         first of fetch position + k * span (the last answer's span) not in
         flight: exact for batches of one size; a wrong guess costs one fetch,
         whose answer ``continues`` rejects. Never at or past the readable
@@ -201,15 +202,7 @@ class PartitionState:
         """
         fp = self.fetch_position
         pending = self.pending
-        if (
-            fp is None
-            or self.error is not None
-            or self.paused
-            or self.retry_at > now
-            # prefetch a few responses ahead, bounded by fetch_max_bytes
-            or len(self.buffered) + len(pending) >= 2 + depth
-            or len(pending) >= depth
-        ):
+        if fp is None or len(pending) >= depth:
             return None
         epoch = self.epoch
         mine = {o for o, e in pending if e == epoch}
@@ -251,11 +244,6 @@ class PartitionState:
         first, last_next = walked[0][1].base_offset, walked[-1][1].next_offset
         return last_next if first <= self.fetch_position < last_next else None
 
-    def _buffer(self, fetched: _Fetched) -> None:
-        self.buffered.append(fetched)
-        self.buffered_bytes += fetched.size
-        self.fetch_position = fetched.next_offset
-
     def answered(self, offset: int, epoch: int, p: FetchPartitionResponse, settings: FetchSettings, now: float) -> int:
         """Apply one partition's fetch answer ``p`` (of the fetch at ``offset``); returns an ``ANSWER_*``."""
         if offset != self.fetch_position:  # a pipelined fetch whose guess missed, or a redundant one
@@ -264,7 +252,9 @@ class PartitionState:
                 self.dropped += 1
                 return ANSWER_NOTHING
             data = committed_only(p.records, p.aborted_transactions) if settings.isolation else p.records
-            self._buffer(_Fetched(offset, data, epoch, settings.check_crcs, last_next))
+            self.buffered.append(_Fetched(offset, data, epoch, settings.check_crcs, last_next))
+            self.buffered_bytes += len(data)
+            self.fetch_position = last_next
             return ANSWER_READY
         if p.error_code:
             return self._fetch_failed(offset, p, settings, now)
@@ -294,7 +284,9 @@ class PartitionState:
         self.span = last_next - offset
         if settings.isolation:
             data = committed_only(data, p.aborted_transactions)
-        self._buffer(_Fetched(offset, data, epoch, settings.check_crcs, last_next))
+        self.buffered.append(_Fetched(offset, data, epoch, settings.check_crcs, last_next))
+        self.buffered_bytes += len(data)
+        self.fetch_position = last_next
         return ANSWER_READY
 
     def _fetch_failed(self, offset: int, p: FetchPartitionResponse, settings: FetchSettings, now: float) -> int:
@@ -386,9 +378,30 @@ class SubscriptionState:
         """True if a partition waits for its position to be resolved (poll() retries after a backoff)."""
         return any(st.position is None and st.error is None for st in self.partitions.values())
 
-    def buffered_bytes(self) -> int:
-        """Bytes fetched and not yet handed out, over every partition."""
-        return sum(st.buffered_bytes for st in self.partitions.values())
+    def fetchable(self, now: float, depth: int, max_buffered: int) -> list[tuple[TopicPartition, PartitionState, int]]:
+        """(partition, state, offset) of each partition to fetch now: none while ``max_buffered`` bytes are buffered.
+
+        A partition fetches unless failed, paused, backing off, or with
+        ``2 + depth`` answers buffered or in flight; ``depth`` bounds the
+        fetches in flight and :meth:`PartitionState.next_fetch` says where.
+        """
+        parts = self.partitions
+        if sum(st.buffered_bytes for st in parts.values()) >= max_buffered:
+            return []
+        out = []
+        # the cheap checks inline (called at every fetch answer, for every partition)
+        for tp, st in parts.items():
+            if (
+                st.error is not None
+                or st.paused
+                or st.retry_at > now
+                # prefetch a few responses ahead, bounded by fetch_max_bytes
+                or len(st.buffered) + len(st.pending) >= 2 + depth
+                or (offset := st.next_fetch(depth)) is None
+            ):
+                continue
+            out.append((tp, st, offset))
+        return out
 
     def decode_buffered(self) -> None:
         """Decode every buffered answer (without the lock: a snapshot; decoding is idempotent)."""
@@ -396,13 +409,24 @@ class SubscriptionState:
             for f in tuple(st.buffered):
                 f.decode()
 
-    def fetch_answered(self, tp: TopicPartition, st: PartitionState, offset: int, epoch: int,
-                       p: FetchPartitionResponse | None, now: float) -> int:  # fmt: skip
-        """One partition's answer ``p`` to the fetch at ``offset``; returns an ``ANSWER_*``.
+    def fetch_answered(self, reqs: list[tuple[TopicPartition, PartitionState, int, int]],
+                       answers: list[FetchPartitionResponse], now: float) -> tuple[bool, bool]:  # fmt: skip
+        """A fetch's answer: each (partition, state, offset, epoch) of ``reqs`` sent gets its part of ``answers``.
 
-        Dropped (ANSWER_NOTHING) when the partition was unassigned, or seeked or
-        reset, since the fetch was sent, or the answer lacks it.
+        Returns (records, or an error or reset, for poll() to act on; a
+        retriable error: the metadata is stale). A part is dropped when its
+        partition was unassigned, or seeked or reset, since the fetch was sent.
         """
-        if p is None or self.partitions.get(tp) is not st or st.epoch != epoch:
-            return ANSWER_NOTHING  # unassigned or seeked meanwhile: drop the stale answer
-        return st.answered(offset, epoch, p, self.settings, now)
+        by_tp = {(p.topic, p.partition): p for p in answers}
+        current, settings = self.partitions, self.settings
+        got = retry = False
+        for tp, st, offset, epoch in reqs:
+            p = by_tp.get(tp)
+            if p is None or current.get(tp) is not st or st.epoch != epoch:
+                continue  # unassigned or seeked meanwhile: drop the stale answer
+            outcome = st.answered(offset, epoch, p, settings, now)
+            if outcome == ANSWER_READY:
+                got = True
+            elif outcome == ANSWER_RETRY:
+                retry = True
+        return got, retry
