@@ -3,7 +3,8 @@
 Handlers run on the broker's event loop. All but Fetch are synchronous (a
 log append is a ``pwrite`` to the page cache); Fetch is a coroutine that
 parks on per-partition waiters until ``min_bytes`` are available or
-``max_wait_ms`` passed. Errors become per-partition (or per-topic) codes from
+``max_wait_ms`` passed (the read and the wait are :mod:`.fetch`'s, shared with
+followers' fetches). Errors become per-partition (or per-topic) codes from
 :mod:`pyspark_logsource.errors`; nothing a client sends can raise out of here
 except a bug, which the server answers with UnknownServerError.
 """

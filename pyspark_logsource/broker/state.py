@@ -11,7 +11,10 @@ alone in the ISR. In cluster mode they come from ZooKeeper's partition-state
 znodes; :mod:`.cluster.member` watches those and calls :meth:`BrokerState.become_leader`,
 :meth:`~BrokerState.become_follower` and :meth:`~BrokerState.stop_replica` on the event
 loop thread, which record the role and hand it to :attr:`BrokerState.replication`
-(the replica manager: follower fetching, ISR, high watermark, ``acks=all``).
+(the replica manager, :mod:`.cluster.replicas`: follower fetching, ``acks=all``; each led
+partition's ISR and high watermark are owned by :class:`.cluster.partition.Partition`).
+Roles change only through these hooks and :meth:`BrokerState.update_role`. The state's
+parts are built by :func:`.builder.open_state`; the fetch read path is :mod:`.fetch`.
 """
 
 from __future__ import annotations
