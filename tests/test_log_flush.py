@@ -69,3 +69,12 @@ def test_scheduled_flush_leaves_time_flushes_to_the_manager(tmp_path):
     lg.scheduled_flush = False
     lg.append(make_batch(20, 10))
     assert lg.flushed_offset == 30
+
+
+def test_time_due_is_the_background_threads_half_of_the_rule():
+    fs = FlushState(LogConfig(flush_messages=10, flush_ms=1000), recovery_point=5, last_flush_ms=50_000)
+    fs.set_scheduled(True)
+    assert not fs.time_due(5, 10**12)  # nothing unflushed: nothing to do, however late
+    assert not fs.time_due(6, 50_999) and fs.time_due(6, 51_000)
+    fs.flushed(6, 51_000)
+    assert not fs.time_due(7, 51_999) and fs.time_due(7, 52_000)

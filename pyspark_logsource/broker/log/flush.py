@@ -52,6 +52,10 @@ class FlushState:
         """Whether the rule asks for a flush now, with the log ending at ``log_end``."""
         return log_end >= self.due_offset or now_ms >= self.due_ms
 
+    def time_due(self, log_end: int, now_ms: int) -> bool:
+        """The background thread's half of the rule: records are unflushed and ``flush.ms`` has passed."""
+        return log_end > self.recovery_point and now_ms >= self.last_flush_ms + self._ms
+
     def set_scheduled(self, scheduled: bool) -> None:
         """Whether a background thread does the time-based flushes."""
         self.scheduled = bool(scheduled)

@@ -153,6 +153,10 @@ class PartitionLog:
         """Wall-clock ms of the last flush (or of opening)."""
         return self._flush.last_flush_ms
 
+    def time_flush_due(self, now_ms: int) -> bool:
+        """Whether the flush thread owes this log a flush by ``flush.ms`` (the rule in :mod:`.flush`)."""
+        return self._flush.time_due(self._leo, now_ms)
+
     @property
     def scheduled_flush(self) -> bool:
         """Set by a LogManager whose thread flushes by ``flush.ms``: appends then leave time-based

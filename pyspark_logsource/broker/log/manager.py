@@ -334,7 +334,7 @@ class LogManager:
             self._last_retention = time.monotonic()
         for lg in self.logs():
             try:
-                if lg.unflushed_messages > 0 and now_ms - lg.last_flush_ms >= lg.config.flush_ms:
+                if lg.time_flush_due(now_ms):
                     lg.flush()
                 if retention:
                     lg.delete_old_segments()
