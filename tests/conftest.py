@@ -1,11 +1,22 @@
-"""Shared fixtures: one SparkSession for the whole test session."""
+"""Shared fixtures: one SparkSession for the whole test session; brokers (a factory, one broker per
+module, one per stored layout); unique topic names; the session's ZooKeeper.
+
+Importable helpers are in tests/support/ (``from support.brokers import WireClient``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from support.brokers import broker_process, unique_topic
+
+#: ``logsource.arrow.body.enable`` for each way the broker stores (and serves) record batches: Arrow
+#: bodies as we use it, or Kafka's layout only (a plain Kafka broker; our clients then speak that layout)
+LAYOUTS = {"arrow-body": "true", "kafka-only": "false"}
 
 
 @pytest.fixture(scope="session")
@@ -79,3 +90,53 @@ def zk_connect(zookeeper, request) -> str:
         client.stop()
         client.close()
     return zookeeper.connect + chroot
+
+
+# ------------------------------------------------------------------ brokers
+
+
+@pytest.fixture(scope="module")
+def broker_config() -> dict[str, Any]:
+    """Config overrides (Kafka's property names) for this module's ``broker``, ``plain_broker`` and
+    ``layout_broker``: none here; a module that needs some defines its own ``broker_config`` fixture."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def broker_factory(tmp_path_factory) -> Iterator[Callable[..., Any]]:
+    """``broker_factory(overrides=None, *, layout="arrow-body")`` starts a broker process with those config
+    overrides in a fresh data dir and returns the running EmbeddedBroker; every broker it started stops
+    after the module's last test. For a broker that lives one test, use ``support.brokers.broker_process``
+    (or ``broker_thread``) as a context manager."""
+    with contextlib.ExitStack() as stack:
+
+        def start(overrides: dict[str, Any] | None = None, *, layout: str = "arrow-body") -> Any:
+            config = {**(overrides or {}), "logsource.arrow.body.enable": LAYOUTS[layout]}
+            return stack.enter_context(broker_process(tmp_path_factory.mktemp(f"broker-{layout}"), config=config))
+
+        yield start
+
+
+@pytest.fixture(scope="module")
+def broker(broker_factory, broker_config) -> Any:
+    """One broker process for the module, Arrow bodies on (the default), with the module's ``broker_config``."""
+    return broker_factory(broker_config)
+
+
+@pytest.fixture(scope="module")
+def plain_broker(broker_factory, broker_config) -> Any:
+    """One broker process for the module that stores Kafka's layout only: a plain Kafka broker."""
+    return broker_factory(broker_config, layout="kafka-only")
+
+
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def layout_broker(request) -> Any:
+    """Each stored layout in turn (ids ``arrow-body``, ``kafka-only``): ``broker``, then ``plain_broker``,
+    for the tests that must hold on both."""
+    return request.getfixturevalue("broker" if request.param == "arrow-body" else "plain_broker")
+
+
+@pytest.fixture
+def topic_name() -> Callable[..., str]:
+    """``topic_name(prefix="t")``: a topic name no other test of the session uses, ``<prefix>-<n>``."""
+    return unique_topic

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from support.brokers import WireClient, broker_process, broker_thread, frame
+from support.brokers import WireClient, broker_process, broker_thread, frame, unique_topic
 
 from pyspark_logsource.errors import (
     CorruptRecord,
@@ -46,9 +46,9 @@ MAX_MESSAGE = 200_000
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with broker_process(tmp_path_factory.mktemp("broker"), config={"message.max.bytes": MAX_MESSAGE}) as b:
-        yield b
+def broker_config():
+    """For conftest's ``broker``."""
+    return {"message.max.bytes": MAX_MESSAGE}
 
 
 @pytest.fixture
@@ -57,11 +57,8 @@ def client(broker):
         yield c
 
 
-_topic_counter = iter(range(10_000))
-
-
 def new_topic(client: WireClient, partitions: int = 1, config: dict | None = None) -> str:
-    name = f"t{next(_topic_counter)}-{random.randrange(1 << 30)}"
+    name = unique_topic()
     assert client.create_topic(name, partitions, config) == 0
     return name
 

@@ -30,12 +30,6 @@ def run(*args: str, stdin: bytes | None = None, bootstrap: str | None = None, ch
     return p
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with broker_process(tmp_path_factory.mktemp("cli-broker")) as b:
-        yield b
-
-
 @pytest.mark.parametrize(
     "cmd",
     [[], ["topics"], ["topics", "create"], ["topics", "list"], ["topics", "describe"], ["topics", "delete"],

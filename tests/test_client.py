@@ -11,7 +11,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from support.brokers import broker_process
+from support.brokers import broker_process, unique_topic
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.client import hash_partition, read_range
@@ -31,26 +31,21 @@ from pyspark_logsource.errors import (
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(scope="module", params=["arrow-body", "kafka-only"])
-def broker(request, tmp_path_factory):
-    """Our broker as we use it, and as a plain Kafka broker (our clients then speak Kafka's layout)."""
-    arrow = "true" if request.param == "arrow-body" else "false"
-    with broker_process(tmp_path_factory.mktemp("client-broker"),
-                        config={"message.max.bytes": "100000", "logsource.arrow.body.enable": arrow}) as b:  # fmt: skip
-        yield b
+@pytest.fixture(scope="module")
+def broker_config():
+    """For conftest's ``layout_broker``: our broker as we use it, and as a plain Kafka broker (our clients
+    then speak Kafka's layout)."""
+    return {"message.max.bytes": "100000"}
 
 
 @pytest.fixture()
-def admin(broker):
-    with Admin(broker.bootstrap) as a:
+def admin(layout_broker):
+    with Admin(layout_broker.bootstrap) as a:
         yield a
 
 
-_n = iter(range(10**6))
-
-
 def new_topic(admin: Admin, partitions: int = 1, **config) -> str:
-    name = f"t{next(_n)}-{os.getpid()}"
+    name = unique_topic()
     admin.create_topic(name, partitions, config or None)
     return name
 
@@ -69,10 +64,10 @@ def consume_all(bootstrap: str, tps, expected: int, timeout: float = 20.0, **kw)
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
-def test_round_trip_partitions_and_codecs(broker, admin, codec):
+def test_round_trip_partitions_and_codecs(layout_broker, admin, codec):
     topic = new_topic(admin, 3)
     n = 3000
-    with Producer(broker.bootstrap, compression=codec, linger_ms=2, batch_size=4096) as p:
+    with Producer(layout_broker.bootstrap, compression=codec, linger_ms=2, batch_size=4096) as p:
         futs = [
             p.send(topic, b"value-%d" % i, key=b"user-%d" % (i % 37), headers=[("i", b"%d" % i)] if i % 5 == 0 else None)
             for i in range(n)
@@ -84,7 +79,7 @@ def test_round_trip_partitions_and_codecs(broker, admin, codec):
         assert part == hash_partition(b"user-%d" % (i % 37), 3)
         assert off >= 0
     assert len(set(results)) == n
-    msgs = consume_all(broker.bootstrap, [(topic, 0), (topic, 1), (topic, 2)], n)
+    msgs = consume_all(layout_broker.bootstrap, [(topic, 0), (topic, 1), (topic, 2)], n)
     assert len(msgs) == n
     by_value = {m.value: m for m in msgs}
     for i, (part, off) in enumerate(results):
@@ -95,32 +90,32 @@ def test_round_trip_partitions_and_codecs(broker, admin, codec):
         assert m.topic == topic
 
 
-def test_ordering_within_partition(broker, admin):
+def test_ordering_within_partition(layout_broker, admin):
     topic = new_topic(admin, 4)
     n = 5000
-    with Producer(broker.bootstrap, linger_ms=1, batch_size=2000) as p:
+    with Producer(layout_broker.bootstrap, linger_ms=1, batch_size=2000) as p:
         futs = [p.send(topic, b"%08d" % i, key=b"same-key") for i in range(n)]
         p.flush()
     part = futs[0].result()[0]
     assert {f.result()[0] for f in futs} == {part}
     offsets = [f.result()[1] for f in futs]
     assert offsets == list(range(offsets[0], offsets[0] + n))
-    msgs = consume_all(broker.bootstrap, [(topic, part)], n)
+    msgs = consume_all(layout_broker.bootstrap, [(topic, part)], n)
     assert [m.value for m in msgs] == [b"%08d" % i for i in range(n)]
     assert [m.offset for m in msgs] == offsets
 
 
-def test_keyed_partitioning_stable_across_processes(broker, admin):
+def test_keyed_partitioning_stable_across_processes(layout_broker, admin):
     topic = new_topic(admin, 7)
     keys = [b"k%d" % i for i in range(200)]
-    with Producer(broker.bootstrap) as p:
+    with Producer(layout_broker.bootstrap) as p:
         here = [p.partition_for(topic, k) for k in keys]
         sent = [p.send(topic, b"v", key=k) for k in keys]
         p.flush()
         assert [f.result()[0] for f in sent] == here
     code = (
         "import sys; from pyspark_logsource import Producer\n"
-        f"p = Producer({broker.bootstrap!r})\n"
+        f"p = Producer({layout_broker.bootstrap!r})\n"
         f"print(','.join(str(p.partition_for({topic!r}, b'k%d' % i)) for i in range(200)))\n"
         "p.close()\n"
     )
@@ -131,23 +126,23 @@ def test_keyed_partitioning_stable_across_processes(broker, admin):
     assert here == [hash_partition(k, 7) for k in keys]
 
 
-def test_keyless_records_stick_to_a_partition_per_batch(broker, admin):
+def test_keyless_records_stick_to_a_partition_per_batch(layout_broker, admin):
     topic = new_topic(admin, 4)
-    with Producer(broker.bootstrap, batch_size=100_000, linger_ms=50) as p:
+    with Producer(layout_broker.bootstrap, batch_size=100_000, linger_ms=50) as p:
         futs = [p.send(topic, b"x" * 10) for _ in range(100)]
         p.flush()
     # all 100 fit one batch: one partition, consecutive offsets
     assert len({f.result()[0] for f in futs}) == 1
 
 
-def test_send_arrow_routes_rows_and_reports_ranges(broker, admin):
+def test_send_arrow_routes_rows_and_reports_ranges(layout_broker, admin):
     topic = new_topic(admin, 3)
     n = 2000
     keys = [b"key-%d" % (i % 11) for i in range(n)]
     values = [b"val-%d" % i for i in range(n)]
     ts = pa.array([1_700_000_000_000 + i for i in range(n)], pa.int64()).cast(pa.timestamp("ms"))
     table = pa.table({"key": keys, "value": values, "timestamp": ts})
-    with Producer(broker.bootstrap) as p:
+    with Producer(layout_broker.bootstrap) as p:
         futs = p.send_arrow(topic, table)
         p.flush()
         ranges = [f.result(5) for f in futs]
@@ -156,7 +151,7 @@ def test_send_arrow_routes_rows_and_reports_ranges(broker, admin):
         r2 = [f.result(5) for f in p.send_arrow(topic, t2)]
     assert sum(last - base + 1 for _, base, last in ranges) == n
     assert sorted((p_, last - base + 1) for p_, base, last in r2) == [(0, 1), (2, 2)]
-    msgs = consume_all(broker.bootstrap, [(topic, 0), (topic, 1), (topic, 2)], n + 3)
+    msgs = consume_all(layout_broker.bootstrap, [(topic, 0), (topic, 1), (topic, 2)], n + 3)
     for m in msgs:
         if m.key is not None:
             assert m.partition == hash_partition(m.key, 3)
@@ -168,9 +163,9 @@ def test_send_arrow_routes_rows_and_reports_ranges(broker, admin):
 # ---------------------------------------------------------------- consumer behaviour
 
 
-def test_long_poll_returns_early_when_data_arrives(broker, admin):
+def test_long_poll_returns_early_when_data_arrives(layout_broker, admin):
     topic = new_topic(admin, 1)
-    with Consumer(broker.bootstrap, fetch_max_wait_ms=8000, auto_offset_reset="latest") as c:
+    with Consumer(layout_broker.bootstrap, fetch_max_wait_ms=8000, auto_offset_reset="latest") as c:
         c.assign([(topic, 0)])
         assert c.position((topic, 0)) == 0
         t0 = time.monotonic()
@@ -180,7 +175,7 @@ def test_long_poll_returns_early_when_data_arrives(broker, admin):
 
         def later():
             time.sleep(0.5)
-            with Producer(broker.bootstrap, linger_ms=0) as p:
+            with Producer(layout_broker.bootstrap, linger_ms=0) as p:
                 p.send(topic, b"hello").result(5)
 
         th = threading.Thread(target=later)
@@ -194,12 +189,12 @@ def test_long_poll_returns_early_when_data_arrives(broker, admin):
         assert elapsed < 5.0
 
 
-def test_seek_rewinds_and_poll_arrow(broker, admin):
+def test_seek_rewinds_and_poll_arrow(layout_broker, admin):
     topic = new_topic(admin, 1)
-    with Producer(broker.bootstrap) as p:
+    with Producer(layout_broker.bootstrap) as p:
         for i in range(100):
             p.send(topic, b"%d" % i)
-    with Consumer(broker.bootstrap) as c:
+    with Consumer(layout_broker.bootstrap) as c:
         tp = (topic, 0)
         c.assign([tp])
         got = []
@@ -224,13 +219,13 @@ def test_seek_rewinds_and_poll_arrow(broker, admin):
         assert c.position(tp) == 100
 
 
-def test_out_of_range_position_uses_auto_offset_reset(broker, admin):
+def test_out_of_range_position_uses_auto_offset_reset(layout_broker, admin):
     topic = new_topic(admin, 1)
     tp = (topic, 0)
-    with Producer(broker.bootstrap) as p:
+    with Producer(layout_broker.bootstrap) as p:
         for i in range(10):
             p.send(topic, b"%d" % i)
-    with Consumer(broker.bootstrap, auto_offset_reset="earliest") as c:
+    with Consumer(layout_broker.bootstrap, auto_offset_reset="earliest") as c:
         c.assign([tp])
         c.seek(tp, 1_000_000)
         msgs = []
@@ -238,19 +233,19 @@ def test_out_of_range_position_uses_auto_offset_reset(broker, admin):
         while len(msgs) < 10 and time.monotonic() < deadline:
             msgs += c.poll(500)
         assert [m.offset for m in msgs] == list(range(10))
-    with Consumer(broker.bootstrap, auto_offset_reset="latest") as c:
+    with Consumer(layout_broker.bootstrap, auto_offset_reset="latest") as c:
         c.assign([tp])
         c.seek(tp, 1_000_000)
         assert c.poll(1000) == []
         assert c.position(tp) == 10
-    with Consumer(broker.bootstrap, auto_offset_reset="none") as c:
+    with Consumer(layout_broker.bootstrap, auto_offset_reset="none") as c:
         c.assign([tp])
         c.seek(tp, 1_000_000)
         with pytest.raises(OffsetOutOfRange):
             for _ in range(20):
                 c.poll(200)
         # no position at all and no reset policy
-    with Consumer(broker.bootstrap, auto_offset_reset="none") as c:
+    with Consumer(layout_broker.bootstrap, auto_offset_reset="none") as c:
         c.assign([tp])
         with pytest.raises(OffsetOutOfRange):
             c.poll(200)
@@ -287,7 +282,7 @@ def test_group_offsets_survive_broker_restart(tmp_path):
 # ---------------------------------------------------------------- admin
 
 
-def test_admin_topics_and_offsets(broker, admin):
+def test_admin_topics_and_offsets(layout_broker, admin):
     topic = new_topic(admin, 2)
     assert topic in admin.list_topics()
     assert all(not t.startswith("__") for t in admin.list_topics())
@@ -296,7 +291,7 @@ def test_admin_topics_and_offsets(broker, admin):
     assert all(p.leader >= 0 and p.leader in p.replicas for p in d.partitions)
     assert admin.partitions_for(topic) == [0, 1]
     t0 = int(time.time() * 1000)
-    with Producer(broker.bootstrap) as p:
+    with Producer(layout_broker.bootstrap) as p:
         for i in range(10):
             p.send(topic, b"x", partition=0, timestamp_ms=t0 + i * 1000)
     tps = [(topic, 0), (topic, 1)]
@@ -316,14 +311,14 @@ def test_admin_topics_and_offsets(broker, admin):
         admin.list_offsets(tps, "yesterday")
 
 
-def test_broker_errors_are_typed_with_messages(broker, admin):
+def test_broker_errors_are_typed_with_messages(layout_broker, admin):
     with pytest.raises(InvalidTopic) as e:
         admin.create_topic("../etc/passwd", 1)
     assert "passwd" in str(e.value)
     with pytest.raises(UnknownTopicOrPartition):
         admin.describe_topic("no-such-topic-here")
     topic = new_topic(admin, 2)
-    with Producer(broker.bootstrap) as p:
+    with Producer(layout_broker.bootstrap) as p:
         with pytest.raises(UnknownTopicOrPartition):
             p.send(topic, b"x", partition=5)
         # message.max.bytes=100000 on this broker: the batch is refused, the producer survives
@@ -339,21 +334,21 @@ def test_broker_errors_are_typed_with_messages(broker, admin):
         p.send(topic, b"late")
 
 
-def test_read_range_trims_and_checks_bounds(broker, admin):
+def test_read_range_trims_and_checks_bounds(layout_broker, admin):
     topic = new_topic(admin, 1)
-    with Producer(broker.bootstrap, batch_size=300, linger_ms=0) as p:
+    with Producer(layout_broker.bootstrap, batch_size=300, linger_ms=0) as p:
         for i in range(500):
             p.send(topic, b"%d" % i)
-    batches = list(read_range(broker.bootstrap, topic, 0, 123, 456, max_bytes=2048))
+    batches = list(read_range(layout_broker.bootstrap, topic, 0, 123, 456, max_bytes=2048))
     assert len(batches) > 1
     t = pa.Table.from_batches(batches)
     assert t.column("offset").to_pylist() == list(range(123, 456))
     assert t.column("value").to_pylist() == [b"%d" % i for i in range(123, 456)]
-    assert list(read_range(broker.bootstrap, topic, 0, 10, 10)) == []
+    assert list(read_range(layout_broker.bootstrap, topic, 0, 10, 10)) == []
     with pytest.raises(OffsetOutOfRange):
-        list(read_range(broker.bootstrap, topic, 0, 400, 501))
+        list(read_range(layout_broker.bootstrap, topic, 0, 400, 501))
     with pytest.raises(OffsetOutOfRange):
-        list(read_range(broker.bootstrap, topic, 0, 600, 700))
+        list(read_range(layout_broker.bootstrap, topic, 0, 600, 700))
 
 
 # ---------------------------------------------------------------- failures

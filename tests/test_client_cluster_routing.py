@@ -30,12 +30,6 @@ def _dead_address() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with broker_process(tmp_path_factory.mktemp("routing")) as b:
-        yield b
-
-
 def _consume_all(bootstrap, topic: str, partitions: int, expect: int, timeout: float = 30.0) -> list:
     out = []
     with Consumer(bootstrap, auto_offset_reset="earliest") as c:

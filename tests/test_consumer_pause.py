@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.errors import ConfigError
@@ -17,17 +16,16 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def topic(tmp_path_factory):
-    """A broker process and a 2-partition topic with 30 records in each; yields (bootstrap, topic)."""
-    with broker_process(tmp_path_factory.mktemp("pause")) as b:
-        with Admin(b.bootstrap) as admin:
-            admin.create_topic("paused", 2)
-        with Producer(b.bootstrap) as p:
-            for part in (0, 1):
-                for i in range(30):
-                    p.send("paused", b"%d-%d" % (part, i), partition=part)
-            p.flush()
-        yield b.bootstrap, "paused"
+def topic(broker):
+    """A 2-partition topic with 30 records in each on conftest's broker; returns (bootstrap, topic)."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic("paused", 2)
+    with Producer(broker.bootstrap) as p:
+        for part in (0, 1):
+            for i in range(30):
+                p.send("paused", b"%d-%d" % (part, i), partition=part)
+        p.flush()
+    return broker.bootstrap, "paused"
 
 
 def drain(c: Consumer, arrow: bool, seconds: float) -> dict[int, list[int]]:

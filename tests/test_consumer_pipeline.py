@@ -22,23 +22,22 @@ pytestmark = pytest.mark.timeout(120)
 SIZES = [1, 3, 50, 7, 400, 2, 120, 1, 1, 90, 300, 5, 60, 11, 250, 4]
 
 
-@pytest.fixture(scope="module", params=["arrow-body", "kafka-only"])
-def topic(request, tmp_path_factory):
-    """A broker process and a 1-partition topic of batches of mixed sizes; yields (bootstrap, topic, values)."""
-    arrow = "true" if request.param == "arrow-body" else "false"
-    with broker_process(tmp_path_factory.mktemp("pipeline"), config={"logsource.arrow.body.enable": arrow}) as b:
-        with Admin(b.bootstrap) as admin:
-            admin.create_topic("mixed", 1)
-        rng = random.Random(7)
-        values: list[bytes] = []
-        with Producer(b.bootstrap, batch_size=1 << 20, linger_ms=0) as p:
-            for _ in range(6):
-                for n in SIZES:
-                    vals = [b"%08d-" % (len(values) + i) + bytes(rng.randrange(0, 300)) for i in range(n)]
-                    values += vals
-                    p.send_arrow("mixed", pa.table({"value": pa.array(vals, pa.binary())}), partition=0)
-            p.flush()
-        yield b.bootstrap, "mixed", values
+@pytest.fixture(scope="module")
+def topic(layout_broker):
+    """A 1-partition topic of batches of mixed sizes on each stored layout; yields (bootstrap, topic, values)."""
+    bs = layout_broker.bootstrap
+    with Admin(bs) as admin:
+        admin.create_topic("mixed", 1)
+    rng = random.Random(7)
+    values: list[bytes] = []
+    with Producer(bs, batch_size=1 << 20, linger_ms=0) as p:
+        for _ in range(6):
+            for n in SIZES:
+                vals = [b"%08d-" % (len(values) + i) + bytes(rng.randrange(0, 300)) for i in range(n)]
+                values += vals
+                p.send_arrow("mixed", pa.table({"value": pa.array(vals, pa.binary())}), partition=0)
+        p.flush()
+    return bs, "mixed", values
 
 
 def consumer(bootstrap: str) -> Consumer:

@@ -16,11 +16,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.brokers import WireClient, broker_process
+from support.brokers import WireClient
 
 from pyspark_logsource.format import encode_kafka
 from pyspark_logsource.protocol.messages import InitProducerIdRequest
@@ -42,33 +41,9 @@ Rec = tuple[bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...
 # ------------------------------------------------------------------ brokers
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory) -> Iterator[Any]:
-    """One broker process for the module (Arrow bodies on: the default)."""
-    with broker_process(tmp_path_factory.mktemp("kafka-clients")) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def plain_broker(tmp_path_factory) -> Iterator[Any]:
-    """A broker with ``logsource.arrow.body.enable=false``: a plain Kafka broker."""
-    with broker_process(tmp_path_factory.mktemp("kafka-clients-plain"),
-                        config={"logsource.arrow.body.enable": "false"}) as b:  # fmt: skip
-        yield b
-
-
-@pytest.fixture(params=["arrow-body", "plain-kafka"])
-def any_broker(request) -> Any:
-    """Both brokers, for the tests that must hold on each."""
-    return request.getfixturevalue("broker" if request.param == "arrow-body" else "plain_broker")
-
-
-_seq = iter(range(1 << 30))
-
-
-def fresh_topic(prefix: str) -> str:
-    """A topic name no other test of this module uses (auto-created on first produce or assign)."""
-    return f"{prefix}-{next(_seq)}"
+# conftest's broker (Arrow bodies on: the default), plain_broker (a plain Kafka broker) and layout_broker
+# (each of them in turn, for the tests that must hold on both); topic names from conftest's topic_name
+# (auto-created on first produce or assign)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -340,8 +315,8 @@ def kcat_view(recs: list[Rec]) -> list[Rec]:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_kcat_produces_and_consumes_every_codec(broker, codec):
-    bs, topic = broker.bootstrap, fresh_topic(f"kcat-{codec}")
+def test_kcat_produces_and_consumes_every_codec(broker, codec, topic_name):
+    bs, topic = broker.bootstrap, topic_name(f"kcat-{codec}")
     plain = [(b"key-%d" % i if i % 4 else None, b"value %d \x00\x01\xfe\xff\n\t" % i + bytes(range(i % 64)))
              for i in range(N)]  # fmt: skip
     plain[5] = (b"", b"")  # empty key and empty value
@@ -360,11 +335,11 @@ def test_kcat_produces_and_consumes_every_codec(broker, codec):
     assert without_offsets(kp_consume(bs, topic)) == want
 
 
-def test_an_offset_past_the_end_resets_to_earliest_in_kcat_and_confluent_kafka(any_broker):
+def test_an_offset_past_the_end_resets_to_earliest_in_kcat_and_confluent_kafka(layout_broker, topic_name):
     """Issue 21, bug 1: the OFFSET_OUT_OF_RANGE partition carried a null record set, which librdkafka
     refused as a parse failure ("invalid MessageSetSize -1"): it never applied auto.offset.reset and
     re-fetched in a tight loop, so ``kcat -o 1000 -X auto.offset.reset=earliest -e`` got nothing."""
-    bs, topic = any_broker.bootstrap, fresh_topic("reset-earliest")
+    bs, topic = layout_broker.bootstrap, topic_name("reset-earliest")
     recs = records(10, tag="reset")
     assert ck_produce(bs, topic, recs) == list(range(10))
     try:
@@ -379,10 +354,10 @@ def test_an_offset_past_the_end_resets_to_earliest_in_kcat_and_confluent_kafka(a
     same(without_offsets(got), recs)
 
 
-def test_kcat_reads_what_kafka_python_wrote_with_every_codec(broker):
+def test_kcat_reads_what_kafka_python_wrote_with_every_codec(broker, topic_name):
     bs = broker.bootstrap
     for codec in CODECS:
-        topic = fresh_topic(f"kcat-reads-kp-{codec}")
+        topic = topic_name(f"kcat-reads-kp-{codec}")
         recs = records(tag=codec, null_headers=False)
         kp_produce(bs, topic, recs, codec)
         same(without_offsets(kcat_consume(bs, topic)), kcat_view(recs))
@@ -393,8 +368,8 @@ def test_kcat_reads_what_kafka_python_wrote_with_every_codec(broker):
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 @pytest.mark.parametrize("codec", CODECS)
-def test_confluent_kafka_round_trip(broker, codec, idempotent):
-    bs, topic = broker.bootstrap, fresh_topic(f"ck-{codec}")
+def test_confluent_kafka_round_trip(broker, codec, idempotent, topic_name):
+    bs, topic = broker.bootstrap, topic_name(f"ck-{codec}")
     recs = records(tag=codec)
     offsets = ck_produce(bs, topic, recs, codec, idempotent)
     assert offsets == list(range(len(recs)))
@@ -409,12 +384,12 @@ def test_confluent_kafka_round_trip(broker, codec, idempotent):
     same(without_offsets(ck_consume(bs, topic, start=30)), recs[30:])
 
 
-def test_confluent_kafka_admin_create_describe_delete(broker):
+def test_confluent_kafka_admin_create_describe_delete(broker, topic_name):
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
     bs = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
-    name = fresh_topic("ck-admin")
+    name = topic_name("ck-admin")
     for f in admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1,
                                            config={"retention.ms": "3600000"})]).values():  # fmt: skip
         assert f.result(30) is None
@@ -440,14 +415,14 @@ def test_confluent_kafka_admin_create_describe_delete(broker):
         time.sleep(0.2)
 
 
-def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker):
+def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker, topic_name):
     """Issue 21, bug 3: CreateTopics refused compression.type, unclean.leader.election.enable and
     message.downconversion.enable (librdkafka's tests set them) with INVALID_CONFIG."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    name = fresh_topic("ck-topic-configs")
+    name = topic_name("ck-topic-configs")
     config = {"compression.type": "lz4", "unclean.leader.election.enable": "true",
               "message.downconversion.enable": "false", "preallocate": "true", "segment.jitter.ms": "100",
               "message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}  # fmt: skip
@@ -461,7 +436,7 @@ def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker):
     # an unknown name and a bad value: INVALID_CONFIG (40) naming the key, and nothing created
     for key, value in (("compression.codec", "lz4"), ("compression.type", "brotli"),
                        ("unclean.leader.election.enable", "yes")):  # fmt: skip
-        bad = fresh_topic("ck-bad-config")
+        bad = topic_name("ck-bad-config")
         with pytest.raises(KafkaException) as exc:
             for f in admin.create_topics([NewTopic(bad, 1, 1, config={key: value})]).values():
                 f.result(30)
@@ -470,12 +445,12 @@ def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker):
         assert bad not in admin.list_topics(timeout=30).topics
 
 
-def test_confluent_kafka_idempotent_producer_writes_no_duplicates(broker):
+def test_confluent_kafka_idempotent_producer_writes_no_duplicates(broker, topic_name):
     """librdkafka idempotence with several in-flight requests over several partitions: every message
     exactly once, in order per partition."""
     from confluent_kafka import Producer
 
-    bs, topic = broker.bootstrap, fresh_topic("ck-idem")
+    bs, topic = broker.bootstrap, topic_name("ck-idem")
     create_topic(bs, topic, 3)
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 1, "batch.num.messages": 7,
                   "max.in.flight.requests.per.connection": 5, "compression.type": "lz4"})  # fmt: skip
@@ -495,8 +470,8 @@ def test_confluent_kafka_idempotent_producer_writes_no_duplicates(broker):
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 @pytest.mark.parametrize("codec", CODECS)
-def test_kafka_python_round_trip(broker, codec, idempotent):
-    bs, topic = broker.bootstrap, fresh_topic(f"kp-{codec}")
+def test_kafka_python_round_trip(broker, codec, idempotent, topic_name):
+    bs, topic = broker.bootstrap, topic_name(f"kp-{codec}")
     recs = records(tag=codec, null_headers=False)
     offsets = kp_produce(bs, topic, recs, codec, idempotent)
     assert offsets == list(range(len(recs)))
@@ -505,13 +480,13 @@ def test_kafka_python_round_trip(broker, codec, idempotent):
     same(without_offsets(got), recs)
 
 
-def test_kafka_python_admin_create_delete(broker):
+def test_kafka_python_admin_create_delete(broker, topic_name):
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        name = fresh_topic("kp-admin")
+        name = topic_name("kp-admin")
         resp = admin.create_topics([NewTopic(name, 2, 1)])
         assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [(name, 0)]
         assert name in admin.list_topics()
@@ -524,10 +499,10 @@ def test_kafka_python_admin_create_delete(broker):
         admin.close()
 
 
-def test_kafka_python_idempotent_producer_writes_no_duplicates(broker):
+def test_kafka_python_idempotent_producer_writes_no_duplicates(broker, topic_name):
     from kafka import KafkaProducer
 
-    bs, topic = broker.bootstrap, fresh_topic("kp-idem")
+    bs, topic = broker.bootstrap, topic_name("kp-idem")
     create_topic(bs, topic, 2)
     p = KafkaProducer(bootstrap_servers=bs, enable_idempotence=True, linger_ms=1, batch_size=512,
                       max_in_flight_requests_per_connection=5, compression_type="gzip")  # fmt: skip
@@ -544,11 +519,11 @@ def test_kafka_python_idempotent_producer_writes_no_duplicates(broker):
 # ================================================================== all clients on one topic
 
 
-def test_mixed_topic_reads_back_identically_through_every_client(any_broker):
+def test_mixed_topic_reads_back_identically_through_every_client(layout_broker, topic_name):
     """kcat, kafka-python, confluent-kafka and our Producer (Arrow-bodied batches) write one partition in
     turns; kcat, confluent-kafka, kafka-python and our Consumer read exactly the same records back.
     On the plain Kafka broker our Producer writes Kafka's layout."""
-    bs, topic = any_broker.bootstrap, fresh_topic("mixed")
+    bs, topic = layout_broker.bootstrap, topic_name("mixed")
     create_topic(bs, topic, 1)
     want: list[Rec] = []
     kcat_window: list[tuple[int, int, int]] = []  # (first index, last index, [before, after] ms)
@@ -588,9 +563,9 @@ def test_mixed_topic_reads_back_identically_through_every_client(any_broker):
             same(without_offsets(got), want)
 
 
-def test_our_producer_writes_kafka_layout_to_a_plain_broker(plain_broker):
+def test_our_producer_writes_kafka_layout_to_a_plain_broker(plain_broker, topic_name):
     """Without the broker's Arrow-body feature our Producer encodes Kafka's layout; every client reads it."""
-    bs, topic = plain_broker.bootstrap, fresh_topic("ours-on-plain")
+    bs, topic = plain_broker.bootstrap, topic_name("ours-on-plain")
     create_topic(bs, topic, 1)
     recs = records(20, tag="ours-plain")
     assert our_produce(bs, topic, recs, "lz4") == list(range(20))
@@ -608,11 +583,11 @@ def _init_pid(c: WireClient, pid: int = -1, epoch: int = -1) -> tuple[int, int]:
     return resp.producer_id, resp.producer_epoch
 
 
-def test_raw_idempotent_produce_sequence_checks(broker):
+def test_raw_idempotent_produce_sequence_checks(broker, topic_name):
     """A Kafka-layout batch with producer id/epoch/base sequence through the sans-IO client: the next
     sequence appends, a gap is OutOfOrderSequence (45), a retried batch is a duplicate answered as success
     with the original offset, and a fenced (stale) epoch is InvalidProducerEpoch (47)."""
-    bs, topic = broker.bootstrap, fresh_topic("raw-idem")
+    bs, topic = broker.bootstrap, topic_name("raw-idem")
     with WireClient(bs, arrow_body=False) as c:
         assert c.create_topic(topic, 1) == 0
         pid, epoch = _init_pid(c)
@@ -651,8 +626,8 @@ def test_raw_idempotent_produce_sequence_checks(broker):
     assert [r[1] for r in without_offsets(kp_consume(bs, topic))] == values
 
 
-def test_raw_produce_with_unknown_producer_id_is_refused(broker):
-    bs, topic = broker.bootstrap, fresh_topic("raw-unknown-pid")
+def test_raw_produce_with_unknown_producer_id_is_refused(broker, topic_name):
+    bs, topic = broker.bootstrap, topic_name("raw-unknown-pid")
     with WireClient(bs, arrow_body=False) as c:
         assert c.create_topic(topic, 1) == 0
         data = bytes(encode_kafka([b"x"], producer_id=987_654_321, producer_epoch=0, base_sequence=5))
@@ -665,8 +640,8 @@ def test_raw_produce_with_unknown_producer_id_is_refused(broker):
 
 
 @pytest.mark.spark
-def test_spark_reads_a_topic_written_by_kafka_clients(spark, broker):
-    bs, topic = broker.bootstrap, fresh_topic("spark-reads")
+def test_spark_reads_a_topic_written_by_kafka_clients(spark, broker, topic_name):
+    bs, topic = broker.bootstrap, topic_name("spark-reads")
     create_topic(bs, topic, 2)
     kp = records(30, tag="kp", null_headers=False)
     ck = records(30, base_ts=1_700_000_500_000, tag="ck")
@@ -692,11 +667,11 @@ def test_spark_reads_a_topic_written_by_kafka_clients(spark, broker):
 
 
 @pytest.mark.spark
-def test_kafka_clients_read_what_spark_wrote(spark, broker):
+def test_kafka_clients_read_what_spark_wrote(spark, broker, topic_name):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    bs, topic = broker.bootstrap, fresh_topic("spark-writes")
+    bs, topic = broker.bootstrap, topic_name("spark-writes")
     create_topic(bs, topic, 1)
     base = 1_700_000_900_000
     data = [(f"k{i % 4}".encode() if i % 5 else None, b"spark %d \x00\xff" % i, base + i) for i in range(50)]

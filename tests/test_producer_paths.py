@@ -7,18 +7,11 @@ open), so each path appends after the others; a consumer then reads back every f
 from __future__ import annotations
 
 import pytest
-from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.errors import ClientClosed
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with broker_process(tmp_path_factory.mktemp("producer-paths")) as b:
-        yield b
 
 
 def _read_all(bootstrap: str, topic: str, n: int) -> list:

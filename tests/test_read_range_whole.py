@@ -7,8 +7,7 @@ range, in both broker layouts, and without aborted transactions or markers.
 from __future__ import annotations
 
 import pyarrow as pa
-import pytest
-from support.brokers import broker_process, broker_thread
+from support.brokers import broker_process
 
 from pyspark_logsource.client import Admin, Producer, read_range
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
@@ -22,22 +21,20 @@ def _read(bs: str, topic: str, partition: int, start: int, end: int, whole: bool
     return pa.Table.from_batches(batches).select(COLUMNS) if batches else None, len(batches)
 
 
-@pytest.mark.parametrize("arrow_body", [True, False], ids=["arrow-body", "kafka-only"])
-def test_whole_fetches_hold_what_batch_by_batch_holds(tmp_path, arrow_body):
-    with broker_thread(tmp_path, config={"logsource.arrow.body.enable": str(arrow_body).lower()}) as b:
-        bs = b.bootstrap
-        with Admin(bs) as a:
-            a.create_topic("t", partitions=1)
-        with Producer(bs, batch_size=300, linger_ms=0) as p:
-            for i in range(500):
-                p.send("t", b"%d" % i, key=b"k%d" % (i % 7), headers=[("h", b"%d" % i)] if i % 5 == 0 else None)
-            p.flush()
-        for start, end, max_bytes in [(0, 500, 1 << 20), (123, 456, 2048), (499, 500, 2048), (0, 1, 1024)]:
-            whole, n_whole = _read(bs, "t", 0, start, end, True, max_bytes=max_bytes)
-            each, n_each = _read(bs, "t", 0, start, end, False, max_bytes=max_bytes)
-            assert whole.equals(each), (start, end)
-            assert whole.column("offset").to_pylist() == list(range(start, end))
-            assert n_whole < n_each or n_each == 1  # one batch per response, not per stored batch
+def test_whole_fetches_hold_what_batch_by_batch_holds(layout_broker, topic_name):
+    bs, topic = layout_broker.bootstrap, topic_name("whole")
+    with Admin(bs) as a:
+        a.create_topic(topic, partitions=1)
+    with Producer(bs, batch_size=300, linger_ms=0) as p:
+        for i in range(500):
+            p.send(topic, b"%d" % i, key=b"k%d" % (i % 7), headers=[("h", b"%d" % i)] if i % 5 == 0 else None)
+        p.flush()
+    for start, end, max_bytes in [(0, 500, 1 << 20), (123, 456, 2048), (499, 500, 2048), (0, 1, 1024)]:
+        whole, n_whole = _read(bs, topic, 0, start, end, True, max_bytes=max_bytes)
+        each, n_each = _read(bs, topic, 0, start, end, False, max_bytes=max_bytes)
+        assert whole.equals(each), (start, end)
+        assert whole.column("offset").to_pylist() == list(range(start, end))
+        assert n_whole < n_each or n_each == 1  # one batch per response, not per stored batch
 
 
 def test_whole_fetches_drop_aborted_transactions_and_markers(tmp_path):

@@ -56,16 +56,12 @@ READ_SCHEMA = StructType(
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-@pytest.fixture(scope="module", params=["arrow-body", "kafka-only"])
-def broker(request, tmp_path_factory):
-    """A real broker process (tests/brokers.py), checking retention often for the data-loss test; once as
-    we use it, once as a plain Kafka broker (the source, sink and clients then speak Kafka's layout)."""
-    from brokers import broker_process
-
-    arrow = "true" if request.param == "arrow-body" else "false"
-    config = {"log.retention.check.interval.ms": "200", "logsource.arrow.body.enable": arrow}
-    with broker_process(tmp_path_factory.mktemp("ls-broker"), config=config) as b:
-        yield b
+@pytest.fixture(scope="module")
+def broker_config():
+    """For conftest's ``layout_broker`` (a real broker process once as we use it, once as a plain Kafka
+    broker: the source, sink and clients then speak Kafka's layout): retention checked often, for the
+    data-loss test."""
+    return {"log.retention.check.interval.ms": "200"}
 
 
 def ts(i: int) -> dt.datetime:
@@ -74,12 +70,12 @@ def ts(i: int) -> dt.datetime:
 
 
 @pytest.fixture(scope="module")
-def t3(broker):
+def t3(layout_broker):
     """Topic t3: 3 partitions x 30 records with known keys, values, timestamps and headers."""
-    admin = Admin(broker.bootstrap)
+    admin = Admin(layout_broker.bootstrap)
     admin.create_topic("t3", partitions=3)
     admin.create_topic("t3x", partitions=1)
-    p = Producer(broker.bootstrap, linger_ms=1)
+    p = Producer(layout_broker.bootstrap, linger_ms=1)
     futs = []
     for part in range(3):
         for i in range(N_PER_PART):
@@ -126,8 +122,8 @@ def sorted_df(df):
 # --------------------------------------------------------------------------- batch read
 
 
-def test_auto_registered_batch_read_all_offset_forms(spark, broker, t3):
-    bs = broker.bootstrap
+def test_auto_registered_batch_read_all_offset_forms(spark, layout_broker, t3):
+    bs = layout_broker.bootstrap
     # No register() call: Spark finds DefaultSource in the installed pyspark_logsource module.
     df = load(spark, bs, subscribe="t3")
     assert df.schema == READ_SCHEMA
@@ -167,8 +163,8 @@ def test_auto_registered_batch_read_all_offset_forms(spark, broker, t3):
     assert_df_equality(sorted_df(df), expected(spark, [(0, 0), (0, 1)], headers=True), ignore_nullable=True)
 
 
-def test_batch_read_errors_are_clear(spark, broker, t3):
-    bs = broker.bootstrap
+def test_batch_read_errors_are_clear(spark, layout_broker, t3):
+    bs = layout_broker.bootstrap
     cases = [
         ({"subscribe": "t3"}, "bootstrap.servers"),
         ({"bootstrap.servers": bs}, "exactly one of"),
@@ -184,8 +180,8 @@ def test_batch_read_errors_are_clear(spark, broker, t3):
             r.load().collect()
 
 
-def test_pushdown_narrows_planned_ranges(spark, broker, t3):
-    bs = broker.bootstrap
+def test_pushdown_narrows_planned_ranges(spark, layout_broker, t3):
+    bs = layout_broker.bootstrap
     source = LogSource({"bootstrap.servers": bs, "subscribe": "t3,t3x"})
     reader = source.reader(source.schema())
     T = dt.datetime.fromtimestamp((BASE_TS + 12_000) / 1000, tz=dt.timezone.utc)
@@ -227,8 +223,8 @@ def test_pushdown_narrows_planned_ranges(spark, broker, t3):
 
 @pytest.mark.xfail(reason="PySpark <= 4.3 reuses the read planned with pushed filters for later "
                    "unfiltered queries of the same DataFrame (why register() leaves pushdown off)", strict=False)
-def test_pushdown_result_does_not_leak_into_a_reused_dataframe(spark, broker):
-    bs = broker.bootstrap
+def test_pushdown_result_does_not_leak_into_a_reused_dataframe(spark, layout_broker):
+    bs = layout_broker.bootstrap
     Admin(bs).create_topic("leak", partitions=1, exist_ok=True)
     with Producer(bs) as p:
         for i in range(20):
@@ -242,8 +238,8 @@ def test_pushdown_result_does_not_leak_into_a_reused_dataframe(spark, broker):
 # --------------------------------------------------------------------------- writes
 
 
-def test_batch_and_stream_writes_read_back_exactly(spark, broker, tmp_path):
-    bs = broker.bootstrap
+def test_batch_and_stream_writes_read_back_exactly(spark, layout_broker, tmp_path):
+    bs = layout_broker.bootstrap
     admin = Admin(bs)
     admin.create_topic("w1", partitions=2)
     admin.create_topic("w2", partitions=1)
@@ -317,11 +313,11 @@ def load_stream(spark, bs, **opts):
 # --------------------------------------------------------------------------- streaming
 
 
-def test_stream_reader_offsets_limits_and_new_partitions(broker):
+def test_stream_reader_offsets_limits_and_new_partitions(layout_broker):
     """The stream reader's offset logic against the real broker (no Spark needed)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-    bs = broker.bootstrap
+    bs = layout_broker.bootstrap
     admin = Admin(bs)
     admin.create_topic("s1", partitions=3)
     p = Producer(bs, linger_ms=1)
@@ -368,8 +364,8 @@ def test_stream_reader_offsets_limits_and_new_partitions(broker):
     admin.close()
 
 
-def test_stream_keeps_up_with_live_producer(spark, broker):
-    bs = broker.bootstrap
+def test_stream_keeps_up_with_live_producer(spark, layout_broker):
+    bs = layout_broker.bootstrap
     admin = Admin(bs)
     admin.create_topic("live", partitions=2)
     seen: list[pa.Table] = []
@@ -423,8 +419,8 @@ def test_stream_keeps_up_with_live_producer(spark, broker):
     admin.close()
 
 
-def test_kill_and_restart_exactly_once_into_file_sink(spark, broker, tmp_path):
-    bs = broker.bootstrap
+def test_kill_and_restart_exactly_once_into_file_sink(spark, layout_broker, tmp_path):
+    bs = layout_broker.bootstrap
     admin = Admin(bs)
     admin.create_topic("kr", partitions=2)
     p = Producer(bs, linger_ms=2)
@@ -466,8 +462,8 @@ def test_kill_and_restart_exactly_once_into_file_sink(spark, broker, tmp_path):
     admin.close()
 
 
-def test_fail_on_data_loss_both_ways_after_retention(spark, broker):
-    bs = broker.bootstrap
+def test_fail_on_data_loss_both_ways_after_retention(spark, layout_broker):
+    bs = layout_broker.bootstrap
     admin = Admin(bs)
     admin.create_topic("ret", partitions=1, config={"segment.bytes": "2048", "retention.bytes": "4096"})
     p = Producer(bs, linger_ms=0)

@@ -7,7 +7,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.client import Admin
 from pyspark_logsource.errors import ConfigError, UnknownTopicOrPartition
 from pyspark_logsource.spark.write import split_by_topic, write_options
@@ -43,12 +42,6 @@ def test_split_by_topic_null_topic_without_default_is_a_config_error():
 
 
 _SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", StringType())])
-
-
-@pytest.fixture(scope="module")
-def broker():
-    with EmbeddedBroker(mode="thread") as b:
-        yield b
 
 
 def test_write_options_refuses_a_missing_topic_unless_auto_create(broker):

@@ -16,6 +16,7 @@ exercise the same codec the real clients use, with nothing else in between.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import struct
 from collections.abc import Iterator
@@ -62,6 +63,14 @@ def broker_thread(data_dir: str | Path | None = None, **config: Any) -> Iterator
     """A broker on a daemon thread of this process."""
     with _broker("thread", data_dir, config) as b:
         yield b
+
+
+_topic_numbers = itertools.count()
+
+
+def unique_topic(prefix: str = "t") -> str:
+    """A topic name no other caller in this test session gets: ``<prefix>-<n>``."""
+    return f"{prefix}-{next(_topic_numbers)}"
 
 
 class BrokerError(Exception):
