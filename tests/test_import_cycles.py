@@ -34,9 +34,9 @@ _FILES = {
 }
 
 
-def _run(root: Path, package: str) -> subprocess.CompletedProcess[str]:
+def _run(root: Path, package: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), "--root", str(root), "--package", package],
+        [sys.executable, str(SCRIPT), "--root", str(root), "--package", package, *extra],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
@@ -80,3 +80,28 @@ def test_spark_datasource_and_etl_are_free_of_circles():
             m == "pyspark_logsource.datasource" or m.startswith(("pyspark_logsource.spark.", "pyspark_logsource.etl."))
             for m in members
         ), line
+
+
+def test_allow_accepts_exactly_the_named_circle(tmp_path):
+    for name, text in _FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    everything = ["--allow", "pkg.b,pkg.a", "--allow", "pkg.d,pkg.sub.c", "--allow", "pkg.e,pkg.f"]
+    assert _run(tmp_path, "pkg", *everything).returncode == 0
+    two = _run(tmp_path, "pkg", "--allow", "pkg.a,pkg.b", "--allow", "pkg.e,pkg.f")
+    assert two.returncode == 1 and "1 of them not allowed" in two.stdout
+    # a part of a circle is not the circle: allowing it accepts nothing
+    (tmp_path / "pkg" / "a.py").write_text("from .b import thing\nfrom .e import load\n")
+    (tmp_path / "pkg" / "f.py").write_text("from pkg import e\nfrom pkg import b\n")
+    assert _run(tmp_path, "pkg", *everything).returncode == 1
+
+
+PLUGIN_REGISTRY = "pyspark_logsource.offsets.filesystem,pyspark_logsource.offsets.hadoop"
+
+
+def test_the_package_has_one_circle_the_filesystem_plugin_registry():
+    # Issue 20: every other circle (lazy and type-only imports included) is gone; make lint runs this.
+    proc = _run(ROOT, "pyspark_logsource")
+    circles = [line for line in proc.stdout.splitlines() if line.startswith("circle of")]
+    assert circles == ["circle of 2: pyspark_logsource.offsets.filesystem, pyspark_logsource.offsets.hadoop"]
+    assert _run(ROOT, "pyspark_logsource", "--allow", PLUGIN_REGISTRY).returncode == 0
