@@ -20,13 +20,13 @@ from pyspark_logsource.broker.cluster.partition import (
     init_high_watermark,
 )
 from pyspark_logsource.broker.config import BrokerConfig
-from pyspark_logsource.broker.fetch import FetchIsolation, read_log
+from pyspark_logsource.broker.fetch import FetchIsolation, read_partitions
 from pyspark_logsource.broker.log import LogConfig, PartitionLog
 from pyspark_logsource.broker.state import PartitionRole
 from pyspark_logsource.errors import NotEnoughReplicas, NotLeaderOrFollower
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.format.control import set_transactional
-from pyspark_logsource.protocol import FetchPartition, FetchPartitionResponse
+from pyspark_logsource.protocol import FetchPartition, FetchPartitionResponse, FetchRequest
 
 
 @pytest.fixture
@@ -120,19 +120,21 @@ def test_follower_high_watermark_is_the_leaders_capped_by_its_log_end(lg):
 
 
 def test_each_isolation_reads_as_far_as_it_may(lg):
+    """The shared read of broker/fetch.py with each FetchIsolation, around an open transaction."""
     append(lg, 2)  # offsets 0-1
     staged = bytearray(fmt.encode([b"open"], producer_id=7, producer_epoch=0, base_sequence=0))
     set_transactional(staged)
     lg.append(staged, 0)  # offset 2: an open transaction
     append(lg, 1)  # offset 3
     lg.set_high_watermark(3)
-    fp = FetchPartition("t", 0, 0, 1 << 20)
+    req = FetchRequest([FetchPartition("t", 0, 0, 1 << 20)], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
 
     def read(isolation: FetchIsolation) -> tuple[FetchPartitionResponse, bytes]:
-        r = FetchPartitionResponse("t", 0, records=b"")
-        size = read_log(lg, fp, r, isolation, lg.high_watermark, 1 << 20, True)
+        resp, size, now = read_partitions(req, 1 << 20, isolation, lambda req, fp, r: (lg, lg.high_watermark))
+        (r,) = resp.partitions
         region = r.records
         data = os.pread(region.file.fileno(), region.length, region.position) if size else b""
+        assert not now and r.error_code == 0
         return r, data
 
     offsets = {}
@@ -147,6 +149,17 @@ def test_each_isolation_reads_as_far_as_it_may(lg):
     assert r.last_stable_offset == 2 and [a.producer_id for a in r.aborted_transactions] == []
     r, _ = read(FetchIsolation.LOG_END)
     assert r.last_stable_offset == 3  # a follower is told the HW as its LSO
+
+
+def test_a_partition_error_is_its_code_and_answers_now(lg):
+    from pyspark_logsource.errors import OffsetOutOfRange
+
+    append(lg, 2)
+    req = FetchRequest([FetchPartition("t", 0, 99, 1 << 20)], max_wait_ms=500, min_bytes=1, max_bytes=1 << 20)
+    resp, size, now = read_partitions(req, 1 << 20, FetchIsolation.HIGH_WATERMARK,
+                                      lambda req, fp, r: (lg, lg.high_watermark))  # fmt: skip
+    (r,) = resp.partitions
+    assert (size, now, r.error_code, r.records, r.high_watermark) == (0, True, OffsetOutOfRange.code, None, 2)
 
 
 def test_replication_settings_are_read_once_from_the_config(tmp_path):

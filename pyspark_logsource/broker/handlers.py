@@ -83,7 +83,7 @@ from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
-from .fetch import FetchIsolation, long_poll, read_log, read_partitions
+from .fetch import FetchIsolation, long_poll, read_partitions
 from .groups.handlers import GroupHandlers
 from .session import Session
 from .state import topic_error
@@ -250,21 +250,16 @@ class Handlers:
     # ------------------------------------------------------------ Fetch
 
     def _read(self, req: FetchRequest, session: Session) -> tuple[FetchResponse, int, bool]:
-        # consumers read below the high watermark (committed data), read_committed below the LSO
-        isolation = FetchIsolation.for_consumer(req.isolation_level)
-        convert = None if session.arrow_body else _kafka_layout
-        leader_only = req.replica_id < 0
-        state = self.state
+        # consumers read below the high watermark (committed data), read_committed below the LSO; only the
+        # first non-empty partition may exceed the limits (to make progress)
+        return read_partitions(req, self.config.fetch_max_bytes, FetchIsolation.for_consumer(req.isolation_level),
+                               self._resolve, None if session.arrow_body else _kafka_layout)  # fmt: skip
 
-        def read_one(fp: Any, r: FetchPartitionResponse, limit: int, total: int) -> tuple[int, bool]:
-            if leader_only:
-                state.check_leader(fp.topic, fp.partition, write=False)
-            lg = self._get_log(fp.topic, fp.partition)
-            hw = state.high_watermark(fp.topic, fp.partition, lg)
-            # only the first non-empty partition may exceed the limits (to make progress)
-            return read_log(lg, fp, r, isolation, hw, limit, total == 0, convert), False
-
-        return read_partitions(req, self.config.fetch_max_bytes, read_one)
+    def _resolve(self, req: FetchRequest, fp: Any, r: FetchPartitionResponse) -> tuple[Any, int]:
+        if req.replica_id < 0:
+            self.state.check_leader(fp.topic, fp.partition, write=False)
+        lg = self._get_log(fp.topic, fp.partition)
+        return lg, self.state.high_watermark(fp.topic, fp.partition, lg)
 
     async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
         """Long poll (:func:`.fetch.long_poll`): answer at once if min_bytes are there (or an error), else

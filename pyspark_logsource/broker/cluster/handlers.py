@@ -35,7 +35,7 @@ from ...protocol.epoch_messages import (
     OffsetForLeaderEpochResponse,
 )
 from ..error_responses import error_fields
-from ..fetch import FetchIsolation, long_poll, read_log, read_partitions
+from ..fetch import FetchIsolation, long_poll, read_partitions
 from ..state import topic_error
 from ..waiters import FetchWaiters
 from .partition import LeaderPartitions
@@ -53,7 +53,7 @@ class ReplicaFetchHandler:
         self.waiters = waiters
         self.max_bytes = max_bytes
 
-    def _read_partition(self, req: FetchRequest, fp: Any, r: FetchPartitionResponse, limit: int) -> tuple[int, bool]:
+    def _resolve(self, req: FetchRequest, fp: Any, r: FetchPartitionResponse) -> tuple[Any, int] | None:
         lp = self.manager.leader_partition(fp.topic, fp.partition)
         check_epoch(fp.topic, fp.partition, lp.role.leader_epoch, fp.current_leader_epoch)
         lg = lp.log
@@ -67,18 +67,17 @@ class ReplicaFetchHandler:
                 r.diverging_epoch, r.diverging_end_offset = found, end
             if r.diverging_end_offset >= 0:
                 r.high_watermark = r.last_stable_offset = lg.high_watermark
-                return 0, True  # answer at once: the follower must truncate before it fetches on
+                return None  # answer at once: the follower must truncate before it fetches on
         if not lg.log_start_offset <= fp.fetch_offset <= leo:
             r.high_watermark = lg.high_watermark
             raise OffsetOutOfRange(f"{fp.topic}-{fp.partition}: follower fetch offset {fp.fetch_offset} is "
                                    f"outside [{lg.log_start_offset}, {leo}]")  # fmt: skip
         self.manager.update_follower(fp.topic, fp.partition, req.replica_id, fp.fetch_offset)
-        # as stored (no conversion): the follower's log must equal ours byte for byte
-        return read_log(lg, fp, r, FetchIsolation.LOG_END, lg.high_watermark, limit, True), False
+        return lg, lg.high_watermark
 
     def _read(self, req: FetchRequest) -> tuple[FetchResponse, int, bool]:
-        return read_partitions(req, self.max_bytes,
-                               lambda fp, r, limit, total: self._read_partition(req, fp, r, limit))  # fmt: skip
+        # up to the log end, as stored (no conversion): the follower's log must equal ours byte for byte
+        return read_partitions(req, self.max_bytes, FetchIsolation.LOG_END, self._resolve, over_limit_ok=True)
 
     async def fetch(self, req: FetchRequest) -> FetchResponse:
         """A follower's long poll (:func:`..fetch.long_poll`): answer when ``min_bytes`` are there, on an
