@@ -79,14 +79,17 @@ def _request(sock: socket.socket, conn: ClientConnection, req) -> object:
             return got[0].response
 
 
-def produce_worker(port: int, topic: str, msgs_per_batch: int, batches_per_req: int, requests: int, size: int,
-                   out: mp.Queue) -> None:  # fmt: skip
+def produce_worker(
+    port: int, topic: str, msgs_per_batch: int, batches_per_req: int, requests: int, size: int, out: mp.Queue
+) -> None:
     """Pipeline ``requests`` produce requests (window of 64) and check every response."""
     values = [os.urandom(size) for _ in range(msgs_per_batch)]
     batch = bytes(fmt.encode(values))
     records = batch * batches_per_req
     conn = ClientConnection("bench")
-    _, template = conn.request_bytes(ProduceRequest([ProducePartitionData(topic, 0, records)]), PRODUCE_VERSION)
+    _, template = conn.request_bytes(
+        ProduceRequest([ProducePartitionData(topic, 0, records)]), PRODUCE_VERSION
+    )
     conn = ClientConnection("bench")
     sock = _connect(port)
     dec = FrameDecoder()
@@ -120,7 +123,9 @@ def fetch_worker(port: int, topic: str, max_bytes: int, out: mp.Queue) -> None:
     offset, msgs, nbytes = 0, 0, 0
     t0 = time.perf_counter()
     while True:
-        resp = _request(sock, conn, FetchRequest([FetchPartition(topic, 0, offset, max_bytes)], max_wait_ms=0))
+        resp = _request(
+            sock, conn, FetchRequest([FetchPartition(topic, 0, offset, max_bytes)], max_wait_ms=0)
+        )
         p = resp.partitions[0]
         if p.error_code:
             raise SystemExit(f"fetch error {p.error_code}")
@@ -148,10 +153,14 @@ def latency_consumer(port: int, topic: str, n: int, out: mp.Queue) -> None:
     lat: list[float] = []
     offset = 0
     while len(lat) < n:
-        resp = _request(sock, conn, FetchRequest([FetchPartition(topic, 0, offset, 1 << 20)], max_wait_ms=500))
+        resp = _request(
+            sock, conn, FetchRequest([FetchPartition(topic, 0, offset, 1 << 20)], max_wait_ms=500)
+        )
         now = time.time()
         for rb in fmt.decode_all(resp.partitions[0].records):
-            sent = np.frombuffer(b"".join(v[:8] for v in rb.to_arrow().column("value").to_pylist()), dtype=">f8")
+            sent = np.frombuffer(
+                b"".join(v[:8] for v in rb.to_arrow().column("value").to_pylist()), dtype=">f8"
+            )
             lat.extend((now - sent).tolist())
             offset = rb.header.next_offset
     out.put(lat)
@@ -176,7 +185,13 @@ def measure_latency(port: int, rate: int, seconds: float, per_request: int) -> t
         if delay > 0:
             time.sleep(delay)
         stamp = struct.pack(">d", time.time())
-        _request(sock, conn, ProduceRequest([ProducePartitionData("latency", 0, fmt.encode([stamp + b"x" * 192] * per_request))]))
+        _request(
+            sock,
+            conn,
+            ProduceRequest(
+                [ProducePartitionData("latency", 0, fmt.encode([stamp + b"x" * 192] * per_request))]
+            ),
+        )
     lat = np.array(q.get()) * 1000
     p.join()
     sock.close()
@@ -246,17 +261,25 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     ctx = mp.get_context("spawn")
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(tmp, mode="process", config={"log.segment.bytes": 1 << 30}) as b:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedBroker(tmp, mode="process", config={"log.segment.bytes": 1 << 30}) as b,
+    ):
         sock = _connect(b.port)
         conn = ClientConnection("bench-admin")
-        tests = [("produce batch=1", 1, 1, args.single), ("produce batch=50", 50, 1, args.messages),
-                 ("produce 20x50/request", 50, 20, args.messages)]  # fmt: skip
+        tests = [
+            ("produce batch=1", 1, 1, args.single),
+            ("produce batch=50", 50, 1, args.messages),
+            ("produce 20x50/request", 50, 20, args.messages),
+        ]
         for name, per_batch, per_req, n in tests:
             topic = name.replace(" ", "_").replace("=", "").replace("/", "_")
             _request(sock, conn, CreateTopicsRequest([CreatableTopic(topic, 1)]))
             requests = n // (per_batch * per_req)
             q = ctx.Queue()
-            p = ctx.Process(target=produce_worker, args=(b.port, topic, per_batch, per_req, requests, args.size, q))
+            p = ctx.Process(
+                target=produce_worker, args=(b.port, topic, per_batch, per_req, requests, args.size, q)
+            )
             p.start()
             elapsed, errors = q.get()
             p.join()
@@ -265,7 +288,9 @@ def main(argv: list[str] | None = None) -> None:
             msgs = requests * per_batch * per_req
             wire = len(fmt.encode([b"x" * args.size] * per_batch)) * per_req + 60  # one request frame
             base = baseline_send(wire * requests, os.urandom(wire) * max(1, 65536 // wire))
-            rows.append((name, msgs, elapsed, msgs * args.size, requests * wire / base, wire * requests / elapsed))
+            rows.append(
+                (name, msgs, elapsed, msgs * args.size, requests * wire / base, wire * requests / elapsed)
+            )
         # the consumer test reads what "produce batch=50" wrote
         topic = "produce_batch50"
         q = ctx.Queue()
@@ -275,19 +300,31 @@ def main(argv: list[str] | None = None) -> None:
         p.join()
         seg = next((Path(tmp) / "logs" / f"{topic}-0").glob("*.log"))
         base = baseline_sendfile(seg, 200 * 1024)
-        rows.append(("fetch 200KB", msgs, elapsed, msgs * args.size, seg.stat().st_size / base, nbytes / elapsed))
+        rows.append(
+            ("fetch 200KB", msgs, elapsed, msgs * args.size, seg.stat().st_size / base, nbytes / elapsed)
+        )
         sock.close()
         p50, p99 = measure_latency(b.port, 10_000, 5.0, 10)
-    print(f"\nbroker wire throughput, {args.size}-byte messages, loopback, 1 broker process + 1 client process")
-    print(f"{'test':<24}{'messages':>11}{'msg/s':>12}{'MB/s':>9}{'paper msg/s':>13}{'baseline MB/s':>15}{'ratio':>7}")
+    print(
+        f"\nbroker wire throughput, {args.size}-byte messages, loopback, 1 broker process + 1 client process"
+    )
+    print(
+        f"{'test':<24}{'messages':>11}{'msg/s':>12}{'MB/s':>9}{'paper msg/s':>13}{'baseline MB/s':>15}{'ratio':>7}"
+    )
     for name, msgs, elapsed, payload, base_bps, bps in rows:
         paper = PAPER.get(name)
-        print(f"{name:<24}{msgs:>11,}{msgs / elapsed:>12,.0f}{payload / elapsed / 1e6:>9.1f}"
-              f"{(f'{paper:,}' if paper else '-'):>13}{base_bps / 1e6:>15.1f}{bps / base_bps:>7.2f}")  # fmt: skip
-    print("ratio = wire bytes/s through the broker / bytes/s of the same transfer without a broker (baseline)")
-    print(f"end-to-end latency at 10,000 msg/s (batches of 10 every ms, long-polling consumer): "
-          f"p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= 5 ms); load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores")  # fmt: skip
+        print(
+            f"{name:<24}{msgs:>11,}{msgs / elapsed:>12,.0f}{payload / elapsed / 1e6:>9.1f}"
+            f"{(f'{paper:,}' if paper else '-'):>13}{base_bps / 1e6:>15.1f}{bps / base_bps:>7.2f}"
+        )
+    print(
+        "ratio = wire bytes/s through the broker / bytes/s of the same transfer without a broker (baseline)"
+    )
+    print(
+        f"end-to-end latency at 10,000 msg/s (batches of 10 every ms, long-polling consumer): "
+        f"p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 <= 5 ms); load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

@@ -94,8 +94,14 @@ def produce_rate(bootstrap: str, topic: str, total_bytes: int, size: int) -> tup
 def failover_round(bootstrap: str, brokers: dict[int, EmbeddedBroker], admin: Admin, topic: str) -> float:
     """Kill the partition's leader; seconds until a record sent right after the kill is acknowledged."""
     leader = admin.describe_topic(topic).partitions[0].leader
-    with Producer(bootstrap, acks="all", linger_ms=0, retry_backoff_ms=50, delivery_timeout_ms=120000,
-                  request_timeout_ms=10000) as p:  # fmt: skip
+    with Producer(
+        bootstrap,
+        acks="all",
+        linger_ms=0,
+        retry_backoff_ms=50,
+        delivery_timeout_ms=120000,
+        request_timeout_ms=10000,
+    ) as p:
         p.send(topic, b"warm", partition=0).result(30)  # connected to the leader, metadata known
         brokers[leader].kill()
         t0 = time.perf_counter()
@@ -108,11 +114,15 @@ def failover_round(bootstrap: str, brokers: dict[int, EmbeddedBroker], admin: Ad
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--session-ms", type=int, default=3000, help="zookeeper.session.timeout.ms of the brokers")
+    ap.add_argument(
+        "--session-ms", type=int, default=3000, help="zookeeper.session.timeout.ms of the brokers"
+    )
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--mb", type=float, default=20.0, help="MB produced per throughput run")
     ap.add_argument("--size", type=int, default=200, help="record value size in bytes")
-    ap.add_argument("--repeats", type=int, default=3, help="throughput runs per replication factor (alternated)")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="throughput runs per replication factor (alternated)"
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
@@ -121,9 +131,13 @@ def main() -> int:
         bootstrap = ",".join(b.bootstrap for b in brokers.values())
         try:
             with Admin(bootstrap) as admin:
-                admin.create_topic("rf3", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+                admin.create_topic(
+                    "rf3", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"}
+                )
                 admin.create_topic("rf1", partitions=3, replication_factor=1)
-                admin.create_topic("fo", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+                admin.create_topic(
+                    "fo", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"}
+                )
                 for t, rf in (("rf3", 3), ("rf1", 1), ("fo", 3)):
                     wait_for(lambda t=t, rf=rf: full_isr(admin, t, rf), 60, f"{t} ready")
                 total = int(args.mb * 1e6)
@@ -147,8 +161,10 @@ def main() -> int:
     rec3 = statistics.median(r[1] for r in rates["rf3"])
     session = args.session_ms / 1000
     p50, worst = statistics.median(times), max(times)
-    print(f"cluster: {BROKERS} broker processes + ZooKeeper on loopback; zookeeper.session.timeout.ms="
-          f"{args.session_ms}; {args.mb:g} MB of {args.size}-byte records per run, median of {args.repeats}")
+    print(
+        f"cluster: {BROKERS} broker processes + ZooKeeper on loopback; zookeeper.session.timeout.ms="
+        f"{args.session_ms}; {args.mb:g} MB of {args.size}-byte records per run, median of {args.repeats}"
+    )
     print()
     print(f"{'produce, acks=all, idempotent':<34}{'MB/s':>10}{'records/s':>14}{'ratio':>10}")
     print(f"{'RF=1 (3 partitions)':<34}{mb1:>10.1f}{rec1:>14,.0f}{1.0:>10.2f}")

@@ -85,8 +85,10 @@ def main(argv: list[str] | None = None) -> None:
             kept = (rin, rout)
         mb = size / (1 << 20)
         r, c = mb / min(reads), mb / min(cleans)
-        print(f"{a.records} records, {a.keys} keys, {a.value_bytes} B values: {mb:.1f} MiB in segments; "
-              f"cleaning keeps {kept[1]} of {kept[0]} records")  # fmt: skip
+        print(
+            f"{a.records} records, {a.keys} keys, {a.value_bytes} B values: {mb:.1f} MiB in segments; "
+            f"cleaning keeps {kept[1]} of {kept[0]} records"
+        )
         print(f"{'pass':<34}{'seconds':>10}{'MB/s':>10}")
         print(f"{'sequential read (CRC + Arrow)':<34}{min(reads):>10.3f}{r:>10.1f}")
         print(f"{'cleaner pass (map+recopy+swap)':<34}{min(cleans):>10.3f}{c:>10.1f}")

@@ -42,7 +42,9 @@ def loop_generate(n: int, gen: EventGenerator) -> list[tuple[bytes, bytes, int]]
             "page": pages[min(int(np.searchsorted(gen._page_cdf, rng.random())), len(pages) - 1)],
             "referrer": refs[min(int(np.searchsorted(gen._ref_cdf, rng.random())), len(refs) - 1)],
             "user_agent": uas[min(int(np.searchsorted(gen._ua_cdf, rng.random())), len(uas) - 1)],
-            "country": countries[min(int(np.searchsorted(gen._country_cdf, rng.random())), len(countries) - 1)],
+            "country": countries[
+                min(int(np.searchsorted(gen._country_cdf, rng.random())), len(countries) - 1)
+            ],
             "duration_ms": int(rng.lognormal(8.5, 1.0)),
             "ts": t,
         }
@@ -88,11 +90,17 @@ def main() -> None:
         ("generate events", a.events, vec_s, "python loop + json.dumps", a.baseline_events, loop_s),
         ("produce + ack all", a.events, arrow_s, "send() per record", a.baseline_events, send_s),
     ]
-    print(f"demo event path - {platform.node()}, {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    print(f"{'what':<18} {'events':>9} {'ev/s':>12} | {'baseline':<26} {'events':>8} {'ev/s':>10} | {'ratio':>6}")
+    print(
+        f"demo event path - {platform.node()}, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
+    )
+    print(
+        f"{'what':<18} {'events':>9} {'ev/s':>12} | {'baseline':<26} {'events':>8} {'ev/s':>10} | {'ratio':>6}"
+    )
     for what, n, s, base, bn, bs in rows:
         rate, brate = n / s, bn / bs
-        print(f"{what:<18} {n:>9,} {rate:>12,.0f} | {base:<26} {bn:>8,} {brate:>10,.0f} | {rate / brate:>5.1f}x")
+        print(
+            f"{what:<18} {n:>9,} {rate:>12,.0f} | {base:<26} {bn:>8,} {brate:>10,.0f} | {rate / brate:>5.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -81,7 +81,10 @@ def main() -> int:
                 with Admin(bs) as admin:
                     ends[n] = admin.list_offsets([(topic, p) for p in range(n)], "latest")
                 assert sum(ends[n].values()) == args.rows, ends[n]
-                print(f"{topic}: {args.rows:,} x 200-byte messages in {n} partition(s), {time.perf_counter() - t0:.1f}s", flush=True)
+                print(
+                    f"{topic}: {args.rows:,} x 200-byte messages in {n} partition(s), {time.perf_counter() - t0:.1f}s",
+                    flush=True,
+                )
 
             spark = (
                 SparkSession.builder.master(args.master)
@@ -99,10 +102,14 @@ def main() -> int:
                 ending = json.dumps({topic: {str(p): o for (_t, p), o in ends[n].items()}})
                 t = time.perf_counter()
                 (
-                    spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic)
-                    .option("startingOffsets", "earliest").option("endingOffsets", ending).load()
+                    spark.read.format("logsource")
+                    .option("bootstrap.servers", bs)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .option("endingOffsets", ending)
+                    .load()
                     .write.parquet(out)
-                )  # fmt: skip
+                )
                 secs = time.perf_counter() - t
                 assert spark.read.parquet(out).count() == args.rows
                 return secs, {}
@@ -113,14 +120,27 @@ def main() -> int:
             from pyspark_logsource.offsets import register_filesystem
 
             def load(n: int, out: str, sink: str) -> tuple[float, dict]:
-                extra = {"iceberg": ["--output-format", "iceberg", "--table", "bench.events"],
-                         "copy-rename": ["--commit-mode", "rename"]}.get(sink, [])  # fmt: skip
+                extra = {
+                    "iceberg": ["--output-format", "iceberg", "--table", "bench.events"],
+                    "copy-rename": ["--commit-mode", "rename"],
+                }.get(sink, [])
                 if sink.startswith("copy"):
                     copy_rename_fs.install()
                     out = "file://" + out
                 else:
                     register_filesystem("file", None)
-                cfg = etl.parse_args(["--bootstrap-servers", bs, "--subscribe", f"etlbench{n}", "--output", out, "--no-progress", *extra])
+                cfg = etl.parse_args(
+                    [
+                        "--bootstrap-servers",
+                        bs,
+                        "--subscribe",
+                        f"etlbench{n}",
+                        "--output",
+                        out,
+                        "--no-progress",
+                        *extra,
+                    ]
+                )
                 t = time.perf_counter()
                 res = etl.run_load(spark, cfg, log=lambda s: None)
                 secs = time.perf_counter() - t
@@ -133,13 +153,28 @@ def main() -> int:
             # warm up every path (JVM, Python workers, pyiceberg imports) on a small load
             warm = os.path.join(work, "warm")
             small = f"etlbench{counts[0]}"
-            spark.read.format("logsource").option("bootstrap.servers", bs).option("assign", json.dumps({small: [0]})).option(
-                "endingOffsets", json.dumps({small: {"0": 1000}})
-            ).load().write.parquet(warm + "-b")
+            spark.read.format("logsource").option("bootstrap.servers", bs).option(
+                "assign", json.dumps({small: [0]})
+            ).option("endingOffsets", json.dumps({small: {"0": 1000}})).load().write.parquet(warm + "-b")
             for sink in ("directory", "iceberg"):
                 extra = ["--output-format", "iceberg", "--table", "bench.warm"] if sink == "iceberg" else []
-                etl.run_load(spark, etl.parse_args(["--bootstrap-servers", bs, "--assign", json.dumps({small: [0]}),
-                             "--max-offsets-per-load", "1000", "--output", f"{warm}-{sink}", *extra]), log=lambda s: None)  # fmt: skip
+                etl.run_load(
+                    spark,
+                    etl.parse_args(
+                        [
+                            "--bootstrap-servers",
+                            bs,
+                            "--assign",
+                            json.dumps({small: [0]}),
+                            "--max-offsets-per-load",
+                            "1000",
+                            "--output",
+                            f"{warm}-{sink}",
+                            *extra,
+                        ]
+                    ),
+                    log=lambda s: None,
+                )
 
             best: dict[tuple[int, str], tuple[float, dict]] = {}
             for r in range(args.repeat):
@@ -162,7 +197,9 @@ def main() -> int:
                     if which not in paths:
                         continue
                     secs, steps = best[(n, which)]
-                    print(f"{args.rows:>10,} {n:>5} {label:<48} {secs:>8.2f} {mb / secs:>7.1f} {secs / b:>6.2f}x")
+                    print(
+                        f"{args.rows:>10,} {n:>5} {label:<48} {secs:>8.2f} {mb / secs:>7.1f} {secs / b:>6.2f}x"
+                    )
                     for step, s in steps.items():
                         print(f"{'':>10} {'':>5} {'  of which ' + step:<48} {s:>8.2f}")
             spark.stop()

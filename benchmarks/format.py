@@ -37,8 +37,20 @@ MSG = 200
 def log_lines(n: int, size: int | None = MSG, seed: int = 1) -> list[bytes]:
     """Synthetic but realistic access-log lines (repeated hosts, paths, agents; varying ids)."""
     rng = np.random.default_rng(seed)
-    paths = [b"/api/v1/orders", b"/api/v1/users/%d", b"/static/app.js", b"/checkout", b"/search?q=%d", b"/health"]
-    agents = [b"Mozilla/5.0 (X11; Linux x86_64)", b"curl/8.5.0", b"python-requests/2.32", b"Mozilla/5.0 (iPhone)"]
+    paths = [
+        b"/api/v1/orders",
+        b"/api/v1/users/%d",
+        b"/static/app.js",
+        b"/checkout",
+        b"/search?q=%d",
+        b"/health",
+    ]
+    agents = [
+        b"Mozilla/5.0 (X11; Linux x86_64)",
+        b"curl/8.5.0",
+        b"python-requests/2.32",
+        b"Mozilla/5.0 (iPhone)",
+    ]
     out = []
     t0 = 1_763_700_000
     for i in range(n):
@@ -46,10 +58,17 @@ def log_lines(n: int, size: int | None = MSG, seed: int = 1) -> list[bytes]:
         if b"%d" in p:
             p = p % int(rng.integers(1, 10**6))
         line = b'10.%d.%d.%d - - [%d] "GET %s HTTP/1.1" %d %d %.3f "%s" req=%016x' % (
-            rng.integers(256), rng.integers(256), rng.integers(256), t0 + i // 50, p,
-            [200, 200, 200, 304, 404, 500][rng.integers(6)], rng.integers(100, 50000), rng.random(),
-            agents[rng.integers(len(agents))], rng.integers(2**63),
-        )  # fmt: skip
+            rng.integers(256),
+            rng.integers(256),
+            rng.integers(256),
+            t0 + i // 50,
+            p,
+            [200, 200, 200, 304, 404, 500][rng.integers(6)],
+            rng.integers(100, 50000),
+            rng.random(),
+            agents[rng.integers(len(agents))],
+            rng.integers(2**63),
+        )
         if size is not None:
             line = (line + b" " * size)[:size]
         out.append(line)
@@ -120,9 +139,14 @@ def table1(total: int, sizes: list[int]) -> list[tuple]:
             def dec_run(run=run):
                 return B.to_arrow(run)
 
-            tables = [pa.table({"key": pa.array(ks, pa.binary()), "value": pa.array(vs, pa.binary())}) for vs, ks in chunks]
+            tables = [
+                pa.table({"key": pa.array(ks, pa.binary()), "value": pa.array(vs, pa.binary())})
+                for vs, ks in chunks
+            ]
             ipcs = [ipc_bytes(t, codec) for t in tables]
-            zipped = [zlib.compress(bytes(ipc_bytes(t, "none")), 1) for t in tables] if codec == "gzip" else None
+            zipped = (
+                [zlib.compress(bytes(ipc_bytes(t, "none")), 1) for t in tables] if codec == "gzip" else None
+            )
 
             def dec_base(ipcs=ipcs, zipped=zipped):
                 if zipped is not None:
@@ -132,7 +156,11 @@ def table1(total: int, sizes: list[int]) -> list[tuple]:
             t_enc, t_enc_b = best(enc), best(enc_base)
             t_1by1, t_run, t_dec_b = best(dec_1by1), best(dec_run), best(dec_base)
             wire = len(run)
-            for op, t, tb in (("encode", t_enc, t_enc_b), ("decode 1by1", t_1by1, t_dec_b), ("decode run", t_run, t_dec_b)):
+            for op, t, tb in (
+                ("encode", t_enc, t_enc_b),
+                ("decode 1by1", t_1by1, t_dec_b),
+                ("decode run", t_run, t_dec_b),
+            ):
                 rows.append((codec, bs, op, nmsg / t, payload / t / 1e6, nmsg / tb, tb / t, wire / payload))
     return rows
 
@@ -164,17 +192,37 @@ def table2() -> list[tuple]:
 def _lz4_row(name: str, bs: int, data: bytes, comp, decomp) -> tuple:
     packed = comp()
     assert decomp(packed) == data
-    return (name, bs, len(data) / len(packed), len(data) / best(comp, 0.1) / 1e6,
-            len(data) / best(lambda: decomp(packed), 0.1) / 1e6)  # fmt: skip
+    return (
+        name,
+        bs,
+        len(data) / len(packed),
+        len(data) / best(comp, 0.1) / 1e6,
+        len(data) / best(lambda: decomp(packed), 0.1) / 1e6,
+    )
 
 
 def table3() -> list[tuple]:
     rows = []
     for bs in (50, 1000):
         data = b"".join(log_lines(bs, size=None, seed=5))
-        rows.append(_lz4_row("frame", bs, data, lambda d=data: lz4.frame.compress(d, store_size=False), lz4.frame.decompress))
-        rows.append(_lz4_row("block", bs, data, lambda d=data: lz4.block.compress(d, store_size=False),
-                             lambda p, n=len(data): lz4.block.decompress(p, uncompressed_size=n)))  # fmt: skip
+        rows.append(
+            _lz4_row(
+                "frame",
+                bs,
+                data,
+                lambda d=data: lz4.frame.compress(d, store_size=False),
+                lz4.frame.decompress,
+            )
+        )
+        rows.append(
+            _lz4_row(
+                "block",
+                bs,
+                data,
+                lambda d=data: lz4.block.compress(d, store_size=False),
+                lambda p, n=len(data): lz4.block.decompress(p, uncompressed_size=n),
+            )
+        )
     return rows
 
 
@@ -183,14 +231,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="fewer messages (a smoke run)")
     args = ap.parse_args(argv)
     total = 2000 if args.quick else 20_000
-    print(f"record batch format, {MSG}-byte log lines + 11-byte keys, {total} messages per cell; "
-          f"python {sys.version.split()[0]}, pyarrow {pa.__version__}\n")  # fmt: skip
+    print(
+        f"record batch format, {MSG}-byte log lines + 11-byte keys, {total} messages per cell; "
+        f"python {sys.version.split()[0]}, pyarrow {pa.__version__}\n"
+    )
     hdr = ("codec", "batch", "op", "msg/s", "MB/s", "baseline msg/s", "ratio", "wire/payload")
     print("{:<6} {:>6} {:<12} {:>12} {:>9} {:>15} {:>7} {:>13}".format(*hdr))
     for codec, bs, op, mps, mbs, base, ratio, wire in table1(total, [1, 50, 1000]):
-        print(f"{codec:<6} {bs:>6} {op:<12} {mps:>12,.0f} {mbs:>9.1f} {base:>15,.0f} {ratio:>7.2f} {wire:>13.3f}")
-    print("\nbaseline: encode = b''.join(values) [+ the codec's compress]; decode = pyarrow IPC read of the same "
-          "key/value table [IPC lz4/zstd; gzip: zlib.decompress + IPC]. ratio = ours / baseline throughput.\n")  # fmt: skip
+        print(
+            f"{codec:<6} {bs:>6} {op:<12} {mps:>12,.0f} {mbs:>9.1f} {base:>15,.0f} {ratio:>7.2f} {wire:>13.3f}"
+        )
+    print(
+        "\nbaseline: encode = b''.join(values) [+ the codec's compress]; decode = pyarrow IPC read of the same "
+        "key/value table [IPC lz4/zstd; gzip: zlib.decompress + IPC]. ratio = ours / baseline throughput.\n"
+    )
     print(f"{'crc-32c impl':<14} {'bytes':>9} {'GB/s':>9} {'us/call':>9}")
     for name, size, gbs, us in table2():
         print(f"{name:<14} {size:>9} {gbs:>9.2f} {us:>9.2f}")

@@ -85,10 +85,13 @@ def main() -> int:
         base = single(Path(tmp) / "base", args.base.resolve()) if args.base else None
         try:
             with Admin(bootstrap) as admin:
-                admin.create_topic("c", partitions=PARTITIONS, replication_factor=3,
-                                   config={"min.insync.replicas": "2"})  # fmt: skip
+                admin.create_topic(
+                    "c", partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"}
+                )
                 # the offsets topic is made on the first FindCoordinator; commits wait until it is led
-                wait_for(lambda: admin._client.coordinator("warm", refresh=True) >= 0, 60, "a group coordinator")
+                wait_for(
+                    lambda: admin._client.coordinator("warm", refresh=True) >= 0, 60, "a group coordinator"
+                )
             for r in range(args.repeats):
                 rates["single"].append(commit_rate(one.bootstrap, f"g{r}", args.commits))
                 if base is not None:
@@ -103,17 +106,23 @@ def main() -> int:
     def med(k: str, i: int) -> float:
         return statistics.median(x[i] for x in rates[k])
 
-    print(f"\nOffsetCommit of {PARTITIONS} partitions, synchronous, {args.commits} per run, "
-          f"median of {args.repeats} (this machine: 2 cores, shared)\n")  # fmt: skip
+    print(
+        f"\nOffsetCommit of {PARTITIONS} partitions, synchronous, {args.commits} per run, "
+        f"median of {args.repeats} (this machine: 2 cores, shared)\n"
+    )
     print("| setup | commits/s | p50 latency | ratio to single broker |")
     print("|---|---|---|---|")
     s = med("single", 0)
     print(f"| single broker | {s:.0f} | {med('single', 1):.2f} ms | 1.00 |")
     if rates["base"]:
-        print(f"| single broker, --base checkout | {med('base', 0):.0f} | {med('base', 1):.2f} ms | "
-              f"{med('base', 0) / s:.2f} |")  # fmt: skip
-    print(f"| 3-broker cluster, replicated `__consumer_offsets` (RF 3, answered once the 3 in-sync copies have it) | {med('cluster', 0):.0f} | "
-          f"{med('cluster', 1):.2f} ms | {med('cluster', 0) / s:.2f} |")  # fmt: skip
+        print(
+            f"| single broker, --base checkout | {med('base', 0):.0f} | {med('base', 1):.2f} ms | "
+            f"{med('base', 0) / s:.2f} |"
+        )
+    print(
+        f"| 3-broker cluster, replicated `__consumer_offsets` (RF 3, answered once the 3 in-sync copies have it) | {med('cluster', 0):.0f} | "
+        f"{med('cluster', 1):.2f} ms | {med('cluster', 0) / s:.2f} |"
+    )
     return 0
 
 

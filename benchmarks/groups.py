@@ -40,8 +40,10 @@ class Member:
 
     def __init__(self, bootstrap: str, out: Path, session_ms: int) -> None:
         self.out = out
-        self.proc = subprocess.Popen([sys.executable, str(MEMBER), bootstrap, "bench", "t", str(out), str(session_ms)],
-                                     stderr=subprocess.DEVNULL)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MEMBER), bootstrap, "bench", "t", str(out), str(session_ms)],
+            stderr=subprocess.DEVNULL,
+        )
 
     def lines(self, kind: str) -> list[list[str]]:
         if not self.out.exists():
@@ -111,16 +113,30 @@ def main() -> None:
         for m in base:
             m.proc.terminate()
             m.proc.wait(10)
-    broker_delay = 300  # group.initial.rebalance.delay.ms (conf/server.properties; applies only to an empty group)
-    print(f"\nConsumer-group rebalance, {args.rounds} rounds; topic of {PARTITIONS} partitions, 3 members + 1 "
-          f"joining/dying; range assignor; session.timeout.ms={args.session_ms}, heartbeat.interval.ms="
-          f"{heartbeat_ms}, group.initial.rebalance.delay.ms={broker_delay} (empty group only); "
-          f"member processes of our Consumer, broker in its own process, {os.cpu_count()} CPUs\n")  # fmt: skip
-    rows = [("event", "p50 s", "max s", "target"),
-            ("member joins", f"{statistics.median(joins):.3f}", f"{max(joins):.3f}",
-             f"<= {1 + heartbeat_ms / 1000:.3f} s (1 s + heartbeat interval)"),
-            ("member killed (-9)", f"{statistics.median(deaths):.3f}", f"{max(deaths):.3f}",
-             f"~ session {args.session_ms / 1000:.1f} s + heartbeat + rebalance (no target)")]  # fmt: skip
+    broker_delay = (
+        300  # group.initial.rebalance.delay.ms (conf/server.properties; applies only to an empty group)
+    )
+    print(
+        f"\nConsumer-group rebalance, {args.rounds} rounds; topic of {PARTITIONS} partitions, 3 members + 1 "
+        f"joining/dying; range assignor; session.timeout.ms={args.session_ms}, heartbeat.interval.ms="
+        f"{heartbeat_ms}, group.initial.rebalance.delay.ms={broker_delay} (empty group only); "
+        f"member processes of our Consumer, broker in its own process, {os.cpu_count()} CPUs\n"
+    )
+    rows = [
+        ("event", "p50 s", "max s", "target"),
+        (
+            "member joins",
+            f"{statistics.median(joins):.3f}",
+            f"{max(joins):.3f}",
+            f"<= {1 + heartbeat_ms / 1000:.3f} s (1 s + heartbeat interval)",
+        ),
+        (
+            "member killed (-9)",
+            f"{statistics.median(deaths):.3f}",
+            f"{max(deaths):.3f}",
+            f"~ session {args.session_ms / 1000:.1f} s + heartbeat + rebalance (no target)",
+        ),
+    ]
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(c.ljust(x) for c, x in zip(row, w, strict=True)).rstrip())

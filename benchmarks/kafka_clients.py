@@ -49,15 +49,25 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 TARGETS = {"producer": 400_000, "consumer": 1_000_000}
 
 
 def rd_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str) -> float:
-    p = RdProducer({
-        "bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000, "batch.num.messages": 10_000,
-        "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 1_048_576,
-        "compression.type": codec, "acks": 1, "enable.idempotence": False,
-    })  # fmt: skip
+    p = RdProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": codec,
+            "acks": 1,
+            "enable.idempotence": False,
+        }
+    )
     p.produce(topic, b"warm-up", partition=0)
     p.flush(30)
     produce, poll = p.produce, p.poll
@@ -78,11 +88,18 @@ def rd_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str) -> flo
 def rd_consume(bootstrap: str, topic: str, n: int) -> tuple[float, float, int]:
     """Read ``n`` messages from the beginning; returns (seconds to the first message, seconds from the first
     message to the last, messages)."""
-    c = RdConsumer({
-        "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-        "enable.partition.eof": True, "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 4_194_304,
-        "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 100,
-    })  # fmt: skip
+    c = RdConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 4_194_304,
+            "queued.min.messages": 1_000_000,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     t0 = time.perf_counter()
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
@@ -106,8 +123,14 @@ def rd_consume(bootstrap: str, topic: str, n: int) -> tuple[float, float, int]:
 
 def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str) -> float:
     """Producer.send() per message with batches like librdkafka's (linger 5 ms, 1 MB)."""
-    p = Producer(bootstrap, linger_ms=5, batch_size=1_000_000, buffer_memory=512 << 20, max_in_flight=64,
-                 compression=None if codec == "none" else codec)  # fmt: skip
+    p = Producer(
+        bootstrap,
+        linger_ms=5,
+        batch_size=1_000_000,
+        buffer_memory=512 << 20,
+        max_in_flight=64,
+        compression=None if codec == "none" else codec,
+    )
     p.send(topic, b"warm-up", partition=0).result(30)
     send = p.send
     t0 = time.perf_counter()
@@ -121,7 +144,9 @@ def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str) -> fl
 
 def our_consume(bootstrap: str, topic: str, n: int, arrow: bool) -> tuple[float, float, int]:
     """Like :func:`rd_consume`, through our Consumer: poll() per message or poll_arrow()."""
-    c = Consumer(bootstrap, max_partition_fetch_bytes=4 << 20, fetch_max_bytes=50 << 20, fetch_max_wait_ms=100)
+    c = Consumer(
+        bootstrap, max_partition_fetch_bytes=4 << 20, fetch_max_bytes=50 << 20, fetch_max_wait_ms=100
+    )
     t0 = time.perf_counter()
     c.assign([(topic, 0)])
     c.seek((topic, 0), 0)
@@ -167,15 +192,26 @@ def main(argv: list[str] | None = None) -> int:
             admin.create_topic(t, 1)
         admin.close()
         mark.update(client=time.process_time(), broker=cpu_seconds(broker.pid))
-        print(f"broker pid {broker.pid} at {bs}; {n:,} messages of {MSG} bytes, codec {args.codec}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"broker pid {broker.pid} at {bs}; {n:,} messages of {MSG} bytes, codec {args.codec}",
+            file=sys.stderr,
+        )
 
         # producers (+1: each topic starts with one warm-up message)
-        row("confluent-kafka Producer.produce()", n, rd_produce(bs, "rd", msgs, args.codec),
-            f">= {TARGETS['producer']:,}")  # fmt: skip
+        row(
+            "confluent-kafka Producer.produce()",
+            n,
+            rd_produce(bs, "rd", msgs, args.codec),
+            f">= {TARGETS['producer']:,}",
+        )
         row("ours: Producer.send()", n, our_produce(bs, "ours", msgs, args.codec))
-        p = Producer(bs, batch_size=1000 * (MSG + paper.PER_MSG_BYTES), max_in_flight=64, buffer_memory=512 << 20,
-                     compression=None if args.codec == "none" else args.codec)  # fmt: skip
+        p = Producer(
+            bs,
+            batch_size=1000 * (MSG + paper.PER_MSG_BYTES),
+            max_in_flight=64,
+            buffer_memory=512 << 20,
+            compression=None if args.codec == "none" else args.codec,
+        )
         p.send("ours-arrow", b"warm-up").result(30)
         t0 = time.perf_counter()
         for t in chunks:
@@ -183,17 +219,32 @@ def main(argv: list[str] | None = None) -> int:
         p.flush()
         row("ours: Producer.send_arrow(), 1000 rows/batch", n, time.perf_counter() - t0)
         p.close()
-        row("ours (paper.py): send(), batch 50, 1 batch/request", n,
-            paper.produce_send(bs, "paper50", msgs, 50, 64, 1))  # fmt: skip
+        row(
+            "ours (paper.py): send(), batch 50, 1 batch/request",
+            n,
+            paper.produce_send(bs, "paper50", msgs, 50, 64, 1),
+        )
 
         # consumers: the rate from the first message on; "startup" is assign -> first message
         consumer_target = f">= {TARGETS['consumer']:,}"
         for name, topic, read in (
             ("confluent-kafka Consumer, Kafka-layout topic (sendfile)", "rd", rd_consume),
             ("confluent-kafka Consumer, Arrow-body topic (converted)", "ours", rd_consume),
-            ("ours: Consumer.poll() per message, Arrow-body topic", "ours", lambda b, t, k: our_consume(b, t, k, False)),
-            ("ours: Consumer.poll_arrow(), Arrow-body topic", "ours", lambda b, t, k: our_consume(b, t, k, True)),
-            ("ours: Consumer.poll_arrow(), Kafka-layout topic", "rd", lambda b, t, k: our_consume(b, t, k, True)),
+            (
+                "ours: Consumer.poll() per message, Arrow-body topic",
+                "ours",
+                lambda b, t, k: our_consume(b, t, k, False),
+            ),
+            (
+                "ours: Consumer.poll_arrow(), Arrow-body topic",
+                "ours",
+                lambda b, t, k: our_consume(b, t, k, True),
+            ),
+            (
+                "ours: Consumer.poll_arrow(), Kafka-layout topic",
+                "rd",
+                lambda b, t, k: our_consume(b, t, k, True),
+            ),
         ):
             startup, dt, got = read(bs, topic, n + 1)
             row(name, got, dt, consumer_target if name.startswith("confluent") else "", startup)
@@ -201,15 +252,21 @@ def main(argv: list[str] | None = None) -> int:
         row("ours (paper.py): poll_arrow(), 200 KB fetches", got, dt)
 
     print()
-    print(f"{'client':58} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'MB/s':>7} {'startup':>8} "
-          f"{'cpu client':>10} {'cpu broker':>10} {'target msg/s':>13}")  # fmt: skip
+    print(
+        f"{'client':58} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'MB/s':>7} {'startup':>8} "
+        f"{'cpu client':>10} {'cpu broker':>10} {'target msg/s':>13}"
+    )
     for name, cnt, sec, startup, cpu_c, cpu_b, target in rows:
         rate = cnt / sec
         st = f"{startup:.2f}" if startup is not None else "-"
-        print(f"{name:58} {cnt:>10,} {sec:>8.2f} {rate:>12,.0f} {rate * MSG / 1e6:>7.1f} {st:>8} "
-              f"{cpu_c:>10.2f} {cpu_b:>10.2f} {target:>13}")  # fmt: skip
+        print(
+            f"{name:58} {cnt:>10,} {sec:>8.2f} {rate:>12,.0f} {rate * MSG / 1e6:>7.1f} {st:>8} "
+            f"{cpu_c:>10.2f} {cpu_b:>10.2f} {target:>13}"
+        )
     print("\nconsumer rows: msg/s from the first message to the last (startup: assign -> first message, s);")
-    print("cpu: CPU seconds of this process (with librdkafka's threads) and of the broker process in the row;")
+    print(
+        "cpu: CPU seconds of this process (with librdkafka's threads) and of the broker process in the row;"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

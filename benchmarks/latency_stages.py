@@ -168,8 +168,10 @@ def run(bootstrap: str, broker_pid: int, topic: str, rate: int, seconds: float) 
         p50, p90, p99 = np.percentile(v, [50, 90, 99])
         print(f"{name:22} {p50:8.2f} {p90:8.2f} {p99:8.2f} {v.max():8.2f}")
 
-    print(f"\n{n:,} messages at {rate:,} msg/s, {len(writes):,} Produce writes "
-          f"({n / max(1, len(writes)):.1f} messages each), {len(clock.fetches):,} fetch answers")  # fmt: skip
+    print(
+        f"\n{n:,} messages at {rate:,} msg/s, {len(writes):,} Produce writes "
+        f"({n / max(1, len(writes)):.1f} messages each), {len(clock.fetches):,} fetch answers"
+    )
     print(f"{'stage (ms)':22} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}")
     row("end to end", lat[steady])
     spans = [(points[k + 1] - points[k]) / 1e6 for k in range(4)]
@@ -189,13 +191,26 @@ def run(bootstrap: str, broker_pid: int, topic: str, rate: int, seconds: float) 
                 bursts.append([t, t, 0])
             bursts[-1][1] = t
             bursts[-1][2] += 1
-        print("  in bursts (ms after the first send: from-to, messages): "
-              + ", ".join(f"{a}-{b} {k}" for a, b, k in bursts[:12]))  # fmt: skip
-    print("CPU per message (us), client threads: " + ", ".join(
-        f"{names.get(tid, tid)} {1e6 * (cpu1[tid] - cpu0[tid]) / n:.1f}"
-        for tid in cpu1 if tid in cpu0 and cpu1[tid] > cpu0[tid]))  # fmt: skip
-    print("CPU per message (us), broker threads: " + ", ".join(
-        f"{tid} {1e6 * (bcpu1[tid] - bcpu0[tid]) / n:.1f}" for tid in bcpu1 if tid in bcpu0 and bcpu1[tid] > bcpu0[tid]))  # fmt: skip
+        print(
+            "  in bursts (ms after the first send: from-to, messages): "
+            + ", ".join(f"{a}-{b} {k}" for a, b, k in bursts[:12])
+        )
+    print(
+        "CPU per message (us), client threads: "
+        + ", ".join(
+            f"{names.get(tid, tid)} {1e6 * (cpu1[tid] - cpu0[tid]) / n:.1f}"
+            for tid in cpu1
+            if tid in cpu0 and cpu1[tid] > cpu0[tid]
+        )
+    )
+    print(
+        "CPU per message (us), broker threads: "
+        + ", ".join(
+            f"{tid} {1e6 * (bcpu1[tid] - bcpu0[tid]) / n:.1f}"
+            for tid in bcpu1
+            if tid in bcpu0 and bcpu1[tid] > bcpu0[tid]
+        )
+    )
     by_gen = [sum(1 for g in gcs if g[2] == k) for k in range(3)]
     longest = max(((b - a) / 1e6 for a, b, _ in gcs), default=0.0)
     print(
@@ -211,8 +226,18 @@ def decode_warm_and_cold(records: int = 18, n: int = 300) -> tuple[float, float]
 
     _warm_up_decoder()
     ts = [int(time.time() * 1000)] * records
-    data = bytes(encode_records([b"x" * MSG] * records, None, ts, None, codec=0, producer_id=-1, producer_epoch=-1,
-                                base_sequence=-1))  # fmt: skip
+    data = bytes(
+        encode_records(
+            [b"x" * MSG] * records,
+            None,
+            ts,
+            None,
+            codec=0,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+        )
+    )
     junk = np.ones(2 << 20, dtype=np.int64)
     best = [float("inf"), float("inf")]
     for _ in range(3):

@@ -47,7 +47,9 @@ def make_batches(per_batch: int, count: int) -> list[bytearray]:
     ]
 
 
-def bench_append(root: Path, per_batch: int, total_bytes: int, reps: int, run: int = 1) -> tuple[float, float, int]:
+def bench_append(
+    root: Path, per_batch: int, total_bytes: int, reps: int, run: int = 1
+) -> tuple[float, float, int]:
     """(log MB/s, plain write MB/s, bytes per append): best of ``reps`` interleaved runs each.
 
     Best-of, because the machine is shared: the fastest run is the one least
@@ -107,7 +109,9 @@ def bench_read(
             if mode == "sendfile":
                 sent = 0
                 while sent < region.length:
-                    sent += os.sendfile(devnull, region.file.fileno(), region.position + sent, region.length - sent)
+                    sent += os.sendfile(
+                        devnull, region.file.fileno(), region.position + sent, region.length - sent
+                    )
             else:
                 os.preadv(region.file.fileno(), [view[: region.length]], region.position)
             done += region.length
@@ -165,7 +169,9 @@ def bench_lookup(log: PartitionLog, samples: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-gb", type=float, default=2.0, help="size of the log for the lookup test (default 2)")
+    ap.add_argument(
+        "--size-gb", type=float, default=2.0, help="size of the log for the lookup test (default 2)"
+    )
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--dir", default=None, help="where to put the data (default: a temp dir)")
     args = ap.parse_args()
@@ -179,23 +185,53 @@ def main() -> None:
             log_mb, plain_mb, run_bytes = bench_append(root, per_batch, append_bytes, reps, run)
             msg_rate = log_mb * MB / run_bytes * per_batch * run
             what = f"batches of {per_batch} x {MSG} B" + (f", {run} per append" if run > 1 else "")
-            rows.append((f"append, {what}", f"{log_mb:,.0f} MB/s  {msg_rate / 1e6:.2f} M msg/s",
-                         f"{plain_mb:,.0f} MB/s write()", log_mb / plain_mb, ">= 0.8"))
+            rows.append(
+                (
+                    f"append, {what}",
+                    f"{log_mb:,.0f} MB/s  {msg_rate / 1e6:.2f} M msg/s",
+                    f"{plain_mb:,.0f} MB/s write()",
+                    log_mb / plain_mb,
+                    ">= 0.8",
+                )
+            )
         t0 = time.perf_counter()
         log, batch_size, per_batch = build_big_log(root, int(size_gb * (1 << 30)), 64 * MB)
         build_s = time.perf_counter() - t0
-        rows.append((f"build {log.size_bytes / (1 << 30):.2f} GiB log, {len(log.segments)} segments",
-                     f"{log.size_bytes / build_s / MB:,.0f} MB/s", "", None, ""))
-        reads = bench_read(log, batch_size, per_batch, min(log.size_bytes, (256 if args.quick else 1024) * MB), reps)
+        rows.append(
+            (
+                f"build {log.size_bytes / (1 << 30):.2f} GiB log, {len(log.segments)} segments",
+                f"{log.size_bytes / build_s / MB:,.0f} MB/s",
+                "",
+                None,
+                "",
+            )
+        )
+        reads = bench_read(
+            log, batch_size, per_batch, min(log.size_bytes, (256 if args.quick else 1024) * MB), reps
+        )
         for mode, (region_mb, plain_mb) in reads.items():
             what = "sendfile to /dev/null" if mode == "sendfile" else "preadv into a buffer"
-            rows.append((f"read 1 MiB regions, {what}", f"{region_mb:,.0f} MB/s", f"{plain_mb:,.0f} MB/s plain",
-                         region_mb / plain_mb, ""))
+            rows.append(
+                (
+                    f"read 1 MiB regions, {what}",
+                    f"{region_mb:,.0f} MB/s",
+                    f"{plain_mb:,.0f} MB/s plain",
+                    region_mb / plain_mb,
+                    "",
+                )
+            )
         lookups = bench_lookup(log, 500 if args.quick else 3000)
         lo, hi = min(lookups.values()), max(lookups.values())
         for name, us in lookups.items():
-            rows.append((f"lookup read(offset, 1) at {name}", f"{us:.1f} us median", f"{lo:.1f} us (fastest area)",
-                         us / lo, "<= 1.2"))
+            rows.append(
+                (
+                    f"lookup read(offset, 1) at {name}",
+                    f"{us:.1f} us median",
+                    f"{lo:.1f} us (fastest area)",
+                    us / lo,
+                    "<= 1.2",
+                )
+            )
         log.delete()
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -206,8 +242,10 @@ def main() -> None:
     for name, a, b, ratio, target in rows:
         r = f"{ratio:5.2f}" if ratio is not None else "     "
         print(f"{name:<{w}}  {a:<{w1}}  {b:<{w2}}  {r}  {target}")
-    print(f"(lookup spread max/min = {hi / lo:.2f}; log {size_gb} GB, 64 MiB segments, "
-          f"index.interval.bytes=4096; data dir removed)")  # fmt: skip
+    print(
+        f"(lookup spread max/min = {hi / lo:.2f}; log {size_gb} GB, 64 MiB segments, "
+        f"index.interval.bytes=4096; data dir removed)"
+    )
 
 
 if __name__ == "__main__":

@@ -109,17 +109,30 @@ def rate_row(name: str, n: int, seconds: float, paper: int | None, baseline: flo
     return (name, n, seconds, rate, mb, paper, (rate / baseline) if baseline else None)
 
 
-def produce_send(bootstrap: str, topic: str, msgs: list[bytes], batch: int, in_flight: int, per_request: int,
-                 acks: int = 1, caller: list | None = None) -> float:  # fmt: skip
+def produce_send(
+    bootstrap: str,
+    topic: str,
+    msgs: list[bytes],
+    batch: int,
+    in_flight: int,
+    per_request: int,
+    acks: int = 1,
+    caller: list | None = None,
+) -> float:
     """Producer.send() per message; batch_size set so that a batch holds ``batch`` messages.
 
     Returns the seconds until every message is acknowledged (written, with acks=0); ``caller``
     gets the seconds of the send() loop alone: what the caller waits per send() (the sender
     and I/O threads share the GIL with it, so their work shows there too)."""
     p = Producer(
-        bootstrap, batch_size=1 if batch == 1 else batch * (MSG + PER_MSG_BYTES), linger_ms=5 if batch > 1 else 0,
-        max_in_flight=in_flight, buffer_memory=256 << 20, max_batches_per_request=per_request, acks=acks,
-    )  # fmt: skip
+        bootstrap,
+        batch_size=1 if batch == 1 else batch * (MSG + PER_MSG_BYTES),
+        linger_ms=5 if batch > 1 else 0,
+        max_in_flight=in_flight,
+        buffer_memory=256 << 20,
+        max_batches_per_request=per_request,
+        acks=acks,
+    )
     p.send(topic, b"warm-up").result(30)
     send = p.send
     t0 = time.perf_counter()
@@ -134,13 +147,18 @@ def produce_send(bootstrap: str, topic: str, msgs: list[bytes], batch: int, in_f
     return dt
 
 
-def produce_arrow(bootstrap: str, topic: str, chunks: list[pa.Table], in_flight: int, per_request: int) -> float:
+def produce_arrow(
+    bootstrap: str, topic: str, chunks: list[pa.Table], in_flight: int, per_request: int
+) -> float:
     """Producer.send_arrow() with one record batch per chunk."""
     per = chunks[0].num_rows
     p = Producer(
-        bootstrap, batch_size=per * (MSG + PER_MSG_BYTES), max_in_flight=in_flight, buffer_memory=256 << 20,
+        bootstrap,
+        batch_size=per * (MSG + PER_MSG_BYTES),
+        max_in_flight=in_flight,
+        buffer_memory=256 << 20,
         max_batches_per_request=per_request,
-    )  # fmt: skip
+    )
     p.send(topic, b"warm-up").result(30)
     t0 = time.perf_counter()
     for t in chunks:
@@ -176,7 +194,9 @@ def consume(bootstrap: str, topic: str, n: int, arrow: bool, cpu: dict | None = 
 
     ``cpu``: a dict with the broker's ``pid``, given CPU seconds of this process (all its threads)
     and of the broker during the timed part, as ``client`` and ``broker``."""
-    c = Consumer(bootstrap, max_partition_fetch_bytes=200 * 1024, fetch_max_bytes=4 << 20, fetch_max_wait_ms=100)
+    c = Consumer(
+        bootstrap, max_partition_fetch_bytes=200 * 1024, fetch_max_bytes=4 << 20, fetch_max_wait_ms=100
+    )
     c.assign([(topic, 0)])
     c.seek((topic, 0), 0)
     got = 0
@@ -201,8 +221,9 @@ def consume(bootstrap: str, topic: str, n: int, arrow: bool, cpu: dict | None = 
     return dt, got
 
 
-def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: float = 1.0,
-            cpu: dict | None = None) -> tuple:  # fmt: skip
+def latency(
+    bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: float = 1.0, cpu: dict | None = None
+) -> tuple:
     """Send at ``rate`` msg/s; a consumer thread long-polls; return steady-state p50/p99/max (ms) and
     count, and the p99 and count over every message.
 
@@ -258,9 +279,13 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: fl
     all_ok = lat[ok]
     st = lat[steady]
     return (
-        float(np.percentile(st, 50)), float(np.percentile(st, 99)), float(st.max()), int(steady.sum()),
-        float(np.percentile(all_ok, 99)), int(ok.sum()),
-    )  # fmt: skip
+        float(np.percentile(st, 50)),
+        float(np.percentile(st, 99)),
+        float(st.max()),
+        int(steady.sum()),
+        float(np.percentile(all_ok, 99)),
+        int(ok.sum()),
+    )
 
 
 def paced_send(p: Producer, topic: str, rate: int, sent_at: np.ndarray) -> None:
@@ -338,16 +363,26 @@ def log_append(n: int) -> list[tuple]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000, help="messages per producer/consumer test")
-    ap.add_argument("--baseline-messages", type=int, default=20_000, help="messages for the synchronous baseline")
+    ap.add_argument(
+        "--baseline-messages", type=int, default=20_000, help="messages for the synchronous baseline"
+    )
     ap.add_argument("--in-flight", type=int, default=64, help="pipelined produce requests per connection")
     ap.add_argument("--runs", type=int, default=16, help="batches per request in the coalesced rows")
     ap.add_argument("--latency-seconds", type=float, default=5.0)
     ap.add_argument("--quick", action="store_true", help="batch-1 rows on at most 100,000 messages")
-    ap.add_argument("--rows", default=",".join(ROW_GROUPS), help=f"row groups to run, of {','.join(ROW_GROUPS)}")
-    ap.add_argument("--base", default=None, help="git revision measured beside the work tree "
-                    "(default: the commit before issue 14); 'none': the work tree only")  # fmt: skip
+    ap.add_argument(
+        "--rows", default=",".join(ROW_GROUPS), help=f"row groups to run, of {','.join(ROW_GROUPS)}"
+    )
+    ap.add_argument(
+        "--base",
+        default=None,
+        help="git revision measured beside the work tree "
+        "(default: the commit before issue 14); 'none': the work tree only",
+    )
     ap.add_argument("--rounds", type=int, default=2, help="alternated rounds of base and head (best of each)")
-    ap.add_argument("--spark-rows", type=int, default=10_000_000, help="rows of the Spark read row (group spark)")
+    ap.add_argument(
+        "--spark-rows", type=int, default=10_000_000, help="rows of the Spark read row (group spark)"
+    )
     args = ap.parse_args(argv)
     groups = set(args.rows.split(","))
     if not groups <= set(ROW_GROUPS):
@@ -371,7 +406,20 @@ def messaging(args: argparse.Namespace, groups: set[str]) -> None:
     with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
         bs = broker.bootstrap
         admin = Admin(bs)
-        for t in ("base1", "base50", "p1", "p1a0", "p50", "p50a0", "a50", "c1", "c50", "ca50", "b1000", "lat"):
+        for t in (
+            "base1",
+            "base50",
+            "p1",
+            "p1a0",
+            "p50",
+            "p50a0",
+            "a50",
+            "c1",
+            "c50",
+            "ca50",
+            "b1000",
+            "lat",
+        ):
             admin.create_topic(t, 1)
         print(f"broker pid {broker.pid} at {bs}; {n:,} messages of {MSG} bytes", file=sys.stderr)
         if "producer" in groups:
@@ -383,27 +431,65 @@ def messaging(args: argparse.Namespace, groups: set[str]) -> None:
 
             n1 = n if not args.quick else min(n, 100_000)
             dt = produce_send(bs, "p1", msgs[:n1], 1, args.in_flight, 1)
-            rows.append(rate_row("batch 1: send(), 1 msg/request, pipelined", n1, dt, PAPER["producer batch 1"], base1))
+            rows.append(
+                rate_row(
+                    "batch 1: send(), 1 msg/request, pipelined", n1, dt, PAPER["producer batch 1"], base1
+                )
+            )
             # the paper's producer did not wait for the broker: the same with acks=0
             dt = produce_send(bs, "p1a0", msgs[:n1], 1, args.in_flight, 1, acks=0)
-            rows.append(rate_row("batch 1: send(), 1 msg/request, acks=0", n1, dt, PAPER["producer batch 1"], base1))
+            rows.append(
+                rate_row("batch 1: send(), 1 msg/request, acks=0", n1, dt, PAPER["producer batch 1"], base1)
+            )
             caller: list[float] = []
             dt = produce_send(bs, "p50", msgs, 50, args.in_flight, 1, caller=caller)
-            rows.append(rate_row("batch 50: send(), 50 msgs/request", n, dt, PAPER["producer batch 50"], base50))
+            rows.append(
+                rate_row("batch 50: send(), 50 msgs/request", n, dt, PAPER["producer batch 50"], base50)
+            )
             dt = produce_send(bs, "p50a0", msgs, 50, args.in_flight, 1, acks=0, caller=caller)
-            rows.append(rate_row("batch 50: send(), 50 msgs/request, acks=0", n, dt, PAPER["producer batch 50"], base50))
+            rows.append(
+                rate_row(
+                    "batch 50: send(), 50 msgs/request, acks=0", n, dt, PAPER["producer batch 50"], base50
+                )
+            )
             # send() caller cost: the send() loop alone (linger_ms=5), as msg/s; 1,000,000 = 1 us per send()
             rows.append(rate_row("batch 50: send() caller cost, acks=1", n, caller[0], None, None))
             rows.append(rate_row("batch 50: send() caller cost, acks=0", n, caller[1], None, None))
             dt = produce_arrow(bs, "a50", chunks50, args.in_flight, 1)
-            rows.append(rate_row("batch 50: send_arrow(), 50 msgs/request", n, dt, PAPER["producer batch 50"], base50))
+            rows.append(
+                rate_row("batch 50: send_arrow(), 50 msgs/request", n, dt, PAPER["producer batch 50"], base50)
+            )
             # Beyond the paper's definition: several ready batches of a partition share one request.
             dt = produce_send(bs, "c1", msgs[:n1], 1, args.in_flight, args.runs)
-            rows.append(rate_row(f"batch 1: send(), <= {args.runs} batches/request", n1, dt, PAPER["producer batch 1"], base1))
+            rows.append(
+                rate_row(
+                    f"batch 1: send(), <= {args.runs} batches/request",
+                    n1,
+                    dt,
+                    PAPER["producer batch 1"],
+                    base1,
+                )
+            )
             dt = produce_send(bs, "c50", msgs, 50, args.in_flight, args.runs)
-            rows.append(rate_row(f"batch 50: send(), <= {args.runs} batches/request", n, dt, PAPER["producer batch 50"], base50))
+            rows.append(
+                rate_row(
+                    f"batch 50: send(), <= {args.runs} batches/request",
+                    n,
+                    dt,
+                    PAPER["producer batch 50"],
+                    base50,
+                )
+            )
             dt = produce_arrow(bs, "ca50", chunks50, args.in_flight, args.runs)
-            rows.append(rate_row(f"batch 50: send_arrow(), <= {args.runs} batches/req", n, dt, PAPER["producer batch 50"], base50))
+            rows.append(
+                rate_row(
+                    f"batch 50: send_arrow(), <= {args.runs} batches/req",
+                    n,
+                    dt,
+                    PAPER["producer batch 50"],
+                    base50,
+                )
+            )
 
             chunks1000 = arrow_chunks(n, 1000)
             dt = produce_arrow(bs, "b1000", chunks1000, args.in_flight, 1)
@@ -431,7 +517,9 @@ def messaging(args: argparse.Namespace, groups: set[str]) -> None:
 
         if "latency" in groups:
             lat_cpu: dict = {"pid": broker.pid}
-            p50, p99, mx, cnt, p99_all, cnt_all = latency(bs, "lat", 10_000, args.latency_seconds, cpu=lat_cpu)
+            p50, p99, mx, cnt, p99_all, cnt_all = latency(
+                bs, "lat", 10_000, args.latency_seconds, cpu=lat_cpu
+            )
             ping = ping_pong(10_000, args.latency_seconds)
         if "append" in groups:
             append_rows = log_append(n)
@@ -439,41 +527,61 @@ def messaging(args: argparse.Namespace, groups: set[str]) -> None:
         admin.close()
 
     print()
-    print(f"{'experiment':44} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'MB/s':>8} {'paper msg/s':>12} {'ratio':>7}")
+    print(
+        f"{'experiment':44} {'messages':>10} {'seconds':>8} {'msg/s':>12} {'MB/s':>8} {'paper msg/s':>12} {'ratio':>7}"
+    )
     for name, cnt_, sec, rate, mb, paper, ratio in rows:
         paper_s = f"{paper:,}" if paper else "-"
         ratio_s = f"{ratio:.1f}x" if ratio else "-"
         print(f"{name:44} {cnt_:>10,} {sec:>8.2f} {rate:>12,.0f} {mb:>8.1f} {paper_s:>12} {ratio_s:>7}")
     print()
-    print("ratio: producer rows vs the synchronous baseline with the same batch size; consumer batches vs per-message")
+    print(
+        "ratio: producer rows vs the synchronous baseline with the same batch size; consumer batches vs per-message"
+    )
     if "latency" in groups:
-        print(f"end-to-end latency at 10,000 msg/s, linger_ms=1 ({cnt:,} messages after a 0.5 s warm-up): "
-              f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {mx:.2f} ms (target p99 <= 5 ms); "
-              f"p99 including the warm-up ({cnt_all:,} messages): {p99_all:.2f} ms")  # fmt: skip
+        print(
+            f"end-to-end latency at 10,000 msg/s, linger_ms=1 ({cnt:,} messages after a 0.5 s warm-up): "
+            f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {mx:.2f} ms (target p99 <= 5 ms); "
+            f"p99 including the warm-up ({cnt_all:,} messages): {p99_all:.2f} ms"
+        )
         # what the pipeline costs per message: on a shared machine, the share of CPU it can get decides the tail
         us = {k: 1e6 * lat_cpu[k] / cnt_all for k in ("client", "broker", "send_loop", "poll")}
-        print(f"CPU per message, end-to-end latency at 10,000 msg/s: client process {us['client']:.2f} us "
-              f"(send() loop with its pacing sleeps {us['send_loop']:.2f}, poll_arrow() thread {us['poll']:.2f}, "
-              f"producer sender and I/O threads {us['client'] - us['send_loop'] - us['poll']:.2f}), "
-              f"broker process {us['broker']:.2f} us")  # fmt: skip
+        print(
+            f"CPU per message, end-to-end latency at 10,000 msg/s: client process {us['client']:.2f} us "
+            f"(send() loop with its pacing sleeps {us['send_loop']:.2f}, poll_arrow() thread {us['poll']:.2f}, "
+            f"producer sender and I/O threads {us['client'] - us['send_loop'] - us['poll']:.2f}), "
+            f"broker process {us['broker']:.2f} us"
+        )
     print()
-    print(f"| {'issue 14 row (not msg/s)':<40} | {'measured':>9} | {'machine noise':>22} | {'today (doc.)':>12} | "
-          f"{'target':>7} |")  # fmt: skip
+    print(
+        f"| {'issue 14 row (not msg/s)':<40} | {'measured':>9} | {'machine noise':>22} | {'today (doc.)':>12} | "
+        f"{'target':>7} |"
+    )
     if "latency" in groups:
-        print(f"| {'latency p99 (ms)':<40} | {p99:>9.2f} | {f'ping-pong p99 {ping[1]:.2f}':>22} | "
-              f"{DOCUMENTED['latency p99 (ms)']:>12} | {'<= 5':>7} |")  # fmt: skip
+        print(
+            f"| {'latency p99 (ms)':<40} | {p99:>9.2f} | {f'ping-pong p99 {ping[1]:.2f}':>22} | "
+            f"{DOCUMENTED['latency p99 (ms)']:>12} | {'<= 5':>7} |"
+        )
     if "append" in groups:
         ratio = append_rows[0][3] / append_rows[1][3]
-        print(f"| {'log append / write(), batches of 50':<40} | {ratio:>9.2f} | {'':>22} | "
-              f"{DOCUMENTED['log append / write(), batches of 50']:>12} | {'>= 0.8':>7} |")  # fmt: skip
+        print(
+            f"| {'log append / write(), batches of 50':<40} | {ratio:>9.2f} | {'':>22} | "
+            f"{DOCUMENTED['log append / write(), batches of 50']:>12} | {'>= 0.8':>7} |"
+        )
     if "producer" in groups:
         for r in rows:
             if "caller cost" in r[0]:
-                print(f"| {r[0] + ' (us)':<40} | {1e6 / r[3]:>9.2f} | {'':>22} | {'2.4-3.2':>12} | {'<= 1':>7} |")
+                print(
+                    f"| {r[0] + ' (us)':<40} | {1e6 / r[3]:>9.2f} | {'':>22} | {'2.4-3.2':>12} | {'<= 1':>7} |"
+                )
     for name, client_us, broker_us in consumer_cpu:
-        print(f"CPU per message, {name}: client process {client_us:.2f} us, broker process {broker_us:.2f} us")
-    print(f"message overhead on disk/wire: {HEADER_SIZE} bytes per batch + {PER_MSG_BYTES} per message "
-          "(paper: 9 bytes per message)")  # fmt: skip
+        print(
+            f"CPU per message, {name}: client process {client_us:.2f} us, broker process {broker_us:.2f} us"
+        )
+    print(
+        f"message overhead on disk/wire: {HEADER_SIZE} bytes per batch + {PER_MSG_BYTES} per message "
+        "(paper: 9 bytes per message)"
+    )
 
 
 def spark_targets(rows: int) -> dict:
@@ -483,8 +591,11 @@ def spark_targets(rows: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "spark.json")
         script = Path(__file__).with_name("spark.py")
-        subprocess.run([sys.executable, str(script), "--rows", str(rows), "--targets-only", "--results-json", out],
-                       check=True, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))  # fmt: skip
+        subprocess.run(
+            [sys.executable, str(script), "--rows", str(rows), "--targets-only", "--results-json", out],
+            check=True,
+            env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+        )
         with open(out) as f:
             return json.load(f)
 
@@ -494,16 +605,24 @@ def print_spark_rows(fig: dict) -> None:
     read = fig["read sum(length(value))"]
     start = fig["stream_start"]
     print()
-    print(f"| {'issue 14 Spark row':<40} | {'measured':>9} | {'same-run reference':>22} | {'today (doc.)':>12} | "
-          f"{'target':>7} |")  # fmt: skip
+    print(
+        f"| {'issue 14 Spark row':<40} | {'measured':>9} | {'same-run reference':>22} | {'today (doc.)':>12} | "
+        f"{'target':>7} |"
+    )
     name = "Spark read sum(length(value)) / floor"
-    print(f"| {name:<40} | {read['logsource'] / read['floor']:>9.2f} | "
-          f"{'floor ' + format(read['floor'], '.2f') + ' s':>22} | {DOCUMENTED[name]:>12} | {'<= 1.3':>7} |")  # fmt: skip
+    print(
+        f"| {name:<40} | {read['logsource'] / read['floor']:>9.2f} | "
+        f"{'floor ' + format(read['floor'], '.2f') + ' s':>22} | {DOCUMENTED[name]:>12} | {'<= 1.3':>7} |"
+    )
     name = "stream start, logsource - rate (s)"
-    print(f"| {name:<40} | {start['logsource'] - start['rate']:>+9.2f} | "
-          f"{'rate ' + format(start['rate'], '.2f') + ' s':>22} | {DOCUMENTED[name]:>12} | {'<= +3':>7} |")  # fmt: skip
-    print(f"({fig['rows']:,} rows read; stream start: logsource {start['logsource']:.2f} s, "
-          f"a trivial Python streaming source {start['python floor']:.2f} s)")  # fmt: skip
+    print(
+        f"| {name:<40} | {start['logsource'] - start['rate']:>+9.2f} | "
+        f"{'rate ' + format(start['rate'], '.2f') + ' s':>22} | {DOCUMENTED[name]:>12} | {'<= +3':>7} |"
+    )
+    print(
+        f"({fig['rows']:,} rows read; stream start: logsource {start['logsource']:.2f} s, "
+        f"a trivial Python streaming source {start['python floor']:.2f} s)"
+    )
 
 
 def compare_with_base(args: argparse.Namespace) -> int:
@@ -515,9 +634,23 @@ def compare_with_base(args: argparse.Namespace) -> int:
     if not groups:  # the Spark rows compare with a same-run floor, not with a revision
         print_spark_rows(spark_targets(args.spark_rows))
         return 0
-    argv = ["--messages", str(args.messages), "--baseline-messages", str(args.baseline_messages),
-            "--in-flight", str(args.in_flight), "--runs", str(args.runs), "--latency-seconds",
-            str(args.latency_seconds), "--rows", ",".join(groups), "--base", "none", *(["--quick"] if args.quick else [])]  # fmt: skip
+    argv = [
+        "--messages",
+        str(args.messages),
+        "--baseline-messages",
+        str(args.baseline_messages),
+        "--in-flight",
+        str(args.in_flight),
+        "--runs",
+        str(args.runs),
+        "--latency-seconds",
+        str(args.latency_seconds),
+        "--rows",
+        ",".join(groups),
+        "--base",
+        "none",
+        *(["--quick"] if args.quick else []),
+    ]
     every: dict[str, list[str]] = {}
     best, outs = compare(base, argv, args.rounds, head_script=True, every=every)
     print(outs["head"], end="")
@@ -531,7 +664,9 @@ def compare_with_base(args: argparse.Namespace) -> int:
                 if line.startswith("end-to-end latency"):
                     print(f"{label} {base if label == 'base' else 'work tree'}, round {r}: {line}")
     print_comparison(best, base, args.rounds, TARGETS)
-    print("the machine is shared: absolute msg/s vary with its load; the ratio compares rounds run alternately")
+    print(
+        "the machine is shared: absolute msg/s vary with its load; the ratio compares rounds run alternately"
+    )
     if "spark" in args.rows.split(","):
         print_spark_rows(spark_targets(args.spark_rows))
     return 0

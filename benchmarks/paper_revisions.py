@@ -42,20 +42,30 @@ def worktree(rev: str) -> Iterator[Path]:
     """A temporary, detached git worktree of ``rev``."""
     with tempfile.TemporaryDirectory(prefix="paper-base-") as tmp:
         tree = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+            check=True,
+            capture_output=True,
+        )
         try:
             yield tree
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True
+            )
 
 
 def run_paper(script: Path, package: Path, argv: list[str]) -> tuple[dict[str, float], str]:
     """Run ``script`` (a paper.py) with ``package``'s pyspark_logsource; return ({row: msg/s}, its stdout)."""
     env = dict(os.environ, PYTHONPATH=str(package), PYSPARK_PYTHON=sys.executable)
-    out = subprocess.run([sys.executable, str(script), *argv], env=env, cwd=package, capture_output=True,
-                         text=True, timeout=3600)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(script), *argv],
+        env=env,
+        cwd=package,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if out.returncode != 0:
         raise SystemExit(f"{script} with the package of {package} failed:\n{out.stderr[-3000:]}")
     rows = {}
@@ -66,9 +76,14 @@ def run_paper(script: Path, package: Path, argv: list[str]) -> tuple[dict[str, f
     return rows, out.stdout
 
 
-def compare(base: str, argv: list[str], rounds: int, head_script: bool,
-            targets: dict[str, float] | None = None,
-            every: dict[str, list[str]] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, str]]:  # fmt: skip
+def compare(
+    base: str,
+    argv: list[str],
+    rounds: int,
+    head_script: bool,
+    targets: dict[str, float] | None = None,
+    every: dict[str, list[str]] | None = None,
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """Best msg/s per row at ``base`` and at the work tree, alternating ``rounds`` times; and the last output of each
     (``every``: given, each round's output is appended to ``every["base"]`` / ``every["head"]``)."""
     best: dict[str, dict[str, float]] = {"base": {}, "head": {}}
@@ -87,8 +102,9 @@ def compare(base: str, argv: list[str], rounds: int, head_script: bool,
     return best, outs
 
 
-def print_comparison(best: dict[str, dict[str, float]], base: str, rounds: int,
-                     targets: dict[str, float] | None = None) -> None:  # fmt: skip
+def print_comparison(
+    best: dict[str, dict[str, float]], base: str, rounds: int, targets: dict[str, float] | None = None
+) -> None:
     """The rows measured at both revisions: base msg/s, head msg/s, head/base (and the target when known)."""
     targets = targets or {}
     names = [n for n in best["head"] if n in best["base"]]
@@ -107,8 +123,12 @@ def main() -> None:
     ap.add_argument("--base", default=DEFAULT_BASE, help="git revision to compare against")
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--script", choices=["own", "head"], default="own",
-                    help="own: each revision runs its own paper.py; head: the work tree's paper.py runs both")  # fmt: skip
+    ap.add_argument(
+        "--script",
+        choices=["own", "head"],
+        default="own",
+        help="own: each revision runs its own paper.py; head: the work tree's paper.py runs both",
+    )
     ap.add_argument("paper_args", nargs="*", help="more arguments for paper.py (after --)")
     args = ap.parse_args()
     argv = ["--messages", str(args.messages), "--quick", "--latency-seconds", "2"]

@@ -16,8 +16,13 @@ def make_rows(n: int, size: int = 200, chunk: int = 500_000, *, keys: bool = Fal
         m = min(chunk, n - s)
         data = alphabet[rng.integers(0, len(alphabet), size=m * size)]
         offsets = pa.array(np.arange(0, (m + 1) * size, size, dtype=np.int32))
-        values = pa.BinaryArray.from_buffers(pa.binary(), m, [None, offsets.buffers()[1], pa.py_buffer(data.tobytes())])
+        values = pa.BinaryArray.from_buffers(
+            pa.binary(), m, [None, offsets.buffers()[1], pa.py_buffer(data.tobytes())]
+        )
         columns = {"value": values}
         if keys:
-            columns = {"key": pa.array(np.char.mod("k%d", np.arange(s, s + m) % 1000).astype("S"), pa.binary()), **columns}
+            columns = {
+                "key": pa.array(np.char.mod("k%d", np.arange(s, s + m) % 1000).astype("S"), pa.binary()),
+                **columns,
+            }
         yield pa.table(columns)

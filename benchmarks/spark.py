@@ -75,7 +75,11 @@ def floor_source(row_size: int = 200):
 
         def partitions(self):
             per = -(-self.rows // self.tasks)
-            return [InputPartition((i, min(per, self.rows - i * per))) for i in range(self.tasks) if self.rows > i * per]
+            return [
+                InputPartition((i, min(per, self.rows - i * per)))
+                for i in range(self.tasks)
+                if self.rows > i * per
+            ]
 
         def read(self, partition):
             task, n = partition.value
@@ -85,10 +89,17 @@ def floor_source(row_size: int = 200):
             # keys k0..k999 as in make_rows.
             pattern = np.random.default_rng(task).integers(97, 123, size=row_size, dtype=np.uint8)
             values = pa.BinaryArray.from_buffers(
-                pa.binary(), m,
-                [None, pa.py_buffer(np.arange(0, (m + 1) * row_size, row_size, dtype=np.int32)), pa.py_buffer(np.tile(pattern, m))],
-            )  # fmt: skip
-            keys = pa.array(np.char.mod("k%d", np.arange(1000)).astype("S"), pa.binary()).take(pa.array(np.arange(m) % 1000))
+                pa.binary(),
+                m,
+                [
+                    None,
+                    pa.py_buffer(np.arange(0, (m + 1) * row_size, row_size, dtype=np.int32)),
+                    pa.py_buffer(np.tile(pattern, m)),
+                ],
+            )
+            keys = pa.array(np.char.mod("k%d", np.arange(1000)).astype("S"), pa.binary()).take(
+                pa.array(np.arange(m) % 1000)
+            )
             rb = pa.RecordBatch.from_arrays(
                 [
                     keys,
@@ -180,11 +191,18 @@ def main() -> int:
     ap.add_argument("--skip-stream", action="store_true")
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per measurement (best is reported)")
     ap.add_argument("--skip-stream-start", action="store_true")
-    ap.add_argument("--stream-start-only", action="store_true", help="only the stream start row (no 10M-row load)")
+    ap.add_argument(
+        "--stream-start-only", action="store_true", help="only the stream start row (no 10M-row load)"
+    )
     ap.add_argument("--stream-start-repeat", type=int, default=2)
-    ap.add_argument("--targets-only", action="store_true",
-                    help="only issue 14's rows: the reads and the stream start (no writes, no streaming latency)")  # fmt: skip
-    ap.add_argument("--results-json", help="also write the reads' seconds and the stream start's to this file")
+    ap.add_argument(
+        "--targets-only",
+        action="store_true",
+        help="only issue 14's rows: the reads and the stream start (no writes, no streaming latency)",
+    )
+    ap.add_argument(
+        "--results-json", help="also write the reads' seconds and the stream start's to this file"
+    )
     args = ap.parse_args()
     summary: dict = {"rows": args.rows}
     if args.stream_start_only:
@@ -262,10 +280,16 @@ def main() -> int:
             wp.flush()
             wp.close()
             wdf = spark.read.parquet(warm_pq)
-            for df in (src.option("subscribe", "warm").load(), floor.option("rows", str(warm_rows)).load(), wdf):
+            for df in (
+                src.option("subscribe", "warm").load(),
+                floor.option("rows", str(warm_rows)).load(),
+                wdf,
+            ):
                 df.count()
                 df.select(F.sum(F.length("value"))).collect()
-            wdf.write.format("logsource").option("bootstrap.servers", bs).option("topic", "warm").mode("append").save()
+            wdf.write.format("logsource").option("bootstrap.servers", bs).option("topic", "warm").mode(
+                "append"
+            ).save()
             wdf.write.format("logsource_floor").mode("append").save()
             wdf.write.mode("overwrite").parquet(os.path.join(work, "warm_out"))
 
@@ -299,7 +323,9 @@ def main() -> int:
 def print_reads(args, results: list, cpu) -> None:
     """The table of the timed operations so far: seconds, ratios, CPU seconds per process group."""
     print()
-    print(f"best of {args.repeat} interleaved runs; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"best of {args.repeat} interleaved runs; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     print(
         f"{'rows':>12} {'operation':<24} {'logsource s':>11} {'floor s':>8} {'parquet s':>9} "
         f"{'ls/parquet':>10} {'floor/parquet':>13} {'ls/floor':>8} {'rows/s logsource':>16}"
@@ -315,7 +341,10 @@ def print_reads(args, results: list, cpu) -> None:
         print("CPU seconds in those runs: JVM / Python workers / this process (driver + the broker thread)")
         print(f"{'operation':<24} {'logsource':>18} {'floor':>18} {'parquet':>18}")
         for label, r in results:
-            cells = ["{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-" for k in ("logsource", "floor", "parquet")]
+            cells = [
+                "{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-"
+                for k in ("logsource", "floor", "parquet")
+            ]
             print(f"{label:<24} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
     sys.stdout.flush()
 
@@ -330,7 +359,9 @@ def writes_and_stream(spark, bs: str, admin, pq_dir: str, work: str, args, resul
     def write_ls() -> None:
         nonlocal runs
         runs += 1
-        df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "bench_w").mode("append").save()
+        df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "bench_w").mode(
+            "append"
+        ).save()
 
     r = best_of(
         args.repeat,
@@ -341,8 +372,15 @@ def writes_and_stream(spark, bs: str, admin, pq_dir: str, work: str, args, resul
         },
         cpu,
     )
+
     def records(topic: str) -> int:  # offsets would count the commits' transaction markers too
-        return spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic).load().count()
+        return (
+            spark.read.format("logsource")
+            .option("bootstrap.servers", bs)
+            .option("subscribe", topic)
+            .load()
+            .count()
+        )
 
     written = records("bench_w")
     assert written == args.rows * runs, (written, runs)
@@ -353,18 +391,34 @@ def writes_and_stream(spark, bs: str, admin, pq_dir: str, work: str, args, resul
     # Exactly-once (the default: tasks stage, the driver commits) vs at-least-once
     # (exactlyOnce=false) on the same DataFrame, interleaved in this run.
     def write_mode(topic: str, exactly_once: str) -> None:
-        (df.write.format("logsource").option("bootstrap.servers", bs).option("topic", topic)
-         .option("exactlyOnce", exactly_once).mode("append").save())  # fmt: skip
+        (
+            df.write.format("logsource")
+            .option("bootstrap.servers", bs)
+            .option("topic", topic)
+            .option("exactlyOnce", exactly_once)
+            .mode("append")
+            .save()
+        )
 
-    r = best_of(args.repeat, {"exactly-once": lambda: write_mode("bench_eo", "true"),
-                              "at-least-once": lambda: write_mode("bench_alo", "false")}, cpu)  # fmt: skip
+    r = best_of(
+        args.repeat,
+        {
+            "exactly-once": lambda: write_mode("bench_eo", "true"),
+            "at-least-once": lambda: write_mode("bench_alo", "false"),
+        },
+        cpu,
+    )
     committed = records("bench_eo")
     assert committed % args.rows == 0 and committed == records("bench_alo"), committed
     eo, alo = r["exactly-once"][0], r["at-least-once"][0]
     print()
-    print(f"{'rows':>12} {'operation':<32} {'exactly-once s':>14} {'at-least-once s':>15} {'throughput eo/alo':>17}")
-    print(f"{args.rows:>12,} {'write (same data)':<32} {eo:>14.2f} {alo:>15.2f} {alo / eo:>16.2f}x"
-          f"   (target >= 0.8)")  # fmt: skip
+    print(
+        f"{'rows':>12} {'operation':<32} {'exactly-once s':>14} {'at-least-once s':>15} {'throughput eo/alo':>17}"
+    )
+    print(
+        f"{args.rows:>12,} {'write (same data)':<32} {eo:>14.2f} {alo:>15.2f} {alo / eo:>16.2f}x"
+        f"   (target >= 0.8)"
+    )
     sys.stdout.flush()
 
     if not args.skip_stream:
@@ -432,7 +486,9 @@ def stream_latency(spark, bs: str, admin, args) -> None:
     q.stop()
     lat = np.concatenate(latencies) if latencies else np.array([np.nan])
     print()
-    print(f"streaming: {sent:,} messages at {args.rate:,}/s for {args.stream_seconds:.0f}s, {len(lat):,} seen")
+    print(
+        f"streaming: {sent:,} messages at {args.rate:,}/s for {args.stream_seconds:.0f}s, {len(lat):,} seen"
+    )
     print(f"{'latency send -> foreachBatch':<30} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     print(f"{'':<30} {np.percentile(lat, 50):>8.0f} {np.percentile(lat, 99):>8.0f} {np.max(lat):>8.0f}")
 
@@ -465,8 +521,13 @@ def stream_start(args) -> dict[str, float]:
                 for source in START_SOURCES:
                     out = os.path.join(work, f"{source.replace(' ', '_')}-{r}")
                     t0 = time.time()
-                    proc = subprocess.run([sys.executable, __file__, "--stream-start-child", source, bs, out],
-                                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+                    proc = subprocess.run(
+                        [sys.executable, __file__, "--stream-start-child", source, bs, out],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=900,
+                    )
                     marks = [json.loads(x[6:]) for x in proc.stdout.splitlines() if x.startswith("MARKS ")]
                     if proc.returncode or not marks:
                         raise RuntimeError(f"{source}: child failed\n{proc.stderr[-3000:]}")
@@ -474,16 +535,21 @@ def stream_start(args) -> dict[str, float]:
                     rows = pq.read_table(os.path.join(out, "data")).num_rows
                     assert rows == START_ROWS, (source, rows)
                     total, query = m["commit"] - t0, m["commit"] - m["start"]
-                    print(f"  {source:<13} run {r + 1}: process start -> commit {total:6.2f} s, "
-                          f"start() -> commit {query:6.2f} s", flush=True)  # fmt: skip
+                    print(
+                        f"  {source:<13} run {r + 1}: process start -> commit {total:6.2f} s, "
+                        f"start() -> commit {query:6.2f} s",
+                        flush=True,
+                    )
                     if source not in best or total < best[source][0]:
                         best[source] = (total, query)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rate = best["rate"]
     print()
-    print(f"stream start -> first committed micro-batch ({START_ROWS:,} rows, Parquet sink), a fresh process each, "
-          f"best of {args.stream_start_repeat}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"stream start -> first committed micro-batch ({START_ROWS:,} rows, Parquet sink), a fresh process each, "
+        f"best of {args.stream_start_repeat}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     print(f"{'source':<16} {'process start -> commit s':>26} {'start() -> commit s':>20} {'- rate s':>9}")
     for source in START_SOURCES:
         total, query = best[source]
@@ -524,7 +590,12 @@ def stream_start_child(source: str, bs: str, out: str) -> None:
         reader = spark.readStream.format("logsource_stream_floor")
     ckpt = os.path.join(out, "checkpoint")
     marks["start"] = time.time()
-    q = reader.load().writeStream.format("parquet").option("checkpointLocation", ckpt).start(os.path.join(out, "data"))
+    q = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("checkpointLocation", ckpt)
+        .start(os.path.join(out, "data"))
+    )
     while not os.path.exists(os.path.join(ckpt, "commits", "0")):
         if q.exception() is not None:
             raise q.exception()
@@ -576,13 +647,16 @@ def floor_stream_source():
             return "logsource_stream_floor"
 
         def schema(self):
-            return ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
-                    "timestampType int")  # fmt: skip
+            return (
+                "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
+                "timestampType int"
+            )
 
         def streamReader(self, schema):
             return FloorStreamReader()
 
     return FloorStreamSource
+
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--stream-start-child":

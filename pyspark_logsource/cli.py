@@ -23,9 +23,15 @@ from .errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopi
 #: name -> (module with ``main(argv) -> int``, one-line help). Add a line to add a command.
 DELEGATED: dict[str, tuple[str, str]] = {
     "broker": ("pyspark_logsource.broker.server", "run a broker: --config FILE [--override key=value ...]"),
-    "etl": ("pyspark_logsource.jobs.etl", "exactly-once load of topics into files or an Iceberg table with Spark"),
+    "etl": (
+        "pyspark_logsource.jobs.etl",
+        "exactly-once load of topics into files or an Iceberg table with Spark",
+    ),
     "demo": ("pyspark_logsource.demo", "run the demo job on an embedded broker"),
-    "cluster": ("pyspark_logsource.broker.cluster.local", "start|stop|status a local cluster: ZooKeeper and N brokers"),
+    "cluster": (
+        "pyspark_logsource.broker.cluster.local",
+        "start|stop|status a local cluster: ZooKeeper and N brokers",
+    ),
 }
 
 
@@ -35,13 +41,19 @@ def _bootstrap_default() -> str:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--bootstrap-servers", "-b", default=_bootstrap_default(), metavar="HOST:PORT[,HOST:PORT]",
+        "--bootstrap-servers",
+        "-b",
+        default=_bootstrap_default(),
+        metavar="HOST:PORT[,HOST:PORT]",
         help=f"broker addresses (default: $LOGSOURCE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--timeout", type=_seconds, default=30.0, metavar="SECONDS",
+        "--timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
         help="give up with an error when the brokers do not answer (or acknowledge) within this time (default 30)",
-    )  # fmt: skip
+    )
 
 
 def _seconds(text: str) -> float:
@@ -75,8 +87,9 @@ def _topics(args: argparse.Namespace) -> int:
             if args.partitions < 1:
                 raise ConfigError(f"--partitions must be 1 or more, got {args.partitions}")
             try:
-                admin.create_topic(args.topic, args.partitions, _kv(args.config),
-                                   replication_factor=args.replication_factor)  # fmt: skip
+                admin.create_topic(
+                    args.topic, args.partitions, _kv(args.config), replication_factor=args.replication_factor
+                )
             except TopicAlreadyExists:
                 if not args.if_not_exists:
                     raise
@@ -99,7 +112,9 @@ def _topics(args: argparse.Namespace) -> int:
                 starts = _offsets(admin, name, d.partitions, "earliest")
                 rf = max((len(p.replicas) for p in d.partitions), default=0)
                 configs = ",".join(f"{k}={v}" for k, v in sorted(admin.topic_configs(name).items()))
-                print(f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\tConfigs: {configs}")
+                print(
+                    f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {rf}\tConfigs: {configs}"
+                )
                 for p in d.partitions:
                     tp = (name, p.partition)
                     print(
@@ -139,14 +154,22 @@ def _produce(args: argparse.Namespace) -> int:
     progress = _Progress()
     try:
         with Producer(
-            args.bootstrap_servers, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression,
-            batch_size=args.batch_size, max_block_ms=timeout_ms, delivery_timeout_ms=timeout_ms,
+            args.bootstrap_servers,
+            acks=args.acks,
+            linger_ms=args.linger_ms,
+            compression=args.compression,
+            batch_size=args.batch_size,
+            max_block_ms=timeout_ms,
+            delivery_timeout_ms=timeout_ms,
             request_timeout_ms=min(timeout_ms, 30000),
-        ) as producer:  # fmt: skip
+        ) as producer:
             if created and not args.quiet:
                 n = len(producer.partitions_for(args.topic))
-                print(f"Created topic {args.topic} with {n} partition(s): the broker creates a topic on first "
-                      f"use (auto.create.topics.enable=true).", file=sys.stderr)  # fmt: skip
+                print(
+                    f"Created topic {args.topic} with {n} partition(s): the broker creates a topic on first "
+                    f"use (auto.create.topics.enable=true).",
+                    file=sys.stderr,
+                )
             try:
                 _send_lines(producer, args, progress)
             except KeyboardInterrupt:
@@ -221,7 +244,10 @@ def _send_lines(producer, args: argparse.Namespace, progress: _Progress) -> None
                     good = int(bad[0])
                     if good:
                         t = pa.table(
-                            {"key": pc.list_element(parts.slice(0, good), 0), "value": pc.list_element(parts.slice(0, good), 1)}
+                            {
+                                "key": pc.list_element(parts.slice(0, good), 0),
+                                "value": pc.list_element(parts.slice(0, good), 1),
+                            }
                         )
                         futures.extend(producer.send_arrow(args.topic, t, partition=args.partition))
                         progress.sent += good
@@ -271,8 +297,12 @@ def _consume(args: argparse.Namespace) -> int:
         parts = [args.partition]
     progress = _Progress()
     try:
-        with Consumer(args.bootstrap_servers, group_id=args.group, auto_offset_reset=reset,
-                      request_timeout_ms=timeout_ms) as consumer:  # fmt: skip
+        with Consumer(
+            args.bootstrap_servers,
+            group_id=args.group,
+            auto_offset_reset=reset,
+            request_timeout_ms=timeout_ms,
+        ) as consumer:
             _read(consumer, [(args.topic, p) for p in parts], args, out, progress)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the with-block has closed the consumer (left the group)
         if not args.quiet:
@@ -342,8 +372,10 @@ def _groups(args: argparse.Namespace) -> int:
 
     with Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000) as admin:
         if args.action == "list":
-            _table([("GROUP", "STATE", "PROTOCOL-TYPE")] + [(x.group_id, x.state, x.protocol_type or "-")
-                                                          for x in admin.list_groups()])  # fmt: skip
+            _table(
+                [("GROUP", "STATE", "PROTOCOL-TYPE")]
+                + [(x.group_id, x.state, x.protocol_type or "-") for x in admin.list_groups()]
+            )
         elif args.action == "describe":
             _describe_group(admin.describe_group(args.group))
         else:
@@ -352,10 +384,16 @@ def _groups(args: argparse.Namespace) -> int:
                 try:
                     to = datetime.fromisoformat(args.to_datetime)
                 except ValueError:
-                    raise ConfigError(f"--to-datetime wants an ISO 8601 time, got {args.to_datetime!r}") from None
-            new = admin.reset_offsets(args.group, args.topic, to, partitions=args.partition, dry_run=args.dry_run)
+                    raise ConfigError(
+                        f"--to-datetime wants an ISO 8601 time, got {args.to_datetime!r}"
+                    ) from None
+            new = admin.reset_offsets(
+                args.group, args.topic, to, partitions=args.partition, dry_run=args.dry_run
+            )
             print(f"GROUP {args.group}: {'would reset' if args.dry_run else 'reset'} offsets of {args.topic}")
-            _table([("TOPIC", "PARTITION", "NEW-OFFSET")] + [(t, str(p), str(o)) for (t, p), o in new.items()])
+            _table(
+                [("TOPIC", "PARTITION", "NEW-OFFSET")] + [(t, str(p), str(o)) for (t, p), o in new.items()]
+            )
     return 0
 
 
@@ -366,15 +404,33 @@ def _describe_group(d) -> None:
     rows = []
     for r in d.offsets:
         m = members.get(r.member_id or "")
-        rows.append((r.topic, str(r.partition), "-" if r.committed is None else str(r.committed), str(r.log_end),
-                     "-" if r.lag is None else str(r.lag), m.member_id if m else "-", m.host if m else "-",
-                     m.client_id if m else "-"))  # fmt: skip
+        rows.append(
+            (
+                r.topic,
+                str(r.partition),
+                "-" if r.committed is None else str(r.committed),
+                str(r.log_end),
+                "-" if r.lag is None else str(r.lag),
+                m.member_id if m else "-",
+                m.host if m else "-",
+                m.client_id if m else "-",
+            )
+        )
     _table([header] + rows)
     if d.members:
         print()
-        _table([("MEMBER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")] + [
-            (m.member_id, m.host, m.client_id or "-", ",".join(f"{t}-{p}" for t, p in m.assignment) or "-")
-            for m in d.members])  # fmt: skip
+        _table(
+            [("MEMBER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")]
+            + [
+                (
+                    m.member_id,
+                    m.host,
+                    m.client_id or "-",
+                    ",".join(f"{t}-{p}" for t, p in m.assignment) or "-",
+                )
+                for m in d.members
+            ]
+        )
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:
@@ -388,7 +444,9 @@ def _table(rows: list[tuple[str, ...]]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree of the built-in commands (delegated ones are listed for --help)."""
-    p = argparse.ArgumentParser(prog="logsource", description="A Kafka-style commit log for log processing, native to PySpark.")
+    p = argparse.ArgumentParser(
+        prog="logsource", description="A Kafka-style commit log for log processing, native to PySpark."
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_) in DELEGATED.items():
         sub.add_parser(name, help=help_, add_help=False)
@@ -398,9 +456,15 @@ def build_parser() -> argparse.ArgumentParser:
     c = tsub.add_parser("create", help="create a topic")
     c.add_argument("topic")
     c.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
-    c.add_argument("--replication-factor", type=int, default=None,
-                   help="copies of each partition (default: the brokers' default.replication.factor)")  # fmt: skip
-    c.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config override (repeatable)")
+    c.add_argument(
+        "--replication-factor",
+        type=int,
+        default=None,
+        help="copies of each partition (default: the brokers' default.replication.factor)",
+    )
+    c.add_argument(
+        "--config", action="append", metavar="KEY=VALUE", help="topic config override (repeatable)"
+    )
     c.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists already")
     _common(c)
     c = tsub.add_parser("list", help="list topic names")
@@ -419,8 +483,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("topic")
     c.add_argument("--key-separator", help="split each line into key and value at the first SEP")
     c.add_argument("--partition", type=int, help="send every line to this partition")
-    c.add_argument("--acks", default="1", choices=["0", "1", "all", "-1"], help="acknowledgements (default 1)")
-    c.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default=None, help="batch compression")
+    c.add_argument(
+        "--acks", default="1", choices=["0", "1", "all", "-1"], help="acknowledgements (default 1)"
+    )
+    c.add_argument(
+        "--compression", choices=["none", "gzip", "lz4", "zstd"], default=None, help="batch compression"
+    )
     c.add_argument("--linger-ms", type=float, default=5.0, help="batching delay (default 5)")
     c.add_argument("--batch-size", type=int, default=16384, help="batch size in bytes (default 16384)")
     c.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
@@ -429,7 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("consume", help="print messages to stdout, one per line")
     c.add_argument("topic")
-    c.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (default: the end)")
+    c.add_argument(
+        "--from-beginning", action="store_true", help="start at the earliest offset (default: the end)"
+    )
     c.add_argument("--partition", type=int, help="read only this partition")
     c.add_argument("--offset", help="start offset in --partition: a number, earliest or latest")
     c.add_argument("--max-messages", type=int, help="exit after this many messages")
@@ -437,7 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--group", help="consumer group: start from its committed offsets and commit as we go")
     c.add_argument("--print-key", action="store_true", help="print KEY<sep>VALUE")
     c.add_argument("--print-offset", action="store_true", help="prefix PARTITION:OFFSET<sep>")
-    c.add_argument("--key-separator", default="\t", help="separator for --print-key/--print-offset (default TAB)")
+    c.add_argument(
+        "--key-separator", default="\t", help="separator for --print-key/--print-offset (default TAB)"
+    )
     c.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
     _common(c)
     c.set_defaults(func=_consume)
@@ -456,7 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
     to = c.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the earliest offset")
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time (naive: local)")
+    to.add_argument(
+        "--to-datetime", metavar="ISO", help="the first offset at or after this time (naive: local)"
+    )
     c.add_argument("--dry-run", action="store_true", help="print the new offsets without committing them")
     _common(c)
     g.set_defaults(func=_groups)

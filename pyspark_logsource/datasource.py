@@ -106,20 +106,31 @@ def plan_batch(opts: ReadOptions, pushed: Pushed, broker: Any) -> list[OffsetRan
     """Plan the offset ranges of a batch read (the work of ``partitions()``)."""
     if pushed.empty:
         return []
-    tps = planning.select_partitions(opts, broker.partitions_for, broker.list_topics, topics_filter=pushed.topics)
+    tps = planning.select_partitions(
+        opts, broker.partitions_for, broker.list_topics, topics_filter=pushed.topics
+    )
     if pushed.partitions is not None:
         tps = [tp for tp in tps if tp[1] in pushed.partitions]
     if not tps:
         return []
     start = planning.resolve(
-        opts.starting, tps, broker.lookup, name="startingOffsets", default="earliest", strategy=opts.by_timestamp_strategy
+        opts.starting,
+        tps,
+        broker.lookup,
+        name="startingOffsets",
+        default="earliest",
+        strategy=opts.by_timestamp_strategy,
     )
-    end = planning.resolve(opts.ending, tps, broker.lookup, name="endingOffsets", default="latest", strategy="latest")
+    end = planning.resolve(
+        opts.ending, tps, broker.lookup, name="endingOffsets", default="latest", strategy="latest"
+    )
     earliest = broker.lookup(tps, "earliest")
     start = check_data_loss(start, earliest, opts.fail_on_data_loss, "the planned start")
     for tp in tps:
         if start[tp] > end[tp] and _explicit(opts.starting) and _explicit(opts.ending):
-            raise ConfigError(f"starting offset {start[tp]} is after ending offset {end[tp]} for {tp[0]}-{tp[1]}")
+            raise ConfigError(
+                f"starting offset {start[tp]} is after ending offset {end[tp]} for {tp[0]}-{tp[1]}"
+            )
     start = {tp: min(start[tp], end[tp]) for tp in tps}
     start, end = planning.narrow(start, end, pushed, broker.lookup)
     return planning.split_ranges(planning.plan_ranges(start, end), opts.min_partitions)
@@ -142,11 +153,14 @@ def _convert(
     """Fetched ARROW_SCHEMA batches as Spark's read schema, in slices of about COALESCE_BYTES."""
     from .spark import arrow as sarrow
 
-    return sarrow.to_spark_batches(pending, r.topic, r.partition, opts.include_headers, COALESCE_BYTES,
-                                   ts_lo_us=ts_lo, ts_hi_us=ts_hi)  # fmt: skip
+    return sarrow.to_spark_batches(
+        pending, r.topic, r.partition, opts.include_headers, COALESCE_BYTES, ts_lo_us=ts_lo, ts_hi_us=ts_hi
+    )
 
 
-def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None = None) -> Iterator[pa.RecordBatch]:
+def read_offset_range(
+    opts: ReadOptions, r: OffsetRange, pushed: Pushed | None = None
+) -> Iterator[pa.RecordBatch]:
     """Read one planned range in a Spark task, as Arrow batches of Spark's read schema."""
     from .client import read_range
 
@@ -161,7 +175,13 @@ def read_offset_range(opts: ReadOptions, r: OffsetRange, pushed: Pushed | None =
     while start < r.end:
         try:
             for rb in read_range(
-                opts.bootstrap, r.topic, r.partition, start, r.end, max_bytes=opts.max_bytes_per_fetch, client_id=opts.client_id,
+                opts.bootstrap,
+                r.topic,
+                r.partition,
+                start,
+                r.end,
+                max_bytes=opts.max_bytes_per_fetch,
+                client_id=opts.client_id,
                 whole_fetches=True,
             ):
                 n = rb.num_rows
@@ -237,7 +257,10 @@ def _pushdown_disabled_by_caller() -> bool:
     """
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code.co_filename.endswith("plan_data_source_read.py") and f.f_locals.get("enable_pushdown") is False:
+        if (
+            f.f_code.co_filename.endswith("plan_data_source_read.py")
+            and f.f_locals.get("enable_pushdown") is False
+        ):
             return True
         f = f.f_back  # type: ignore[assignment]
     return False
@@ -270,14 +293,20 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._broker
 
     def _current(self) -> list[TP]:
-        return planning.select_partitions(self.opts, self.broker.partitions_for, self.broker.list_topics, missing_ok=True)
+        return planning.select_partitions(
+            self.opts, self.broker.partitions_for, self.broker.list_topics, missing_ok=True
+        )
 
     def initialOffset(self) -> dict:
         tps = self._current()
         start = planning.resolve(
-            self.opts.starting, tps, self.broker.lookup, name="startingOffsets", default="latest",
+            self.opts.starting,
+            tps,
+            self.broker.lookup,
+            name="startingOffsets",
+            default="latest",
             strategy=self.opts.by_timestamp_strategy,
-        )  # fmt: skip
+        )
         self._last_end = dict(start)
         return planning.to_json(start)
 
@@ -293,7 +322,9 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     f"partitions {desc} disappeared (topic deleted?); some data may have been missed. "
                     "Set failOnDataLoss=false to continue without them."
                 )
-            log.warning("logsource: partitions %s disappeared; continuing without them (failOnDataLoss=false)", desc)
+            log.warning(
+                "logsource: partitions %s disappeared; continuing without them (failOnDataLoss=false)", desc
+            )
             start = {tp: o for tp, o in start.items() if tp in known}
         new = [tp for tp in tps if tp not in start]
         start = dict(start)
@@ -309,7 +340,9 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     f"the log end went backwards ({desc}): the broker lost data that was already read. "
                     "Set failOnDataLoss=false to wait for new data instead."
                 )
-            log.warning("logsource: log end went backwards (%s); waiting for new data (failOnDataLoss=false)", desc)
+            log.warning(
+                "logsource: log end went backwards (%s); waiting for new data (failOnDataLoss=false)", desc
+            )
         # Never advertise less than what was already advertised or read.
         latest = planning.advance_only(start, latest)
         latest = planning.advance_only({tp: o for tp, o in self._advertised.items() if tp in latest}, latest)
@@ -327,7 +360,9 @@ class LogSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         s, latest = self._latest(s)
         self._reported = dict(latest)
         if self._target is not None:
-            latest = {tp: max(s.get(tp, o), min(o, self._target.get(tp, s.get(tp, o)))) for tp, o in latest.items()}
+            latest = {
+                tp: max(s.get(tp, o), min(o, self._target.get(tp, s.get(tp, o)))) for tp, o in latest.items()
+            }
         max_rows = None
         if HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
@@ -471,7 +506,9 @@ class LogSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> LogSourceWriter:
         if overwrite:
-            raise ConfigError("save mode overwrite is not supported by logsource (a log is append-only); use append")
+            raise ConfigError(
+                "save mode overwrite is not supported by logsource (a log is append-only); use append"
+            )
         return LogSourceWriter(write_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> LogSourceStreamWriter:

@@ -86,7 +86,13 @@ def imports_of(mod: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple
         for n in ast.walk(tree)
     )
     for node in ast.walk(tree):
-        kind = "type" if getattr(node, "lineno", 0) in typed else "lazy" if getattr(node, "lineno", 0) in lazy else "top"
+        kind = (
+            "type"
+            if getattr(node, "lineno", 0) in typed
+            else "lazy"
+            if getattr(node, "lineno", 0) in lazy
+            else "top"
+        )
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = _resolve(alias.name, modules)
@@ -102,11 +108,20 @@ def imports_of(mod: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple
                 prefix = node.module or ""
             for alias in node.names:
                 # ``from pkg import sub`` imports the submodule pkg.sub when there is one.
-                target = _resolve(f"{prefix}.{alias.name}", modules) if f"{prefix}.{alias.name}" in modules else None
+                target = (
+                    _resolve(f"{prefix}.{alias.name}", modules)
+                    if f"{prefix}.{alias.name}" in modules
+                    else None
+                )
                 target = target or _resolve(prefix, modules)
                 if target:
                     yield target, node.lineno, kind
-        elif dynamic and isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules:
+        elif (
+            dynamic
+            and isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value in modules
+        ):
             # A module that imports by name (importlib.import_module): every package module it
             # names in a string may be imported (cli.py's command table).
             yield node.value, node.lineno, "string"
@@ -178,8 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--package", default="pyspark_logsource")
     ap.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
-    ap.add_argument("--allow", action="append", default=[], metavar="A,B",
-                    help="the comma-separated modules of a circle that is accepted (repeatable)")
+    ap.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="the comma-separated modules of a circle that is accepted (repeatable)",
+    )
     args = ap.parse_args(argv)
     allowed = [sorted(a.split(",")) for a in args.allow]
     graph = build_graph(Path(args.root), args.package)

@@ -36,10 +36,19 @@ def open_state(state: BrokerState) -> None:
     try:
         state.load_meta()
         # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
-        state.groups = GroupOffsetStore(state.logs, c.offsets_topic_num_partitions, c.offsets_retention_ms,
-                                        c.socket_request_max_bytes, replicated=c.cluster_mode)  # fmt: skip
-        settings = GroupSettings(c.group_initial_rebalance_delay_ms, c.group_min_session_timeout_ms,
-                                 c.group_max_session_timeout_ms, c.group_max_size)  # fmt: skip
+        state.groups = GroupOffsetStore(
+            state.logs,
+            c.offsets_topic_num_partitions,
+            c.offsets_retention_ms,
+            c.socket_request_max_bytes,
+            replicated=c.cluster_mode,
+        )
+        settings = GroupSettings(
+            c.group_initial_rebalance_delay_ms,
+            c.group_min_session_timeout_ms,
+            c.group_max_session_timeout_ms,
+            c.group_max_size,
+        )
         ownership = GroupOwnership(state)
         state.group_ownership = ownership
         state.coordinator = GroupCoordinator(settings, ownership.persist, state.groups.group_meta)

@@ -279,18 +279,26 @@ class BrokerConfig:
             properties=p,
         )
         # Kafka's default: the connection timeout is the session timeout
-        cfg.zookeeper_connection_timeout_ms = (_int(p, "zookeeper.connection.timeout.ms", 1)
-                                               if p["zookeeper.connection.timeout.ms"].strip()
-                                               else cfg.zookeeper_session_timeout_ms)  # fmt: skip
+        cfg.zookeeper_connection_timeout_ms = (
+            _int(p, "zookeeper.connection.timeout.ms", 1)
+            if p["zookeeper.connection.timeout.ms"].strip()
+            else cfg.zookeeper_session_timeout_ms
+        )
         if cfg.zookeeper_connect is None and cfg.default_replication_factor != 1:
-            raise ConfigError("default.replication.factor must be 1 on a single broker (set zookeeper.connect "
-                              "for cluster mode)")  # fmt: skip
+            raise ConfigError(
+                "default.replication.factor must be 1 on a single broker (set zookeeper.connect "
+                "for cluster mode)"
+            )
         if cfg.zookeeper_connect is not None and cfg.zookeeper_session_timeout_ms < 100:
-            raise ConfigError(f"zookeeper.session.timeout.ms must be >= 100, got {cfg.zookeeper_session_timeout_ms}")
+            raise ConfigError(
+                f"zookeeper.session.timeout.ms must be >= 100, got {cfg.zookeeper_session_timeout_ms}"
+            )
         if cfg.replica_fetch_wait_max_ms >= cfg.replica_lag_time_max_ms:
             # Kafka's rule: a follower's long poll must end well before it would be dropped from the ISR
-            raise ConfigError(f"replica.fetch.wait.max.ms ({cfg.replica_fetch_wait_max_ms}) must be less than "
-                              f"replica.lag.time.max.ms ({cfg.replica_lag_time_max_ms})")  # fmt: skip
+            raise ConfigError(
+                f"replica.fetch.wait.max.ms ({cfg.replica_fetch_wait_max_ms}) must be less than "
+                f"replica.lag.time.max.ms ({cfg.replica_lag_time_max_ms})"
+            )
         return cfg
 
     @property
@@ -299,7 +307,9 @@ class BrokerConfig:
         return self.zookeeper_connect is not None
 
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: Mapping[str, object] | None = None) -> BrokerConfig:
+    def load(
+        cls, path: str | Path | None = None, overrides: Mapping[str, object] | None = None
+    ) -> BrokerConfig:
         """Read ``path`` (if given), apply ``overrides``, validate."""
         props: dict[str, object] = {}
         if path is not None:

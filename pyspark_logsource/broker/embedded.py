@@ -163,7 +163,9 @@ class EmbeddedBroker:
             # the child stops itself when this process dies, so a crashed test run or notebook
             # never leaves an orphan broker holding its port and files (see server.run)
             env = dict(os.environ, LOGSOURCE_PARENT_PID=str(os.getpid()))
-            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, stdin=subprocess.DEVNULL, env=env)
+            self._proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=logf, stdin=subprocess.DEVNULL, env=env
+            )
         finally:
             logf.close()
         deadline = time.monotonic() + self.startup_timeout
@@ -175,7 +177,9 @@ class EmbeddedBroker:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
                     self.kill()
-                    raise NetworkError(f"broker did not start within {self.startup_timeout}s; see {self.log_file}")
+                    raise NetworkError(
+                        f"broker did not start within {self.startup_timeout}s; see {self.log_file}"
+                    )
                 chunk = os.read(self._proc.stdout.fileno(), 4096)
                 if not chunk:
                     self._proc.wait()

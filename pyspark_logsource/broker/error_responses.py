@@ -41,22 +41,31 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
     """The response to ``req`` where every entry (or the top level) carries ``code``."""
     k = p.ApiKey
     if api_key == k.PRODUCE:
-        return p.ProduceResponse([p.ProducePartitionResponse(x.topic, x.partition, code, error_message=message)
-                                  for x in req.partitions])  # fmt: skip
+        return p.ProduceResponse(
+            [
+                p.ProducePartitionResponse(x.topic, x.partition, code, error_message=message)
+                for x in req.partitions
+            ]
+        )
     if api_key == k.FETCH:
-        return p.FetchResponse([p.FetchPartitionResponse(x.topic, x.partition, code) for x in req.partitions],
-                               error_code=code)  # fmt: skip
+        return p.FetchResponse(
+            [p.FetchPartitionResponse(x.topic, x.partition, code) for x in req.partitions], error_code=code
+        )
     if api_key == k.LIST_OFFSETS:
-        return p.ListOffsetsResponse([p.ListOffsetsPartitionResponse(x.topic, x.partition, code)
-                                      for x in req.partitions])  # fmt: skip
+        return p.ListOffsetsResponse(
+            [p.ListOffsetsPartitionResponse(x.topic, x.partition, code) for x in req.partitions]
+        )
     if api_key == k.METADATA:
         return p.MetadataResponse(topics=[p.TopicMetadata(t, error_code=code) for t in req.topics or ()])
     if api_key == k.OFFSET_COMMIT:
-        return p.OffsetCommitResponse([p.OffsetCommitPartitionResponse(x.topic, x.partition, code)
-                                       for x in req.partitions])  # fmt: skip
+        return p.OffsetCommitResponse(
+            [p.OffsetCommitPartitionResponse(x.topic, x.partition, code) for x in req.partitions]
+        )
     if api_key == k.OFFSET_FETCH:
-        return p.OffsetFetchResponse([p.OffsetFetchPartitionResponse(t, q, error_code=code)
-                                      for t, q in req.partitions or ()], error_code=code)  # fmt: skip
+        return p.OffsetFetchResponse(
+            [p.OffsetFetchPartitionResponse(t, q, error_code=code) for t, q in req.partitions or ()],
+            error_code=code,
+        )
     if api_key == k.FIND_COORDINATOR:
         return p.FindCoordinatorResponse(code, message, key=req.key)
     if api_key == k.API_VERSIONS:
@@ -68,16 +77,23 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
     if api_key == k.INIT_PRODUCER_ID:
         return p.InitProducerIdResponse(code)
     if api_key == k.DESCRIBE_CONFIGS:
-        return p.DescribeConfigsResponse([p.DescribeConfigsResult(r.resource_type, r.resource_name, code, message)
-                                          for r in req.resources])  # fmt: skip
+        return p.DescribeConfigsResponse(
+            [p.DescribeConfigsResult(r.resource_type, r.resource_name, code, message) for r in req.resources]
+        )
     if api_key == k.DESCRIBE_CLUSTER:
         return p.DescribeClusterResponse(code, message)
     if api_key in (k.JOIN_GROUP, k.SYNC_GROUP, k.HEARTBEAT, k.LIST_GROUPS):
-        cls = {k.JOIN_GROUP: g.JoinGroupResponse, k.SYNC_GROUP: g.SyncGroupResponse, k.HEARTBEAT: g.HeartbeatResponse,
-               k.LIST_GROUPS: g.ListGroupsResponse}[api_key]  # fmt: skip
+        cls = {
+            k.JOIN_GROUP: g.JoinGroupResponse,
+            k.SYNC_GROUP: g.SyncGroupResponse,
+            k.HEARTBEAT: g.HeartbeatResponse,
+            k.LIST_GROUPS: g.ListGroupsResponse,
+        }[api_key]
         return cls(error_code=code)
     if api_key == k.LEAVE_GROUP:
         return g.LeaveGroupResponse(code, [g.LeaveGroupMemberResponse(mid, code) for mid in req.members])
     if api_key == k.DESCRIBE_GROUPS:
-        return g.DescribeGroupsResponse([g.DescribedGroup(gid, code, error_message=message) for gid in req.groups])
+        return g.DescribeGroupsResponse(
+            [g.DescribedGroup(gid, code, error_message=message) for gid in req.groups]
+        )
     raise ValueError(f"no error response for api key {api_key}")

@@ -60,9 +60,14 @@ _HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 
-def read_partitions(req: FetchRequest, max_bytes: int, isolation: FetchIsolation, resolve: Resolve,
-                    convert: Callable[[Any], Any] | None = None,
-                    over_limit_ok: bool = False) -> tuple[FetchResponse, int, bool]:  # fmt: skip
+def read_partitions(
+    req: FetchRequest,
+    max_bytes: int,
+    isolation: FetchIsolation,
+    resolve: Resolve,
+    convert: Callable[[Any], Any] | None = None,
+    over_limit_ok: bool = False,
+) -> tuple[FetchResponse, int, bool]:
     """Read each partition of ``req`` from ``fetch_offset`` as ``isolation`` allows, within
     ``min(req.max_bytes, max_bytes)`` and each partition's ``max_bytes``; (response, bytes read, answer now).
 
@@ -101,8 +106,10 @@ def read_partitions(req: FetchRequest, max_bytes: int, isolation: FetchIsolation
                     r.records = region if convert is None else convert(region)
                     total += region.length
             if isolation is _TXN_COMMITTED:
-                r.aborted_transactions = [AbortedTransaction(a.producer_id, a.first_offset)
-                                          for a in lg.txns.aborted_between(fp.fetch_offset, lso)]  # fmt: skip
+                r.aborted_transactions = [
+                    AbortedTransaction(a.producer_id, a.first_offset)
+                    for a in lg.txns.aborted_between(fp.fetch_offset, lso)
+                ]
         except LogSourceError as e:
             r.error_code = error_fields(e).code
             r.records = None
@@ -111,8 +118,9 @@ def read_partitions(req: FetchRequest, max_bytes: int, isolation: FetchIsolation
     return FetchResponse(partitions=out), total, now
 
 
-async def long_poll(req: FetchRequest, read: Callable[[], tuple[FetchResponse, int, bool]],
-                    waiters: FetchWaiters) -> FetchResponse:  # fmt: skip
+async def long_poll(
+    req: FetchRequest, read: Callable[[], tuple[FetchResponse, int, bool]], waiters: FetchWaiters
+) -> FetchResponse:
     """Kafka's DelayedFetch: ``read()`` now, and again each time an append or a high-watermark move wakes one
     of the partitions, until it answers now (an error), has ``min_bytes``, or ``max_wait_ms`` passed."""
     resp, total, now = read()

@@ -184,8 +184,9 @@ class Handlers:
         if records is None or len(records) == 0:
             raise CorruptRecord("produce request without record batches")
         if not self.config.arrow_body_enable and _has_arrow_body(records):
-            raise CorruptRecord("Arrow-bodied batches are disabled on this broker "
-                                "(logsource.arrow.body.enable=false)")  # fmt: skip
+            raise CorruptRecord(
+                "Arrow-bodied batches are disabled on this broker (logsource.arrow.body.enable=false)"
+            )
 
     def produce_runs(self, reqs: list[ProduceRequest], session: Session) -> list[ProduceResponse | None]:
         """Consecutive produce requests of one connection to one partition, each with one partition,
@@ -237,8 +238,9 @@ class Handlers:
     async def _await_commits(self, commits: list, resp: ProduceResponse, timeout_ms: int) -> ProduceResponse:
         """acks=all: wait for every partition's high watermark to pass its appended batches."""
         repl = self.state.replication
-        results = await asyncio.gather(*(repl.wait_for_commit(t, p, end, timeout_ms) for _, t, p, end in commits),
-                                       return_exceptions=True)  # fmt: skip
+        results = await asyncio.gather(
+            *(repl.wait_for_commit(t, p, end, timeout_ms) for _, t, p, end in commits), return_exceptions=True
+        )
         for (r, t, p, _), res in zip(commits, results, strict=True):
             if isinstance(res, LogSourceError):
                 r.error_code, r.error_message = error_fields(res)
@@ -252,8 +254,13 @@ class Handlers:
     def _read(self, req: FetchRequest, session: Session) -> tuple[FetchResponse, int, bool]:
         # consumers read below the high watermark (committed data), read_committed below the LSO; only the
         # first non-empty partition may exceed the limits (to make progress)
-        return read_partitions(req, self.config.fetch_max_bytes, FetchIsolation.for_consumer(req.isolation_level),
-                               self._resolve, None if session.arrow_body else _kafka_layout)  # fmt: skip
+        return read_partitions(
+            req,
+            self.config.fetch_max_bytes,
+            FetchIsolation.for_consumer(req.isolation_level),
+            self._resolve,
+            None if session.arrow_body else _kafka_layout,
+        )
 
     def _resolve(self, req: FetchRequest, fp: Any, r: FetchPartitionResponse) -> tuple[Any, int]:
         if req.replica_id < 0:
@@ -326,8 +333,17 @@ class Handlers:
                 continue
             offline = [b for b in role.replicas if b not in live]
             error = LeaderNotAvailable.code if role.leader not in live else 0
-            parts.append(PartitionMetadata(i, role.leader if not error else -1, role.leader_epoch,
-                                           list(role.replicas), list(role.isr), offline, error))  # fmt: skip
+            parts.append(
+                PartitionMetadata(
+                    i,
+                    role.leader if not error else -1,
+                    role.leader_epoch,
+                    list(role.replicas),
+                    list(role.isr),
+                    offline,
+                    error,
+                )
+            )
         return TopicMetadata(topic, parts, is_internal(topic))
 
     def metadata(self, req: MetadataRequest, session: Session) -> MetadataResponse:
@@ -350,8 +366,12 @@ class Handlers:
                     if not is_internal(name):
                         self.state.create_topic(name, self.config.num_partitions)
                         n = self.config.num_partitions
-                        log.info("auto-created topic %s with %d partition(s) for a client's Metadata request "
-                                 "(auto.create.topics.enable=true)", name, n)  # fmt: skip
+                        log.info(
+                            "auto-created topic %s with %d partition(s) for a client's Metadata request "
+                            "(auto.create.topics.enable=true)",
+                            name,
+                            n,
+                        )
                 except LogSourceError as e:
                     out.append(TopicMetadata(name, error_code=error_fields(e).code))
                     continue
@@ -381,7 +401,9 @@ class Handlers:
                     raise InvalidRequest(f"topic {t.name!r} appears more than once in the request")
                 validate_topic_name(t.name)
                 if is_internal(t.name):
-                    raise InvalidTopic(f"topic names starting with '__' are reserved for the broker: {t.name!r}")
+                    raise InvalidTopic(
+                        f"topic names starting with '__' are reserved for the broker: {t.name!r}"
+                    )
                 n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
                 if not 1 <= n <= self.config.max_partitions_per_topic:
                     raise InvalidPartitions(
@@ -394,11 +416,15 @@ class Handlers:
                 if t.assignments:
                     me = self.config.broker_id
                     if t.num_partitions != -1 or t.replication_factor != -1:
-                        raise InvalidRequest("give either replica assignments or partitions and replication factor")
+                        raise InvalidRequest(
+                            "give either replica assignments or partitions and replication factor"
+                        )
                     if sorted(t.assignments) != list(range(len(t.assignments))) or any(
                         b != [me] for b in t.assignments.values()
                     ):
-                        raise InvalidReplicationFactor(f"replica assignments must be [{me}] for partitions 0..n-1")
+                        raise InvalidReplicationFactor(
+                            f"replica assignments must be [{me}] for partitions 0..n-1"
+                        )
                     n = len(t.assignments)
                 overrides = {k: v for k, v in t.config.items() if v is not None}
                 self.logs.default_config.with_overrides(overrides)  # InvalidConfig before anything is made
@@ -482,13 +508,18 @@ class Handlers:
                     if res.resource_name not in topics:
                         raise topic_error(res.resource_name)
                     overrides, effective = self.state.topic_config(res.resource_name)
-                    entries = [ConfigEntry(k, v, False, 1 if k in overrides else 5) for k, v in sorted(effective.items())]
+                    entries = [
+                        ConfigEntry(k, v, False, 1 if k in overrides else 5)
+                        for k, v in sorted(effective.items())
+                    ]
                 elif res.resource_type == RESOURCE_BROKER:
                     if res.resource_name not in ("", str(self.config.broker_id)):
                         raise InvalidRequest(f"unknown broker {res.resource_name!r}")
                     entries = [ConfigEntry(k, v, True, 4) for k, v in sorted(self.config.properties.items())]
                 else:
-                    raise InvalidRequest(f"resource type {res.resource_type} is not supported (2 topic, 4 broker)")
+                    raise InvalidRequest(
+                        f"resource type {res.resource_type} is not supported (2 topic, 4 broker)"
+                    )
                 if res.keys is not None:
                     wanted = set(res.keys)
                     entries = [e for e in entries if e.name in wanted]
@@ -501,8 +532,9 @@ class Handlers:
     def describe_cluster(self, req: DescribeClusterRequest, session: Session) -> DescribeClusterResponse:
         """The cluster id, the controller, and the live brokers."""
         brokers = [BrokerMetadata(b, host, port) for b, host, port in self.state.brokers()]
-        return DescribeClusterResponse(cluster_id=self.state.cluster_id or "", controller_id=self.state.controller_id(),
-                                       brokers=brokers)  # fmt: skip
+        return DescribeClusterResponse(
+            cluster_id=self.state.cluster_id or "", controller_id=self.state.controller_id(), brokers=brokers
+        )
 
 
 def _timestamp_at(lg: Any, offset: int) -> int:
@@ -537,4 +569,3 @@ def _kafka_layout(region: Any) -> Any:
     if len(data) != region.length:
         raise CorruptRecord(f"log region shrank while being read ({len(data)} of {region.length} bytes)")
     return fmt.to_kafka(data)
-

@@ -70,8 +70,10 @@ def ensure(state: BrokerState, topic: InternalTopic) -> None:
         return
     live = len(state.cluster.brokers())
     if live < topic.replication_factor:
-        raise CoordinatorNotAvailable(f"internal topic {topic.name} needs {topic.replication_factor} live brokers "
-                                      f"(its replication factor) and {live} are live")  # fmt: skip
+        raise CoordinatorNotAvailable(
+            f"internal topic {topic.name} needs {topic.replication_factor} live brokers "
+            f"(its replication factor) and {live} are live"
+        )
     state.cluster.auto_create_topic(topic.name, topic.partitions, topic.replication_factor, topic.config)
 
 
@@ -85,8 +87,9 @@ def leader_of(state: BrokerState, topic: str, partition: int) -> int:
     return roles[partition].leader
 
 
-async def wait_replicated(state: BrokerState, topic: str, partition: int, end_offset: int,
-                          timeout_ms: int = REPLICATION_TIMEOUT_MS) -> None:  # fmt: skip
+async def wait_replicated(
+    state: BrokerState, topic: str, partition: int, end_offset: int, timeout_ms: int = REPLICATION_TIMEOUT_MS
+) -> None:
     """Wait until a record this leader appended below ``end_offset`` is on the ISR (no-op on a single broker).
 
     NotLeaderOrFollower if leadership moves meanwhile, RequestTimedOut after

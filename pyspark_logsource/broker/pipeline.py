@@ -34,7 +34,12 @@ def produce_run_length(events: list, start: int) -> int:
     for the same single partition with the same acks (0 or 1: answered at once) and no transactional id."""
     first = events[start]
     req = getattr(first, "request", None)
-    if first.header.api_key != 0 or len(req.partitions) != 1 or req.acks not in (0, 1) or req.transactional_id is not None:
+    if (
+        first.header.api_key != 0
+        or len(req.partitions) != 1
+        or req.acks not in (0, 1)
+        or req.transactional_id is not None
+    ):
         return 1
     p = req.partitions[0]
     topic, partition, acks = p.topic, p.partition, req.acks
@@ -42,9 +47,15 @@ def produce_run_length(events: list, start: int) -> int:
     while n < len(events):
         ev = events[n]
         r = getattr(ev, "request", None)
-        if (ev.header.api_key != 0 or r is None or len(r.partitions) != 1 or r.acks != acks
-                or r.transactional_id is not None or r.partitions[0].partition != partition
-                or r.partitions[0].topic != topic):  # fmt: skip
+        if (
+            ev.header.api_key != 0
+            or r is None
+            or len(r.partitions) != 1
+            or r.acks != acks
+            or r.transactional_id is not None
+            or r.partitions[0].partition != partition
+            or r.partitions[0].topic != topic
+        ):
             break
         n += 1
     return n - start

@@ -81,7 +81,9 @@ class ProducerIdManager:
             self._next += 1
             self._epochs[pid] = 0
             return pid, 0
-        if producer_id >= self._end and self.block_source is None:  # in a cluster another broker may have made it
+        if (
+            producer_id >= self._end and self.block_source is None
+        ):  # in a cluster another broker may have made it
             raise UnknownProducerId(f"producer id {producer_id} was never allocated by this broker")
         known = self._epochs.get(producer_id)
         if known is not None and producer_epoch != known:

@@ -100,8 +100,9 @@ class Broker:
             # bound now (the port is known for the registration), served once the broker is ready: a broker
             # still joining its cluster would answer Metadata with no topics (as Kafka, which starts
             # processing requests at the end of its startup); clients meanwhile find the port refused
-            self._server = await asyncio.start_server(self._on_connect, c.host, c.port, limit=_READ_CHUNK,
-                                                      start_serving=False)  # fmt: skip
+            self._server = await asyncio.start_server(
+                self._on_connect, c.host, c.port, limit=_READ_CHUNK, start_serving=False
+            )
         except BaseException:
             self.state.close()
             raise
@@ -117,8 +118,14 @@ class Broker:
                 self.state.close()
                 raise
         await self._server.start_serving()
-        log.info("broker %d (cluster %s) listening on %s:%d with %d topics", c.broker_id, self.state.cluster_id,
-                 self.host, self.port, len(self.state.logs.topics()))  # fmt: skip
+        log.info(
+            "broker %d (cluster %s) listening on %s:%d with %d topics",
+            c.broker_id,
+            self.state.cluster_id,
+            self.host,
+            self.port,
+            len(self.state.logs.topics()),
+        )
         return self.host, self.port
 
     async def _join_cluster(self) -> None:
@@ -146,10 +153,13 @@ class Broker:
         and :meth:`wait_stopped` returns in any case."""
         try:
             await self._shutdown_step("listener", "closing the listener", self._close_listener)
-            await self._shutdown_step("connections", f"closing {len(self._conns)} client connection(s)",
-                                      self._close_connections)  # fmt: skip
+            await self._shutdown_step(
+                "connections", f"closing {len(self._conns)} client connection(s)", self._close_connections
+            )
             await self._shutdown_step("replication", "stopping the replica fetchers", self._close_replication)
-            await self._shutdown_step("cluster", "leaving the cluster (ZooKeeper session)", self._leave_cluster)
+            await self._shutdown_step(
+                "cluster", "leaving the cluster (ZooKeeper session)", self._leave_cluster
+            )
             await self._shutdown_step("logs", "flushing and closing the logs", self.state.close)
         finally:
             self.shutdown_step = None
@@ -166,8 +176,14 @@ class Broker:
         except Exception as e:
             self.shutdown_errors.append(e)
             # BrokerState.close logged each of its failures with its traceback already
-            log.error("broker %d: shutdown step %r failed (%s: %s); shutdown goes on", self.config.broker_id,
-                      name, type(e).__name__, e, exc_info=e if name != "logs" else None)  # fmt: skip
+            log.error(
+                "broker %d: shutdown step %r failed (%s: %s); shutdown goes on",
+                self.config.broker_id,
+                name,
+                type(e).__name__,
+                e,
+                exc_info=e if name != "logs" else None,
+            )
 
     def _close_listener(self) -> None:
         if self._server is not None:
@@ -219,8 +235,11 @@ class Broker:
                 data = await reader.read(_READ_CHUNK)
                 if not data:
                     if conn.frames.in_frame:
-                        log.info("client %s disconnected mid-request; dropped %d unprocessed bytes",
-                                 peer_s, conn.frames.buffered)  # fmt: skip
+                        log.info(
+                            "client %s disconnected mid-request; dropped %d unprocessed bytes",
+                            peer_s,
+                            conn.frames.buffered,
+                        )
                     return
                 try:
                     frames = conn.frames.feed(data)
@@ -244,12 +263,18 @@ class Broker:
                     ev = evs[i]
                     i += 1
                     if not isinstance(ev, RequestReceived):
-                        log.warning("client %s (%s) sent unsupported api key %d version %d", peer_s,
-                                    ev.header.client_id, ev.header.api_key, ev.header.api_version)  # fmt: skip
+                        log.warning(
+                            "client %s (%s) sent unsupported api key %d version %d",
+                            peer_s,
+                            ev.header.client_id,
+                            ev.header.api_key,
+                            ev.header.api_version,
+                        )
                         if not ev.answerable:
                             # Kafka closes the connection: the body's layout is unknown
-                            bad = ProtocolError(f"unsupported api key {ev.header.api_key} "
-                                                f"version {ev.header.api_version}")  # fmt: skip
+                            bad = ProtocolError(
+                                f"unsupported api key {ev.header.api_key} version {ev.header.api_version}"
+                            )
                             break
                         out += b"".join(conn.unsupported_parts(ev.header))
                         continue
@@ -311,8 +336,13 @@ class Broker:
         if isinstance(e, LogSourceError):
             log.info("request %d from %s (client %s) failed: %s", h.api_key, session.peer, h.client_id, e)
         else:  # the traceback stays here: the client gets UNKNOWN_SERVER_ERROR with a fixed message
-            log.error("request %d from %s (client %s) hit a broker error", h.api_key, session.peer, h.client_id,
-                      exc_info=e)  # fmt: skip
+            log.error(
+                "request %d from %s (client %s) hit a broker error",
+                h.api_key,
+                session.peer,
+                h.client_id,
+                exc_info=e,
+            )
         return error_response(h.api_key, ev.request, *error_fields(e))
 
     def _call(self, ev: RequestReceived, session: Session) -> Any:
@@ -353,7 +383,9 @@ class Broker:
             if p.length < SENDFILE_MIN_BYTES:
                 data = os.pread(p.file.fileno(), p.length, p.position)
                 if len(data) != p.length:
-                    raise ConnectionError(f"log region shrank while being sent ({len(data)} of {p.length} bytes)")
+                    raise ConnectionError(
+                        f"log region shrank while being sent ({len(data)} of {p.length} bytes)"
+                    )
                 pending += data
                 continue
             transport = writer.transport
@@ -419,8 +451,12 @@ async def run(config: BrokerConfig, ready: Any = None, guard: ShutdownGuard | No
 
     def _force_exit(signum: int, frame: Any) -> None:
         status = 128 + signum
-        log.error("second %s during shutdown (still %s): exiting now with status %d", signal.Signals(signum).name,
-                  guard.waiting_for(), status)  # fmt: skip
+        log.error(
+            "second %s during shutdown (still %s): exiting now with status %d",
+            signal.Signals(signum).name,
+            guard.waiting_for(),
+            status,
+        )
         exit_now(status)
 
     def _signal() -> None:
@@ -451,8 +487,11 @@ async def run(config: BrokerConfig, ready: Any = None, guard: ShutdownGuard | No
         ready(broker)
     guard.broker = broker
     await broker.wait_stopped()
-    log.info("broker %d shut down%s", config.broker_id,
-             f" with {len(broker.shutdown_errors)} error(s)" if broker.shutdown_errors else "")  # fmt: skip
+    log.info(
+        "broker %d shut down%s",
+        config.broker_id,
+        f" with {len(broker.shutdown_errors)} error(s)" if broker.shutdown_errors else "",
+    )
     if own_guard:
         guard.disarm()
     for w in watchers:
@@ -472,8 +511,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the broker command."""
     ap = argparse.ArgumentParser(prog="logsource broker", description="Run a pyspark-logsource broker.")
     ap.add_argument("--config", "-c", metavar="FILE", help="server.properties file (Kafka spelling)")
-    ap.add_argument("--override", "-o", metavar="KEY=VALUE", action="append", default=[],
-                    help="override a setting, e.g. --override listeners=PLAINTEXT://127.0.0.1:0 (repeatable)")  # fmt: skip
+    ap.add_argument(
+        "--override",
+        "-o",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override a setting, e.g. --override listeners=PLAINTEXT://127.0.0.1:0 (repeatable)",
+    )
     return ap
 
 

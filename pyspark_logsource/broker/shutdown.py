@@ -53,8 +53,11 @@ class ShutdownGuard:
         step = self.broker.shutdown_step if self.broker is not None else None
         if step is not None:
             return step
-        others = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.current_thread()
-                  and t is not threading.main_thread()]  # fmt: skip
+        others = [
+            t.name
+            for t in threading.enumerate()
+            if not t.daemon and t is not threading.current_thread() and t is not threading.main_thread()
+        ]
         return f"the process to exit (threads still running: {', '.join(others) or 'none'})"
 
     def _watch(self) -> None:
@@ -62,9 +65,14 @@ class ShutdownGuard:
             return
         frame = sys._current_frames().get(self._loop_thread)
         stack = "".join(traceback.format_stack(frame, limit=8)) if frame is not None else "?"
-        log.error("shutdown did not finish within %.1f s (logsource.shutdown.timeout.ms); still %s; exiting with "
-                  "status %d. The event loop thread is at:\n%s", self.timeout, self.waiting_for(),
-                  EXIT_SHUTDOWN_FAILED, stack)  # fmt: skip
+        log.error(
+            "shutdown did not finish within %.1f s (logsource.shutdown.timeout.ms); still %s; exiting with "
+            "status %d. The event loop thread is at:\n%s",
+            self.timeout,
+            self.waiting_for(),
+            EXIT_SHUTDOWN_FAILED,
+            stack,
+        )
         exit_now(EXIT_SHUTDOWN_FAILED)
 
 
@@ -76,4 +84,3 @@ def exit_now(status: int) -> None:
         except Exception:  # exiting anyway
             pass
     os._exit(status)
-

@@ -148,14 +148,17 @@ class ClusterProtocol(Protocol):
     def topics(self) -> dict[str, int]:
         """Every topic of the cluster with its partition count."""
 
-    def auto_create_topic(self, name: str, partitions: int, replication_factor: int,
-                          config: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def auto_create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None
+    ) -> None:
         """Create a topic with these settings from any broker (blocking; run it off the event loop)."""
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """The topic's configuration overrides (``/config/topics/<t>``)."""
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]) -> object:
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
+    ) -> object:
         """Create a topic through the controller (blocking)."""
 
     def partitions(self, topic: str) -> list[PartitionRole | None]:
@@ -230,12 +233,17 @@ class BrokerState:
         """Wake and cancel parked fetches, close the coordinator, flush and close the logs, release the
         log dirs. Each step runs even if an earlier one raised (logged); the first error is raised at the end."""
         errors: list[BaseException] = []
-        for what, step in (("parked fetches", self.waiters.cancel_all), ("group coordinator", self._close_coordinator),
-                           ("logs", self._close_logs)):  # fmt: skip
+        for what, step in (
+            ("parked fetches", self.waiters.cancel_all),
+            ("group coordinator", self._close_coordinator),
+            ("logs", self._close_logs),
+        ):
             try:
                 step()
             except Exception as e:
-                log.exception("broker %d: closing the %s failed; shutdown goes on", self.config.broker_id, what)
+                log.exception(
+                    "broker %d: closing the %s failed; shutdown goes on", self.config.broker_id, what
+                )
                 errors.append(e)
         self._release_dirs()
         if errors:
@@ -265,16 +273,25 @@ class BrokerState:
             return self.cluster.topics()
         return self.logs.topics()
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
-                     overrides: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        overrides: Mapping[str, str] | None = None,
+    ) -> None:
         """Create a topic: its local logs on a single broker; in a cluster through the controller (this broker
         must be it: NotController otherwise; blocking, run it off the event loop)."""
         if self.cluster is not None:
             self.cluster.create_topic(name, partitions, replication_factor, dict(overrides or {}))
             return
         self.logs.create_topic(name, partitions, dict(overrides) if overrides else None)
-        log.info("created topic %s with %d partitions%s", name, partitions,
-                 f" and config {dict(overrides)}" if overrides else "")  # fmt: skip
+        log.info(
+            "created topic %s with %d partitions%s",
+            name,
+            partitions,
+            f" and config {dict(overrides)}" if overrides else "",
+        )
 
     def topic_config(self, name: str) -> tuple[dict[str, str], dict[str, str]]:
         """A topic's (overrides, effective settings); in a cluster from ``/config/topics/<t>``, so any broker
@@ -292,13 +309,21 @@ class BrokerState:
         c = self.config
         live = len(self.cluster.brokers())
         if c.default_replication_factor > live:
-            raise InvalidReplicationFactor(f"cannot auto-create {name!r}: default.replication.factor "
-                                           f"{c.default_replication_factor} is larger than the {live} live brokers")  # fmt: skip
+            raise InvalidReplicationFactor(
+                f"cannot auto-create {name!r}: default.replication.factor "
+                f"{c.default_replication_factor} is larger than the {live} live brokers"
+            )
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, self.cluster.auto_create_topic, name, c.num_partitions,
-                                   c.default_replication_factor)  # fmt: skip
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception() is None or
-                              log.warning("auto-creating topic %s failed: %r", name, f.exception()))  # fmt: skip
+        fut = loop.run_in_executor(
+            None, self.cluster.auto_create_topic, name, c.num_partitions, c.default_replication_factor
+        )
+        fut.add_done_callback(
+            lambda f: (
+                f.cancelled()
+                or f.exception() is None
+                or log.warning("auto-creating topic %s failed: %r", name, f.exception())
+            )
+        )
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic's logs, its committed offsets, and wake its fetchers (they get UnknownTopic)."""
@@ -345,11 +370,15 @@ class BrokerState:
                 raise NotLeaderOrFollower(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
             raise topic_error(topic)
         if role.leader != self.broker_id:
-            raise NotLeaderOrFollower(f"broker {self.broker_id} is not the leader of {topic}-{partition} "
-                                      f"(leader {role.leader}, epoch {role.leader_epoch})")  # fmt: skip
+            raise NotLeaderOrFollower(
+                f"broker {self.broker_id} is not the leader of {topic}-{partition} "
+                f"(leader {role.leader}, epoch {role.leader_epoch})"
+            )
         if write and self.fenced:
-            raise NotLeaderOrFollower(f"broker {self.broker_id} lost its ZooKeeper session and is not leading "
-                                      f"{topic}-{partition} until it re-registered")  # fmt: skip
+            raise NotLeaderOrFollower(
+                f"broker {self.broker_id} lost its ZooKeeper session and is not leading "
+                f"{topic}-{partition} until it re-registered"
+            )
 
     def high_watermark(self, topic: str, partition: int, lg: PartitionLog) -> int:
         """Consumers read below this: the log end on a single broker, the replicas' minimum in a cluster."""
@@ -387,8 +416,14 @@ class BrokerState:
     def become_leader(self, role: PartitionRole) -> None:
         """Record that this broker leads ``role`` and tell the replica manager."""
         self.roles[(role.topic, role.partition)] = role
-        log.info("broker %d leads %s-%d at leader epoch %d (isr %s)", self.broker_id, role.topic, role.partition,
-                 role.leader_epoch, role.isr)  # fmt: skip
+        log.info(
+            "broker %d leads %s-%d at leader epoch %d (isr %s)",
+            self.broker_id,
+            role.topic,
+            role.partition,
+            role.leader_epoch,
+            role.isr,
+        )
         if self.replication is not None:
             self.replication.on_become_leader(role)
         listener = self.leadership_listeners.get(role.topic)
@@ -399,8 +434,14 @@ class BrokerState:
     def become_follower(self, role: PartitionRole) -> None:
         """Record that this broker follows ``role.leader`` and tell the replica manager where the leader is."""
         self.roles[(role.topic, role.partition)] = role
-        log.info("broker %d follows %d for %s-%d at leader epoch %d", self.broker_id, role.leader, role.topic,
-                 role.partition, role.leader_epoch)  # fmt: skip
+        log.info(
+            "broker %d follows %d for %s-%d at leader epoch %d",
+            self.broker_id,
+            role.leader,
+            role.topic,
+            role.partition,
+            role.leader_epoch,
+        )
         if self.replication is not None:
             addr = self.broker_address(role.leader) if role.leader >= 0 else None
             host, port = addr if addr is not None else ("", -1)

@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 _running: set[asyncio.Task] = set()
 
 
-def spawn(coro: Coroutine[Any, Any, Any], name: str | None = None,
-          loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Task:  # fmt: skip
+def spawn(
+    coro: Coroutine[Any, Any, Any], name: str | None = None, loop: asyncio.AbstractEventLoop | None = None
+) -> asyncio.Task:
     """Run ``coro`` as a task of ``loop`` (default: the running loop; RuntimeError without one), held until
     it ends; an exception it ends with is logged with its traceback. Returns the task (to cancel it)."""
     task = (loop or asyncio.get_running_loop()).create_task(coro, name=name)

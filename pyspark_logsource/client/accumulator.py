@@ -105,10 +105,28 @@ class ProducerBatch:
     """Records of one partition that travel in one record batch."""
 
     __slots__ = (
-        "topic", "partition", "values", "keys", "timestamps", "headers", "size", "created",
-        "encoded", "record_count", "base_sequence", "attempts", "retry_at",
-        "deadline", "has_keys", "closed", "restamp", "solo", "tp", "_future", "outcome",
-    )  # fmt: skip
+        "topic",
+        "partition",
+        "values",
+        "keys",
+        "timestamps",
+        "headers",
+        "size",
+        "created",
+        "encoded",
+        "record_count",
+        "base_sequence",
+        "attempts",
+        "retry_at",
+        "deadline",
+        "has_keys",
+        "closed",
+        "restamp",
+        "solo",
+        "tp",
+        "_future",
+        "outcome",
+    )
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic = topic
@@ -137,7 +155,9 @@ class ProducerBatch:
         self.solo = False
 
     @classmethod
-    def from_encoded(cls, topic: str, partition: int, data: bytearray, record_count: int, now: float) -> ProducerBatch:
+    def from_encoded(
+        cls, topic: str, partition: int, data: bytearray, record_count: int, now: float
+    ) -> ProducerBatch:
         """A batch that is already encoded (the Arrow send path)."""
         b = cls(topic, partition, now)
         b.values = b.keys = b.timestamps = None  # type: ignore[assignment]
@@ -364,7 +384,9 @@ class RecordAccumulator:
 
     # ---------------------------------------------------------- called by the sender
 
-    def drain(self, now: float, max_run: int = 1, max_bytes: int = 1 << 20) -> tuple[list[list[ProducerBatch]], float | None]:
+    def drain(
+        self, now: float, max_run: int = 1, max_bytes: int = 1 << 20
+    ) -> tuple[list[list[ProducerBatch]], float | None]:
         """Take sendable batches: per partition a run of up to ``max_run`` consecutive
         batches (``max_bytes`` in all); return the runs and the next wake-up time.
 
@@ -416,8 +438,10 @@ class RecordAccumulator:
         if q is None:
             q = self.ready[tp] = deque()
         i = 0  # batches put back for a retry meanwhile keep their place by sequence
-        while i < len(q) and q[i].base_sequence is not None and (
-            batches[0].base_sequence is None or q[i].base_sequence < batches[0].base_sequence
+        while (
+            i < len(q)
+            and q[i].base_sequence is not None
+            and (batches[0].base_sequence is None or q[i].base_sequence < batches[0].base_sequence)
         ):
             i += 1
         for k, b in enumerate(batches):
@@ -443,7 +467,9 @@ class RecordAccumulator:
         # Keep sequence order: earlier sequences first.
         i = 0
         for i, other in enumerate(q):  # noqa: B007 - a retry touches only a few batches
-            if other.base_sequence is None or (b.base_sequence is not None and other.base_sequence > b.base_sequence):
+            if other.base_sequence is None or (
+                b.base_sequence is not None and other.base_sequence > b.base_sequence
+            ):
                 break
         else:
             i = len(q)

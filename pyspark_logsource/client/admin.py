@@ -50,7 +50,9 @@ def offset_spec(spec: str | int) -> int:
         try:
             return offset_spec(int(s))
         except (ValueError, ConfigError):
-            raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, got {spec!r}") from None
+            raise ConfigError(
+                f"offset spec must be 'earliest', 'latest' or a timestamp in ms, got {spec!r}"
+            ) from None
     if not isinstance(spec, bool):
         try:
             v = operator.index(spec)
@@ -64,8 +66,16 @@ def offset_spec(spec: str | int) -> int:
 class Admin(GroupAdmin):
     """Manage topics, offsets and consumer groups; every call is blocking."""
 
-    def __init__(self, bootstrap: Bootstrap | None = None, *, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
-        self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-admin", request_timeout_ms=request_timeout_ms)
+    def __init__(
+        self,
+        bootstrap: Bootstrap | None = None,
+        *,
+        client_id: str | None = None,
+        request_timeout_ms: float = 30000,
+    ) -> None:
+        self._client = NetworkClient(
+            bootstrap, client_id=client_id or "logsource-admin", request_timeout_ms=request_timeout_ms
+        )
         self.request_timeout_ms = int(request_timeout_ms)
 
     # ------------------------------------------------------------------ topics
@@ -85,12 +95,18 @@ class Admin(GroupAdmin):
         more copies than live brokers raises InvalidReplicationFactor."""
         if replication_factor is None:
             rf = -1
-        elif isinstance(replication_factor, bool) or not isinstance(replication_factor, int) or replication_factor < 1:
+        elif (
+            isinstance(replication_factor, bool)
+            or not isinstance(replication_factor, int)
+            or replication_factor < 1
+        ):
             raise ConfigError(f"replication_factor must be a positive integer, got {replication_factor!r}")
         else:
             rf = replication_factor
         cfg = {str(k): (None if v is None else str(v)) for k, v in (config or {}).items()}
-        req = CreateTopicsRequest([CreatableTopic(name, int(partitions), rf, cfg)], timeout_ms=self.request_timeout_ms)
+        req = CreateTopicsRequest(
+            [CreatableTopic(name, int(partitions), rf, cfg)], timeout_ms=self.request_timeout_ms
+        )
         resp = self._client.controller_request(req)
         for r in resp.topics:
             if r.error_code:
@@ -113,7 +129,11 @@ class Admin(GroupAdmin):
         resp = self._client.request(MetadataRequest(None, False))
         names = [t.name for t in resp.topics if not t.error_code]
         if not include_internal:
-            names = [n for n in names if not is_internal(n) and not any(t.is_internal for t in resp.topics if t.name == n)]
+            names = [
+                n
+                for n in names
+                if not is_internal(n) and not any(t.is_internal for t in resp.topics if t.name == n)
+            ]
         return sorted(names)
 
     def describe_topic(self, name: str, allow_auto_create: bool = False) -> TopicDescription:
@@ -129,7 +149,9 @@ class Admin(GroupAdmin):
         out: dict[str, str | None] = {}
         for r in resp.results:
             if r.error_code:
-                raise error_for_code(r.error_code, r.error_message or f"cannot describe the configs of {name!r}")
+                raise error_for_code(
+                    r.error_code, r.error_message or f"cannot describe the configs of {name!r}"
+                )
             out.update((c.name, c.value) for c in r.configs if not overrides_only or c.source == 1)
         return out
 
@@ -144,8 +166,9 @@ class Admin(GroupAdmin):
 
     # ------------------------------------------------------------------ offsets
 
-    def list_offsets(self, tps: Iterable[tuple[str, int]], spec: str | int, *,
-                     read_committed: bool = False) -> dict[TopicPartition, int]:  # fmt: skip
+    def list_offsets(
+        self, tps: Iterable[tuple[str, int]], spec: str | int, *, read_committed: bool = False
+    ) -> dict[TopicPartition, int]:
         """Offsets per partition: ``"earliest"``, ``"latest"`` or, for a ms timestamp,
         the first offset with timestamp >= T (the log end offset when there is none).
         ``read_committed``: latest is the last stable offset (no staged transactional data)."""
@@ -159,10 +182,16 @@ class Admin(GroupAdmin):
             out.update(self._list(missing, LATEST_TIMESTAMP, read_committed))
         return out
 
-    def _list(self, tps: list[TopicPartition], ts: int, read_committed: bool = False) -> dict[TopicPartition, int]:
+    def _list(
+        self, tps: list[TopicPartition], ts: int, read_committed: bool = False
+    ) -> dict[TopicPartition, int]:
         # each partition's leader answers (its latest is the high watermark); a leader change is retried
-        answers = self._client.for_leaders(tps, lambda items: ListOffsetsRequest(
-            [ListOffsetsPartition(t, p, ts) for t, p in items], int(read_committed)))  # fmt: skip
+        answers = self._client.for_leaders(
+            tps,
+            lambda items: ListOffsetsRequest(
+                [ListOffsetsPartition(t, p, ts) for t, p in items], int(read_committed)
+            ),
+        )
         out: dict[TopicPartition, int] = {}
         for (t, p), r in answers.items():
             if r.error_code:
@@ -188,7 +217,9 @@ class Admin(GroupAdmin):
                 out[(r.topic, r.partition)] = r.offset
         return dict(sorted(out.items()))
 
-    def commit_group_offsets(self, group: str, offsets: dict[tuple[str, int], int], metadata: str = "") -> None:
+    def commit_group_offsets(
+        self, group: str, offsets: dict[tuple[str, int], int], metadata: str = ""
+    ) -> None:
         """Store offsets for ``group`` (as a consumer's commit would)."""
         if not group:
             raise ConfigError("group id must not be empty")
@@ -206,7 +237,9 @@ class Admin(GroupAdmin):
         if not committed:
             return []
         ends = self.list_offsets(list(committed), "latest")
-        return [GroupLag(t, p, off, ends[(t, p)], max(0, ends[(t, p)] - off)) for (t, p), off in committed.items()]
+        return [
+            GroupLag(t, p, off, ends[(t, p)], max(0, ends[(t, p)] - off)) for (t, p), off in committed.items()
+        ]
 
     # ------------------------------------------------------------------ lifecycle
 

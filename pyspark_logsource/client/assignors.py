@@ -15,7 +15,9 @@ from ..topics import TopicPartition
 Assignor = Callable[[Mapping[str, list[str]], Mapping[str, int]], dict[str, list[TopicPartition]]]
 
 
-def range_assign(subscriptions: Mapping[str, list[str]], partitions: Mapping[str, int]) -> dict[str, list[TopicPartition]]:
+def range_assign(
+    subscriptions: Mapping[str, list[str]], partitions: Mapping[str, int]
+) -> dict[str, list[TopicPartition]]:
     """The paper's Algorithm 1, per topic: sort the members and the partitions; with N partitions
     and C members, member i gets a contiguous range of N/C partitions, the first N%C one more."""
     out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
@@ -33,8 +35,10 @@ def range_assign(subscriptions: Mapping[str, list[str]], partitions: Mapping[str
     return out
 
 
-def roundrobin_assign(subscriptions: Mapping[str, list[str]], partitions: Mapping[str, int],
-                      ) -> dict[str, list[TopicPartition]]:  # fmt: skip
+def roundrobin_assign(
+    subscriptions: Mapping[str, list[str]],
+    partitions: Mapping[str, int],
+) -> dict[str, list[TopicPartition]]:
     """Deal every (topic, partition), sorted, to the members in turn, skipping members not subscribed."""
     out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
     members = sorted(subscriptions)

@@ -42,7 +42,9 @@ class CommittedFilter:
         return h.producer_id in self._active
 
 
-def committed_only(data: Any, aborted: Iterable[Any] | None, headers: list[tuple[int, Any]] | None = None) -> Any:
+def committed_only(
+    data: Any, aborted: Iterable[Any] | None, headers: list[tuple[int, Any]] | None = None
+) -> Any:
     """``data`` without control batches and aborted transactions' batches (unchanged when it has none).
 
     ``headers``: ``iter_headers(data)`` when the caller has walked it already."""

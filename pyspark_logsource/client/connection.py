@@ -59,7 +59,9 @@ def _recv_timeout(sock: socket.socket, seconds: float) -> bool:
         return False
     usec = int(seconds * 1e6)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", usec // 1_000_000, usec % 1_000_000))
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", usec // 1_000_000, usec % 1_000_000)
+        )
     except (OSError, struct.error):
         return False
     return True
@@ -169,7 +171,9 @@ class BrokerConnection:
         if threaded:
             # Blocking writes; the reader waits in select() so it can notice expired requests.
             self._sock.settimeout(None)
-            self._reader = threading.Thread(target=self._read_loop, name=f"logsource-io-{self.address}", daemon=True)
+            self._reader = threading.Thread(
+                target=self._read_loop, name=f"logsource-io-{self.address}", daemon=True
+            )
             self._reader.start()
         else:
             self._sock.settimeout(self.request_timeout)
@@ -246,7 +250,9 @@ class BrokerConnection:
                 if self._slots is not None:
                     k = self._slots.acquire(len(items) - i, self.request_timeout)
                     if k == 0:
-                        raise RequestTimedOut(f"no in-flight slot on {self.address} within the request timeout")
+                        raise RequestTimedOut(
+                            f"no in-flight slot on {self.address} within the request timeout"
+                        )
                 self._send_group(items[i : i + k], timeout)
                 i += k
         except LogSourceError as e:
@@ -359,7 +365,9 @@ class BrokerConnection:
         with self._lock:
             if self._closed:  # a read that was under way when close() or a failure dropped the requests
                 return
-            responses = self._proto.receive_data(data) if data is not None else self._proto.received_into(filled)
+            responses = (
+                self._proto.receive_data(data) if data is not None else self._proto.received_into(filled)
+            )
             done = []
             for r in responses:
                 cid, cb, _ = self._pending.popleft()

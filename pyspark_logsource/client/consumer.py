@@ -82,7 +82,9 @@ class Consumer:
         isolation_level: str = "read_committed",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ConfigError(f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}")
+            raise ConfigError(
+                f"auto_offset_reset must be earliest, latest or none, got {auto_offset_reset!r}"
+            )
         if fetch_max_bytes < 1 or max_partition_fetch_bytes < 1:
             raise ConfigError("fetch sizes must be positive")
         self.group_id = group_id
@@ -95,7 +97,9 @@ class Consumer:
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.check_crcs = check_crcs
         if isolation_level not in ("read_committed", "read_uncommitted"):
-            raise ConfigError(f"isolation_level must be read_committed or read_uncommitted, got {isolation_level!r}")
+            raise ConfigError(
+                f"isolation_level must be read_committed or read_uncommitted, got {isolation_level!r}"
+            )
         #: read_committed (the default): no staged or aborted transactional data, latest = last stable offset
         self.isolation = int(isolation_level == "read_committed")
         self._client = NetworkClient(
@@ -107,8 +111,16 @@ class Consumer:
         self._send_order = threading.Lock()  # taken before _lock: fetches are sent in the order planned
         self._waiting = 0  # poll() calls waiting on _data (changed under _lock)
         #: the assignment and every partition's position and fetch state (changed under _lock)
-        self._subs = SubscriptionState(FetchSettings(self.isolation, check_crcs, auto_offset_reset,
-                                                     max_partition_fetch_bytes, fetch_max_bytes, self.retry_backoff))  # fmt: skip
+        self._subs = SubscriptionState(
+            FetchSettings(
+                self.isolation,
+                check_crcs,
+                auto_offset_reset,
+                max_partition_fetch_bytes,
+                fetch_max_bytes,
+                self.retry_backoff,
+            )
+        )
         self._offsets = OffsetRequests(self._client, group_id, self.isolation)
         self._rr = 0
         self._closed = False
@@ -116,12 +128,18 @@ class Consumer:
         self._fetch_error_since = 0.0
         self._metadata_stale = False
         self._group: GroupMembership | None = None  # set by subscribe()
-        self._group_options = dict(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                                   max_poll_interval_ms=max_poll_interval_ms, metadata_max_age_ms=metadata_max_age_ms,
-                                   assignors=list(partition_assignment_strategy))  # fmt: skip
+        self._group_options = dict(
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            assignors=list(partition_assignment_strategy),
+        )
         self._auto_commit = (enable_auto_commit, auto_commit_interval_ms)
         self._fetch_depth = FETCH_PIPELINE_DEPTH
-        self._fetcher = threading.Thread(target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True)
+        self._fetcher = threading.Thread(
+            target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True
+        )
         self._fetcher.start()
 
     # ------------------------------------------------------------------ assignment
@@ -140,14 +158,25 @@ class Consumer:
             self._subs.assign(tps)
             self._work.notify_all()
 
-    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
-                  on_assign: Callable | None = None, on_revoke: Callable | None = None) -> None:  # fmt: skip
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | None = None,
+        on_assign: Callable | None = None,
+        on_revoke: Callable | None = None,
+    ) -> None:
         """Join the group (``group_id``) for these topics or this regex; poll() rebalances (see client/group.py)."""
         if self._group is None:
-            self._group = GroupMembership(",".join(f"{h}:{p}" for h, p in self._client.bootstrap),
-                                          self._offsets.group(), client_id=self._client.client_id,
-                                          metadata=self._client, assign=self.assign, commit=self.commit,
-                                          **self._group_options)  # fmt: skip
+            self._group = GroupMembership(
+                ",".join(f"{h}:{p}" for h, p in self._client.bootstrap),
+                self._offsets.group(),
+                client_id=self._client.client_id,
+                metadata=self._client,
+                assign=self.assign,
+                commit=self.commit,
+                **self._group_options,
+            )
         self._group.configure(*self._auto_commit, on_assign, on_revoke)
         self._group.subscribe(list(topics) if topics is not None else None, pattern)
 
@@ -353,7 +382,9 @@ class Consumer:
 
     # ------------------------------------------------------------------ fetcher thread
 
-    def _fetchable(self, now: float, peek: bool = False) -> dict[int, list[tuple[TopicPartition, PartitionState, int]]]:
+    def _fetchable(
+        self, now: float, peek: bool = False
+    ) -> dict[int, list[tuple[TopicPartition, PartitionState, int]]]:
         # lock held; peek: only answer whether anything is fetchable, change nothing
         out: dict[int, list] = {}
         for tp, st, offset in self._subs.fetchable(now, self._fetch_depth, self.fetch_max_bytes):
@@ -410,9 +441,11 @@ class Consumer:
     def _send_fetch(self, node: int, reqs: list) -> None:
         req = FetchRequest(
             [FetchPartition(tp[0], tp[1], off, st.max_bytes) for tp, st, off, _ in reqs],
-            max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+            max_wait_ms=self.fetch_max_wait_ms,
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
             isolation_level=self.isolation,
-        )  # fmt: skip
+        )
 
         def done(resp, error) -> None:
             got = self._on_fetch(reqs, resp, error)
@@ -430,7 +463,9 @@ class Consumer:
                         self._data.notify_all()
 
         try:
-            conn = self._client.node_connection(node, refresh=False)  # maybe on an I/O thread: no blocking refresh
+            conn = self._client.node_connection(
+                node, refresh=False
+            )  # maybe on an I/O thread: no blocking refresh
             conn.send(req, done, timeout=self.request_timeout + self.fetch_max_wait_ms / 1000.0)
         except LogSourceError as e:
             self._on_fetch(reqs, None, e)

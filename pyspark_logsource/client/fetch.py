@@ -65,8 +65,12 @@ def read_range(
         raise InvalidRequest(f"invalid offset range [{start}, {end}) for {topic}-{partition}")
     if start == end:
         return
-    client = NetworkClient(bootstrap, client_id=client_id or "logsource-reader", request_timeout_ms=request_timeout_ms,
-                           threaded=False)  # fmt: skip
+    client = NetworkClient(
+        bootstrap,
+        client_id=client_id or "logsource-reader",
+        request_timeout_ms=request_timeout_ms,
+        threaded=False,
+    )
     retry: Retry | None = None
     conn: BrokerConnection | None = None
     replicated = False
@@ -80,8 +84,13 @@ def read_range(
                 if conn is None or conn.closed:
                     conn = client.node_connection(client.leader_for(topic, partition))
                     replicated = _replicated(client, topic, partition)
-                req = FetchRequest([FetchPartition(topic, partition, pos, size)], max_wait_ms=0, min_bytes=0,
-                                   max_bytes=size, isolation_level=isolation)  # fmt: skip
+                req = FetchRequest(
+                    [FetchPartition(topic, partition, pos, size)],
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=size,
+                    isolation_level=isolation,
+                )
                 resp = conn.request(req)
             except (NetworkError, LeaderNotAvailable) as e:
                 failure = e
@@ -91,7 +100,12 @@ def read_range(
                     raise CorruptRecord(f"fetch response has no data for {topic}-{partition}")
                 if p.error_code in ROUTING_ERRORS:
                     failure = error_for_code(p.error_code, f"fetch {topic}-{partition} at offset {pos}")
-                elif not p.error_code and end > p.high_watermark >= 0 and pos >= p.high_watermark and replicated:
+                elif (
+                    not p.error_code
+                    and end > p.high_watermark >= 0
+                    and pos >= p.high_watermark
+                    and replicated
+                ):
                     # a new leader's high watermark trails the old one's until its followers fetch again
                     failure = OffsetOutOfRange(
                         f"range end {end} of {topic}-{partition} is past the high watermark {p.high_watermark}"
@@ -112,7 +126,9 @@ def read_range(
                     )
                 raise error_for_code(p.error_code, f"fetch {topic}-{partition} at offset {pos}")
             # read_committed: the planned end is at most the last stable offset the planner saw
-            stable = p.last_stable_offset if read_committed and p.last_stable_offset >= 0 else p.high_watermark
+            stable = (
+                p.last_stable_offset if read_committed and p.last_stable_offset >= 0 else p.high_watermark
+            )
             if end > stable >= 0 and not replicated:
                 raise OffsetOutOfRange(
                     f"range end {end} of {topic}-{partition} is past the log end offset {p.high_watermark}"
@@ -121,8 +137,14 @@ def read_range(
             data = p.records
             progressed = False
             if data and whole_fetches:
-                rb, pos, progressed = _decode_whole(data, pos, end, p.aborted_transactions if read_committed else None,
-                                                    read_committed, check_crc)  # fmt: skip
+                rb, pos, progressed = _decode_whole(
+                    data,
+                    pos,
+                    end,
+                    p.aborted_transactions if read_committed else None,
+                    read_committed,
+                    check_crc,
+                )
                 if rb is not None and rb.num_rows:
                     yield rb
             elif data:
@@ -174,7 +196,12 @@ def read_range(
 
 
 def _decode_whole(
-    data: bytes | bytearray | memoryview, pos: int, end: int, aborted: object, read_committed: bool, check_crc: bool
+    data: bytes | bytearray | memoryview,
+    pos: int,
+    end: int,
+    aborted: object,
+    read_committed: bool,
+    check_crc: bool,
 ) -> tuple[pa.RecordBatch | None, int, bool]:
     """(records of ``data`` in ``[pos, end)`` as one batch, the next position, whether it moved).
 

@@ -39,8 +39,9 @@ class _Fetched:
 
     __slots__ = ("fetch_offset", "data", "size", "table", "error", "row", "epoch", "check_crc", "next_offset")
 
-    def __init__(self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True,
-                 next_offset: int = -1) -> None:  # fmt: skip
+    def __init__(
+        self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True, next_offset: int = -1
+    ) -> None:
         self.check_crc = check_crc
         #: offset after the last batch: the position once consumed (compaction may leave a gap before it)
         self.next_offset = next_offset

@@ -53,11 +53,22 @@ _REJOIN = (RebalanceInProgress.code, IllegalGeneration.code, UnknownMemberId.cod
 class GroupMembership:
     """One member of a consumer group; driven by ``Consumer.poll()`` plus a heartbeat thread."""
 
-    def __init__(self, bootstrap: Bootstrap | None, group_id: str, *, client_id: str, metadata: NetworkClient,
-                 assign: Callback, commit: Callable[[], None], session_timeout_ms: int = 10000,
-                 heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
-                 assignors: list[str] | None = None, request_timeout_ms: float = 30000,
-                 metadata_max_age_ms: float = 300000) -> None:  # fmt: skip
+    def __init__(
+        self,
+        bootstrap: Bootstrap | None,
+        group_id: str,
+        *,
+        client_id: str,
+        metadata: NetworkClient,
+        assign: Callback,
+        commit: Callable[[], None],
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        assignors: list[str] | None = None,
+        request_timeout_ms: float = 30000,
+        metadata_max_age_ms: float = 300000,
+    ) -> None:
         names = assignors or ["range"]
         unknown = [n for n in names if n not in ASSIGNORS]
         if unknown:
@@ -73,8 +84,11 @@ class GroupMembership:
         self.session_timeout_ms = int(session_timeout_ms)
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.max_poll_interval_ms = int(max_poll_interval_ms)
-        self._client = NetworkClient(bootstrap, client_id=client_id,
-                                     request_timeout_ms=max(request_timeout_ms, max_poll_interval_ms + 5000))  # fmt: skip
+        self._client = NetworkClient(
+            bootstrap,
+            client_id=client_id,
+            request_timeout_ms=max(request_timeout_ms, max_poll_interval_ms + 5000),
+        )
         self._node: int | None = None
         self.member_id = ""
         self.generation = -1
@@ -108,7 +122,9 @@ class GroupMembership:
         if self.pattern is None:
             return self.topics
         metadata.refresh_metadata(None)
-        return sorted(t for t in metadata.cluster.topics if not t.startswith("__") and self.pattern.fullmatch(t))
+        return sorted(
+            t for t in metadata.cluster.topics if not t.startswith("__") and self.pattern.fullmatch(t)
+        )
 
     def _metadata_snapshot(self, metadata: NetworkClient) -> dict[str, int]:
         out = {}
@@ -128,8 +144,12 @@ class GroupMembership:
         snapshot = self._metadata_snapshot(metadata)
         if snapshot == self._snapshot:
             return False
-        log.info("group %s: subscription metadata changed (%s -> %s); rejoining", self.group_id, self._snapshot,
-                 snapshot)  # fmt: skip
+        log.info(
+            "group %s: subscription metadata changed (%s -> %s); rejoining",
+            self.group_id,
+            self._snapshot,
+            snapshot,
+        )
         with self._lock:
             self._stable, self._rejoin = False, True
         return True
@@ -193,9 +213,14 @@ class GroupMembership:
             self._next_metadata_check = time.monotonic() + self.metadata_max_age
             topics = sorted(self._snapshot)
             sub = g.encode_subscription(g.Subscription(topics, owned_partitions=[]))
-            req = g.JoinGroupRequest(self.group_id, self.session_timeout_ms, self.max_poll_interval_ms,
-                                     self.member_id, g.CONSUMER_PROTOCOL_TYPE,
-                                     [g.JoinGroupProtocol(n, sub) for n in self.assignors])  # fmt: skip
+            req = g.JoinGroupRequest(
+                self.group_id,
+                self.session_timeout_ms,
+                self.max_poll_interval_ms,
+                self.member_id,
+                g.CONSUMER_PROTOCOL_TYPE,
+                [g.JoinGroupProtocol(n, sub) for n in self.assignors],
+            )
             with self._lock:
                 self._stable = False
                 self._rejoin = False
@@ -214,9 +239,16 @@ class GroupMembership:
             assignments = {}
             if resp.leader == self.member_id:
                 assignments = self._assign(resp, metadata)
-            sresp = self._request(g.SyncGroupRequest(self.group_id, self.generation, self.member_id, assignments,
-                                                     protocol_type=g.CONSUMER_PROTOCOL_TYPE,
-                                                     protocol_name=resp.protocol_name))  # fmt: skip
+            sresp = self._request(
+                g.SyncGroupRequest(
+                    self.group_id,
+                    self.generation,
+                    self.member_id,
+                    assignments,
+                    protocol_type=g.CONSUMER_PROTOCOL_TYPE,
+                    protocol_name=resp.protocol_name,
+                )
+            )
             if sresp.error_code in _REJOIN:
                 if sresp.error_code == UnknownMemberId.code:
                     self.member_id = ""
@@ -227,8 +259,13 @@ class GroupMembership:
             old, self.assigned = self.assigned, new
             with self._lock:
                 self._stable = not self._rejoin
-            log.info("group %s: member %s generation %d assigned %s", self.group_id, self.member_id,
-                     self.generation, new)  # fmt: skip
+            log.info(
+                "group %s: member %s generation %d assigned %s",
+                self.group_id,
+                self.member_id,
+                self.generation,
+                new,
+            )
             return old, new
 
     def _assign(self, resp: g.JoinGroupResponse, metadata: NetworkClient) -> dict[str, bytes]:
@@ -252,8 +289,13 @@ class GroupMembership:
 
     # ------------------------------------------------------------ driving the consumer (its poll thread)
 
-    def configure(self, auto_commit: bool, auto_commit_interval_ms: float, on_assign: Callback | None,
-                  on_revoke: Callback | None) -> None:  # fmt: skip
+    def configure(
+        self,
+        auto_commit: bool,
+        auto_commit_interval_ms: float,
+        on_assign: Callback | None,
+        on_revoke: Callback | None,
+    ) -> None:
         """Callbacks and auto-commit, set by ``Consumer.subscribe``."""
         self.auto_commit, self.auto_commit_interval = auto_commit, auto_commit_interval_ms / 1000
         self.on_assign, self.on_revoke = on_assign, on_revoke
@@ -272,7 +314,9 @@ class GroupMembership:
                 if self.auto_commit:
                     self._commit()
                 self.assigned = []
-            self._assign_partitions([])  # eager protocol: give everything up; positions come back from commits
+            self._assign_partitions(
+                []
+            )  # eager protocol: give everything up; positions come back from commits
             _, new = self.join(self._metadata)
             self._assign_partitions(new)
             if self.on_assign is not None:
@@ -300,8 +344,11 @@ class GroupMembership:
             if not stable:
                 continue
             if (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms:
-                log.warning("group %s: poll() not called for max.poll.interval.ms=%d; leaving the group",
-                            self.group_id, self.max_poll_interval_ms)  # fmt: skip
+                log.warning(
+                    "group %s: poll() not called for max.poll.interval.ms=%d; leaving the group",
+                    self.group_id,
+                    self.max_poll_interval_ms,
+                )
                 self.leave()
                 continue
             try:
@@ -337,4 +384,3 @@ class GroupMembership:
         self.leave()
         self._client.close()
         self._thread.join(timeout=2.0)
-

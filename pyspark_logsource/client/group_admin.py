@@ -109,13 +109,22 @@ class GroupAdmin:
         rows = []
         for tp in tps:
             c = committed.get(tp)
-            rows.append(PartitionOffsets(tp[0], tp[1], c, ends[tp], None if c is None else max(0, ends[tp] - c),
-                                         owner.get(tp)))  # fmt: skip
+            rows.append(
+                PartitionOffsets(
+                    tp[0], tp[1], c, ends[tp], None if c is None else max(0, ends[tp] - c), owner.get(tp)
+                )
+            )
         state = "Empty" if d.state == "Dead" else d.state  # offsets only: Kafka shows such a group as Empty
         return GroupDescription(group, state, d.protocol_type, d.protocol, members, rows)
 
-    def reset_offsets(self, group: str, topic: str, to: str | int | datetime,
-                      partitions: list[int] | None = None, dry_run: bool = False) -> dict[TopicPartition, int]:  # fmt: skip
+    def reset_offsets(
+        self,
+        group: str,
+        topic: str,
+        to: str | int | datetime,
+        partitions: list[int] | None = None,
+        dry_run: bool = False,
+    ) -> dict[TopicPartition, int]:
         """Set the group's committed offsets of ``topic`` to ``"earliest"``, ``"latest"``, a ms timestamp or a
         datetime (the first offset at or after it); only while the group has no members (else NonEmptyGroup).
         A group that does not exist yet gets the offsets, as with Kafka's tool. Returns the new offsets."""
@@ -125,8 +134,10 @@ class GroupAdmin:
             to = int(to.timestamp() * 1000)
         d = self._described(group)
         if d.state not in ("Empty", "Dead"):
-            raise NonEmptyGroup(f"group {group!r} is {d.state} with {len(d.members)} member(s); "
-                                "stop its consumers before resetting offsets")  # fmt: skip
+            raise NonEmptyGroup(
+                f"group {group!r} is {d.state} with {len(d.members)} member(s); "
+                "stop its consumers before resetting offsets"
+            )
         parts = self.partitions_for(topic)  # type: ignore[attr-defined]
         if partitions is not None:
             missing = sorted(set(partitions) - set(parts))

@@ -45,12 +45,20 @@ log = logging.getLogger(__name__)
 
 #: Partition errors that mean "ask the partition's (new) leader": refresh the metadata and retry.
 #: OffsetNotAvailable: a new leader whose high watermark trails the start of its epoch (KIP-207).
-ROUTING_ERRORS = frozenset({
-    NotLeaderOrFollower.code, LeaderNotAvailable.code, FencedLeaderEpoch.code, UnknownLeaderEpoch.code,
-    NetworkError.code, OffsetNotAvailable.code,
-})  # fmt: skip
+ROUTING_ERRORS = frozenset(
+    {
+        NotLeaderOrFollower.code,
+        LeaderNotAvailable.code,
+        FencedLeaderEpoch.code,
+        UnknownLeaderEpoch.code,
+        NetworkError.code,
+        OffsetNotAvailable.code,
+    }
+)
 #: Errors that mean "find the group's coordinator again".
-COORDINATOR_ERRORS = frozenset({NotCoordinator.code, CoordinatorNotAvailable.code, CoordinatorLoadInProgress.code})
+COORDINATOR_ERRORS = frozenset(
+    {NotCoordinator.code, CoordinatorNotAvailable.code, CoordinatorLoadInProgress.code}
+)
 #: Kafka's NOT_CONTROLLER: CreateTopics/DeleteTopics reached a broker that is not the controller.
 NOT_CONTROLLER = 41
 
@@ -102,9 +110,13 @@ class NetworkClient:
             if c is not None and not c.closed:
                 return c
         c = BrokerConnection(
-            addr[0], addr[1], client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
-            threaded=self.threaded, max_in_flight=self.max_in_flight,
-        )  # fmt: skip
+            addr[0],
+            addr[1],
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            threaded=self.threaded,
+            max_in_flight=self.max_in_flight,
+        )
         with self._lock:
             old = self._conns.get(addr)
             if old is not None and not old.closed:
@@ -203,7 +215,9 @@ class NetworkClient:
                 for p in sorted(t.partitions, key=lambda p: p.partition)
             ]
             new_topics[t.name] = TopicDescription(t.name, parts)
-        self.cluster = ClusterMetadata(brokers or cluster.brokers, new_topics, resp.controller_id, resp.cluster_id)
+        self.cluster = ClusterMetadata(
+            brokers or cluster.brokers, new_topics, resp.controller_id, resp.cluster_id
+        )
         return resp
 
     def topic(self, name: str, allow_auto_create: bool = False, refresh: bool = False) -> TopicDescription:
@@ -229,7 +243,9 @@ class NetworkClient:
             if leader is None:
                 n = self.cluster.num_partitions(topic)
                 if n is not None and not 0 <= partition < n:
-                    raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {partition} (it has {n})")
+                    raise UnknownTopicOrPartition(
+                        f"topic {topic!r} has no partition {partition} (it has {n})"
+                    )
                 raise LeaderNotAvailable(f"partition {topic}-{partition} has no leader")
         return leader
 
@@ -239,7 +255,10 @@ class NetworkClient:
         return self.request_timeout_ms / 1000.0 if timeout is None else timeout
 
     def for_leaders(
-        self, tps: Iterable[TopicPartition], build: Callable[[list[TopicPartition]], Any], timeout: float | None = None
+        self,
+        tps: Iterable[TopicPartition],
+        build: Callable[[list[TopicPartition]], Any],
+        timeout: float | None = None,
     ) -> dict[TopicPartition, Any]:
         """Send ``build(partitions)`` to each partition's leader; return each partition's answer.
 
@@ -331,7 +350,9 @@ class NetworkClient:
                 err: LogSourceError = error_for_code(min(bad), f"group {group!r} on broker {node}")
             except (NetworkError, NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress) as e:
                 err = e
-            except LeaderNotAvailable as e:  # the cached coordinator left the metadata: it died, find the next
+            except (
+                LeaderNotAvailable
+            ) as e:  # the cached coordinator left the metadata: it died, find the next
                 err = e
             self._coordinators.pop(group, None)
             log.debug("group %s: coordinator request failed (%s); looking it up again", group, err)
@@ -351,12 +372,16 @@ class NetworkClient:
                     self.refresh_metadata(None)
                     node = self.cluster.controller_id
                 resp = self.request(request, node if node in self.cluster.brokers else None)
-                if not any(getattr(r, "error_code", 0) == NOT_CONTROLLER for r in getattr(resp, "topics", ())):
+                if not any(
+                    getattr(r, "error_code", 0) == NOT_CONTROLLER for r in getattr(resp, "topics", ())
+                ):
                     return resp
                 err: LogSourceError = error_for_code(NOT_CONTROLLER, f"broker {node} is not the controller")
             except NetworkError as e:
                 err = e
-            self.cluster = ClusterMetadata(self.cluster.brokers, self.cluster.topics, -1, self.cluster.cluster_id)
+            self.cluster = ClusterMetadata(
+                self.cluster.brokers, self.cluster.topics, -1, self.cluster.cluster_id
+            )
             retry.wait(err)
 
     def close(self) -> None:
@@ -366,8 +391,6 @@ class NetworkClient:
             self._conns.clear()
         for c in conns:
             c.close()
-
-
 
 
 def _code_name(code: int) -> str:

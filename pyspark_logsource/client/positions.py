@@ -37,8 +37,12 @@ class OffsetRequests:
     def list_offsets(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
         """Each partition's offset for ``spec`` (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or a time)."""
         # each partition's leader answers (its latest is the high watermark); a leader change is retried
-        answers = self._client.for_leaders(tps, lambda items: ListOffsetsRequest(
-            [ListOffsetsPartition(t, p, spec) for t, p in items], self.isolation))  # fmt: skip
+        answers = self._client.for_leaders(
+            tps,
+            lambda items: ListOffsetsRequest(
+                [ListOffsetsPartition(t, p, spec) for t, p in items], self.isolation
+            ),
+        )
         out = {}
         for (t, p), r in answers.items():
             if r.error_code:
@@ -57,16 +61,20 @@ class OffsetRequests:
             out[(r.topic, r.partition)] = r.offset if r.offset >= 0 else None
         return out
 
-    def commit(self, offsets: dict[tuple[str, int], int | tuple[int, str]], generation: int, member_id: str) -> None:
+    def commit(
+        self, offsets: dict[tuple[str, int], int | tuple[int, str]], generation: int, member_id: str
+    ) -> None:
         """Store offsets (an offset, or (offset, metadata)) for the group, as this member of this generation."""
         group = self.group()
         items = []
         for (t, p), v in offsets.items():
-            off, meta = (v if isinstance(v, tuple) else (v, None))
+            off, meta = v if isinstance(v, tuple) else (v, None)
             items.append(OffsetCommitPartition(t, p, int(off), meta))
         if not items:
             return
-        resp = self._client.coordinator_request(group, OffsetCommitRequest(group, items, generation, member_id))
+        resp = self._client.coordinator_request(
+            group, OffsetCommitRequest(group, items, generation, member_id)
+        )
         for r in resp.partitions:
             if r.error_code:
                 raise error_for_code(r.error_code, f"offset commit for {r.topic}-{r.partition}")

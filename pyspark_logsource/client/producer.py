@@ -134,9 +134,11 @@ class Producer(ProducerSenderMixin):
         self.batch_size = batch_size
         self.max_batches_per_request = max(1, int(max_batches_per_request))
         self._client = NetworkClient(
-            bootstrap, client_id=client_id or "logsource-producer", request_timeout_ms=request_timeout_ms,
+            bootstrap,
+            client_id=client_id or "logsource-producer",
+            request_timeout_ms=request_timeout_ms,
             max_in_flight=max_in_flight,
-        )  # fmt: skip
+        )
         self._acc = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms
         )
@@ -150,7 +152,9 @@ class Producer(ProducerSenderMixin):
         self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
         self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
         self._drain_mark = 0  # RecordAccumulator.answered when the sender last drained
-        self._resets: set[tuple[str, int]] = set()  # partitions whose sequences restart (see _reset_sequences)
+        self._resets: set[tuple[str, int]] = (
+            set()
+        )  # partitions whose sequences restart (see _reset_sequences)
         self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
         self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}
         self._seq_lock = threading.Lock()
@@ -173,9 +177,13 @@ class Producer(ProducerSenderMixin):
     ) -> RecordFuture:
         """Queue one record; return a future resolving to ``(partition, offset)``."""
         if (
-            key is None and partition is None and headers is None and timestamp_ms is None
-            and type(value) is bytes and self._partitioner is None
-        ):  # fmt: skip
+            key is None
+            and partition is None
+            and headers is None
+            and timestamp_ms is None
+            and type(value) is bytes
+            and self._partitioner is None
+        ):
             # The keyless record (the common case): the open batch of the topic's sticky partition
             # in one lookup, two list appends, nothing else per record. (A sticky batch has no
             # keys or headers: _send takes it out of ``acc.sticky`` when a keyed record joins it.)
@@ -228,14 +236,18 @@ class Producer(ProducerSenderMixin):
             if self._partitioner is not None:
                 partition = self._partitioner(topic, key, n)
                 if not 0 <= partition < n:
-                    raise InvalidRequest(f"partitioner returned {partition} for topic {topic!r} with {n} partitions")
+                    raise InvalidRequest(
+                        f"partitioner returned {partition} for topic {topic!r} with {n} partitions"
+                    )
             elif key is not None:
                 partition = (crc32c(key) & 0x7FFFFFFF) % n
             else:
                 sticky = True
         elif not 0 <= partition < n:
             raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {partition} (it has {n})")
-        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0) + RECORD_OVERHEAD
+        size = (
+            (len(value) if value is not None else 0) + (len(key) if key is not None else 0) + RECORD_OVERHEAD
+        )
         if headers:
             headers = _as_headers(headers)
             size += sum(len(k) + (len(v) if v else 0) + 8 for k, v in headers)
@@ -293,7 +305,9 @@ class Producer(ProducerSenderMixin):
         if isinstance(table, pa.RecordBatch):
             table = pa.Table.from_batches([table])
         if not isinstance(table, pa.Table):
-            raise InvalidRequest(f"send_arrow needs a pyarrow Table or RecordBatch, got {type(table).__name__}")
+            raise InvalidRequest(
+                f"send_arrow needs a pyarrow Table or RecordBatch, got {type(table).__name__}"
+            )
         names = table.schema.names
         if "value" not in names:
             raise InvalidRequest("send_arrow needs a 'value' column")
@@ -323,7 +337,9 @@ class Producer(ProducerSenderMixin):
                     keys = table.column("key").combine_chunks()
                     if self._partitioner is not None:
                         hashed = np.fromiter(
-                            (self._partitioner(topic, k, n) for k in keys.to_pylist()), dtype=np.int64, count=len(keys)
+                            (self._partitioner(topic, k, n) for k in keys.to_pylist()),
+                            dtype=np.int64,
+                            count=len(keys),
                         )
                     else:
                         hashed = hash_partitions(keys, n)
@@ -334,7 +350,9 @@ class Producer(ProducerSenderMixin):
                 free = np.flatnonzero(parts < 0)
                 if len(free):
                     # keyless rows: the sticky partition per batch_size bytes, then the next, as send() does
-                    sizes = pc.binary_length(table.column("value")).fill_null(0).to_numpy(zero_copy_only=False)
+                    sizes = (
+                        pc.binary_length(table.column("value")).fill_null(0).to_numpy(zero_copy_only=False)
+                    )
                     sizes = sizes.astype(np.int64)[free] + RECORD_OVERHEAD
                     with self._acc.lock:
                         parts[free] = self._sticky.spread(topic, sizes, n, self.batch_size)
@@ -353,7 +371,9 @@ class Producer(ProducerSenderMixin):
             bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
             starts = np.concatenate([[0], bounds])
             ends = np.concatenate([bounds, [len(sorted_parts)]])
-            groups = [(int(sorted_parts[s]), table.slice(s, e - s)) for s, e in zip(starts, ends, strict=True)]
+            groups = [
+                (int(sorted_parts[s]), table.slice(s, e - s)) for s, e in zip(starts, ends, strict=True)
+            ]
         futures = []
         for p, sub in groups:
             for chunk in self._chunks(sub):
@@ -477,9 +497,16 @@ class Producer(ProducerSenderMixin):
         if not batches:
             return []
         rb = batches[0]
-        sizes = pc.binary_length(rb.column("value")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        sizes = (
+            pc.binary_length(rb.column("value")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        )
         if "key" in rb.schema.names:
-            ksz = pc.binary_length(rb.column("key")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            ksz = (
+                pc.binary_length(rb.column("key"))
+                .fill_null(0)
+                .to_numpy(zero_copy_only=False)
+                .astype(np.int64)
+            )
             sizes = sizes + ksz
         cum = np.cumsum(sizes + RECORD_OVERHEAD)
         total = int(cum[-1])

@@ -119,10 +119,18 @@ class ProducerSenderMixin:
             if self.idempotent:
                 self._stamped[id(b)] = pid
             if b.encoded is None:
-                b.encoded = self._in_broker_layout(encode_records(
-                    b.values, b.keys if b.has_keys else None, b.timestamps, b.headers, codec=self.codec,
-                    producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                ))  # fmt: skip
+                b.encoded = self._in_broker_layout(
+                    encode_records(
+                        b.values,
+                        b.keys if b.has_keys else None,
+                        b.timestamps,
+                        b.headers,
+                        codec=self.codec,
+                        producer_id=pid,
+                        producer_epoch=epoch,
+                        base_sequence=seq,
+                    )
+                )
                 # The lists are no longer needed; memory stays accounted until the answer.
                 b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
             elif self.idempotent and (b.restamp or b.attempts == 0):
@@ -302,8 +310,9 @@ class ProducerSenderMixin:
         for b in run:
             self._fail_or_retry(b, err)
 
-    def _on_response(self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any,
-                     error: BaseException | None) -> None:  # fmt: skip
+    def _on_response(
+        self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any, error: BaseException | None
+    ) -> None:
         """Resolve, retry or fail the runs of one Produce request from its answer (I/O thread)."""
         if error is None and resp is not None and len(runs) == 1:
             # the common answer: one partition, appended (no set of seen partitions to build)
@@ -365,8 +374,13 @@ class ProducerSenderMixin:
                 # Every earlier batch was acknowledged, yet the broker expects another sequence or
                 # no longer knows this producer: it lost acknowledged records or its producer state.
                 # Retrying the same numbers cannot help; the partition's sequences restart.
-                log.warning("%s-%d: broker refused sequence %s (%s); restarting the partition's sequences",
-                            b.topic, b.partition, b.base_sequence, error)  # fmt: skip
+                log.warning(
+                    "%s-%d: broker refused sequence %s (%s); restarting the partition's sequences",
+                    b.topic,
+                    b.partition,
+                    b.base_sequence,
+                    error,
+                )
                 with self._seq_lock:
                     self._resets.add(b.tp)
         now = time.monotonic()

@@ -64,9 +64,25 @@ class FetchSettings:
 class PartitionState:
     """One assigned partition: its position, what is fetched ahead of it, and the fetch pipeline."""
 
-    __slots__ = ("position", "fetch_position", "buffered", "buffered_bytes", "epoch", "pending", "span", "error",
-                 "high_watermark", "readable_end", "log_start_offset", "max_bytes", "retry_at", "reset_pending",
-                 "sent_ahead", "dropped", "paused")  # fmt: skip
+    __slots__ = (
+        "position",
+        "fetch_position",
+        "buffered",
+        "buffered_bytes",
+        "epoch",
+        "pending",
+        "span",
+        "error",
+        "high_watermark",
+        "readable_end",
+        "log_start_offset",
+        "max_bytes",
+        "retry_at",
+        "reset_pending",
+        "sent_ahead",
+        "dropped",
+        "paused",
+    )
 
     def __init__(self, max_bytes: int) -> None:
         #: the next offset poll() returns; None until resolved (committed offset, else the reset policy)
@@ -244,7 +260,9 @@ class PartitionState:
         first, last_next = walked[0][1].base_offset, walked[-1][1].next_offset
         return last_next if first <= self.fetch_position < last_next else None
 
-    def answered(self, offset: int, epoch: int, p: FetchPartitionResponse, settings: FetchSettings, now: float) -> int:
+    def answered(
+        self, offset: int, epoch: int, p: FetchPartitionResponse, settings: FetchSettings, now: float
+    ) -> int:
         """Apply one partition's fetch answer ``p`` (of the fetch at ``offset``); returns an ``ANSWER_*``."""
         if offset != self.fetch_position:  # a pipelined fetch whose guess missed, or a redundant one
             last_next = None if p.error_code else self.continues(p.records)
@@ -289,7 +307,9 @@ class PartitionState:
         self.fetch_position = last_next
         return ANSWER_READY
 
-    def _fetch_failed(self, offset: int, p: FetchPartitionResponse, settings: FetchSettings, now: float) -> int:
+    def _fetch_failed(
+        self, offset: int, p: FetchPartitionResponse, settings: FetchSettings, now: float
+    ) -> int:
         tp = (p.topic, p.partition)
         err = error_for_code(p.error_code, f"fetch {tp[0]}-{tp[1]} at offset {offset}")
         if isinstance(err, OffsetOutOfRange):
@@ -299,8 +319,13 @@ class PartitionState:
                     f"(log start {p.log_start_offset}, end {p.high_watermark})"
                 )
             else:
-                log.info("offset %d out of range for %s-%d; resetting to %s", offset, tp[0], tp[1],
-                         settings.auto_offset_reset)  # fmt: skip
+                log.info(
+                    "offset %d out of range for %s-%d; resetting to %s",
+                    offset,
+                    tp[0],
+                    tp[1],
+                    settings.auto_offset_reset,
+                )
                 self.await_reset()
             return ANSWER_READY
         if err.retriable:
@@ -365,7 +390,9 @@ class SubscriptionState:
         for tp in tps:
             st = self.partitions.get(tp)
             if st is not None and st.position is None:
-                st.fail(OffsetOutOfRange(f"no valid position for {tp[0]}-{tp[1]} and auto_offset_reset='none'"))
+                st.fail(
+                    OffsetOutOfRange(f"no valid position for {tp[0]}-{tp[1]} and auto_offset_reset='none'")
+                )
 
     def take_error(self) -> BaseException | None:
         """The first partition error kept for poll(), handed over (None: none)."""
@@ -378,7 +405,9 @@ class SubscriptionState:
         """True if a partition waits for its position to be resolved (poll() retries after a backoff)."""
         return any(st.position is None and st.error is None for st in self.partitions.values())
 
-    def fetchable(self, now: float, depth: int, max_buffered: int) -> list[tuple[TopicPartition, PartitionState, int]]:
+    def fetchable(
+        self, now: float, depth: int, max_buffered: int
+    ) -> list[tuple[TopicPartition, PartitionState, int]]:
         """(partition, state, offset) of each partition to fetch now: none while ``max_buffered`` bytes are buffered.
 
         A partition fetches unless failed, paused, backing off, or with
@@ -409,8 +438,12 @@ class SubscriptionState:
             for f in tuple(st.buffered):
                 f.decode()
 
-    def fetch_answered(self, reqs: list[tuple[TopicPartition, PartitionState, int, int]],
-                       answers: list[FetchPartitionResponse], now: float) -> tuple[bool, bool]:  # fmt: skip
+    def fetch_answered(
+        self,
+        reqs: list[tuple[TopicPartition, PartitionState, int, int]],
+        answers: list[FetchPartitionResponse],
+        now: float,
+    ) -> tuple[bool, bool]:
         """A fetch's answer: each (partition, state, offset, epoch) of ``reqs`` sent gets its part of ``answers``.
 
         Returns (records, or an error or reset, for poll() to act on; a

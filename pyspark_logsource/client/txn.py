@@ -35,7 +35,13 @@ from .producer import Producer
 log = logging.getLogger(__name__)
 
 #: the coordinator moved or is being elected; LeaderNotAvailable: the cached one left the cluster metadata
-_RETRIABLE = (NotCoordinator, CoordinatorNotAvailable, CoordinatorLoadInProgress, NetworkError, LeaderNotAvailable)
+_RETRIABLE = (
+    NotCoordinator,
+    CoordinatorNotAvailable,
+    CoordinatorLoadInProgress,
+    NetworkError,
+    LeaderNotAvailable,
+)
 
 
 class TransactionalProducer(Producer):
@@ -72,9 +78,12 @@ class StagedTxns:
     with the batch's winners kept): its data is published once either way.
     """
 
-    def __init__(self, bootstrap: str, client_id: str | None = None, request_timeout_ms: float = 30000) -> None:
-        self._client = NetworkClient(bootstrap, client_id=client_id or "logsource-txn",
-                                     request_timeout_ms=request_timeout_ms)  # fmt: skip
+    def __init__(
+        self, bootstrap: str, client_id: str | None = None, request_timeout_ms: float = 30000
+    ) -> None:
+        self._client = NetworkClient(
+            bootstrap, client_id=client_id or "logsource-txn", request_timeout_ms=request_timeout_ms
+        )
         self._node: int | None = None
 
     def coordinator(self, write_id: str, refresh: bool = False) -> int:
@@ -86,7 +95,9 @@ class StagedTxns:
 
     def _find(self, write_id: str) -> int:
         if self._node is None:
-            resp = raise_for_response(self._client.request(FindCoordinatorRequest(write_id or "-", key_type=1)))
+            resp = raise_for_response(
+                self._client.request(FindCoordinatorRequest(write_id or "-", key_type=1))
+            )
             if resp.node_id not in self._client.cluster.brokers:
                 self._client.cluster.brokers[resp.node_id] = BrokerInfo(resp.node_id, resp.host, resp.port)
             self._node = resp.node_id
@@ -104,16 +115,25 @@ class StagedTxns:
             retry.wait(err)
 
     def _call(self, req: tm.StagedTxnsRequest) -> tm.StagedTxnsResponse:
-        return self._retrying(req.write_id,
-                              lambda w: raise_for_response(self._client.request(req, self._find(w))))  # fmt: skip
+        return self._retrying(
+            req.write_id, lambda w: raise_for_response(self._client.request(req, self._find(w)))
+        )
 
-    def register(self, write_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]],
-                 timeout_ms: int) -> None:  # fmt: skip
+    def register(
+        self,
+        write_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        timeout_ms: int,
+    ) -> None:
         """Announce that this attempt may stage data in ``partitions`` (before it writes)."""
         p = tm.StagedProducer(producer_id, epoch, {tp: -1 for tp in partitions})
         self._call(tm.StagedTxnsRequest(tm.REGISTER, write_id, 0, timeout_ms, [p]))
 
-    def commit(self, write_id: str, batch_id: int, producers: list[tm.StagedProducer]) -> tm.StagedTxnsResponse:
+    def commit(
+        self, write_id: str, batch_id: int, producers: list[tm.StagedProducer]
+    ) -> tm.StagedTxnsResponse:
         """Publish ``producers``' staged data as batch ``batch_id`` (a no-op if it was committed before)."""
         return self._call(tm.StagedTxnsRequest(tm.COMMIT, write_id, batch_id, 60000, producers))
 

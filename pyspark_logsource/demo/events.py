@@ -39,28 +39,68 @@ VALUE_DDL = (
 )
 
 _SECTIONS = [
-    ("/", 1), ("/search", 1), ("/cart", 1), ("/checkout", 1), ("/login", 1), ("/account", 1),
-    ("/products/", 120), ("/category/", 24), ("/blog/", 40), ("/help/", 14),
-]  # fmt: skip
+    ("/", 1),
+    ("/search", 1),
+    ("/cart", 1),
+    ("/checkout", 1),
+    ("/login", 1),
+    ("/account", 1),
+    ("/products/", 120),
+    ("/category/", 24),
+    ("/blog/", 40),
+    ("/help/", 14),
+]
 _CATEGORIES = ["shoes", "shirts", "jackets", "bags", "watches", "hats", "socks", "jeans"]
 _EXTERNAL_REFERRERS = [
-    ("https://www.google.com/", 0.55), ("https://www.bing.com/", 0.07), ("https://duckduckgo.com/", 0.05),
-    ("https://t.co/", 0.06), ("https://www.facebook.com/", 0.08), ("https://www.reddit.com/", 0.05),
-    ("https://news.ycombinator.com/", 0.02), ("https://newsletter.example.com/", 0.12),
-]  # fmt: skip
+    ("https://www.google.com/", 0.55),
+    ("https://www.bing.com/", 0.07),
+    ("https://duckduckgo.com/", 0.05),
+    ("https://t.co/", 0.06),
+    ("https://www.facebook.com/", 0.08),
+    ("https://www.reddit.com/", 0.05),
+    ("https://news.ycombinator.com/", 0.02),
+    ("https://newsletter.example.com/", 0.12),
+]
 _USER_AGENTS = [
-    ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36", 0.38),
-    ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", 0.22),
-    ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Mobile Safari/537.36", 0.14),
-    ("Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15", 0.11),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36",
+        0.38,
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+        0.22,
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Mobile Safari/537.36",
+        0.14,
+    ),
+    (
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",
+        0.11,
+    ),
     ("Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0", 0.06),
-    ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36 Edg/124.0", 0.06),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36 Edg/124.0",
+        0.06,
+    ),
     ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", 0.03),
-]  # fmt: skip
+]
 _COUNTRIES = [
-    ("US", 0.34), ("DE", 0.09), ("GB", 0.08), ("IN", 0.08), ("FR", 0.06), ("BR", 0.05), ("JP", 0.05),
-    ("CA", 0.04), ("NL", 0.03), ("ES", 0.03), ("AU", 0.03), ("PL", 0.02), ("SE", 0.02), ("MX", 0.08),
-]  # fmt: skip
+    ("US", 0.34),
+    ("DE", 0.09),
+    ("GB", 0.08),
+    ("IN", 0.08),
+    ("FR", 0.06),
+    ("BR", 0.05),
+    ("JP", 0.05),
+    ("CA", 0.04),
+    ("NL", 0.03),
+    ("ES", 0.03),
+    ("AU", 0.03),
+    ("PL", 0.02),
+    ("SE", 0.02),
+    ("MX", 0.08),
+]
 
 
 def _pages() -> list[str]:
@@ -69,7 +109,11 @@ def _pages() -> list[str]:
         if count == 1:
             pages.append(prefix)
         elif prefix == "/category/":
-            pages += [f"/category/{c}?page={n}" for n in range(1, count // len(_CATEGORIES) + 1) for c in _CATEGORIES]
+            pages += [
+                f"/category/{c}?page={n}"
+                for n in range(1, count // len(_CATEGORIES) + 1)
+                for c in _CATEGORIES
+            ]
         else:
             pages += [f"{prefix}{i:04d}" for i in range(1, count + 1)]
     return pages
@@ -145,7 +189,11 @@ class EventGenerator:
         bins = int(min(max(self.window_ms // 1000, 1), 100_000))
         width = self.window_ms / bins
         phase = np.arange(bins) / bins
-        intensity = 1.0 + 0.45 * np.sin(2 * np.pi * (phase * 1.5 + 0.1)) + 0.8 * (np.sin(2 * np.pi * phase * 11) > 0.95)
+        intensity = (
+            1.0
+            + 0.45 * np.sin(2 * np.pi * (phase * 1.5 + 0.1))
+            + 0.8 * (np.sin(2 * np.pi * phase * 11) > 0.95)
+        )
         return self.start_ms + np.arange(bins) * width, _sampler(intensity / intensity.sum()), width
 
     def timestamps(self, n: int, q_lo: float = 0.0, q_hi: float = 1.0) -> np.ndarray:
@@ -159,7 +207,9 @@ class EventGenerator:
         frac = np.clip((u - prev) / np.maximum(cdf[b] - prev, 1e-300), 0.0, 1.0 - 1e-9)
         return (edges[b] + frac * width).astype(np.int64)
 
-    def chunk(self, n: int, q_lo: float = 0.0, q_hi: float = 1.0, *, timestamps: np.ndarray | None = None) -> pa.Table:
+    def chunk(
+        self, n: int, q_lo: float = 0.0, q_hi: float = 1.0, *, timestamps: np.ndarray | None = None
+    ) -> pa.Table:
         """One table of ``n`` events, timestamps between traffic quantiles ``q_lo`` and ``q_hi``
         of the window (or the given ``timestamps``, ms, e.g. "now" for a live producer)."""
         rng = self._rng
@@ -174,15 +224,23 @@ class EventGenerator:
             raise ValueError(f"{len(ts)} timestamps for {n} events")
         # Vocabularies hold no quote or backslash, so plain concatenation is valid JSON.
         value = pc.binary_join_element_wise(
-            '{"event":"page_view","user_id":"', users,
-            '","page":"', pages,
-            '","referrer":"', refs,
-            '","user_agent":"', uas,
-            '","country":"', countries,
-            '","duration_ms":', pc.cast(pa.array(duration), pa.string()),
-            ',"ts":', pc.cast(pa.array(ts), pa.string()),
-            "}", "",
-        )  # fmt: skip
+            '{"event":"page_view","user_id":"',
+            users,
+            '","page":"',
+            pages,
+            '","referrer":"',
+            refs,
+            '","user_agent":"',
+            uas,
+            '","country":"',
+            countries,
+            '","duration_ms":',
+            pc.cast(pa.array(duration), pa.string()),
+            ',"ts":',
+            pc.cast(pa.array(ts), pa.string()),
+            "}",
+            "",
+        )
         return pa.table(
             [users.cast(pa.binary()), value.cast(pa.binary()), pa.array(ts, pa.timestamp("ms"))],
             schema=EVENT_SCHEMA,

@@ -56,8 +56,15 @@ def plot_demo(
         ax2.plot(secs, behind, marker="o", markersize=3, color="#c0392b", label="lag (records)")
         ax2.set_ylim(bottom=0)
         ax3 = ax2.twinx()
-        ax3.plot([float(t) for t, _ in rates], [float(r) for _, r in rates], marker="s", markersize=4,
-                 linestyle="--", color="#27ae60", label="input rate per micro-batch (rows/s)")  # fmt: skip
+        ax3.plot(
+            [float(t) for t, _ in rates],
+            [float(r) for _, r in rates],
+            marker="s",
+            markersize=4,
+            linestyle="--",
+            color="#27ae60",
+            label="input rate per micro-batch (rows/s)",
+        )
         ax3.set_ylabel("input rate (rows/s)", color="#27ae60")
         ax3.set_ylim(bottom=0)
         ax3.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))

@@ -66,24 +66,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="The whole product on an embedded broker: produce web activity events, load them into "
         "Parquet exactly once, query them with Spark in batch and streaming, print a summary, draw a PNG.",
     )
-    p.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="events to produce (default %(default)s)")
+    p.add_argument(
+        "--events", type=int, default=DEFAULT_EVENTS, help="events to produce (default %(default)s)"
+    )
     p.add_argument("--topic", default="page_views", help="topic name (default %(default)s)")
     p.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default %(default)s)")
-    p.add_argument("--compression", default="none", choices=["none", "lz4", "zstd", "gzip"],
-                   help="producer compression (default %(default)s)")  # fmt: skip
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="broker and ETL data directory (default: a temporary one, removed at the end)")  # fmt: skip
-    p.add_argument("--output-dir", type=Path, default=Path("demo-output"),
-                   help="where the PNG goes (default %(default)s)")  # fmt: skip
-    p.add_argument("--stream-seconds", type=float, default=8.0,
-                   help="how long the live producer runs during the streaming step (default %(default)s)")  # fmt: skip
-    p.add_argument("--stream-rate", type=int, default=10_000,
-                   help="live producer rate in events/s (default %(default)s)")  # fmt: skip
-    p.add_argument("--max-offsets-per-trigger", type=int, default=100_000,
-                   help="streaming rate limit per micro-batch (default %(default)s)")  # fmt: skip
-    p.add_argument("--broker-mode", default="process", choices=["process", "thread"],
-                   help="embedded broker in a child process (default: its own interpreter, so it does not share "
-                        "the GIL with Spark's driver and the producers) or in a thread of this process")  # fmt: skip
+    p.add_argument(
+        "--compression",
+        default="none",
+        choices=["none", "lz4", "zstd", "gzip"],
+        help="producer compression (default %(default)s)",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="broker and ETL data directory (default: a temporary one, removed at the end)",
+    )
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("demo-output"),
+        help="where the PNG goes (default %(default)s)",
+    )
+    p.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=8.0,
+        help="how long the live producer runs during the streaming step (default %(default)s)",
+    )
+    p.add_argument(
+        "--stream-rate", type=int, default=10_000, help="live producer rate in events/s (default %(default)s)"
+    )
+    p.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=100_000,
+        help="streaming rate limit per micro-batch (default %(default)s)",
+    )
+    p.add_argument(
+        "--broker-mode",
+        default="process",
+        choices=["process", "thread"],
+        help="embedded broker in a child process (default: its own interpreter, so it does not share "
+        "the GIL with Spark's driver and the producers) or in a thread of this process",
+    )
     p.add_argument("--seed", type=int, default=42, help="random seed of the event generator")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     args = p.parse_args(argv)
@@ -196,7 +223,11 @@ class Demo:
         from ..client import Admin, Producer
 
         a = self.args
-        _step(2, self.STEPS, f"Create topic '{self.topic}' ({a.partitions} partitions) and produce {a.events:,} events")
+        _step(
+            2,
+            self.STEPS,
+            f"Create topic '{self.topic}' ({a.partitions} partitions) and produce {a.events:,} events",
+        )
         with Admin(self.bootstrap) as admin:
             admin.create_topic(self.topic, partitions=a.partitions, exist_ok=True)
         gen = EventGenerator(seed=a.seed)
@@ -206,9 +237,17 @@ class Demo:
         chunk = max(1000, min(50_000, a.events // 20 or 1))
         t0 = time.perf_counter()
         futures = []
-        with Producer(self.bootstrap, linger_ms=5, compression=compression) as producer, tqdm(
-            total=a.events, unit="ev", unit_scale=True, desc="producing", disable=a.no_progress, file=sys.stdout
-        ) as bar:
+        with (
+            Producer(self.bootstrap, linger_ms=5, compression=compression) as producer,
+            tqdm(
+                total=a.events,
+                unit="ev",
+                unit_scale=True,
+                desc="producing",
+                disable=a.no_progress,
+                file=sys.stdout,
+            ) as bar,
+        ):
             for table in gen.chunks(a.events, chunk):
                 futures.extend(producer.send_arrow(self.topic, table))
                 bar.update(table.num_rows)
@@ -221,7 +260,9 @@ class Demo:
         if produced != a.events:
             raise DemoFailed(f"the broker acknowledged {produced:,} of {a.events:,} events")
         rate = produced / secs
-        _say(f"produced {produced:,} events in {secs:.2f} s: {rate:,.0f} events/s (acks=1, every batch acknowledged)")
+        _say(
+            f"produced {produced:,} events in {secs:.2f} s: {rate:,.0f} events/s (acks=1, every batch acknowledged)"
+        )
         self.summary.add("produce", f"{produced:,} events, {rate:,.0f} ev/s", secs)
         self.produced = produced
 
@@ -232,12 +273,16 @@ class Demo:
 
         t0 = time.perf_counter()
         self.spark = spark_session("logsource-demo")
-        _say(f"\nSparkSession {self.spark.version} ({self.spark.sparkContext.master}) started in "
-             f"{time.perf_counter() - t0:.1f} s, configured from conf/")  # fmt: skip
+        _say(
+            f"\nSparkSession {self.spark.version} ({self.spark.sparkContext.master}) started in "
+            f"{time.perf_counter() - t0:.1f} s, configured from conf/"
+        )
 
     def _reader(self, streaming: bool = False):
         r = self.spark.readStream if streaming else self.spark.read
-        return r.format("logsource").option("bootstrap.servers", self.bootstrap).option("subscribe", self.topic)
+        return (
+            r.format("logsource").option("bootstrap.servers", self.bootstrap).option("subscribe", self.topic)
+        )
 
     # -- 3. exactly-once ETL ----------------------------------------------------------
 
@@ -247,17 +292,25 @@ class Demo:
         _step(3, self.STEPS, "Exactly-once ETL into Parquet (load, load again, verify)")
         out = self.data_dir / "parquet" / self.topic
         cfg = etl.EtlConfig(
-            output=str(out), bootstrap_servers=self.bootstrap, subscribe=self.topic, decode="json", value_schema=VALUE_DDL
+            output=str(out),
+            bootstrap_servers=self.bootstrap,
+            subscribe=self.topic,
+            decode="json",
+            value_schema=VALUE_DDL,
         )
         _say("same as: logsource etl " + " ".join(f"'{x}'" if " " in x else x for x in cfg.to_argv()))
         if self.args.data_dir is None:
             # the command names this run's broker and a temporary directory, both gone at the end
-            _say(f"  (the embedded broker and {self.data_dir} are removed when the demo ends: "
-                 "run the demo with --data-dir DIR to keep the data, then `logsource broker "
-                 "--override log.dirs=DIR/broker/logs` and the command above with -b 127.0.0.1:9092)")  # fmt: skip
+            _say(
+                f"  (the embedded broker and {self.data_dir} are removed when the demo ends: "
+                "run the demo with --data-dir DIR to keep the data, then `logsource broker "
+                "--override log.dirs=DIR/broker/logs` and the command above with -b 127.0.0.1:9092)"
+            )
         else:
-            _say(f"  (the embedded broker stops when the demo ends; {self.data_dir} stays: `logsource broker "
-                 f"--override log.dirs={self.data_dir / 'broker' / 'logs'}` serves it again, on 127.0.0.1:9092)")  # fmt: skip
+            _say(
+                f"  (the embedded broker stops when the demo ends; {self.data_dir} stays: `logsource broker "
+                f"--override log.dirs={self.data_dir / 'broker' / 'logs'}` serves it again, on 127.0.0.1:9092)"
+            )
         log = _indented_log
         loaded = []
         for attempt in (1, 2):
@@ -266,10 +319,16 @@ class Demo:
             res = etl.run_load(self.spark, cfg, log=log)
             secs = time.perf_counter() - t0
             loaded.append(res.rows)
-            what = f"committed load {res.seq}: {res.rows:,} rows" if res.seq is not None else "nothing new: 0 rows"
+            what = (
+                f"committed load {res.seq}: {res.rows:,} rows"
+                if res.seq is not None
+                else "nothing new: 0 rows"
+            )
             self.summary.add(f"ETL run {attempt}", what, secs)
         if loaded[0] != self.produced:
-            raise DemoFailed(f"the first ETL run loaded {loaded[0]:,} rows, the topic holds {self.produced:,}")
+            raise DemoFailed(
+                f"the first ETL run loaded {loaded[0]:,} rows, the topic holds {self.produced:,}"
+            )
         if loaded[1] != 0:
             raise DemoFailed(f"the second ETL run loaded {loaded[1]:,} rows again")
         rows = self.spark.read.parquet(str(out)).count()
@@ -291,24 +350,36 @@ class Demo:
 
         from ..client import Admin
 
-        _step(4, self.STEPS, "Spark batch query: top pages, events per minute, a pushed-down timestamp filter")
+        _step(
+            4, self.STEPS, "Spark batch query: top pages, events per minute, a pushed-down timestamp filter"
+        )
         t0 = time.perf_counter()
         raw = self._reader().option("startingOffsets", "earliest").load()
-        events = raw.select("partition", "offset", "timestamp", F.from_json(F.col("value").cast("string"), VALUE_DDL).alias("e"))
+        events = raw.select(
+            "partition",
+            "offset",
+            "timestamp",
+            F.from_json(F.col("value").cast("string"), VALUE_DDL).alias("e"),
+        )
         top = events.groupBy("e.page").count().orderBy(F.desc("count"), "page").limit(5).collect()
         _say("top pages:")
         for r in top:
             _say(f"  {r['page']:<32} {r['count']:>9,}")
         per_minute = (
-            raw.groupBy(F.window("timestamp", "1 minute").start.alias("minute")).count().orderBy("minute").collect()
+            raw.groupBy(F.window("timestamp", "1 minute").start.alias("minute"))
+            .count()
+            .orderBy("minute")
+            .collect()
         )
         self.per_minute = [(r["minute"], r["count"]) for r in per_minute]
         total = sum(c for _, c in self.per_minute)
         if total != self.produced:
             raise DemoFailed(f"the batch query saw {total:,} events, the topic holds {self.produced:,}")
         secs = time.perf_counter() - t0
-        _say(f"events per minute over {len(self.per_minute)} minutes: min {min(c for _, c in self.per_minute):,}, "
-             f"max {max(c for _, c in self.per_minute):,}")  # fmt: skip
+        _say(
+            f"events per minute over {len(self.per_minute)} minutes: min {min(c for _, c in self.per_minute):,}, "
+            f"max {max(c for _, c in self.per_minute):,}"
+        )
         self.summary.add("batch query", f"top page {top[0]['page']} ({top[0]['count']:,} views)", secs)
 
         # The last quarter of the window: the filter on `timestamp` is pushed to the
@@ -320,7 +391,12 @@ class Demo:
         cut = dt.datetime.fromtimestamp(cut_ms / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
         # A DataFrame of its own: Spark caches the planned read of a Python data source
         # per DataFrame, pushed filters included, so `raw` must not see this filter.
-        recent = self._reader().option("startingOffsets", "earliest").load().filter(F.col("timestamp") >= F.lit(cut))
+        recent = (
+            self._reader()
+            .option("startingOffsets", "earliest")
+            .load()
+            .filter(F.col("timestamp") >= F.lit(cut))
+        )
         _say(f"filter: timestamp >= {cut:%Y-%m-%d %H:%M:%S} UTC; Spark's optimized plan:")
         optimized = recent._jdf.queryExecution().optimizedPlan().toString()
         for ln in optimized.strip().splitlines():
@@ -328,8 +404,10 @@ class Demo:
         # Spark drops from its own Filter what the source accepted in pushFilters.
         pushed = ">=" not in optimized
         if not pushed:
-            _say("the filter was NOT pushed down (is spark.sql.python.filterPushdown.enabled false?): "
-                 "Spark reads every offset and filters the rows")  # fmt: skip
+            _say(
+                "the filter was NOT pushed down (is spark.sql.python.filterPushdown.enabled false?): "
+                "Spark reads every offset and filters the rows"
+            )
         t0 = time.perf_counter()
         n_all = raw.count()
         full_secs = time.perf_counter() - t0
@@ -344,18 +422,26 @@ class Demo:
                 earliest = admin.list_offsets(tps, "earliest")
                 by_time = admin.list_offsets(tps, cut_ms)
                 latest = admin.list_offsets(tps, "latest")
-            _say("so the source starts each partition at the first offset with a timestamp >= the bound "
-                 "(the broker's time index):")  # fmt: skip
+            _say(
+                "so the source starts each partition at the first offset with a timestamp >= the bound "
+                "(the broker's time index):"
+            )
             for tp in tps:
-                _say(f"  {tp[0]}-{tp[1]}: reads [{by_time[tp]:,}, {latest[tp]:,}) of [{earliest[tp]:,}, {latest[tp]:,})")
+                _say(
+                    f"  {tp[0]}-{tp[1]}: reads [{by_time[tp]:,}, {latest[tp]:,}) of [{earliest[tp]:,}, {latest[tp]:,})"
+                )
             planned = sum(latest[tp] - by_time[tp] for tp in tps)
             if n_recent > planned:
-                raise DemoFailed(f"the filtered query returned {n_recent:,} rows, more than the {planned:,} in range")
+                raise DemoFailed(
+                    f"the filtered query returned {n_recent:,} rows, more than the {planned:,} in range"
+                )
             skipped = 100 * (self.produced - planned) / self.produced
             result = f"{n_recent:,} rows; {skipped:.0f}% of the log not read"
         else:
             result = f"{n_recent:,} rows; filter not pushed down"
-        _say(f"{n_recent:,} events since the bound, counted in {secs:.2f} s (all {n_all:,}: {full_secs:.2f} s)")
+        _say(
+            f"{n_recent:,} events since the bound, counted in {secs:.2f} s (all {n_all:,}: {full_secs:.2f} s)"
+        )
         self.summary.add("pushdown", result, secs)
 
     # -- 5. streaming -------------------------------------------------------------
@@ -366,14 +452,23 @@ class Demo:
         from ..client import Admin, Producer
 
         a = self.args
-        _step(5, self.STEPS, f"Streaming query following a live producer ({a.stream_rate:,} events/s for {a.stream_seconds:g} s)")
+        _step(
+            5,
+            self.STEPS,
+            f"Streaming query following a live producer ({a.stream_rate:,} events/s for {a.stream_seconds:g} s)",
+        )
         out = self.data_dir / "stream"
         stream = (
             self._reader(streaming=True)
             .option("startingOffsets", "latest")
             .option("maxOffsetsPerTrigger", str(a.max_offsets_per_trigger))
             .load()
-            .select("partition", "offset", "timestamp", F.from_json(F.col("value").cast("string"), VALUE_DDL).alias("e"))
+            .select(
+                "partition",
+                "offset",
+                "timestamp",
+                F.from_json(F.col("value").cast("string"), VALUE_DDL).alias("e"),
+            )
             .select("partition", "offset", "timestamp", "e.*")
         )
         query = (
@@ -442,9 +537,13 @@ class Demo:
         live_total = live["sent"]
         rates = [r for _, r in self.rates if r > 0]
         lat = self.latencies
-        _say(f"the stream wrote {rows:,} rows for {live_total:,} live events; caught up {caught_up_at:.1f} s after the producer started")
+        _say(
+            f"the stream wrote {rows:,} rows for {live_total:,} live events; caught up {caught_up_at:.1f} s after the producer started"
+        )
         if rows != live_total:
-            raise DemoFailed(f"the stream wrote {rows:,} rows for {live_total:,} events produced while it ran")
+            raise DemoFailed(
+                f"the stream wrote {rows:,} rows for {live_total:,} events produced while it ran"
+            )
         self.summary.add(
             "streaming",
             f"{rows:,} live events, avg {sum(rates) / max(len(rates), 1):,.0f} rows/s in, "
@@ -475,7 +574,9 @@ class Demo:
                     except ValueError:
                         end = None
                 if isinstance(end, dict):
-                    return sum(int(o) for parts in end.values() if isinstance(parts, dict) for o in parts.values())
+                    return sum(
+                        int(o) for parts in end.values() if isinstance(parts, dict) for o in parts.values()
+                    )
         return None
 
     def _report(self, pr: dict, t: float, log_end: int) -> None:
@@ -488,8 +589,10 @@ class Demo:
         lag = max(0, log_end - consumed)
         if rows:
             self.rates.append((t, in_rate))
-        _say(f"  t={t:5.1f}s batch {pr.get('batchId')}: {rows:>7,} rows, in {in_rate:>9,.0f} rows/s, "
-             f"processed {proc_rate:>9,.0f} rows/s, batch latency {ms:>5,} ms, lag {lag:>7,} records")  # fmt: skip
+        _say(
+            f"  t={t:5.1f}s batch {pr.get('batchId')}: {rows:>7,} rows, in {in_rate:>9,.0f} rows/s, "
+            f"processed {proc_rate:>9,.0f} rows/s, batch latency {ms:>5,} ms, lag {lag:>7,} records"
+        )
 
     # -- 6. picture ---------------------------------------------------------------
 
@@ -497,7 +600,9 @@ class Demo:
         from .plot import plot_demo
 
         _step(6, self.STEPS, "Picture")
-        path = plot_demo(self.per_minute, self.lag, self.args.output_dir / "demo.png", rates=self.rates, topic=self.topic)
+        path = plot_demo(
+            self.per_minute, self.lag, self.args.output_dir / "demo.png", rates=self.rates, topic=self.topic
+        )
         self.summary.add("picture", str(path), None)
         return path
 

@@ -55,7 +55,11 @@ def java_version(java: str | None = None) -> int | None:
     """Major version of the Java runtime Spark will use (``JAVA_HOME`` first, then PATH), or None."""
     if java is None:
         home = os.environ.get("JAVA_HOME")
-        java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
+        java = (
+            str(Path(home) / "bin" / "java")
+            if home and (Path(home) / "bin" / "java").exists()
+            else shutil.which("java")
+        )
     if not java:
         return None
     try:
@@ -94,7 +98,9 @@ def spark_session(app_name: str = "pyspark-logsource", *, register: bool = True,
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # PySpark warns about pandas >= 3 on every import of its testing helpers; the
     # examples use only Arrow conversions that work with it.
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
     from pyspark.sql import SparkSession
 
     settings: dict[str, str] = {}
@@ -105,7 +111,9 @@ def spark_session(app_name: str = "pyspark-logsource", *, register: bool = True,
         log4j = cdir / "log4j2.properties"
         if log4j.is_file():
             # Also via a system property: a SPARK_CONF_DIR set by the user wins on the classpath.
-            settings.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
+            settings.setdefault(
+                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}"
+            )
     for k, v in overrides.items():
         settings[k if "." in k else k.replace("_", ".")] = str(v)
     builder = SparkSession.builder.appName(app_name)

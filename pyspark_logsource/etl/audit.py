@@ -83,8 +83,12 @@ def _audit_parquet_local(fs: FileSystem, data_dir: str) -> list[dict[str, Any]]:
             hive = dict(p.split("=", 1) for p in rel.split("/")[:-1] if "=" in p)
             if "topic" not in hive:
                 raise AuditMismatch(f"written file {rel} has no topic column and no topic= directory")
-            t = t.append_column("topic", pa.repeat(pa.scalar(unquote(hive["topic"]), pa.string()), t.num_rows))
-        t = t.set_column(t.schema.get_field_index("offset"), "offset", pc.cast(t.column("offset"), pa.int64()))
+            t = t.append_column(
+                "topic", pa.repeat(pa.scalar(unquote(hive["topic"]), pa.string()), t.num_rows)
+            )
+        t = t.set_column(
+            t.schema.get_field_index("offset"), "offset", pc.cast(t.column("offset"), pa.int64())
+        )
         g = t.group_by(["topic", "partition"]).aggregate(
             [("offset", "count"), ("offset", "min"), ("offset", "max"), ("offset", "sum")]
         )
@@ -128,7 +132,9 @@ def check_audit(plan: LoadPlan, stats: list[dict[str, Any]]) -> list[LoadRange]:
             continue
         delta = end - start
         if got["count"] != delta:
-            problems.append(f"{tp[0]}-{tp[1]}: {got['count']} row(s) written for offsets [{start}, {end}) ({delta})")
+            problems.append(
+                f"{tp[0]}-{tp[1]}: {got['count']} row(s) written for offsets [{start}, {end}) ({delta})"
+            )
         elif delta and (
             got["first"] != start or got["last"] != end - 1 or got["sum"] != (start + end - 1) * delta // 2
         ):

@@ -102,4 +102,6 @@ def published_name(rel: str, franges: list[FileRange], seq: int, taken: set[str]
 
 def summary_lines(res: LoadResult) -> list[str]:
     """One line per topic-partition: from, to, count."""
-    return [f"{r.topic}-{r.partition}: from {r.start} to {r.end} ({r.count} rows)" for r in res.ranges if r.count]
+    return [
+        f"{r.topic}-{r.partition}: from {r.start} to {r.end} ({r.count} rows)" for r in res.ranges if r.count
+    ]

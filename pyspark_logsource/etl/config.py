@@ -97,7 +97,9 @@ class EtlConfig:
             try:
                 set_(self, "max_offsets_per_load", int(self.max_offsets_per_load))
             except ValueError:
-                raise ConfigError(f"maxOffsetsPerLoad must be a number, got {self.max_offsets_per_load!r}") from None
+                raise ConfigError(
+                    f"maxOffsetsPerLoad must be a number, got {self.max_offsets_per_load!r}"
+                ) from None
             if self.max_offsets_per_load <= 0:
                 raise ConfigError("maxOffsetsPerLoad must be a positive number of offsets")
         if not self.output and not (self.sink == "iceberg" and self.catalog):
@@ -125,7 +127,9 @@ class EtlConfig:
         if self.commit_mode not in MODES:
             raise ConfigError(f"--commit-mode must be one of {MODES}, got {self.commit_mode!r}")
         if self.starting_offsets not in ("earliest", "latest"):
-            raise ConfigError("--starting-offsets must be earliest or latest (later loads start from the committed offsets)")
+            raise ConfigError(
+                "--starting-offsets must be earliest or latest (later loads start from the committed offsets)"
+            )
         if self.action == "load":
             if not self.bootstrap_servers:
                 # as every logsource command: $LOGSOURCE_BOOTSTRAP, else DEFAULT_BOOTSTRAP (127.0.0.1:9092)
@@ -141,7 +145,10 @@ class EtlConfig:
 
     def reader_options(self) -> dict[str, str]:
         """The logsource reader options for the subscription."""
-        opts = {"bootstrap.servers": self.bootstrap_servers, "failOnDataLoss": str(self.fail_on_data_loss).lower()}
+        opts = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "failOnDataLoss": str(self.fail_on_data_loss).lower(),
+        }
         if self.subscribe is not None:
             opts["subscribe"] = self.subscribe
         elif self.subscribe_pattern is not None:
@@ -161,7 +168,10 @@ class EtlConfig:
             if f.name in ("action", "extra_options", "progress", "streaming") or v == d or v is None:
                 continue
             flag = "--" + {"sink": "output-format"}.get(f.name, f.name.replace("_", "-"))
-            out += [flag, ",".join(v) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v)]
+            out += [
+                flag,
+                ",".join(v) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v),
+            ]
         for k, v in self.extra_options.items():
             out += ["--option", f"{k}={v}"]
         if self.action != "load":
@@ -182,24 +192,43 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exactly-once load of topics into files or an Iceberg table, offsets committed with the output.",
     )
     p.add_argument("--config", help="a properties file (conf/etl.properties); command-line options win")
-    p.add_argument("--bootstrap-servers", "-b", help=f"broker HOST:PORT[,HOST:PORT] (default $LOGSOURCE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP}, as every logsource command)")
+    p.add_argument(
+        "--bootstrap-servers",
+        "-b",
+        help=f"broker HOST:PORT[,HOST:PORT] (default $LOGSOURCE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP}, as every logsource command)",
+    )
     g = p.add_argument_group("subscription (one of)")
     g.add_argument("--subscribe", help="comma-separated topic names")
     g.add_argument("--subscribe-pattern", help="regular expression over topic names")
     g.add_argument("--assign", help='JSON {"topic":[0,1]}')
-    p.add_argument("--output", help="output directory: a local path or any URI Spark's Hadoop can write (hdfs://, s3a://, ...)")
+    p.add_argument(
+        "--output",
+        help="output directory: a local path or any URI Spark's Hadoop can write (hdfs://, s3a://, ...)",
+    )
     p.add_argument("--output-format", dest="sink", choices=SINKS, help="directory (default) or iceberg")
     p.add_argument("--table", help="iceberg: NAMESPACE.TABLE")
-    p.add_argument("--catalog", help="iceberg: a pyiceberg catalog name (.pyiceberg.yaml / env); default: SQLite in OUTPUT")
+    p.add_argument(
+        "--catalog",
+        help="iceberg: a pyiceberg catalog name (.pyiceberg.yaml / env); default: SQLite in OUTPUT",
+    )
     p.add_argument("--format", choices=FORMATS, help="directory: file format (default parquet)")
-    p.add_argument("--partition-by", help="directory: comma list of topic,date,hour: Hive-style directories (default none)")
-    p.add_argument("--commit-mode", choices=MODES, help="directory: auto (default), rename or direct (see README)")
+    p.add_argument(
+        "--partition-by",
+        help="directory: comma list of topic,date,hour: Hive-style directories (default none)",
+    )
+    p.add_argument(
+        "--commit-mode", choices=MODES, help="directory: auto (default), rename or direct (see README)"
+    )
     p.add_argument("--starting-offsets", help="first load of a partition: earliest (default) or latest")
     p.add_argument("--max-offsets-per-load", help="bound on offsets read by one load (all partitions)")
     p.add_argument("--decode", choices=DECODES, help="value decoding: raw bytes (default), utf8, json")
     p.add_argument("--value-schema", help="Spark DDL schema of JSON values, e.g. 'user STRING, n INT'")
-    p.add_argument("--fail-on-data-loss", help="true (default): fail if committed offsets were deleted by retention")
-    p.add_argument("--option", action="append", default=[], metavar="K=V", help="extra logsource reader option")
+    p.add_argument(
+        "--fail-on-data-loss", help="true (default): fail if committed offsets were deleted by retention"
+    )
+    p.add_argument(
+        "--option", action="append", default=[], metavar="K=V", help="extra logsource reader option"
+    )
     p.add_argument("--master", help="Spark master when not set by spark-submit (default local[*])")
     p.add_argument("--no-progress", action="store_true", help="hide Spark's console progress bar")
     m = p.add_argument_group("modes")
@@ -208,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--repair", action="store_true", help="withdraw a committed load whose files are missing")
     m.add_argument("--streaming", action="store_true", help="continuous flavour: readStream + file sink")
     m.add_argument("--checkpoint", help="streaming checkpoint (default OUTPUT/_checkpoint)")
-    m.add_argument("--trigger", help="streaming trigger: availableNow (default), once, or an interval like '10 seconds'")
+    m.add_argument(
+        "--trigger", help="streaming trigger: availableNow (default), once, or an interval like '10 seconds'"
+    )
     m.add_argument("--timeout", type=float, help="streaming: stop after this many seconds")
     return p
 

@@ -72,11 +72,21 @@ class DirectorySink:
         for rel, fr in file_ranges(stats, staged.staging).items():
             final = published_name(rel, fr, staged.seq, taken) if staged.mode == "rename" else rel
             files.append(
-                CommittedFile(f"{staged.staging_rel}/{rel}", f"{staged.staging_rel}/{final}" if staged.mode == "direct" else final,
-                              sum(r.count for r in fr), tuple(fr))
-            )  # fmt: skip
+                CommittedFile(
+                    f"{staged.staging_rel}/{rel}",
+                    f"{staged.staging_rel}/{final}" if staged.mode == "direct" else final,
+                    sum(r.count for r in fr),
+                    tuple(fr),
+                )
+            )
         manifest = Manifest(
-            staged.seq, staged.load_id, self.cfg.format, offsets_dict(plan.new_offsets()), ranges, files, mode=staged.mode
+            staged.seq,
+            staged.load_id,
+            self.cfg.format,
+            offsets_dict(plan.new_offsets()),
+            ranges,
+            files,
+            mode=staged.mode,
         )
         self.committer.commit(manifest)
         t_end = time.time()

@@ -90,12 +90,16 @@ def open_catalog(cfg: EtlConfig) -> Any:
 
         return load_catalog(cfg.catalog)
     if uri_scheme(cfg.output) not in ("", "file"):
-        raise ConfigError("the embedded Iceberg catalog (SQLite) needs a local --output; give --catalog NAME otherwise")
+        raise ConfigError(
+            "the embedded Iceberg catalog (SQLite) needs a local --output; give --catalog NAME otherwise"
+        )
     from pyiceberg.catalog.sql import SqlCatalog
 
     root = to_local_path(cfg.output)
     os.makedirs(root, exist_ok=True)
-    return SqlCatalog(EMBEDDED_CATALOG, uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    return SqlCatalog(
+        EMBEDDED_CATALOG, uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse"
+    )
 
 
 def spark_uri(uri: str) -> str:
@@ -111,7 +115,11 @@ def loads_of(table: Any) -> list[Any]:
     while snap is not None:
         if snap.summary is not None and snap.summary.get(OFFSETS_KEY):
             out.append(snap)
-        snap = table.metadata.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+        snap = (
+            table.metadata.snapshot_by_id(snap.parent_snapshot_id)
+            if snap.parent_snapshot_id is not None
+            else None
+        )
     return out[::-1]
 
 
@@ -247,8 +255,17 @@ class IcebergSink:
         timings = {"write": t_write - t0, "audit": t_audit - t_write, "commit": t_end - t_audit}
         return LoadResult(seq, ranges, len(files), t_end - t0, timings=timings)
 
-    def _commit(self, table: Any, files: list[str], props: dict[str, str], plan: LoadPlan, fs: FileSystem,
-                data_dir: str, log: Log, attempts: int = 5) -> None:  # fmt: skip
+    def _commit(
+        self,
+        table: Any,
+        files: list[str],
+        props: dict[str, str],
+        plan: LoadPlan,
+        fs: FileSystem,
+        data_dir: str,
+        log: Log,
+        attempts: int = 5,
+    ) -> None:
         from pyiceberg.exceptions import CommitFailedException
 
         for i in range(attempts):
@@ -280,11 +297,18 @@ class IcebergSink:
                 s["last_commit"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(snap.timestamp_ms / 1000))
         end = _offsets(loads[-1]) if loads else {}
         return [
-            {"topic": t, "partition": p, "from": stats.get((t, p), {}).get("first", o), "committed": o,
-             "rows": stats.get((t, p), {}).get("rows", 0), "loads": stats.get((t, p), {}).get("loads", 0),
-             "last_seq": stats.get((t, p), {}).get("last_seq", -1), "last_commit": stats.get((t, p), {}).get("last_commit", "-")}
+            {
+                "topic": t,
+                "partition": p,
+                "from": stats.get((t, p), {}).get("first", o),
+                "committed": o,
+                "rows": stats.get((t, p), {}).get("rows", 0),
+                "loads": stats.get((t, p), {}).get("loads", 0),
+                "last_seq": stats.get((t, p), {}).get("last_seq", -1),
+                "last_commit": stats.get((t, p), {}).get("last_commit", "-"),
+            }
             for (t, p), o in sorted(end.items())
-        ]  # fmt: skip
+        ]
 
     def scan_offsets(self) -> Any:
         """(topic, partition, offset) of every row, as a pyiceberg scan of the current snapshot reads them."""
@@ -298,14 +322,20 @@ class IcebergSink:
         expected = expected_from_ranges([(int(s.summary[SEQ_KEY]), _ranges(s)) for s in loads], problems)
         got: dict[TP, dict[str, Any]] = {}
         if table is not None and table.current_snapshot() is not None:
-            g = self.scan_offsets().group_by(["topic", "partition"]).aggregate(
-                [("offset", "count"), ("offset", "count_distinct"), ("offset", "min"), ("offset", "max")]
+            g = (
+                self.scan_offsets()
+                .group_by(["topic", "partition"])
+                .aggregate(
+                    [("offset", "count"), ("offset", "count_distinct"), ("offset", "min"), ("offset", "max")]
+                )
             )
             for r in g.to_pylist():
                 got[(r["topic"], int(r["partition"]))] = {
-                    "rows": r["offset_count"], "distinct": r["offset_count_distinct"],
-                    "first": r["offset_min"], "last": r["offset_max"],
-                }  # fmt: skip
+                    "rows": r["offset_count"],
+                    "distinct": r["offset_count_distinct"],
+                    "first": r["offset_min"],
+                    "last": r["offset_max"],
+                }
         table_rows = compare(expected, got, problems)
         log(format_table(table_rows))
         log("verify: OK" if not problems else "verify: FAILED\n  " + "\n  ".join(problems))

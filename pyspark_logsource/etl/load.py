@@ -41,7 +41,9 @@ def transform(df: Any, cfg: EtlConfig) -> Any:
     cols = [c for c in df.columns if c in META_COLUMNS or c in ("key", "value", "headers")]
     df = df.select(*cols)
     if cfg.decode == "utf8":
-        df = df.withColumn("key", F.col("key").cast("string")).withColumn("value", F.col("value").cast("string"))
+        df = df.withColumn("key", F.col("key").cast("string")).withColumn(
+            "value", F.col("value").cast("string")
+        )
     elif cfg.decode == "json":
         schema = StructType.fromDDL(cfg.value_schema)
         clash = [f.name for f in schema.fields if f.name in df.columns and f.name != "value"]
@@ -50,10 +52,15 @@ def transform(df: Any, cfg: EtlConfig) -> Any:
         # PERMISSIVE + corrupt-record column: a value that is not valid JSON keeps its text (nothing lost)
         full = StructType(list(schema.fields) + [StructField(CORRUPT_COLUMN, StringType())])
         parsed = F.from_json(
-            F.col("value").cast("string"), full, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+            F.col("value").cast("string"),
+            full,
+            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
         )
         df = df.withColumn("key", F.col("key").cast("string")).withColumn("value", parsed)
-        df = df.select(*[c for c in df.columns if c != "value"], *[F.col("value")[f.name].alias(f.name) for f in full.fields])
+        df = df.select(
+            *[c for c in df.columns if c != "value"],
+            *[F.col("value")[f.name].alias(f.name) for f in full.fields],
+        )
     if "headers" in df.columns and (cfg.format == "csv" or cfg.sink == "iceberg"):
         df = df.drop("headers")
     if cfg.format == "csv" and cfg.decode == "raw":

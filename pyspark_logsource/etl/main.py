@@ -27,7 +27,9 @@ def get_spark(cfg: EtlConfig) -> Any:
         b = b.master(cfg.master)
     b = b.config("spark.ui.showConsoleProgress", "true" if cfg.progress else "false")
     spark = b.getOrCreate()
-    quiet_spark(spark)  # errors only, unless spark-submit's --conf spark.log.level or a log4j2 file says otherwise
+    quiet_spark(
+        spark
+    )  # errors only, unless spark-submit's --conf spark.log.level or a log4j2 file says otherwise
     return spark
 
 

@@ -86,7 +86,9 @@ def retry(fn: Callable[[], Any], log: Callable[[str], None], attempts: int = 4) 
     raise AssertionError("unreachable")
 
 
-def plan_from_broker(cfg: EtlConfig, committed: dict[TP, int], log: Callable[[str], None] = print) -> tuple[LoadPlan, int]:
+def plan_from_broker(
+    cfg: EtlConfig, committed: dict[TP, int], log: Callable[[str], None] = print
+) -> tuple[LoadPlan, int]:
     """Ask the broker for the subscription's partitions and bounds; returns (plan, partitions seen)."""
     opts = parse_read_options(cfg.reader_options(), streaming=False)
     broker = BrokerOffsets(cfg.bootstrap_servers, "logsource-etl")
@@ -97,7 +99,12 @@ def plan_from_broker(cfg: EtlConfig, committed: dict[TP, int], log: Callable[[st
     finally:
         broker.close()
     plan = plan_load(
-        committed, tps, earliest, latest,
-        starting=cfg.starting_offsets, max_offsets=cfg.max_offsets_per_load, fail_on_data_loss=cfg.fail_on_data_loss,
-    )  # fmt: skip
+        committed,
+        tps,
+        earliest,
+        latest,
+        starting=cfg.starting_offsets,
+        max_offsets=cfg.max_offsets_per_load,
+        fail_on_data_loss=cfg.fail_on_data_loss,
+    )
     return plan, len(tps)

@@ -65,7 +65,11 @@ def clean_checkpoint_leftovers(checkpoint: str, output: str, spark: Any = None) 
     removed = 0
     for d in (store.path("offsets"), store.path("commits"), out.path("_spark_metadata")):
         for st in store.fs.list(d):
-            if not st.is_dir and st.name.startswith(".") and (st.name.endswith(".tmp") or st.name.endswith(".tmp.crc")):
+            if (
+                not st.is_dir
+                and st.name.startswith(".")
+                and (st.name.endswith(".tmp") or st.name.endswith(".tmp.crc"))
+            ):
                 store.fs.delete(st.path)
                 removed += 1
     return removed

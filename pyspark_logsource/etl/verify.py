@@ -13,7 +13,9 @@ from .config import FORMATS
 from .plan import TP
 
 
-def compare(expected: dict[TP, dict[str, int]], got: dict[TP, dict[str, Any]], problems: list[str]) -> list[dict[str, Any]]:
+def compare(
+    expected: dict[TP, dict[str, int]], got: dict[TP, dict[str, Any]], problems: list[str]
+) -> list[dict[str, Any]]:
     """Per partition: rows == expected rows, no duplicate, offsets span exactly [start, end)."""
     table = []
     for tp in sorted(set(expected) | set(got)):
@@ -29,7 +31,15 @@ def compare(expected: dict[TP, dict[str, int]], got: dict[TP, dict[str, Any]], p
         if verdict != "ok":
             problems.append(f"{tp[0]}-{tp[1]}: {verdict}")
         table.append(
-            {"topic": tp[0], "partition": tp[1], "from": e["start"], "to": e["end"], "expected": e["rows"], "rows": g["rows"], "verdict": verdict}
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "from": e["start"],
+                "to": e["end"],
+                "expected": e["rows"],
+                "rows": g["rows"],
+                "verdict": verdict,
+            }
         )
     return table
 
@@ -41,7 +51,9 @@ def expected_from_ranges(loads: list[tuple[int, list[Any]]], problems: list[str]
         for r in ranges:
             e = expected.setdefault((r.topic, r.partition), {"start": r.start, "end": r.start, "rows": 0})
             if r.start != e["end"] and r.count:
-                problems.append(f"{r.topic}-{r.partition}: load {seq} starts at {r.start}, previous ended at {e['end']}")
+                problems.append(
+                    f"{r.topic}-{r.partition}: load {seq} starts at {r.start}, previous ended at {e['end']}"
+                )
             e["end"] = r.end
             e["rows"] += r.count
     return expected
@@ -52,7 +64,9 @@ def group_offsets(df: Any) -> dict[TP, dict[str, Any]]:
     from pyspark.sql import functions as F
 
     rows = (
-        df.groupBy(F.col("topic").cast("string").alias("topic"), F.col("partition").cast("int").alias("partition"))
+        df.groupBy(
+            F.col("topic").cast("string").alias("topic"), F.col("partition").cast("int").alias("partition")
+        )
         .agg(
             F.count(F.lit(1)).alias("rows"),
             F.countDistinct("offset").alias("distinct"),
@@ -96,7 +110,9 @@ def verify_directory(spark: Any, store: OffsetStore, log: Log = print) -> Verify
     return VerifyReport(table, problems)
 
 
-def verify_streaming(spark: Any, output: str, checkpoint: str | None = None, log: Log = print) -> VerifyReport:
+def verify_streaming(
+    spark: Any, output: str, checkpoint: str | None = None, log: Log = print
+) -> VerifyReport:
     """Verify a streaming output: per partition no duplicate, no gap, and it ends at the checkpoint's offsets."""
     checkpoint = checkpoint or open_store(output, spark).path("_checkpoint")
     store = open_store(checkpoint, spark)
@@ -145,7 +161,9 @@ def _offsets_from_source_json(obj: Any) -> dict[TP, int]:
     """Find {topic: {partition: offset}} in a source offset of the checkpoint."""
     out: dict[TP, int] = {}
     if isinstance(obj, dict):
-        if obj and all(isinstance(v, dict) and all(str(k).lstrip("-").isdigit() for k in v) for v in obj.values()):
+        if obj and all(
+            isinstance(v, dict) and all(str(k).lstrip("-").isdigit() for k in v) for v in obj.values()
+        ):
             try:
                 return {(str(t), int(p)): int(o) for t, ps in obj.items() for p, o in ps.items()}
             except (TypeError, ValueError):

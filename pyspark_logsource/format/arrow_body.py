@@ -69,7 +69,9 @@ MAX_UNCOMPRESSED_BYTES = 1 << 30
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]))
+HEADER_TYPE = pa.list_(
+    pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+)
 ARROW_SCHEMA = pa.schema(
     [
         pa.field("key", pa.binary()),
@@ -82,7 +84,6 @@ ARROW_SCHEMA = pa.schema(
 )
 
 
-
 class Record(NamedTuple):
     """One record, as the per-message consumer API hands it out."""
 
@@ -91,7 +92,6 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-
 
 
 # ---------------------------------------------------------------- encoding
@@ -150,7 +150,9 @@ def _binary_column(
         items = [b"" if x is None else x for x in items]
         bitmap = np.packbits(valid, bitorder="little").tobytes()
         try:
-            lengths = list(map(len, items)) if small else np.fromiter(map(len, items), dtype=np.int64, count=n)
+            lengths = (
+                list(map(len, items)) if small else np.fromiter(map(len, items), dtype=np.int64, count=n)
+            )
         except TypeError:
             raise InvalidRequest(f"{what} must be bytes or None") from None
     if small:
@@ -247,10 +249,17 @@ def _assemble(
     if written != body_size:  # e.g. a memoryview whose len() counts items, not bytes
         raise InvalidRequest("keys and values must be bytes or None (len() disagrees with the byte size)")
     return write_header(
-        out, attributes=attrs, record_count=n, base_timestamp=base_timestamp, max_timestamp=max_timestamp,
-        base_offset=base_offset, leader_epoch=leader_epoch, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence,
-    )  # fmt: skip
+        out,
+        attributes=attrs,
+        record_count=n,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
 
 
 def encode(
@@ -306,18 +315,33 @@ def encode(
         if any(headers):
             header_parts = _header_columns(headers, n)
     return _assemble(
-        n, deltas, key_parts, value_parts, header_parts,
-        base_timestamp=base_ts, max_timestamp=max_ts, codec=codec, timestamp_type=timestamp_type,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        base_offset=base_offset, leader_epoch=leader_epoch,
-    )  # fmt: skip
+        n,
+        deltas,
+        key_parts,
+        value_parts,
+        header_parts,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        codec=codec,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+    )
 
 
 def _arrow_binary_parts(arr: pa.Array) -> tuple[np.ndarray, bytes | None, memoryview]:
     """Offsets (rebased to 0), validity bitmap and data of a binary/string Arrow array."""
     if pa.types.is_string(arr.type):
         arr = arr.view(pa.binary())
-    elif pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) or pa.types.is_binary_view(arr.type) or pa.types.is_string_view(arr.type):
+    elif (
+        pa.types.is_large_string(arr.type)
+        or pa.types.is_large_binary(arr.type)
+        or pa.types.is_binary_view(arr.type)
+        or pa.types.is_string_view(arr.type)
+    ):
         arr = arr.cast(pa.binary())
     elif not pa.types.is_binary(arr.type):
         raise InvalidRequest(f"expected a binary or string column, got {arr.type}")
@@ -386,11 +410,21 @@ def encode_arrow(
     if "headers" in names and batch.column("headers").null_count < n:
         header_parts = _arrow_header_parts(batch.column("headers"))
     return _assemble(
-        n, deltas, key_parts, value_parts, header_parts,
-        base_timestamp=base_ts, max_timestamp=max_ts, codec=compression.codec_id(codec),
-        timestamp_type=CREATE_TIME, producer_id=producer_id, producer_epoch=producer_epoch,
-        base_sequence=base_sequence, base_offset=0, leader_epoch=-1,
-    )  # fmt: skip
+        n,
+        deltas,
+        key_parts,
+        value_parts,
+        header_parts,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        codec=compression.codec_id(codec),
+        timestamp_type=CREATE_TIME,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        base_offset=0,
+        leader_epoch=-1,
+    )
 
 
 #: The Arrow -> batch bridge under the name the design uses (``to_arrow`` is the other way).
@@ -403,7 +437,9 @@ def _arrow_header_parts(col: pa.Array) -> list[bytes] | None:
     try:
         col = col.cast(HEADER_TYPE) if col.type != HEADER_TYPE else col
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise InvalidRequest(f"headers must be array<struct<key:string not null,value:binary>>: {e}") from None
+        raise InvalidRequest(
+            f"headers must be array<struct<key:string not null,value:binary>>: {e}"
+        ) from None
     col = pa.concat_arrays([col]) if col.offset else col  # rebase offsets and bitmaps to 0
     n = len(col)
     list_offsets = np.frombuffer(col.buffers()[1], dtype="<i4", count=n + 1).copy()
@@ -421,8 +457,14 @@ def _arrow_header_parts(col: pa.Array) -> list[bytes] | None:
     val_off, val_bitmap, val_data = _arrow_binary_parts(flat.field("value"))
     if val_bitmap is None:
         val_bitmap = b"\xff" * ((h + 7) // 8)
-    return [list_offsets.astype("<i4").tobytes(), key_off.tobytes(), val_off.tobytes(), bytes(val_bitmap), key_data, val_data]
-
+    return [
+        list_offsets.astype("<i4").tobytes(),
+        key_off.tobytes(),
+        val_off.tobytes(),
+        bytes(val_bitmap),
+        key_data,
+        val_data,
+    ]
 
 
 #: The body of a one-record batch before key and value: timestamp delta 0, key offsets 0 and
@@ -473,17 +515,29 @@ def encode_records(
                 k = keys[0]
                 if type(k) is not bytes or len(k) > _INT32_MAX:
                     return encode(
-                        values, keys, timestamps, None, codec=codec,
-                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-                    )  # fmt: skip
+                        values,
+                        keys,
+                        timestamps,
+                        None,
+                        codec=codec,
+                        producer_id=producer_id,
+                        producer_epoch=producer_epoch,
+                        base_sequence=base_sequence,
+                    )
                 out = bytearray().join((_ZERO_HEADER, _ONE_RECORD.pack(0, 0, len(k), 0, len(v)), k, v))
                 attrs = ARROW_BODY
             return write_producer_header(out, attrs, 1, ts, ts, producer_id, producer_epoch, base_sequence)
     if n > SMALL_BATCH or headers is not None or None in values or (keys is not None and None in keys):
         return encode(
-            values, keys, timestamps, headers, codec=codec,
-            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        )  # fmt: skip
+            values,
+            keys,
+            timestamps,
+            headers,
+            codec=codec,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
     base_ts = timestamps[0]
     max_ts = max(timestamps) if n > 1 else base_ts
     deltas = [t - base_ts for t in timestamps] if n > 1 else [0]
@@ -492,9 +546,15 @@ def encode_records(
     if value_off[-1] > _INT32_MAX or key_off[-1] > _INT32_MAX:
         # before packing or joining anything: encode() raises the typed MessageTooLarge
         return encode(
-            values, keys, timestamps, None, codec=codec,
-            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        )  # fmt: skip
+            values,
+            keys,
+            timestamps,
+            None,
+            codec=codec,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
     head = _offsets_struct(n).pack(*deltas, *key_off, *value_off)
     attrs = codec | ARROW_BODY
     if keys is None:
@@ -506,5 +566,13 @@ def encode_records(
         raw = b"".join(parts)
         parts = [_U32LE.pack(len(raw)), compression.compress(codec, raw)]
     out = bytearray().join([bytes(HEADER_SIZE), *parts])
-    return write_header(out, attributes=attrs, record_count=n, base_timestamp=base_ts, max_timestamp=max_ts,
-                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence)  # fmt: skip
+    return write_header(
+        out,
+        attributes=attrs,
+        record_count=n,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )

@@ -35,16 +35,26 @@ _VALUE = struct.Struct(">hi")
 _ATTRS_AT = 21
 
 
-def encode_marker(kind: int, producer_id: int, producer_epoch: int, coordinator_epoch: int = 0,
-                  timestamp_ms: int | None = None) -> bytearray:  # fmt: skip
+def encode_marker(
+    kind: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    timestamp_ms: int | None = None,
+) -> bytearray:
     """One control batch ending ``producer_id``'s transaction with COMMIT or ABORT."""
     if kind not in (ABORT, COMMIT):
         raise ValueError(f"marker type must be ABORT (0) or COMMIT (1), got {kind}")
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     return encode_kafka(
-        [_VALUE.pack(0, coordinator_epoch)], [_KEY.pack(0, kind)], [ts],
-        producer_id=producer_id, producer_epoch=producer_epoch, transactional=True, control=True,
-    )  # fmt: skip
+        [_VALUE.pack(0, coordinator_epoch)],
+        [_KEY.pack(0, kind)],
+        [ts],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )
 
 
 def _varint(buf: bytes | bytearray | memoryview, p: int) -> tuple[int, int]:

@@ -221,7 +221,9 @@ def verify_crc(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) ->
     """Raise CorruptRecord unless the CRC of the batch at ``pos`` matches."""
     mv = memoryview(buf)[pos + CRC_START : pos + h.size]
     if len(mv) != h.size - CRC_START:
-        raise CorruptRecord(f"truncated batch at offset {h.base_offset}: {len(mv) + CRC_START} of {h.size} bytes")
+        raise CorruptRecord(
+            f"truncated batch at offset {h.base_offset}: {len(mv) + CRC_START} of {h.size} bytes"
+        )
     if crc32c(mv) != h.crc:
         raise CorruptRecord(f"CRC mismatch in batch at offset {h.base_offset}")
 
@@ -303,7 +305,9 @@ def walk(
             if check_crc and crc32c(mv[pos + CRC_START : pos + size]) != crc:
                 raise CorruptRecord(f"CRC mismatch in batch at offset {t[0]} (position {pos})")
             if strict and attrs & CODEC_MASK > MAX_CODEC:
-                raise UnsupportedCompressionType(f"batch at position {pos} uses unknown codec {attrs & CODEC_MASK}")
+                raise UnsupportedCompressionType(
+                    f"batch at position {pos} uses unknown codec {attrs & CODEC_MASK}"
+                )
             out.append((pos, h))
             pos += size
     except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType) as e:
@@ -316,7 +320,9 @@ def walk(
     return out
 
 
-def iter_headers(buf: bytes | bytearray | memoryview, check_crc: bool = False) -> list[tuple[int, BatchHeader]]:
+def iter_headers(
+    buf: bytes | bytearray | memoryview, check_crc: bool = False
+) -> list[tuple[int, BatchHeader]]:
     """``(position, header)`` for each whole batch in ``buf`` (a partial tail is skipped)."""
     return walk(buf, check_crc=check_crc)
 
@@ -334,7 +340,9 @@ def set_leader_epoch(buf: bytearray | memoryview, epoch: int, pos: int = 0) -> N
     _LEADER_EPOCH.pack_into(buf, pos + _EPOCH_AT, epoch)
 
 
-def stamp_append(buf: bytearray | memoryview, pos: int, h: BatchHeader, base_offset: int, leader_epoch: int) -> None:
+def stamp_append(
+    buf: bytearray | memoryview, pos: int, h: BatchHeader, base_offset: int, leader_epoch: int
+) -> None:
     """Stamp base offset and leader epoch of the batch at ``pos`` whose header is ``h`` (one call per batch)."""
     _OFFSET_EPOCH.pack_into(buf, pos, base_offset, h.batch_length, leader_epoch)
 
@@ -348,20 +356,24 @@ stamp_offset_epoch = _OFFSET_EPOCH.pack_into
 def stamp_log_append_time(buf: bytearray | memoryview, now_ms: int, pos: int = 0) -> None:
     """Switch the batch to LogAppendTime with ``now_ms`` and recompute its CRC."""
     h = read_header(buf, pos)
-    _ATTR_MAXTS.pack_into(buf, pos + CRC_START, h.attributes | TIMESTAMP_TYPE_BIT, h.last_offset_delta,
-                          h.base_timestamp, now_ms)  # fmt: skip
+    _ATTR_MAXTS.pack_into(
+        buf, pos + CRC_START, h.attributes | TIMESTAMP_TYPE_BIT, h.last_offset_delta, h.base_timestamp, now_ms
+    )
     _CRC.pack_into(buf, pos + _CRC_AT, crc32c(memoryview(buf)[pos + CRC_START : pos + h.size]))
 
 
-def set_producer(buf: bytearray | memoryview, producer_id: int, producer_epoch: int, base_sequence: int,
-                 pos: int = 0) -> None:  # fmt: skip
+def set_producer(
+    buf: bytearray | memoryview, producer_id: int, producer_epoch: int, base_sequence: int, pos: int = 0
+) -> None:
     """Stamp producer id, epoch and base sequence (inside the CRC, so it is recomputed)."""
     size = _LENGTH.unpack_from(buf, pos + _LENGTH_AT)[0] + LOG_OVERHEAD
     _PRODUCER.pack_into(buf, pos + _PRODUCER_AT, producer_id, producer_epoch, base_sequence)
     _CRC.pack_into(buf, pos + _CRC_AT, crc32c(memoryview(buf)[pos + CRC_START : pos + size]))
 
 
-def set_attributes_and_length(buf: bytearray | memoryview, attributes: int, batch_length: int, pos: int = 0) -> None:
+def set_attributes_and_length(
+    buf: bytearray | memoryview, attributes: int, batch_length: int, pos: int = 0
+) -> None:
     """Rewrite attributes and batch length of a header (the CRC is left to the caller)."""
     _LENGTH.pack_into(buf, pos + _LENGTH_AT, batch_length)
     _ATTRS.pack_into(buf, pos + CRC_START, attributes)
@@ -389,33 +401,82 @@ def write_header(
     lod = record_count - 1 if last_offset_delta is None else last_offset_delta
     if len(out) - LOG_OVERHEAD > _INT32_MAX:
         raise MessageTooLarge("batch exceeds 2 GiB")
-    return _pack_header(out, base_offset, leader_epoch, attributes, lod, base_timestamp, max_timestamp, producer_id,
-                        producer_epoch, base_sequence, record_count)  # fmt: skip
+    return _pack_header(
+        out,
+        base_offset,
+        leader_epoch,
+        attributes,
+        lod,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
 
 
 def write_producer_header(
-    out: bytearray, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
-    producer_id: int, producer_epoch: int, base_sequence: int,
-) -> bytearray:  # fmt: skip
+    out: bytearray,
+    attributes: int,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> bytearray:
     """:func:`write_header` for a new producer batch (base offset 0, no leader epoch), positional.
 
     The producer's per-batch path (one call per request with one record per
     batch); raises InvalidRequest for fields out of range, as write_header does.
     """
-    return _pack_header(out, 0, -1, attributes, record_count - 1, base_timestamp, max_timestamp, producer_id,
-                        producer_epoch, base_sequence, record_count)  # fmt: skip
+    return _pack_header(
+        out,
+        0,
+        -1,
+        attributes,
+        record_count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
 
 
 def _pack_header(
-    out: bytearray, base_offset: int, leader_epoch: int, attributes: int, last_offset_delta: int,
-    base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+    out: bytearray,
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
     record_count: int,
-) -> bytearray:  # fmt: skip
+) -> bytearray:
     try:
         HEADER.pack_into(
-            out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, MAGIC, 0, attributes, last_offset_delta,
-            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
-        )  # fmt: skip
+            out,
+            0,
+            base_offset,
+            len(out) - LOG_OVERHEAD,
+            leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            record_count,
+        )
     except struct.error as e:
         raise InvalidRequest(f"batch header field out of range: {e}") from None
     _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))

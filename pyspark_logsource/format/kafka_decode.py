@@ -66,14 +66,29 @@ class KafkaRecordBatch:
         t = self._table
         hdrs = [[(d["key"], d["value"]) for d in h] if h else [] for h in t.column(5).to_pylist()]
         ts = t.column(3).cast(pa.int64()).to_pylist()
-        return list(map(Record, t.column(2).to_pylist(), ts, t.column(0).to_pylist(), t.column(1).to_pylist(), hdrs))
+        return list(
+            map(Record, t.column(2).to_pylist(), ts, t.column(0).to_pylist(), t.column(1).to_pylist(), hdrs)
+        )
 
 
 class _Parsed:
     """Field positions of every record of one or more records sections laid end to end."""
 
-    __slots__ = ("data", "d", "n", "batch", "local", "ts_delta", "off_delta", "key_start", "key_len", "val_start",
-                 "val_len", "header_counts", "headers")  # fmt: skip
+    __slots__ = (
+        "data",
+        "d",
+        "n",
+        "batch",
+        "local",
+        "ts_delta",
+        "off_delta",
+        "key_start",
+        "key_len",
+        "val_start",
+        "val_len",
+        "header_counts",
+        "headers",
+    )
 
 
 def _sections(buf, headers: Sequence[BatchHeader], positions: Sequence[int], max_uncompressed: int) -> list:
@@ -83,7 +98,9 @@ def _sections(buf, headers: Sequence[BatchHeader], positions: Sequence[int], max
     for h, pos in zip(headers, positions, strict=True):
         raw = mv[pos + HEADER_SIZE : pos + h.size]
         codec = h.attributes & CODEC_MASK
-        out.append(raw if codec == compression.NONE else compression.kafka_decompress(codec, raw, max_uncompressed))
+        out.append(
+            raw if codec == compression.NONE else compression.kafka_decompress(codec, raw, max_uncompressed)
+        )
     return out
 
 
@@ -146,7 +163,11 @@ def _parse(sections: list, counts: Sequence[int], lods: Sequence[int] | None = N
     q = q + ln
     check(q, "timestamp delta")
     off_delta, ln = read_varint32s(d, q, "offset delta")
-    if lods is None or len(lods) != len(cnt) or all(lod == c - 1 for lod, c in zip(lods, counts, strict=False)):
+    if (
+        lods is None
+        or len(lods) != len(cnt)
+        or all(lod == c - 1 for lod, c in zip(lods, counts, strict=False))
+    ):
         if (off_delta != local).any():
             raise CorruptRecord("record offset deltas are not 0..n-1")
     else:
@@ -179,15 +200,28 @@ def _parse(sections: list, counts: Sequence[int], lods: Sequence[int] | None = N
         raise CorruptRecord("trailing bytes in a record")
     out = _Parsed()
     out.data, out.d, out.n, out.batch, out.local = data, d, n, batch, local
-    out.ts_delta, out.key_start, out.key_len, out.val_start, out.val_len = ts_delta, key_start, key_len, val_start, val_len
+    out.ts_delta, out.key_start, out.key_len, out.val_start, out.val_len = (
+        ts_delta,
+        key_start,
+        key_len,
+        val_start,
+        val_len,
+    )
     out.off_delta = off_delta
     out.header_counts = hcount
-    out.headers = _parse_headers(data, q[with_headers].tolist(), end[with_headers].tolist(),
-                                 hcount[with_headers].tolist()) if len(with_headers) else None  # fmt: skip
+    out.headers = (
+        _parse_headers(
+            data, q[with_headers].tolist(), end[with_headers].tolist(), hcount[with_headers].tolist()
+        )
+        if len(with_headers)
+        else None
+    )
     return out
 
 
-def _parse_headers(data: bytes, starts: list[int], ends: list[int], counts: list[int]) -> list[tuple[int, int, int, int]]:
+def _parse_headers(
+    data: bytes, starts: list[int], ends: list[int], counts: list[int]
+) -> list[tuple[int, int, int, int]]:
     """(key start, key length, value start, value length or -1) of every header, in order (a Python loop)."""
     out = []
     for p, e, c in zip(starts, ends, counts, strict=True):
@@ -258,13 +292,18 @@ def _headers_col(data: pa.Buffer, p: _Parsed) -> pa.Array:
         keys.validate(full=True)
     except pa.ArrowInvalid:
         raise CorruptRecord("record header keys are not valid UTF-8") from None
-    entries = pa.StructArray.from_arrays([keys, _binary(data, spans[:, 2], spans[:, 3])],
-                                         fields=list(HEADER_TYPE.value_type))  # fmt: skip
+    entries = pa.StructArray.from_arrays(
+        [keys, _binary(data, spans[:, 2], spans[:, 3])], fields=list(HEADER_TYPE.value_type)
+    )
     list_off = np.zeros(p.n + 1, dtype=np.int32)
     np.cumsum(p.header_counts, out=list_off[1:])
     empty = p.header_counts == 0
-    return pa.ListArray.from_arrays(_np_col(pa.int32(), list_off), entries, type=HEADER_TYPE,
-                                    mask=pa.array(empty) if empty.any() else None)  # fmt: skip
+    return pa.ListArray.from_arrays(
+        _np_col(pa.int32(), list_off),
+        entries,
+        type=HEADER_TYPE,
+        mask=pa.array(empty) if empty.any() else None,
+    )
 
 
 def decode_kafka_run(
@@ -286,7 +325,9 @@ def decode_kafka_run(
     if not headers:
         return ARROW_SCHEMA.empty_table()
     sections = _sections(buf, headers, positions, max_uncompressed)
-    return _table(_parse(sections, [h.record_count for h in headers], [h.last_offset_delta for h in headers]), headers)
+    return _table(
+        _parse(sections, [h.record_count for h in headers], [h.last_offset_delta for h in headers]), headers
+    )
 
 
 def decode_kafka(

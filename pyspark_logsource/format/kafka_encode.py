@@ -30,7 +30,9 @@ from .header import (
 from .varint import encode_varint, encode_varints
 
 
-def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, off_delta: np.ndarray | None = None) -> bytes:
+def _records_vectorised(
+    ts_delta: np.ndarray, key: pa.Array, value: pa.Array, off_delta: np.ndarray | None = None
+) -> bytes:
     """The records section of a batch without headers, built with O(1) numpy/pyarrow calls.
 
     Each record is [len][attrs][tsDelta][offsetDelta][keyLen] key [valueLen] value [0 headers].
@@ -41,7 +43,9 @@ def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, of
     n = len(ts_delta)
 
     def lens(arr: pa.Array) -> np.ndarray:
-        off = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4).astype(np.int64)
+        off = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4).astype(
+            np.int64
+        )
         out = off[1:] - off[:-1]
         if arr.null_count:
             out[~arr.is_valid().to_numpy(zero_copy_only=False)] = -1
@@ -72,7 +76,9 @@ def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, of
     for mat, length in fields:
         q = put(q, mat, length)
     put(poff[1:-1:2], vl_bytes, vl_len)
-    pieces = pa.Array.from_buffers(pa.binary(), 2 * n + 1, [None, pa.py_buffer(poff.astype(np.int32)), pa.py_buffer(pre)])
+    pieces = pa.Array.from_buffers(
+        pa.binary(), 2 * n + 1, [None, pa.py_buffer(poff.astype(np.int32)), pa.py_buffer(pre)]
+    )
     m = 2 * n + 1
     idx = np.empty(4 * n + 1, dtype=np.int64)
     idx[0:-1:4] = np.arange(0, 2 * n, 2)  # separators
@@ -86,13 +92,19 @@ def _records_vectorised(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, of
     return out.to_pybytes()[:total] if out is not None else b""
 
 
-def _records_loop(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, headers: pa.Array,
-                  off_delta: np.ndarray | None = None) -> bytes:  # fmt: skip
+def _records_loop(
+    ts_delta: np.ndarray,
+    key: pa.Array,
+    value: pa.Array,
+    headers: pa.Array,
+    off_delta: np.ndarray | None = None,
+) -> bytes:
     """The records section with headers (a Python loop: headers are rare)."""
     out = []
     ods = range(len(ts_delta)) if off_delta is None else off_delta.tolist()
-    for i, t, k, v, hs in zip(ods, ts_delta.tolist(), key.to_pylist(), value.to_pylist(),
-                              headers.to_pylist(), strict=True):  # fmt: skip
+    for i, t, k, v, hs in zip(
+        ods, ts_delta.tolist(), key.to_pylist(), value.to_pylist(), headers.to_pylist(), strict=True
+    ):
         parts = [b"\x00", encode_varint(t), encode_varint(i)]
         parts += [encode_varint(-1)] if k is None else [encode_varint(len(k)), k]
         parts += [encode_varint(-1)] if v is None else [encode_varint(len(v)), v]
@@ -108,8 +120,13 @@ def _records_loop(ts_delta: np.ndarray, key: pa.Array, value: pa.Array, headers:
     return b"".join(out)
 
 
-def _kafka_batch(h: BatchHeader, ts_delta: np.ndarray, rb: pa.RecordBatch | pa.Table, attributes: int,
-                 off_delta: np.ndarray | None = None) -> bytearray:  # fmt: skip
+def _kafka_batch(
+    h: BatchHeader,
+    ts_delta: np.ndarray,
+    rb: pa.RecordBatch | pa.Table,
+    attributes: int,
+    off_delta: np.ndarray | None = None,
+) -> bytearray:
     """A Kafka-layout batch of ``rb``'s rows with ``h``'s header fields; ``off_delta``: the
     records' offset deltas (default 0..n-1), the header keeping ``h.last_offset_delta``."""
     headers = rb.column(5)
@@ -126,12 +143,18 @@ def _kafka_batch(h: BatchHeader, ts_delta: np.ndarray, rb: pa.RecordBatch | pa.T
         records = compression.kafka_compress(codec, records)
     out = bytearray(HEADER_SIZE) + records
     return write_header(
-        out, attributes=attributes & KAFKA_ATTRIBUTES, record_count=n,
-        base_timestamp=h.base_timestamp, max_timestamp=h.max_timestamp, base_offset=h.base_offset,
-        leader_epoch=h.leader_epoch, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, last_offset_delta=h.last_offset_delta,
-    )  # fmt: skip
-
+        out,
+        attributes=attributes & KAFKA_ATTRIBUTES,
+        record_count=n,
+        base_timestamp=h.base_timestamp,
+        max_timestamp=h.max_timestamp,
+        base_offset=h.base_offset,
+        leader_epoch=h.leader_epoch,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        last_offset_delta=h.last_offset_delta,
+    )
 
 
 def encode_kafka(
@@ -152,10 +175,18 @@ def encode_kafka(
 ) -> bytearray:
     """Encode records as one Kafka-layout v2 batch (same arguments as :func:`format.encode`)."""
     arrow = encode(
-        values, keys, timestamps, headers, codec=compression.NONE, timestamp_type=timestamp_type,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        base_offset=base_offset, leader_epoch=leader_epoch,
-    )  # fmt: skip
+        values,
+        keys,
+        timestamps,
+        headers,
+        codec=compression.NONE,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+    )
     rb = decode_arrow(arrow, check_crc=False)
     h = rb.header
     attrs = compression.codec_id(codec) | (h.attributes & TIMESTAMP_TYPE_BIT)

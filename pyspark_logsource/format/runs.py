@@ -48,6 +48,7 @@ from .kafka_decode import KafkaRecordBatch, decode_kafka, decode_kafka_run
 _INT32_MAX = (1 << 31) - 1
 _TS_MS = pa.timestamp("ms")
 
+
 def decode(
     buf: bytes | bytearray | memoryview,
     pos: int = 0,
@@ -96,8 +97,14 @@ def _ragged_index(lengths: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarr
     return group, np.arange(total, dtype=np.int64) - firsts[group]
 
 
-def _validity(data: pa.Buffer, bm_start: np.ndarray, flagged: np.ndarray, n: np.ndarray,
-              group: np.ndarray, local: np.ndarray) -> pa.Buffer | None:  # fmt: skip
+def _validity(
+    data: pa.Buffer,
+    bm_start: np.ndarray,
+    flagged: np.ndarray,
+    n: np.ndarray,
+    group: np.ndarray,
+    local: np.ndarray,
+) -> pa.Buffer | None:
     """One validity bitmap for the run from the per-batch bitmaps of the flagged batches."""
     if not flagged.any():
         return None
@@ -111,8 +118,14 @@ def _validity(data: pa.Buffer, bm_start: np.ndarray, flagged: np.ndarray, n: np.
     return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
-def _binary_run(data: pa.Buffer, rec_off: np.ndarray, data_start: np.ndarray, lens: np.ndarray,
-                group: np.ndarray, validity: pa.Buffer | None) -> pa.Array:  # fmt: skip
+def _binary_run(
+    data: pa.Buffer,
+    rec_off: np.ndarray,
+    data_start: np.ndarray,
+    lens: np.ndarray,
+    group: np.ndarray,
+    validity: pa.Buffer | None,
+) -> pa.Array:
     """One BinaryArray for the run from each record's offset within its batch and each batch's data range."""
     total = int(lens.sum())
     if total > _INT32_MAX:
@@ -122,10 +135,14 @@ def _binary_run(data: pa.Buffer, rec_off: np.ndarray, data_start: np.ndarray, le
     offsets = np.empty(len(group) + 1, dtype=np.int32)
     offsets[:-1] = rec_off + cum[group]
     offsets[-1] = total
-    return pa.Array.from_buffers(pa.binary(), len(group), [validity, pa.py_buffer(offsets), _gather(data, data_start, lens)])
+    return pa.Array.from_buffers(
+        pa.binary(), len(group), [validity, pa.py_buffer(offsets), _gather(data, data_start, lens)]
+    )
 
 
-def _offset_arrays(data: pa.Buffer, starts: np.ndarray, sizes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _offset_arrays(
+    data: pa.Buffer, starts: np.ndarray, sizes: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gather and check, per batch, ``k`` adjacent int32 offset arrays of ``sizes[i]`` entries each.
 
     Returns the gathered offsets, the index of each array's first entry in
@@ -186,13 +203,29 @@ def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
     key_data = bitmaps + bm * key_flag + bm * value_flag + has_h * ((nh + 7) // 8)
     if (key_data + key_len + value_len + hk_len + hv_len != body + body_len).any():
         raise CorruptRecord("batch body does not match its sections")
-    if key_flag.all() and not key_len.any() and not np.frombuffer(_gather(data, bitmaps, bm), dtype=np.uint8).any():
+    if (
+        key_flag.all()
+        and not key_len.any()
+        and not np.frombuffer(_gather(data, bitmaps, bm), dtype=np.uint8).any()
+    ):
         key = pa.nulls(total, pa.binary())  # no batch has a key (the common case): skip the bitmap work
     else:
-        key = _binary_run(data, offs[first[0::2][group] + local], key_data, key_len, group,
-                          _validity(data, bitmaps, key_flag, n, group, local))  # fmt: skip
-    value = _binary_run(data, offs[first[1::2][group] + local], key_data + key_len, value_len, group,
-                        _validity(data, bitmaps + bm * key_flag, value_flag, n, group, local))  # fmt: skip
+        key = _binary_run(
+            data,
+            offs[first[0::2][group] + local],
+            key_data,
+            key_len,
+            group,
+            _validity(data, bitmaps, key_flag, n, group, local),
+        )
+    value = _binary_run(
+        data,
+        offs[first[1::2][group] + local],
+        key_data + key_len,
+        value_len,
+        group,
+        _validity(data, bitmaps + bm * key_flag, value_flag, n, group, local),
+    )
     offsets = hs[:, _H_BASE][group] + local
     log_append = (attrs & TIMESTAMP_TYPE_BIT) != 0
     deltas = np.frombuffer(_gather(data, body, 8 * n), dtype="<i8")
@@ -216,16 +249,39 @@ def _run_to_arrow(data: pa.Buffer, hs: np.ndarray) -> pa.Table:
             hkeys.validate(full=True)
         except pa.ArrowInvalid:
             raise CorruptRecord("batch header keys are not valid UTF-8") from None
-        hvals = _binary_run(data, hoffs[hfirst[1::2][hgroup] + hlocal], hdata + hk_len[hsel], hv_len[hsel], hgroup,
-                            _validity(data, bitmaps[hsel] + bm[hsel] * key_flag[hsel] + bm[hsel] * value_flag[hsel],
-                                      np.ones(len(hsel), dtype=bool), h_nh, hgroup, hlocal))  # fmt: skip
+        hvals = _binary_run(
+            data,
+            hoffs[hfirst[1::2][hgroup] + hlocal],
+            hdata + hk_len[hsel],
+            hv_len[hsel],
+            hgroup,
+            _validity(
+                data,
+                bitmaps[hsel] + bm[hsel] * key_flag[hsel] + bm[hsel] * value_flag[hsel],
+                np.ones(len(hsel), dtype=bool),
+                h_nh,
+                hgroup,
+                hlocal,
+            ),
+        )
         entries = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADER_TYPE.value_type))
         empty = counts == 0
-        headers = pa.ListArray.from_arrays(_np_col(pa.int32(), list_off), entries, type=HEADER_TYPE,
-                                           mask=pa.array(empty) if empty.any() else None)  # fmt: skip
+        headers = pa.ListArray.from_arrays(
+            _np_col(pa.int32(), list_off),
+            entries,
+            type=HEADER_TYPE,
+            mask=pa.array(empty) if empty.any() else None,
+        )
     else:
         headers = _null_headers_col(total)
-    cols = [key, value, _np_col(pa.int64(), offsets), _np_col(_TS_MS, ts), _np_col(pa.int32(), ts_type), headers]
+    cols = [
+        key,
+        value,
+        _np_col(pa.int64(), offsets),
+        _np_col(_TS_MS, ts),
+        _np_col(pa.int32(), ts_type),
+        headers,
+    ]
     return pa.Table.from_batches([pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)])
 
 
@@ -291,12 +347,20 @@ def to_arrow(
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         run = hs[lo:hi]
         if kind[lo] == 0:
-            tables.append(decode_kafka_run(buf, [h for _, h in walked[lo:hi]], run[:, _H_POS].tolist(),
-                                           max_uncompressed=max_uncompressed,
-                                           include_control=include_control))  # fmt: skip
+            tables.append(
+                decode_kafka_run(
+                    buf,
+                    [h for _, h in walked[lo:hi]],
+                    run[:, _H_POS].tolist(),
+                    max_uncompressed=max_uncompressed,
+                    include_control=include_control,
+                )
+            )
             continue
         use_fast = bool(kind[lo] == 1) and (
-            fast if fast is not None else (hi - lo > 1 and run[:, _H_COUNT].sum() < FAST_PATH_MAX_AVG_RECORDS * (hi - lo))
+            fast
+            if fast is not None
+            else (hi - lo > 1 and run[:, _H_COUNT].sum() < FAST_PATH_MAX_AVG_RECORDS * (hi - lo))
         )
         if use_fast:
             try:
@@ -308,8 +372,10 @@ def to_arrow(
                 continue
             except (CorruptRecord, OverflowError):
                 pass  # decode one by one below: that names the bad batch precisely
-        batches = [decode_arrow(buf, int(p), check_crc=False, max_uncompressed=max_uncompressed).to_arrow()
-                   for p in run[:, _H_POS]]  # fmt: skip
+        batches = [
+            decode_arrow(buf, int(p), check_crc=False, max_uncompressed=max_uncompressed).to_arrow()
+            for p in run[:, _H_POS]
+        ]
         tables.append(pa.Table.from_batches(batches, schema=ARROW_SCHEMA))
     table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     return trim(table, start_offset, end_offset)
@@ -331,7 +397,9 @@ def _int64_values(col: pa.ChunkedArray) -> np.ndarray:
     stream's first micro-batch)."""
     if col.null_count:
         return col.to_numpy()
-    parts = [np.frombuffer(c.buffers()[1], dtype=np.int64, count=len(c), offset=c.offset * 8) for c in col.chunks]
+    parts = [
+        np.frombuffer(c.buffers()[1], dtype=np.int64, count=len(c), offset=c.offset * 8) for c in col.chunks
+    ]
     if len(parts) == 1:
         return parts[0]
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)

@@ -80,7 +80,9 @@ class RecoveryReport:
     def __str__(self) -> str:
         parts = []
         if self.rolled_forward:
-            parts.append(f"rolled forward load(s) {self.rolled_forward} ({self.files_moved} file(s) published)")
+            parts.append(
+                f"rolled forward load(s) {self.rolled_forward} ({self.files_moved} file(s) published)"
+            )
         if self.staging_deleted:
             parts.append(f"deleted {len(self.staging_deleted)} uncommitted staging dir(s)")
         if self.temp_deleted:
@@ -154,7 +156,9 @@ class Committer:
                 seq = seqs[-1]
                 prefix = f"{seq:020d}-"
                 staged = any(st.name.startswith(prefix) for st in self.fs.list(self.store.staging_root))
-                direct = any(st.name.startswith(LOAD_DIR_PREFIX + prefix) for st in self.fs.list(self.store.root))
+                direct = any(
+                    st.name.startswith(LOAD_DIR_PREFIX + prefix) for st in self.fs.list(self.store.root)
+                )
                 if not (staged or direct):
                     raise
                 dst = self.store.path(f"{TORN_DIR}/{seq:020d}-{uuid.uuid4().hex[:8]}.json")
@@ -188,7 +192,9 @@ class Committer:
         staged = {st.path for st in self.fs.walk_files(self.data_dir(manifest))}
         missing = [f.staging for f in manifest.files if self.store.path(f.staging) not in staged]
         if missing:
-            raise CommittedDataMissing(f"refusing to commit load {manifest.seq}: staged file(s) missing: {missing[:3]}")
+            raise CommittedDataMissing(
+                f"refusing to commit load {manifest.seq}: staged file(s) missing: {missing[:3]}"
+            )
         fault_point("commit")
         try:
             self.fs.create(self.store.manifest_path(manifest.seq), manifest.to_json(), overwrite=False)

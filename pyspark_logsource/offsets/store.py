@@ -111,7 +111,9 @@ class Manifest:
             if d.get("version") != MANIFEST_VERSION:
                 raise ValueError(f"unsupported manifest version {d.get('version')!r}")
             files = [
-                CommittedFile(f["staging"], f["path"], int(f["rows"]), tuple(FileRange(**r) for r in f["ranges"]))
+                CommittedFile(
+                    f["staging"], f["path"], int(f["rows"]), tuple(FileRange(**r) for r in f["ranges"])
+                )
                 for f in d["files"]
             ]
             return cls(
@@ -222,7 +224,9 @@ class OffsetStore:
                     "rows": s["rows"],
                     "loads": s["loads"],
                     "last_seq": s.get("last_seq", -1),
-                    "last_commit": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s.get("last_ms", 0) / 1000))
+                    "last_commit": time.strftime(
+                        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(s.get("last_ms", 0) / 1000)
+                    )
                     if "last_ms" in s
                     else "-",
                 }
@@ -246,7 +250,9 @@ def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -
     for r in rows:
         lines.append(
             "  ".join(
-                str(r.get(c, "")).rjust(widths[c]) if isinstance(r.get(c), int) else str(r.get(c, "")).ljust(widths[c])
+                str(r.get(c, "")).rjust(widths[c])
+                if isinstance(r.get(c), int)
+                else str(r.get(c, "")).ljust(widths[c])
                 for c in cols
             )
         )

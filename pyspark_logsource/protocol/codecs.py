@@ -40,20 +40,39 @@ from .schemas import API_VERSIONS_REQUEST, SCHEMAS
 LOGSOURCE_ARROW_TAG = 10_000
 
 _API_VERSIONS_REQUEST_EXT = Message(
-    API_VERSIONS_REQUEST.name, API_VERSIONS_REQUEST.valid, API_VERSIONS_REQUEST.flexible,
-    API_VERSIONS_REQUEST.fields + (F("logsource_arrow_body", "bool", "3+", tag=LOGSOURCE_ARROW_TAG, tagged="3+",
-                                     default=False),),
-)  # fmt: skip
+    API_VERSIONS_REQUEST.name,
+    API_VERSIONS_REQUEST.valid,
+    API_VERSIONS_REQUEST.flexible,
+    API_VERSIONS_REQUEST.fields
+    + (F("logsource_arrow_body", "bool", "3+", tag=LOGSOURCE_ARROW_TAG, tagged="3+", default=False),),
+)
 
 
 class Api:
     """An API: its typed messages, adapters and one codec pair per version."""
 
-    __slots__ = ("key", "request", "response", "req_to", "req_from", "resp_to", "resp_from", "min_version",
-                 "max_version", "codecs")  # fmt: skip
+    __slots__ = (
+        "key",
+        "request",
+        "response",
+        "req_to",
+        "req_from",
+        "resp_to",
+        "resp_from",
+        "min_version",
+        "max_version",
+        "codecs",
+    )
 
-    def __init__(self, key: int, request: type, response: type, adapters: str, module: Any = a,
-                 schemas: tuple[Message, Message] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        key: int,
+        request: type,
+        response: type,
+        adapters: str,
+        module: Any = a,
+        schemas: tuple[Message, Message] | None = None,
+    ) -> None:
         self.key, self.request, self.response = key, request, response
         self.req_to = getattr(module, f"{adapters}_req_to")
         self.req_from = getattr(module, f"{adapters}_req_from")
@@ -64,8 +83,10 @@ class Api:
             req_schema = _API_VERSIONS_REQUEST_EXT
         self.min_version, self.max_version = req_schema.version_range()
         #: version -> (request codec, response codec)
-        self.codecs = {v: (Codec(req_schema, v), Codec(resp_schema, v))
-                       for v in range(self.min_version, self.max_version + 1)}  # fmt: skip
+        self.codecs = {
+            v: (Codec(req_schema, v), Codec(resp_schema, v))
+            for v in range(self.min_version, self.max_version + 1)
+        }
 
 
 APIS: dict[int, Api] = {
@@ -77,30 +98,67 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.METADATA, m.MetadataRequest, m.MetadataResponse, "metadata"),
         Api(m.ApiKey.OFFSET_COMMIT, cm.OffsetCommitRequest, cm.OffsetCommitResponse, "offset_commit"),
         Api(m.ApiKey.OFFSET_FETCH, cm.OffsetFetchRequest, cm.OffsetFetchResponse, "offset_fetch"),
-        Api(m.ApiKey.FIND_COORDINATOR, cm.FindCoordinatorRequest, cm.FindCoordinatorResponse, "find_coordinator"),
+        Api(
+            m.ApiKey.FIND_COORDINATOR,
+            cm.FindCoordinatorRequest,
+            cm.FindCoordinatorResponse,
+            "find_coordinator",
+        ),
         Api(m.ApiKey.JOIN_GROUP, gm.JoinGroupRequest, gm.JoinGroupResponse, "join_group", ga),
         Api(m.ApiKey.HEARTBEAT, gm.HeartbeatRequest, gm.HeartbeatResponse, "heartbeat", ga),
         Api(m.ApiKey.LEAVE_GROUP, gm.LeaveGroupRequest, gm.LeaveGroupResponse, "leave_group", ga),
         Api(m.ApiKey.SYNC_GROUP, gm.SyncGroupRequest, gm.SyncGroupResponse, "sync_group", ga),
-        Api(m.ApiKey.DESCRIBE_GROUPS, gm.DescribeGroupsRequest, gm.DescribeGroupsResponse, "describe_groups", ga),
+        Api(
+            m.ApiKey.DESCRIBE_GROUPS,
+            gm.DescribeGroupsRequest,
+            gm.DescribeGroupsResponse,
+            "describe_groups",
+            ga,
+        ),
         Api(m.ApiKey.LIST_GROUPS, gm.ListGroupsRequest, gm.ListGroupsResponse, "list_groups", ga),
         Api(m.ApiKey.API_VERSIONS, m.ApiVersionsRequest, m.ApiVersionsResponse, "api_versions"),
         Api(m.ApiKey.CREATE_TOPICS, am.CreateTopicsRequest, am.CreateTopicsResponse, "create_topics"),
         Api(m.ApiKey.DELETE_TOPICS, am.DeleteTopicsRequest, am.DeleteTopicsResponse, "delete_topics"),
         Api(m.ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse, "init_pid"),
-        Api(m.ApiKey.OFFSET_FOR_LEADER_EPOCH, em.OffsetForLeaderEpochRequest, em.OffsetForLeaderEpochResponse,
-            "offset_for_leader_epoch", em),
-        Api(m.ApiKey.DESCRIBE_CONFIGS, am.DescribeConfigsRequest, am.DescribeConfigsResponse, "describe_configs"),
-        Api(m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"),
-        Api(m.ApiKey.WRITE_TXN_MARKERS, tm.WriteTxnMarkersRequest, tm.WriteTxnMarkersResponse, "write_txn_markers", tm),
+        Api(
+            m.ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            em.OffsetForLeaderEpochRequest,
+            em.OffsetForLeaderEpochResponse,
+            "offset_for_leader_epoch",
+            em,
+        ),
+        Api(
+            m.ApiKey.DESCRIBE_CONFIGS,
+            am.DescribeConfigsRequest,
+            am.DescribeConfigsResponse,
+            "describe_configs",
+        ),
+        Api(
+            m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"
+        ),
+        Api(
+            m.ApiKey.WRITE_TXN_MARKERS,
+            tm.WriteTxnMarkersRequest,
+            tm.WriteTxnMarkersResponse,
+            "write_txn_markers",
+            tm,
+        ),
         # our extension (not Kafka's): the staged transactions of a Spark write
-        Api(tm.STAGED_TXNS_KEY, tm.StagedTxnsRequest, tm.StagedTxnsResponse, "staged_txns", tm,
-            (tm.STAGED_TXNS_REQUEST, tm.STAGED_TXNS_RESPONSE)),
+        Api(
+            tm.STAGED_TXNS_KEY,
+            tm.StagedTxnsRequest,
+            tm.StagedTxnsResponse,
+            "staged_txns",
+            tm,
+            (tm.STAGED_TXNS_REQUEST, tm.STAGED_TXNS_RESPONSE),
+        ),
     ]
 }
 
 #: api key -> (min version, max version) this implementation speaks; what ApiVersions advertises.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {k: (api.min_version, api.max_version) for k, api in APIS.items()}
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    k: (api.min_version, api.max_version) for k, api in APIS.items()
+}
 
 #: (api key, version) -> (request codec, response codec): the table.
 CODECS: dict[tuple[int, int], tuple[Codec, Codec]] = {
@@ -255,8 +313,10 @@ def encode_response(header: m.RequestHeader, response: Any) -> list[Any]:
 def encode_api_versions_fallback(correlation_id: int) -> list[Any]:
     """Kafka's answer to an ApiVersions version it does not know: a v0 body with error 35
     (UnsupportedVersion) and the supported ranges, so the client can retry at a version we speak."""
-    resp = m.ApiVersionsResponse(UnsupportedVersion.code, [m.ApiVersion(k, lo, hi)
-                                 for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])  # fmt: skip
+    resp = m.ApiVersionsResponse(
+        UnsupportedVersion.code,
+        [m.ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())],
+    )
     w = Writer()
     CODECS[(m.ApiKey.API_VERSIONS, 0)][1].write(w, a.api_versions_resp_to(resp, 0))
     return w.frame(correlation_id.to_bytes(4, "big", signed=True))
@@ -304,13 +364,19 @@ _PRODUCE_REQ_PART_HEAD = struct.Struct(">ii")  # partition count, partition
 _PRODUCE_REQ_MIDDLE: dict[tuple, bytes] = {}
 
 
-def _produce_request_middle(client_id: str | None, acks: int, timeout_ms: int, topic: str, partition: int) -> bytes | None:
+def _produce_request_middle(
+    client_id: str | None, acks: int, timeout_ms: int, topic: str, partition: int
+) -> bytes | None:
     name = topic.encode("utf-8")
     client = client_id.encode("utf-8") if client_id is not None else None
     if len(name) > 0x7FFF or (client is not None and len(client) > 0x7FFF):
         return None
     mid = (_I16.pack(len(client)) + client if client is not None else b"\xff\xff") + b"".join(
-        (_PRODUCE_REQ_HEAD.pack(-1, acks, timeout_ms, 1, len(name)), name, _PRODUCE_REQ_PART_HEAD.pack(1, partition))
+        (
+            _PRODUCE_REQ_HEAD.pack(-1, acks, timeout_ms, 1, len(name)),
+            name,
+            _PRODUCE_REQ_PART_HEAD.pack(1, partition),
+        )
     )
     if len(_PRODUCE_REQ_MIDDLE) >= 4096:  # bounded: many producers with many partitions
         _PRODUCE_REQ_MIDDLE.clear()
@@ -331,7 +397,9 @@ def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest)
         if mid is None:
             return None
     n = len(rec)
-    head = _PRODUCE_REQ_FRAME_HEAD.pack(8 + len(mid) + 4 + n, header.api_key, header.api_version, header.correlation_id)
+    head = _PRODUCE_REQ_FRAME_HEAD.pack(
+        8 + len(mid) + 4 + n, header.api_key, header.api_version, header.correlation_id
+    )
     if n >= ZERO_COPY_THRESHOLD:
         return [bytearray().join((head, mid, _I32.pack(n))), rec]
     return [bytearray().join((head, mid, _I32.pack(n), rec))]
@@ -408,4 +476,6 @@ def _decode_produce_response_fast(r: Reader, version: int) -> m.ProduceResponse 
     lso = vals[5] if version >= 5 else -1
     throttle = _I32.unpack_from(buf, end - 4)[0]
     r.pos = end
-    return m.ProduceResponse([m.ProducePartitionResponse(name, vals[1], vals[2], vals[3], vals[4], lso)], throttle)
+    return m.ProduceResponse(
+        [m.ProducePartitionResponse(name, vals[1], vals[2], vals[3], vals[4], lso)], throttle
+    )

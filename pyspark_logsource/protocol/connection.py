@@ -187,7 +187,9 @@ class ServerConnection:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.frames = FrameDecoder(max_frame_bytes)
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list[RequestReceived | UnsupportedRequest]:
+    def receive_data(
+        self, data: bytes | bytearray | memoryview
+    ) -> list[RequestReceived | UnsupportedRequest]:
         """Decode all complete requests in ``data``; raise ProtocolError if malformed.
 
         A server that wants to answer the good requests before a bad one should
@@ -247,8 +249,9 @@ class ClientConnection:
         self._pending: list[tuple[int, int, int]] = []  # (correlation_id, api_key, version), oldest first
         self._head = 0
         #: api key -> the version to send (after negotiation)
-        self.versions: dict[int, int] = {k: min(hi, CLIENT_MAX_VERSIONS.get(k, hi))
-                                         for k, (_, hi) in SUPPORTED_VERSIONS.items()}  # fmt: skip
+        self.versions: dict[int, int] = {
+            k: min(hi, CLIENT_MAX_VERSIONS.get(k, hi)) for k, (_, hi) in SUPPORTED_VERSIONS.items()
+        }
         #: the broker's features (ApiVersions v3+): name -> (min, max)
         self.features: dict[str, tuple[int, int]] = {}
         #: api key -> the broker's (min, max), for error messages
@@ -278,7 +281,8 @@ class ClientConnection:
             theirs = self.broker_versions.get(api_key)
             raise UnsupportedVersion(
                 f"the broker speaks api key {api_key} at versions {theirs}, we at {SUPPORTED_VERSIONS.get(api_key)}"
-                if theirs else f"the broker does not support api key {api_key}"
+                if theirs
+                else f"the broker does not support api key {api_key}"
             )
         return v
 

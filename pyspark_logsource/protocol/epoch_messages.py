@@ -66,27 +66,62 @@ def _group(items: list) -> dict[str, list]:
 
 
 def offset_for_leader_epoch_req_to(r: OffsetForLeaderEpochRequest, v: int) -> dict:
-    return {"replica_id": r.replica_id, "topics": [
-        {"topic": t, "partitions": [{"partition": p.partition, "current_leader_epoch": p.current_leader_epoch,
-                                     "leader_epoch": p.leader_epoch} for p in ps]}
-        for t, ps in _group(r.partitions).items()]}  # fmt: skip
+    return {
+        "replica_id": r.replica_id,
+        "topics": [
+            {
+                "topic": t,
+                "partitions": [
+                    {
+                        "partition": p.partition,
+                        "current_leader_epoch": p.current_leader_epoch,
+                        "leader_epoch": p.leader_epoch,
+                    }
+                    for p in ps
+                ],
+            }
+            for t, ps in _group(r.partitions).items()
+        ],
+    }
 
 
 def offset_for_leader_epoch_req_from(d: dict, v: int) -> OffsetForLeaderEpochRequest:
-    parts = [OffsetForLeaderEpochPartition(t["topic"], p["partition"], p["leader_epoch"], p["current_leader_epoch"])
-             for t in d["topics"] for p in t["partitions"]]  # fmt: skip
+    parts = [
+        OffsetForLeaderEpochPartition(
+            t["topic"], p["partition"], p["leader_epoch"], p["current_leader_epoch"]
+        )
+        for t in d["topics"]
+        for p in t["partitions"]
+    ]
     # before v3 only followers sent it (Kafka's rule: an absent replica id is a follower's, -2 by default)
     return OffsetForLeaderEpochRequest(parts, d["replica_id"])
 
 
 def offset_for_leader_epoch_resp_to(r: OffsetForLeaderEpochResponse, v: int) -> dict:
-    return {"throttle_time_ms": r.throttle_time_ms, "topics": [
-        {"topic": t, "partitions": [{"error_code": p.error_code, "partition": p.partition,
-                                     "leader_epoch": p.leader_epoch, "end_offset": p.end_offset} for p in ps]}
-        for t, ps in _group(r.partitions).items()]}  # fmt: skip
+    return {
+        "throttle_time_ms": r.throttle_time_ms,
+        "topics": [
+            {
+                "topic": t,
+                "partitions": [
+                    {
+                        "error_code": p.error_code,
+                        "partition": p.partition,
+                        "leader_epoch": p.leader_epoch,
+                        "end_offset": p.end_offset,
+                    }
+                    for p in ps
+                ],
+            }
+            for t, ps in _group(r.partitions).items()
+        ],
+    }
 
 
 def offset_for_leader_epoch_resp_from(d: dict, v: int) -> OffsetForLeaderEpochResponse:
-    parts = [EpochEndOffset(t["topic"], p["partition"], p["error_code"], p["leader_epoch"], p["end_offset"])
-             for t in d["topics"] for p in t["partitions"]]  # fmt: skip
+    parts = [
+        EpochEndOffset(t["topic"], p["partition"], p["error_code"], p["leader_epoch"], p["end_offset"])
+        for t in d["topics"]
+        for p in t["partitions"]
+    ]
     return OffsetForLeaderEpochResponse(parts, d["throttle_time_ms"])

@@ -32,16 +32,42 @@ FLEXIBLE_FROM = 12
 #: The message fields these codecs know. A field added to a Fetch message (say for replica
 #: fetches) switches the fast paths off until they learn it: the schema codec is always right.
 KNOWN_FIELDS = {
-    m.FetchRequest: ("partitions", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "replica_id",
-                     "session_id", "session_epoch", "rack_id"),
-    m.FetchPartition: ("topic", "partition", "fetch_offset", "max_bytes", "log_start_offset", "current_leader_epoch",
-                       "last_fetched_epoch"),
+    m.FetchRequest: (
+        "partitions",
+        "max_wait_ms",
+        "min_bytes",
+        "max_bytes",
+        "isolation_level",
+        "replica_id",
+        "session_id",
+        "session_epoch",
+        "rack_id",
+    ),
+    m.FetchPartition: (
+        "topic",
+        "partition",
+        "fetch_offset",
+        "max_bytes",
+        "log_start_offset",
+        "current_leader_epoch",
+        "last_fetched_epoch",
+    ),
     m.FetchResponse: ("partitions", "throttle_time_ms", "error_code", "session_id"),
-    m.FetchPartitionResponse: ("topic", "partition", "error_code", "high_watermark", "last_stable_offset",
-                               "log_start_offset", "records", "aborted_transactions", "preferred_read_replica",
-                               "diverging_epoch", "diverging_end_offset"),
+    m.FetchPartitionResponse: (
+        "topic",
+        "partition",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "records",
+        "aborted_transactions",
+        "preferred_read_replica",
+        "diverging_epoch",
+        "diverging_end_offset",
+    ),
     m.AbortedTransaction: ("producer_id", "first_offset"),
-}  # fmt: skip
+}
 ENABLED = all(tuple(f.name for f in fields(cls)) == names for cls, names in KNOWN_FIELDS.items())
 
 _SIZE = struct.Struct(">i")
@@ -160,10 +186,18 @@ def _encode_request(header: m.RequestHeader, req: m.FetchRequest) -> list[Any] |
             elif v < 9:
                 out += st.pack(p.partition, p.fetch_offset, p.log_start_offset, p.max_bytes)
             elif v < 12:
-                out += st.pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes)
+                out += st.pack(
+                    p.partition, p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes
+                )
             else:
-                out += st.pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
-                               p.log_start_offset, p.max_bytes)  # fmt: skip
+                out += st.pack(
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.fetch_offset,
+                    p.last_fetched_epoch,
+                    p.log_start_offset,
+                    p.max_bytes,
+                )
                 out += b"\x00"
         if flex:
             out += b"\x00"
@@ -293,8 +327,11 @@ def _encode_response(cid: int, v: int, resp: m.FetchResponse) -> list[Any] | Non
     cur = bytearray(_RESP_FRAME_HEAD.pack(0, cid))
     if flex:
         cur += b"\x00"  # response header v1
-    cur += _RESP_TOP[v].pack(resp.throttle_time_ms) if v < 7 else _RESP_TOP[v].pack(
-        resp.throttle_time_ms, resp.error_code, resp.session_id)  # fmt: skip
+    cur += (
+        _RESP_TOP[v].pack(resp.throttle_time_ms)
+        if v < 7
+        else _RESP_TOP[v].pack(resp.throttle_time_ms, resp.error_code, resp.session_id)
+    )
     groups = _group(resp.partitions)
     cur += _count(len(groups), flex)
     parts: list[Any] = []
@@ -308,11 +345,15 @@ def _encode_response(cid: int, v: int, resp: m.FetchResponse) -> list[Any] | Non
         cur += _count(len(ps), flex)
         for p in ps:
             if flex and (p.diverging_epoch != -1 or p.diverging_end_offset != -1):
-                return None  # a tagged field for a follower whose log diverged: rare, the schema codec writes it
+                return (
+                    None  # a tagged field for a follower whose log diverged: rare, the schema codec writes it
+                )
             if v < 5:
                 cur += st.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
             else:
-                cur += st.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset)
+                cur += st.pack(
+                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
+                )
             ab = p.aborted_transactions
             if ab is None:
                 cur += b"\x00" if flex else b"\xff\xff\xff\xff"

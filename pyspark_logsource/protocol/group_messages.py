@@ -142,8 +142,10 @@ class LeaveGroupRequest:
     def identities(self) -> list[tuple[str, str | None]]:
         """(member id, group instance id) of each leaving member."""
         if self.group_instance_ids and len(self.group_instance_ids) != len(self.members):
-            raise ProtocolError(f"LeaveGroup names {len(self.members)} members but "
-                                f"{len(self.group_instance_ids)} instance ids")  # fmt: skip
+            raise ProtocolError(
+                f"LeaveGroup names {len(self.members)} members but "
+                f"{len(self.group_instance_ids)} instance ids"
+            )
         return list(zip(self.members, self.group_instance_ids or [None] * len(self.members), strict=True))
 
 
@@ -298,23 +300,39 @@ def _decode(codecs: dict[int, Codec], data: bytes, what: str) -> dict:
 
 def encode_subscription(s: Subscription, version: int = 1) -> bytes:
     """The subscription as JoinGroup protocol metadata (v1: with owned partitions)."""
-    return _encode(_SUB_CODECS[version], version, {"topics": list(s.topics), "user_data": s.user_data,
-                   "owned_partitions": _nest(s.owned_partitions), "generation_id": s.generation_id,
-                   "rack_id": s.rack_id})  # fmt: skip
+    return _encode(
+        _SUB_CODECS[version],
+        version,
+        {
+            "topics": list(s.topics),
+            "user_data": s.user_data,
+            "owned_partitions": _nest(s.owned_partitions),
+            "generation_id": s.generation_id,
+            "rack_id": s.rack_id,
+        },
+    )
 
 
 def decode_subscription(data: bytes) -> Subscription:
     """Parse member metadata (any version); raises ProtocolError if malformed."""
     d = _decode(_SUB_CODECS, data, "subscription")
     ud = d["user_data"]
-    return Subscription(list(d["topics"]), None if ud is None else bytes(ud), _flat(d.get("owned_partitions")),
-                        d.get("generation_id", -1), d.get("rack_id"))  # fmt: skip
+    return Subscription(
+        list(d["topics"]),
+        None if ud is None else bytes(ud),
+        _flat(d.get("owned_partitions")),
+        d.get("generation_id", -1),
+        d.get("rack_id"),
+    )
 
 
 def encode_assignment(a: Assignment, version: int = 1) -> bytes:
     """The assignment as SyncGroup bytes."""
-    return _encode(_ASSIGN_CODECS[version], version,
-                   {"assigned_partitions": _nest(a.partitions), "user_data": a.user_data})  # fmt: skip
+    return _encode(
+        _ASSIGN_CODECS[version],
+        version,
+        {"assigned_partitions": _nest(a.partitions), "user_data": a.user_data},
+    )
 
 
 def decode_assignment(data: bytes) -> Assignment:

@@ -378,5 +378,7 @@ class DescribeClusterResponse:
     endpoint_type: int = 1
 
 
-__all__ = [name for name in dir() if not name.startswith("_") and name not in ("annotations", "Any", "IntEnum")]
+__all__ = [
+    name for name in dir() if not name.startswith("_") and name not in ("annotations", "Any", "IntEnum")
+]
 _ = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)  # re-exported for the protocol's users

@@ -61,8 +61,16 @@ class Field:
         return self.type.startswith("[]")
 
 
-def F(name: str, type_: str, versions_: str = "0+", *fields: Field, nullable: str = "none",
-      tag: int | None = None, tagged: str = "none", default: Any = None) -> Field:  # fmt: skip
+def F(
+    name: str,
+    type_: str,
+    versions_: str = "0+",
+    *fields: Field,
+    nullable: str = "none",
+    tag: int | None = None,
+    tagged: str = "none",
+    default: Any = None,
+) -> Field:
     """Shorthand for a :class:`Field`; struct members follow the version spec."""
     return Field(name, type_, versions_, nullable, tag, tagged, default, tuple(fields))
 
@@ -130,8 +138,19 @@ _FIXED: dict[str, tuple[int, Read, Write]] = {
     "float64": (8, _f64_read, _f64_write),
 }
 
-_ZERO_DEFAULTS = {"int8": 0, "int16": 0, "uint16": 0, "int32": 0, "int64": 0, "bool": False,
-                  "uuid": bytes(16), "float64": 0.0, "string": "", "bytes": b"", "records": None}  # fmt: skip
+_ZERO_DEFAULTS = {
+    "int8": 0,
+    "int16": 0,
+    "uint16": 0,
+    "int32": 0,
+    "int64": 0,
+    "bool": False,
+    "uuid": bytes(16),
+    "float64": 0.0,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+}
 
 
 def _string_codec(flexible: bool, nullable: bool) -> tuple[Read, Write]:
@@ -181,8 +200,9 @@ def _scalar_codec(type_: str, flexible: bool, nullable: bool) -> tuple[int, Read
     raise ValueError(f"unknown protocol type {type_!r}")
 
 
-def _array_codec(item_size: int, read_item: Read, write_item: Write, flexible: bool,
-                 nullable: bool) -> tuple[Read, Write]:  # fmt: skip
+def _array_codec(
+    item_size: int, read_item: Read, write_item: Write, flexible: bool, nullable: bool
+) -> tuple[Read, Write]:
     item_size = max(1, item_size)
     if flexible:
 
@@ -227,7 +247,11 @@ def _default_of(f: Field, version: int) -> Any:
     if f.is_array:
         return None if _in(versions(f.nullable), version) else []
     if f.fields:  # a struct: the struct of its members' defaults (Kafka's default for a struct)
-        return None if _in(versions(f.nullable), version) else {m.name: _default_of(m, version) for m in f.fields}
+        return (
+            None
+            if _in(versions(f.nullable), version)
+            else {m.name: _default_of(m, version) for m in f.fields}
+        )
     if f.type == "string" and f.nullable != "none":
         return None  # Kafka's nullable strings default to null where they are absent
     return _ZERO_DEFAULTS.get(f.type)

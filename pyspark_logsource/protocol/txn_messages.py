@@ -33,18 +33,33 @@ STAGED_TXNS_KEY = ApiKey.STAGED_TXNS
 REGISTER, COMMIT, ABORT = 0, 1, 2
 
 STAGED_TXNS_REQUEST = message(
-    "StagedTxnsRequest", "0", "none",
+    "StagedTxnsRequest",
+    "0",
+    "none",
     F("action", "int8"),
     F("write_id", "string"),
     F("batch_id", "int64"),
     F("timeout_ms", "int32"),
-    F("producers", "[]StagedProducer", "0+",
-      F("producer_id", "int64"), F("producer_epoch", "int16"),
-      F("partitions", "[]StagedPartition", "0+",
-        F("topic", "string"), F("partition", "int32"), F("record_count", "int64"))),
+    F(
+        "producers",
+        "[]StagedProducer",
+        "0+",
+        F("producer_id", "int64"),
+        F("producer_epoch", "int16"),
+        F(
+            "partitions",
+            "[]StagedPartition",
+            "0+",
+            F("topic", "string"),
+            F("partition", "int32"),
+            F("record_count", "int64"),
+        ),
+    ),
 )
 STAGED_TXNS_RESPONSE = message(
-    "StagedTxnsResponse", "0", "none",
+    "StagedTxnsResponse",
+    "0",
+    "none",
     F("throttle_time_ms", "int32"),
     F("error_code", "int16"),
     F("error_message", "string", "0+", nullable="0+", default="null"),
@@ -87,28 +102,54 @@ class StagedTxnsResponse:
 
 
 def staged_txns_req_to(r: StagedTxnsRequest, v: int) -> dict:
-    return {"action": r.action, "write_id": r.write_id, "batch_id": r.batch_id, "timeout_ms": r.timeout_ms,
-            "producers": [{"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
-                           "partitions": [{"topic": t, "partition": q, "record_count": n}
-                                          for (t, q), n in p.partitions.items()]}
-                          for p in r.producers]}  # fmt: skip
+    return {
+        "action": r.action,
+        "write_id": r.write_id,
+        "batch_id": r.batch_id,
+        "timeout_ms": r.timeout_ms,
+        "producers": [
+            {
+                "producer_id": p.producer_id,
+                "producer_epoch": p.producer_epoch,
+                "partitions": [
+                    {"topic": t, "partition": q, "record_count": n} for (t, q), n in p.partitions.items()
+                ],
+            }
+            for p in r.producers
+        ],
+    }
 
 
 def staged_txns_req_from(d: dict, v: int) -> StagedTxnsRequest:
-    producers = [StagedProducer(p["producer_id"], p["producer_epoch"],
-                                {(x["topic"], x["partition"]): x["record_count"] for x in p["partitions"]})
-                 for p in d["producers"]]  # fmt: skip
+    producers = [
+        StagedProducer(
+            p["producer_id"],
+            p["producer_epoch"],
+            {(x["topic"], x["partition"]): x["record_count"] for x in p["partitions"]},
+        )
+        for p in d["producers"]
+    ]
     return StagedTxnsRequest(d["action"], d["write_id"], d["batch_id"], d["timeout_ms"], producers)
 
 
 def staged_txns_resp_to(r: StagedTxnsResponse, v: int) -> dict:
-    return {"throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "error_message": r.error_message,
-            "last_committed_batch_id": r.last_committed_batch_id, "committed": r.committed}  # fmt: skip
+    return {
+        "throttle_time_ms": r.throttle_time_ms,
+        "error_code": r.error_code,
+        "error_message": r.error_message,
+        "last_committed_batch_id": r.last_committed_batch_id,
+        "committed": r.committed,
+    }
 
 
 def staged_txns_resp_from(d: dict, v: int) -> StagedTxnsResponse:
-    return StagedTxnsResponse(d["error_code"], d["error_message"], d["last_committed_batch_id"], d["committed"],
-                              d["throttle_time_ms"])  # fmt: skip
+    return StagedTxnsResponse(
+        d["error_code"],
+        d["error_message"],
+        d["last_committed_batch_id"],
+        d["committed"],
+        d["throttle_time_ms"],
+    )
 
 
 # ------------------------------------------------------------------ WriteTxnMarkers (Kafka's API 27)
@@ -157,17 +198,34 @@ def _by_topic(parts: list[tuple[str, int]]) -> dict[str, list[int]]:
 
 
 def write_txn_markers_req_to(r: WriteTxnMarkersRequest, v: int) -> dict:
-    return {"markers": [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
-                         "transaction_result": m.committed, "coordinator_epoch": m.coordinator_epoch,
-                         "transaction_version": 0,
-                         "topics": [{"name": t, "partition_indexes": ps} for t, ps in _by_topic(m.partitions).items()]}
-                        for m in r.markers]}  # fmt: skip
+    return {
+        "markers": [
+            {
+                "producer_id": m.producer_id,
+                "producer_epoch": m.producer_epoch,
+                "transaction_result": m.committed,
+                "coordinator_epoch": m.coordinator_epoch,
+                "transaction_version": 0,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in _by_topic(m.partitions).items()],
+            }
+            for m in r.markers
+        ]
+    }
 
 
 def write_txn_markers_req_from(d: dict, v: int) -> WriteTxnMarkersRequest:
-    return WriteTxnMarkersRequest([TxnMarker(m["producer_id"], m["producer_epoch"], m["transaction_result"],
-                                             [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]],
-                                             m["coordinator_epoch"]) for m in d["markers"]])  # fmt: skip
+    return WriteTxnMarkersRequest(
+        [
+            TxnMarker(
+                m["producer_id"],
+                m["producer_epoch"],
+                m["transaction_result"],
+                [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]],
+                m["coordinator_epoch"],
+            )
+            for m in d["markers"]
+        ]
+    )
 
 
 def write_txn_markers_resp_to(r: WriteTxnMarkersResponse, v: int) -> dict:
@@ -176,12 +234,26 @@ def write_txn_markers_resp_to(r: WriteTxnMarkersResponse, v: int) -> dict:
         topics: dict[str, list[dict]] = {}
         for (t, p), code in m.errors.items():
             topics.setdefault(t, []).append({"partition_index": p, "error_code": code})
-        out.append({"producer_id": m.producer_id,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})  # fmt: skip
+        out.append(
+            {
+                "producer_id": m.producer_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            }
+        )
     return {"markers": out}
 
 
 def write_txn_markers_resp_from(d: dict, v: int) -> WriteTxnMarkersResponse:
-    return WriteTxnMarkersResponse([TxnMarkerResult(m["producer_id"], {(t["name"], p["partition_index"]): p["error_code"]
-                                                                       for t in m["topics"] for p in t["partitions"]})
-                                    for m in d["markers"]])  # fmt: skip
+    return WriteTxnMarkersResponse(
+        [
+            TxnMarkerResult(
+                m["producer_id"],
+                {
+                    (t["name"], p["partition_index"]): p["error_code"]
+                    for t in m["topics"]
+                    for p in t["partitions"]
+                },
+            )
+            for m in d["markers"]
+        ]
+    )

@@ -85,7 +85,11 @@ def to_spark_batch(
     outside a pushed timestamp filter.
     """
     if isinstance(rb, pa.Table):
-        rb = rb.combine_chunks().to_batches()[0] if rb.num_rows else pa.RecordBatch.from_pylist([], schema=rb.schema)
+        rb = (
+            rb.combine_chunks().to_batches()[0]
+            if rb.num_rows
+            else pa.RecordBatch.from_pylist([], schema=rb.schema)
+        )
     n = rb.num_rows
     ts_us = _millis_to_micros(rb.column("timestamp"))
     timestamp_type = rb.column("timestamp_type")
@@ -204,10 +208,14 @@ def to_producer_table(rb: pa.RecordBatch) -> pa.Table:
     names = {n.lower(): n for n in rb.schema.names}
     cols: dict[str, pa.Array] = {}
     v = rb.column(names["value"])
-    cols["value"] = v.cast(pa.binary()) if pa.types.is_string(v.type) or pa.types.is_large_string(v.type) else v
+    cols["value"] = (
+        v.cast(pa.binary()) if pa.types.is_string(v.type) or pa.types.is_large_string(v.type) else v
+    )
     if "key" in names:
         k = rb.column(names["key"])
-        cols["key"] = k.cast(pa.binary()) if pa.types.is_string(k.type) or pa.types.is_large_string(k.type) else k
+        cols["key"] = (
+            k.cast(pa.binary()) if pa.types.is_string(k.type) or pa.types.is_large_string(k.type) else k
+        )
     if "headers" in names:
         from ..format.batch import HEADER_TYPE
 

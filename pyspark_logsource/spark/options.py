@@ -82,7 +82,9 @@ def normalize(options: Mapping[str, Any]) -> dict[str, str]:
 def _bootstrap(opts: dict[str, str]) -> str:
     value = opts.get("bootstrap.servers") or opts.get("kafka.bootstrap.servers")
     if not value or not value.strip():
-        raise ConfigError("option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required, e.g. 'localhost:9092'")
+        raise ConfigError(
+            "option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required, e.g. 'localhost:9092'"
+        )
     for hp in value.split(","):
         host, sep, port = hp.strip().rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -103,7 +105,9 @@ def parse_bool(opts: dict[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"option '{name}' must be true or false, got {raw!r}")
 
 
-def parse_int(opts: dict[str, str], name: str, default: int | None, *, minimum: int | None = None) -> int | None:
+def parse_int(
+    opts: dict[str, str], name: str, default: int | None, *, minimum: int | None = None
+) -> int | None:
     """Parse an integer option with an optional lower bound."""
     raw = opts.get(name.lower())
     if raw is None:
@@ -127,38 +131,50 @@ def _json_obj(name: str, raw: str) -> dict:
     return obj
 
 
-def _partition_map(name: str, obj: dict, *, allow_specials: tuple[int, ...], kind: str) -> dict[str, dict[int, int]]:
+def _partition_map(
+    name: str, obj: dict, *, allow_specials: tuple[int, ...], kind: str
+) -> dict[str, dict[int, int]]:
     """Validate {"topic": {"0": n, ...}} into {topic: {0: n}}."""
     out: dict[str, dict[int, int]] = {}
     for topic, parts in obj.items():
         if not isinstance(parts, dict):
-            raise ConfigError(f"option '{name}': value for topic {topic!r} must be an object of partition -> {kind}")
+            raise ConfigError(
+                f"option '{name}': value for topic {topic!r} must be an object of partition -> {kind}"
+            )
         m: dict[int, int] = {}
         for p, v in parts.items():
             try:
                 pi = int(p)
             except (TypeError, ValueError):
-                raise ConfigError(f"option '{name}': partition {p!r} of topic {topic!r} is not an integer") from None
+                raise ConfigError(
+                    f"option '{name}': partition {p!r} of topic {topic!r} is not an integer"
+                ) from None
             if pi < 0:
                 raise ConfigError(f"option '{name}': partition {pi} of topic {topic!r} is negative")
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(f"option '{name}': {kind} for {topic}-{pi} must be an integer, got {v!r}")
             if v < 0 and v not in allow_specials:
                 allowed = " or ".join(str(a) for a in allow_specials) or "no negative value"
-                raise ConfigError(f"option '{name}': {kind} {v} for {topic}-{pi} is invalid (allowed negatives: {allowed})")
+                raise ConfigError(
+                    f"option '{name}': {kind} {v} for {topic}-{pi} is invalid (allowed negatives: {allowed})"
+                )
             m[pi] = v
         out[str(topic)] = m
     return out
 
 
-def parse_offsets(name: str, raw: str | None, default: str, *, allow: tuple[str, ...], specials: tuple[int, ...]) -> OffsetSpec:
+def parse_offsets(
+    name: str, raw: str | None, default: str, *, allow: tuple[str, ...], specials: tuple[int, ...]
+) -> OffsetSpec:
     """Parse startingOffsets / endingOffsets: a keyword or the per-partition JSON form."""
     if raw is None:
         return default
     s = raw.strip()
     if s.lower() in ("earliest", "latest"):
         if s.lower() not in allow:
-            raise ConfigError(f"option '{name}' cannot be {s.lower()!r} here (allowed: {', '.join(allow)} or JSON)")
+            raise ConfigError(
+                f"option '{name}' cannot be {s.lower()!r} here (allowed: {', '.join(allow)} or JSON)"
+            )
         return s.lower()
     return _partition_map(name, _json_obj(name, s), allow_specials=specials, kind="offset")
 
@@ -200,8 +216,12 @@ def _subscription(opts: dict[str, str]):
     obj = _json_obj("assign", raw)
     assign: dict[str, tuple[int, ...]] = {}
     for topic, parts in obj.items():
-        if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
-            raise ConfigError(f"option 'assign': topic {topic!r} must map to a list of partition numbers, got {parts!r}")
+        if not isinstance(parts, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts
+        ):
+            raise ConfigError(
+                f"option 'assign': topic {topic!r} must map to a list of partition numbers, got {parts!r}"
+            )
         assign[str(topic)] = tuple(sorted(set(parts)))
     if not assign:
         raise ConfigError("option 'assign' must name at least one topic")
@@ -226,8 +246,10 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
             allow=("earliest", "latest") if streaming else ("earliest",),
             specials=(EARLIEST, LATEST) if streaming else (EARLIEST, LATEST),
         )
-        if not streaming and isinstance(starting, dict) and any(
-            v == LATEST for parts in starting.values() for v in parts.values()
+        if (
+            not streaming
+            and isinstance(starting, dict)
+            and any(v == LATEST for parts in starting.values() for v in parts.values())
         ):
             raise ConfigError("option 'startingOffsets': -1 (latest) is not allowed for a batch query")
 
@@ -249,7 +271,9 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
 
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
-        raise ConfigError(f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
+        raise ConfigError(
+            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}"
+        )
 
     return ReadOptions(
         bootstrap=bootstrap,
@@ -300,8 +324,10 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
     exactly_once = parse_bool(opts, "exactlyOnce", True)
     if exactly_once and acks != -1:
         if "exactlyonce" in opts:
-            raise ConfigError(f"option 'exactlyOnce=true' needs acks=all (got acks={acks_raw}); "
-                              "acks=0/1 writes are at-least-once at best")  # fmt: skip
+            raise ConfigError(
+                f"option 'exactlyOnce=true' needs acks=all (got acks={acks_raw}); "
+                "acks=0/1 writes are at-least-once at best"
+            )
         exactly_once = False  # acks=0/1 asked for explicitly: at-least-once, as stated in the README
     linger = parse_int(opts, "linger.ms", None, minimum=0)
     if linger is None:
@@ -312,12 +338,15 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         compression=codec,
         linger_ms=int(linger or 0),
         acks=acks,
-        batch_size=parse_int(opts, "batch.size", None, minimum=1) or parse_int(opts, "kafka.batch.size", None, minimum=1),
+        batch_size=parse_int(opts, "batch.size", None, minimum=1)
+        or parse_int(opts, "kafka.batch.size", None, minimum=1),
         auto_create_topic=parse_bool(opts, "autoCreateTopic", False),
         num_partitions=parse_int(opts, "numPartitions", 1, minimum=1) or 1,
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
         exactly_once=exactly_once,
-        transaction_timeout_ms=int(parse_int(opts, "transaction.timeout.ms", None, minimum=1)
-                                   or parse_int(opts, "kafka.transaction.timeout.ms", 600_000, minimum=1)
-                                   or 600_000),  # fmt: skip
+        transaction_timeout_ms=int(
+            parse_int(opts, "transaction.timeout.ms", None, minimum=1)
+            or parse_int(opts, "kafka.transaction.timeout.ms", 600_000, minimum=1)
+            or 600_000
+        ),
     )

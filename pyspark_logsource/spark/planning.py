@@ -178,7 +178,9 @@ def _resolve_timestamps(
     if rest:
         out.update({tp: int(o) for tp, o in lookup(rest, default).items()})
     if by_ts:
-        ends = lookup([tp for group in by_ts.values() for tp in group], "latest") if strategy == "error" else {}
+        ends = (
+            lookup([tp for group in by_ts.values() for tp in group], "latest") if strategy == "error" else {}
+        )
         for ts, group in by_ts.items():
             got = lookup(group, ts)
             for tp in group:
@@ -307,7 +309,9 @@ def push_filters(filters: Iterable[Any], pushed: Pushed | None = None) -> tuple[
                 s = {int(v) for v in ints if v is not None}
                 p.partitions = s if p.partitions is None else p.partitions & s
                 ok = True
-        elif col == "offset" and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
+        elif col == "offset" and isinstance(
+            f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+        ):
             v = _int_value(f.value)
             if v is not None:
                 lo, hi = {
@@ -322,7 +326,9 @@ def push_filters(filters: Iterable[Any], pushed: Pushed | None = None) -> tuple[
                 if hi is not None:
                     p.offset_hi = hi if p.offset_hi is None else min(p.offset_hi, hi)
                 ok = True
-        elif col == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
+        elif col == "timestamp" and isinstance(
+            f, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+        ):
             try:
                 us = to_micros(f.value)
             except TypeError:
@@ -355,7 +361,8 @@ def narrow(
     keep = [
         tp
         for tp in end
-        if (pushed.topics is None or tp[0] in pushed.topics) and (pushed.partitions is None or tp[1] in pushed.partitions)
+        if (pushed.topics is None or tp[0] in pushed.topics)
+        and (pushed.partitions is None or tp[1] in pushed.partitions)
     ]
     s = {tp: start[tp] for tp in keep if tp in start}
     e = {tp: end[tp] for tp in keep}
@@ -434,4 +441,3 @@ def advance_only(prev: Mapping[TP, int], now: Mapping[TP, int]) -> dict[TP, int]
         if tp in out and out[tp] < o:
             out[tp] = o
     return out
-

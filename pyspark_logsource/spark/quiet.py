@@ -31,7 +31,9 @@ def quiet_spark(spark: Any, level: str = DEFAULT_LEVEL) -> bool:
     warnings; once per SparkContext. True if this call changed the level."""
     # PySpark warns about pandas >= 3 on every import of its testing helpers; our reads and writes
     # use Arrow conversions that work with it.
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
     try:
         sc = spark.sparkContext
         jvm = sc._jvm

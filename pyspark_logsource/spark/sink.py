@@ -57,8 +57,10 @@ def streaming_write_id() -> str:
     tc = TaskContext.get()
     qid = tc.getLocalProperty("sql.streaming.queryId") if tc is not None else None
     if not qid:
-        raise ConfigError("exactly-once streaming writes need Spark's query id (sql.streaming.queryId); "
-                          "set exactlyOnce=false to write at-least-once")  # fmt: skip
+        raise ConfigError(
+            "exactly-once streaming writes need Spark's query id (sql.streaming.queryId); "
+            "set exactlyOnce=false to write at-least-once"
+        )
     return f"spark-query-{qid}"
 
 
@@ -67,8 +69,13 @@ def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) ->
     from ..client import Admin
     from ..client.txn import StagedTxns, TransactionalProducer
 
-    producer = TransactionalProducer(opts.bootstrap, acks=-1, linger_ms=opts.linger_ms, compression=opts.compression,
-                                     batch_size=opts.batch_size or SINK_BATCH_BYTES)  # fmt: skip
+    producer = TransactionalProducer(
+        opts.bootstrap,
+        acks=-1,
+        linger_ms=opts.linger_ms,
+        compression=opts.compression,
+        batch_size=opts.batch_size or SINK_BATCH_BYTES,
+    )
     txns = StagedTxns(opts.bootstrap, opts.client_id)
     admin: Admin | None = None
     msg = StagedCommitMessage(write_id=write_id)
@@ -86,7 +93,9 @@ def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) ->
                 if topic not in registered:
                     admin = admin or Admin(opts.bootstrap)
                     parts = admin.partitions_for(topic)
-                    txns.register(write_id, pid, epoch, [(topic, p) for p in parts], opts.transaction_timeout_ms)
+                    txns.register(
+                        write_id, pid, epoch, [(topic, p) for p in parts], opts.transaction_timeout_ms
+                    )
                     registered.add(topic)
                 sent.extend((topic, f) for f in producer.send_arrow(topic, sub))
         producer.flush()
@@ -123,8 +132,13 @@ def commit(opts: Any, messages: list[Any], batch_id: int, write_id: str | None =
     if resp.committed:
         log.info("logsource: %s batch %d committed exactly once (%d rows)", write_id, batch_id, rows)
     else:
-        log.warning("logsource: %s batch %d was already committed (last %d); this run's %d rows were aborted",
-                    write_id, batch_id, resp.last_committed_batch_id, rows)  # fmt: skip
+        log.warning(
+            "logsource: %s batch %d was already committed (last %d); this run's %d rows were aborted",
+            write_id,
+            batch_id,
+            resp.last_committed_batch_id,
+            rows,
+        )
     return resp.committed
 
 

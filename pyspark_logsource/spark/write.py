@@ -68,9 +68,12 @@ def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSou
     from .arrow import to_producer_table
 
     kwargs: dict[str, Any] = dict(
-        acks=opts.acks, linger_ms=opts.linger_ms, compression=opts.compression, enable_idempotence=True,
+        acks=opts.acks,
+        linger_ms=opts.linger_ms,
+        compression=opts.compression,
+        enable_idempotence=True,
         batch_size=opts.batch_size or SINK_BATCH_BYTES,
-    )  # fmt: skip
+    )
     producer = Producer(opts.bootstrap, **kwargs)
     msg = LogSourceCommitMessage()
     futures: list[Any] = []
@@ -131,7 +134,13 @@ def rows_to_batches(rows: Iterator[Any], schema: StructType) -> Iterator[pa.Reco
     for row in rows:
         chunk.append(tuple(row))
         if len(chunk) >= 10000:
-            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)], names=names)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)],
+                names=names,
+            )
             chunk = []
     if chunk:
-        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)], names=names)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(zip(*chunk, strict=True), pa_schema, strict=True)],
+            names=names,
+        )

@@ -46,8 +46,13 @@ log = logging.getLogger(__name__)
 RESIGN_TIMEOUT_S = 2.0
 
 
-def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int,
-                    start_index: int = -1, start_partition: int = 0) -> dict[int, list[int]]:  # fmt: skip
+def assign_replicas(
+    brokers: Sequence[int],
+    partitions: int,
+    replication_factor: int,
+    start_index: int = -1,
+    start_partition: int = 0,
+) -> dict[int, list[int]]:
     """Kafka's ``assignReplicasToBrokers`` (rack unaware): partition -> replicas, the first one the
     preferred leader. Leaders go round-robin over the brokers from a (random) start, followers are
     shifted so that replicas of consecutive partitions land on different brokers."""
@@ -56,8 +61,10 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     if replication_factor < 1:
         raise InvalidReplicationFactor(f"replication factor must be at least 1, got {replication_factor}")
     if replication_factor > n:
-        raise InvalidReplicationFactor(f"replication factor {replication_factor} is larger than the "
-                                       f"{n} available broker{'s' if n != 1 else ''}")  # fmt: skip
+        raise InvalidReplicationFactor(
+            f"replication factor {replication_factor} is larger than the "
+            f"{n} available broker{'s' if n != 1 else ''}"
+        )
     start = start_index if start_index >= 0 else random.randrange(n)
     shift = start_index if start_index >= 0 else random.randrange(n)
     out: dict[int, list[int]] = {}
@@ -72,7 +79,9 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     return out
 
 
-def elect_leader(replicas: Sequence[int], state: LeaderAndIsr, live: set[int], unclean: bool) -> LeaderAndIsr | None:
+def elect_leader(
+    replicas: Sequence[int], state: LeaderAndIsr, live: set[int], unclean: bool
+) -> LeaderAndIsr | None:
     """The partition's next state when its leader is not live; None when it needs no change.
 
     The new leader is the first replica (assignment order) that is live and in the ISR; the ISR keeps its
@@ -86,15 +95,19 @@ def elect_leader(replicas: Sequence[int], state: LeaderAndIsr, live: set[int], u
     if unclean:
         outside = [r for r in replicas if r in live]
         if outside:
-            log.warning("unclean leader election: %d leads with no in-sync replica alive (data may be lost)",
-                        outside[0])  # fmt: skip
+            log.warning(
+                "unclean leader election: %d leads with no in-sync replica alive (data may be lost)",
+                outside[0],
+            )
             return LeaderAndIsr(outside[0], state.leader_epoch + 1, [outside[0]], 0)
     if state.leader == -1:
         return None
     return LeaderAndIsr(-1, state.leader_epoch + 1, list(state.isr), 0)
 
 
-def next_state(replicas: Sequence[int], state: LeaderAndIsr, live: set[int], unclean: bool) -> LeaderAndIsr | None:
+def next_state(
+    replicas: Sequence[int], state: LeaderAndIsr, live: set[int], unclean: bool
+) -> LeaderAndIsr | None:
     """The partition's next state against ``live`` (None: no change): a leader elected if needed
     (:func:`elect_leader`), else the ISR without dead members. The ISR never becomes empty: with no
     member alive it stays as it is, as Kafka's controller keeps the last in-sync replica, so that replica
@@ -117,7 +130,9 @@ def write_topic(zk: ZkClient, name: str, plan: Mapping[int, list[int]], config: 
     ops: list[tuple[str, tuple]] = []
     if zk.exists(paths.topic_config_path(name)) is None:
         ops.append(("create", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)))))
-    ops.append(("create", (paths.topic_path(name), paths.encode_assignment(dict(plan), paths.new_topic_id()))))
+    ops.append(
+        ("create", (paths.topic_path(name), paths.encode_assignment(dict(plan), paths.new_topic_id())))
+    )
     try:
         zk.transaction(ops)
     except ConditionFailed:
@@ -127,9 +142,16 @@ def write_topic(zk: ZkClient, name: str, plan: Mapping[int, list[int]], config: 
 class Controller:
     """This broker's part in the controller election, and the controller's work while it is elected."""
 
-    def __init__(self, zk: ZkClient, registry: BrokerRegistry, broker_id: int, unclean_election: bool = False,
-                 on_change: Callable[[int], None] | None = None, rebalance_interval_s: float | None = None,
-                 imbalance_percentage: int = 10) -> None:  # fmt: skip
+    def __init__(
+        self,
+        zk: ZkClient,
+        registry: BrokerRegistry,
+        broker_id: int,
+        unclean_election: bool = False,
+        on_change: Callable[[int], None] | None = None,
+        rebalance_interval_s: float | None = None,
+        imbalance_percentage: int = 10,
+    ) -> None:
         self.zk = zk
         self.registry = registry
         self.broker_id = broker_id
@@ -159,7 +181,9 @@ class Controller:
         ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, lambda c: self._events.put(("topics", set(c))))
         ChildrenWatch(self.zk.client, paths.DELETE_TOPICS, lambda c: self._events.put(("deletes", None)))
         if self.rebalance_interval_s:
-            threading.Thread(target=self._tick_rebalance, name=f"leader-rebalance-{self.broker_id}", daemon=True).start()
+            threading.Thread(
+                target=self._tick_rebalance, name=f"leader-rebalance-{self.broker_id}", daemon=True
+            ).start()
 
     def _tick_rebalance(self) -> None:
         while not self._stopped.wait(self.rebalance_interval_s):
@@ -186,7 +210,10 @@ class Controller:
                     log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
             except NoNodeError:
                 pass
-            except (*ZK_UNAVAILABLE, client.handler.timeout_exception) as e:  # /controller goes with the session
+            except (
+                *ZK_UNAVAILABLE,
+                client.handler.timeout_exception,
+            ) as e:  # /controller goes with the session
                 log.warning("broker %d could not resign as controller: %r", self.broker_id, e)
 
     def _on_session(self, state: KazooState) -> None:
@@ -245,7 +272,9 @@ class Controller:
         got = self.zk.get(paths.CONTROLLER)
         if got is not None:
             data, stat = got
-            ours = paths.decode_controller(data) == self.broker_id and stat.ephemeralOwner == self.zk.session_id
+            ours = (
+                paths.decode_controller(data) == self.broker_id and stat.ephemeralOwner == self.zk.session_id
+            )
             if not ours and self.active:
                 log.warning("broker %d: /controller names another broker; resigning", self.broker_id)
                 self.active = False
@@ -268,10 +297,12 @@ class Controller:
             epoch_node = self.zk.get(paths.CONTROLLER_EPOCH)
         epoch, version = int(epoch_node[0].decode() or 0), epoch_node[1].version
         try:
-            results = self.zk.transaction([
-                ("set", (paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)),
-                ("create", (paths.CONTROLLER, paths.encode_controller(self.broker_id), None, True)),
-            ])  # fmt: skip
+            results = self.zk.transaction(
+                [
+                    ("set", (paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)),
+                    ("create", (paths.CONTROLLER, paths.encode_controller(self.broker_id), None, True)),
+                ]
+            )
         except ConditionFailed:
             return  # another broker won this epoch; its /controller fires our watch
         self._on_elected(epoch + 1, results[0].version)
@@ -300,8 +331,10 @@ class Controller:
             got = self.zk.get(paths.CONTROLLER_EPOCH)
             if got is None or got[1].version != self.epoch_zk_version:
                 self.active = False
-                raise StaleControllerEpoch(f"controller epoch {self.epoch} of broker {self.broker_id} is stale "
-                                           f"(/controller_epoch is now {got[0].decode() if got else None})") from None  # fmt: skip
+                raise StaleControllerEpoch(
+                    f"controller epoch {self.epoch} of broker {self.broker_id} is stale "
+                    f"(/controller_epoch is now {got[0].decode() if got else None})"
+                ) from None
             raise
 
     def _write_state(self, topic: str, p: int, new: LeaderAndIsr, version: int | None) -> None:
@@ -314,8 +347,15 @@ class Controller:
             self._fenced([("create", (path, paths.encode_state(new)))])
         else:
             self._fenced([("set", (path, paths.encode_state(new), version))])
-        log.info("controller %d: %s-%d leader %d epoch %d isr %s", self.broker_id, topic, p, new.leader,
-                 new.leader_epoch, new.isr)  # fmt: skip
+        log.info(
+            "controller %d: %s-%d leader %d epoch %d isr %s",
+            self.broker_id,
+            topic,
+            p,
+            new.leader,
+            new.leader_epoch,
+            new.isr,
+        )
 
     # ------------------------------------------------------------ elections
 
@@ -325,7 +365,9 @@ class Controller:
         regs = self.registry.registrations()
         # a broker that registered again (a new session, e.g. after its session expired) is treated as a
         # failure and a return, as Kafka does with broker epochs: it leads nothing it led before
-        bounced = {b for b, czxid in regs.items() if b in self._registrations and self._registrations[b] != czxid}
+        bounced = {
+            b for b, czxid in regs.items() if b in self._registrations and self._registrations[b] != czxid
+        }
         self._registrations = regs
         self._reconcile(sorted(self._topics), set(regs) - bounced)
         if bounced:  # ...and its return: partitions left leaderless may be led by it again (its ISR)
@@ -388,16 +430,33 @@ class Controller:
             for topic, p, state, version in parts:
                 if state.leader != pref and pref in state.isr:
                     try:
-                        self._write_state(topic, p, LeaderAndIsr(pref, state.leader_epoch + 1, state.isr, self.epoch),
-                                          version)  # fmt: skip
-                        log.info("controller %d: %s-%d back to its preferred leader %d", self.broker_id, topic, p, pref)
+                        self._write_state(
+                            topic,
+                            p,
+                            LeaderAndIsr(pref, state.leader_epoch + 1, state.isr, self.epoch),
+                            version,
+                        )
+                        log.info(
+                            "controller %d: %s-%d back to its preferred leader %d",
+                            self.broker_id,
+                            topic,
+                            p,
+                            pref,
+                        )
                     except ConditionFailed:
                         continue  # its state moved meanwhile; the next check looks again
 
     # ------------------------------------------------------------ topics
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
-                     assignment: Mapping[int, list[int]] | None = None, validate_only: bool = False) -> dict[int, list[int]]:  # fmt: skip
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: Mapping[str, str],
+        assignment: Mapping[int, list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> dict[int, list[int]]:
         """Assign replicas over the live brokers and write the topic, its config and its partitions' first
         states in one fenced multi-op. NotController on a broker that is not the controller."""
         with self._lock:
@@ -407,10 +466,14 @@ class Controller:
             if assignment:
                 lengths = {len(r) for r in assignment.values()}
                 if len(lengths) != 1 or any(len(set(r)) != len(r) for r in assignment.values()):
-                    raise InvalidReplicaAssignment("every partition needs the same number of distinct replicas")
+                    raise InvalidReplicaAssignment(
+                        "every partition needs the same number of distinct replicas"
+                    )
                 unknown = {b for r in assignment.values() for b in r} - set(live)
                 if unknown:
-                    raise InvalidReplicaAssignment(f"replica assignment names unknown brokers {sorted(unknown)}")
+                    raise InvalidReplicaAssignment(
+                        f"replica assignment names unknown brokers {sorted(unknown)}"
+                    )
                 plan = {int(p): list(r) for p, r in assignment.items()}
             else:
                 plan = assign_replicas(live, partitions, replication_factor)
@@ -422,10 +485,16 @@ class Controller:
                 return plan
             ops: list[tuple[str, tuple]] = []
             if self.zk.exists(paths.topic_config_path(name)) is not None:
-                ops.append(("set", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)), -1)))
+                ops.append(
+                    ("set", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)), -1))
+                )
             else:
-                ops.append(("create", (paths.topic_config_path(name), paths.encode_topic_config(dict(config)))))
-            ops.append(("create", (paths.topic_path(name), paths.encode_assignment(plan, paths.new_topic_id()))))
+                ops.append(
+                    ("create", (paths.topic_config_path(name), paths.encode_topic_config(dict(config))))
+                )
+            ops.append(
+                ("create", (paths.topic_path(name), paths.encode_assignment(plan, paths.new_topic_id())))
+            )
             ops.append(("create", (paths.partitions_path(name), b"")))
             for p, replicas in sorted(plan.items()):
                 state = LeaderAndIsr(replicas[0], 0, list(replicas), self.epoch)
@@ -435,7 +504,9 @@ class Controller:
                 self._fenced(ops)
             except ConditionFailed:
                 raise TopicAlreadyExists(f"topic {name!r} already exists") from None
-            log.info("controller %d created topic %s: %s, config %s", self.broker_id, name, plan, dict(config))
+            log.info(
+                "controller %d created topic %s: %s, config %s", self.broker_id, name, plan, dict(config)
+            )
             return plan
 
     def request_delete(self, name: str) -> None:

@@ -70,8 +70,10 @@ class ReplicaFetchHandler:
                 return None  # answer at once: the follower must truncate before it fetches on
         if not lg.log_start_offset <= fp.fetch_offset <= leo:
             r.high_watermark = lg.high_watermark
-            raise OffsetOutOfRange(f"{fp.topic}-{fp.partition}: follower fetch offset {fp.fetch_offset} is "
-                                   f"outside [{lg.log_start_offset}, {leo}]")  # fmt: skip
+            raise OffsetOutOfRange(
+                f"{fp.topic}-{fp.partition}: follower fetch offset {fp.fetch_offset} is "
+                f"outside [{lg.log_start_offset}, {leo}]"
+            )
         self.manager.update_follower(fp.topic, fp.partition, req.replica_id, fp.fetch_offset)
         return lg, lg.high_watermark
 
@@ -102,7 +104,9 @@ class EpochHandlers:
     def by_key(self) -> dict[int, Any]:
         return {ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}
 
-    def offset_for_leader_epoch(self, req: OffsetForLeaderEpochRequest, session: Any) -> OffsetForLeaderEpochResponse:
+    def offset_for_leader_epoch(
+        self, req: OffsetForLeaderEpochRequest, session: Any
+    ) -> OffsetForLeaderEpochResponse:
         """Per partition, the largest epoch at or below the one asked and where it ends in the leader's log."""
         out = []
         st = self.state
@@ -110,7 +114,9 @@ class EpochHandlers:
             r = EpochEndOffset(p.topic, p.partition)
             try:
                 st.check_leader(p.topic, p.partition, write=False)
-                role = st.roles.get((p.topic, p.partition)) or st.role(p.topic, p.partition)  # recorded, else synthesised
+                role = st.roles.get((p.topic, p.partition)) or st.role(
+                    p.topic, p.partition
+                )  # recorded, else synthesised
                 try:
                     lg = st.logs.get_log(p.topic, p.partition)
                 except UnknownTopicOrPartition:
@@ -120,9 +126,14 @@ class EpochHandlers:
                 current = role.leader_epoch
                 check_epoch(p.topic, p.partition, current, p.current_leader_epoch)
                 # a follower may hold what is above the HW; a consumer has read at most up to it
-                end = lg.log_end_offset if req.replica_id >= 0 else st.high_watermark(p.topic, p.partition, lg)
+                end = (
+                    lg.log_end_offset if req.replica_id >= 0 else st.high_watermark(p.topic, p.partition, lg)
+                )
                 if p.leader_epoch == current and lg.epochs.latest_epoch < current:
-                    r.leader_epoch, r.end_offset = current, end  # a single broker records no epoch before a write
+                    r.leader_epoch, r.end_offset = (
+                        current,
+                        end,
+                    )  # a single broker records no epoch before a write
                 else:
                     r.leader_epoch, r.end_offset = lg.epochs.end_offset_for(p.leader_epoch, end)
                     r.end_offset = min(r.end_offset, end)

@@ -47,8 +47,14 @@ class IsrUpdater:
     ISR written to ZooKeeper.
     """
 
-    def __init__(self, settings: ReplicationSettings, zk: Any, loop: asyncio.AbstractEventLoop,
-                 led: Callable[[], Iterable[Partition]], written: IsrWritten) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: ReplicationSettings,
+        zk: Any,
+        loop: asyncio.AbstractEventLoop,
+        led: Callable[[], Iterable[Partition]],
+        written: IsrWritten,
+    ) -> None:
         self.settings = settings
         self.zk = zk
         self.loop = loop
@@ -68,16 +74,28 @@ class IsrUpdater:
                 try:
                     out = lp.lagging(now, lag_max)
                     if out:
-                        log.info("broker %d: %s-%d followers %s are out of sync (lag > %d ms); shrinking the ISR",
-                                 self.settings.broker_id, lp.role.topic, lp.role.partition, out, lag_max)  # fmt: skip
+                        log.info(
+                            "broker %d: %s-%d followers %s are out of sync (lag > %d ms); shrinking the ISR",
+                            self.settings.broker_id,
+                            lp.role.topic,
+                            lp.role.partition,
+                            out,
+                            lag_max,
+                        )
                         self.submit(lp, remove=out)
                 except Exception:  # the loop must outlive one partition's trouble
                     log.exception("ISR check of %s-%d failed", lp.role.topic, lp.role.partition)
 
     def request_expand(self, lp: Partition, broker_id: int) -> None:
         """Add a caught-up follower to the ISR."""
-        log.info("broker %d: follower %d caught up on %s-%d (leo %d); expanding the ISR", self.settings.broker_id,
-                 broker_id, lp.role.topic, lp.role.partition, lp.followers[broker_id].leo)  # fmt: skip
+        log.info(
+            "broker %d: follower %d caught up on %s-%d (leo %d); expanding the ISR",
+            self.settings.broker_id,
+            broker_id,
+            lp.role.topic,
+            lp.role.partition,
+            lp.followers[broker_id].leo,
+        )
         self.submit(lp, add=[broker_id])
 
     # ------------------------------------------------------------ how
@@ -122,8 +140,14 @@ class IsrUpdater:
             # a copy of the client's one retry policy: kazoo's retry object is not re-entrant
             return self.zk.retry.copy()(attempt)
         except Exception as e:
-            log.warning("ISR update of %s-%d (remove %s, add %s) failed: %r", role.topic, role.partition, remove,
-                        add, e)  # fmt: skip
+            log.warning(
+                "ISR update of %s-%d (remove %s, add %s) failed: %r",
+                role.topic,
+                role.partition,
+                remove,
+                add,
+                e,
+            )
             return None
 
     def _done(self, lp: Partition, role: Any, fut: asyncio.Future) -> None:

@@ -118,12 +118,21 @@ class LocalCluster:
         old = self.read_state()
         old_ports = {b["id"]: b["port"] for b in old.get("brokers", [])}
         zk = ZooKeeperServer(
-            self.data_dir / "zookeeper", port=old.get("zookeeper", {}).get("port", 0), host=self.host,
-            tick_time_ms=500, detach=True, startup_timeout=self.startup_timeout,
-        )  # fmt: skip
+            self.data_dir / "zookeeper",
+            port=old.get("zookeeper", {}).get("port", 0),
+            host=self.host,
+            tick_time_ms=500,
+            detach=True,
+            startup_timeout=self.startup_timeout,
+        )
         zk.start()
         state: dict[str, Any] = {
-            "zookeeper": {"pid": zk.pid, "port": zk.port, "connect": zk.connect, "data_dir": str(zk.data_dir)},
+            "zookeeper": {
+                "pid": zk.pid,
+                "port": zk.port,
+                "connect": zk.connect,
+                "data_dir": str(zk.data_dir),
+            },
             "brokers": [],
         }
         procs: dict[int, tuple[subprocess.Popen, Path]] = {}
@@ -131,8 +140,14 @@ class LocalCluster:
             for bid in range(1, self.brokers + 1):
                 port = old_ports.get(bid) or free_port(self.host)
                 procs[bid] = self._spawn_broker(bid, port, zk.connect)
-                state["brokers"].append({"id": bid, "pid": procs[bid][0].pid, "port": port,
-                                         "data_dir": str(self.data_dir / f"broker-{bid}")})  # fmt: skip
+                state["brokers"].append(
+                    {
+                        "id": bid,
+                        "pid": procs[bid][0].pid,
+                        "port": port,
+                        "data_dir": str(self.data_dir / f"broker-{bid}"),
+                    }
+                )
             self._write_state(state)
             for bid, (proc, out) in procs.items():
                 self._wait_listening(bid, proc, out)
@@ -158,12 +173,16 @@ class LocalCluster:
         state = self.read_state()
         running = ", ".join(f"{k} pid {v}" for k, v in alive.items())
         if "zookeeper" not in alive:
-            raise ConfigError(f"brokers of the cluster in {self.data_dir} are running without its ZooKeeper ({running}); "
-                              "run 'logsource cluster stop --data-dir ...' first")  # fmt: skip
+            raise ConfigError(
+                f"brokers of the cluster in {self.data_dir} are running without its ZooKeeper ({running}); "
+                "run 'logsource cluster stop --data-dir ...' first"
+            )
         saved = state.get("brokers", [])
         if self.brokers != len(saved):
-            raise ConfigError(f"the cluster in {self.data_dir} has {len(saved)} broker(s), not {self.brokers} "
-                              f"({running}); run 'logsource cluster stop --data-dir ...' first to change it")  # fmt: skip
+            raise ConfigError(
+                f"the cluster in {self.data_dir} has {len(saved)} broker(s), not {self.brokers} "
+                f"({running}); run 'logsource cluster stop --data-dir ...' first to change it"
+            )
         zk_connect = state["zookeeper"]["connect"]
         procs: dict[int, tuple[subprocess.Popen, Path]] = {}
         try:
@@ -188,22 +207,33 @@ class LocalCluster:
         bdir = self.data_dir / f"broker-{bid}"
         bdir.mkdir(parents=True, exist_ok=True)
         props = dict(self.overrides)
-        props.update({
-            "broker.id": str(bid),
-            "zookeeper.connect": zk_connect,
-            "listeners": f"PLAINTEXT://{self.host}:{port}",
-            "log.dirs": str(bdir / "logs"),
-        })  # fmt: skip
+        props.update(
+            {
+                "broker.id": str(bid),
+                "zookeeper.connect": zk_connect,
+                "listeners": f"PLAINTEXT://{self.host}:{port}",
+                "log.dirs": str(bdir / "logs"),
+            }
+        )
         cmd = [sys.executable, "-m", "pyspark_logsource.broker"]
         if self.config_file:
             cmd += ["--config", self.config_file]
         for k, v in props.items():
             cmd += ["--override", f"{k}={v}"]
         out = bdir / "broker.out"
-        env = {k: v for k, v in os.environ.items() if k != "LOGSOURCE_PARENT_PID"}  # a daemon: no parent watch
+        env = {
+            k: v for k, v in os.environ.items() if k != "LOGSOURCE_PARENT_PID"
+        }  # a daemon: no parent watch
         with open(out, "wb") as stdout, open(bdir / "broker.log", "ab") as stderr:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
-                                    start_new_session=True, cwd=bdir)  # fmt: skip
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                start_new_session=True,
+                cwd=bdir,
+            )
         return proc, out
 
     def _wait_listening(self, bid: int, proc: subprocess.Popen, out: Path) -> None:
@@ -215,9 +245,13 @@ class LocalCluster:
             except OSError:
                 pass
             if proc.poll() is not None:
-                raise NetworkError(f"broker {bid} exited with status {proc.returncode}:\n{_tail(out.parent / 'broker.log')}")
+                raise NetworkError(
+                    f"broker {bid} exited with status {proc.returncode}:\n{_tail(out.parent / 'broker.log')}"
+                )
             if time.monotonic() > deadline:
-                raise NetworkError(f"broker {bid} did not start within {self.startup_timeout}s; see {out.parent / 'broker.log'}")
+                raise NetworkError(
+                    f"broker {bid} did not start within {self.startup_timeout}s; see {out.parent / 'broker.log'}"
+                )
             time.sleep(0.1)
 
     def _wait_registered(self, zk_connect: str, ids: set[int]) -> None:
@@ -237,7 +271,9 @@ class LocalCluster:
                 if ids <= live and has_controller:
                     return
                 if time.monotonic() > deadline:
-                    raise NetworkError(f"brokers {sorted(ids - live)} did not register in ZooKeeper within {self.startup_timeout}s")
+                    raise NetworkError(
+                        f"brokers {sorted(ids - live)} did not register in ZooKeeper within {self.startup_timeout}s"
+                    )
                 time.sleep(0.1)
         finally:
             zk.stop()
@@ -256,7 +292,9 @@ class LocalCluster:
                 if not leaderless:
                     return
                 if time.monotonic() > deadline:
-                    shown = ", ".join(leaderless[:10]) + (f" and {len(leaderless) - 10} more" if len(leaderless) > 10 else "")
+                    shown = ", ".join(leaderless[:10]) + (
+                        f" and {len(leaderless) - 10} more" if len(leaderless) > 10 else ""
+                    )
                     raise LeaderNotAvailable(
                         f"the cluster in {self.data_dir} is running, but partition(s) {shown} have no leader "
                         f"after {self.startup_timeout:.0f}s (see the brokers' broker.log; 'logsource cluster stop' stops it)"
@@ -361,16 +399,33 @@ def _tail(path: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """``logsource cluster start|stop|status``."""
-    p = argparse.ArgumentParser(prog="logsource cluster", description="A local cluster: ZooKeeper and N brokers on loopback.")
+    p = argparse.ArgumentParser(
+        prog="logsource cluster", description="A local cluster: ZooKeeper and N brokers on loopback."
+    )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    s = sub.add_parser("start", help="start ZooKeeper and N brokers in the background (of a running cluster: "
-                                     "the brokers that are down); print bootstrap.servers")  # fmt: skip
-    s.add_argument("--brokers", type=int, default=None,
-                   help="number of brokers (default: those of the cluster saved in --data-dir, else 3)")  # fmt: skip
-    s.add_argument("--data-dir", required=True, help="where ZooKeeper, the brokers' logs and cluster.json live")
+    s = sub.add_parser(
+        "start",
+        help="start ZooKeeper and N brokers in the background (of a running cluster: "
+        "the brokers that are down); print bootstrap.servers",
+    )
+    s.add_argument(
+        "--brokers",
+        type=int,
+        default=None,
+        help="number of brokers (default: those of the cluster saved in --data-dir, else 3)",
+    )
+    s.add_argument(
+        "--data-dir", required=True, help="where ZooKeeper, the brokers' logs and cluster.json live"
+    )
     s.add_argument("--config", metavar="FILE", help="server.properties every broker starts from")
-    s.add_argument("--override", "-o", metavar="KEY=VALUE", action="append", default=[],
-                   help="broker setting for every broker, e.g. min.insync.replicas=1 (repeatable)")  # fmt: skip
+    s.add_argument(
+        "--override",
+        "-o",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="broker setting for every broker, e.g. min.insync.replicas=1 (repeatable)",
+    )
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s = sub.add_parser("stop", help="stop the brokers (cleanly) and ZooKeeper; the data stays")
     s.add_argument("--data-dir", required=True)
@@ -393,13 +448,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides[k.strip()] = v.strip()
             saved = len(LocalCluster(args.data_dir).read_state().get("brokers", []))
             brokers = args.brokers if args.brokers is not None else (saved or 3)
-            c = LocalCluster(args.data_dir, brokers, host=args.host, config_file=args.config, overrides=overrides)
+            c = LocalCluster(
+                args.data_dir, brokers, host=args.host, config_file=args.config, overrides=overrides
+            )
             bootstrap = c.start()
             state = c.read_state()
             if c.started[:1] == ["zookeeper"]:
                 print(f"Started ZooKeeper and {brokers} broker(s) in {c.data_dir}.", file=sys.stderr)
             elif c.started:
-                print(f"Started {', '.join(c.started)} in {c.data_dir}; the other processes were running.", file=sys.stderr)
+                print(
+                    f"Started {', '.join(c.started)} in {c.data_dir}; the other processes were running.",
+                    file=sys.stderr,
+                )
             else:
                 print(f"The cluster in {c.data_dir} is running: nothing to start.", file=sys.stderr)
             print(f"zookeeper.connect={state['zookeeper']['connect']}")

@@ -45,11 +45,19 @@ class ClusterMember:
         self.state = state
         self.loop = loop
         self.broker_id = c.broker_id
-        self.zk = ZkClient(c.zookeeper_connect, c.zookeeper_session_timeout_ms, c.zookeeper_connection_timeout_ms)
+        self.zk = ZkClient(
+            c.zookeeper_connect, c.zookeeper_session_timeout_ms, c.zookeeper_connection_timeout_ms
+        )
         self.registry = BrokerRegistry(self.zk, self.broker_id)
         self.controller = Controller(
-            self.zk, self.registry, self.broker_id, c.unclean_leader_election_enable, on_change=self._on_controller,
-            rebalance_interval_s=c.leader_imbalance_check_interval_seconds if c.auto_leader_rebalance_enable else None,
+            self.zk,
+            self.registry,
+            self.broker_id,
+            c.unclean_leader_election_enable,
+            on_change=self._on_controller,
+            rebalance_interval_s=c.leader_imbalance_check_interval_seconds
+            if c.auto_leader_rebalance_enable
+            else None,
             imbalance_percentage=c.leader_imbalance_per_broker_percentage,
         )
         self._lock = threading.RLock()
@@ -58,7 +66,9 @@ class ClusterMember:
         self._states: dict[tuple[str, int], tuple[paths.LeaderAndIsr, int]] = {}
         self._watched: set[tuple[str, int]] = set()
         self._topic_ids: dict[str, str | None] = {}
-        self._czxids: dict[str, int] = {}  # topic -> creation zxid of its znode: tells a recreated topic apart
+        self._czxids: dict[
+            str, int
+        ] = {}  # topic -> creation zxid of its znode: tells a recreated topic apart
         self._controller_id = -1
         self._address: tuple[str, int] = ("", 0)
         self._lost = False
@@ -93,14 +103,19 @@ class ClusterMember:
             got = self.zk.get(paths.PRODUCER_ID_BLOCK)
             if got is None:
                 try:
-                    self.zk.create(paths.PRODUCER_ID_BLOCK, paths.encode_producer_id_block(self.broker_id, 0, size - 1))
+                    self.zk.create(
+                        paths.PRODUCER_ID_BLOCK, paths.encode_producer_id_block(self.broker_id, 0, size - 1)
+                    )
                     return 0, size
                 except NodeExistsError:
                     continue
             start = paths.decode_producer_id_block(got[0])[1] + 1
             try:
-                self.zk.set_if(paths.PRODUCER_ID_BLOCK,
-                               paths.encode_producer_id_block(self.broker_id, start, start + size - 1), got[1].version)  # fmt: skip
+                self.zk.set_if(
+                    paths.PRODUCER_ID_BLOCK,
+                    paths.encode_producer_id_block(self.broker_id, start, start + size - 1),
+                    got[1].version,
+                )
                 return start, start + size
             except ConditionFailed:
                 continue
@@ -116,7 +131,9 @@ class ClusterMember:
     def _adopt_cluster_id(self) -> None:
         # the first broker's id becomes the cluster's (Kafka keeps it in /cluster/id)
         try:
-            self.zk.create(paths.CLUSTER_ID, paths.encode_cluster_id(self.state.cluster_id or ""), makepath=True)
+            self.zk.create(
+                paths.CLUSTER_ID, paths.encode_cluster_id(self.state.cluster_id or ""), makepath=True
+            )
         except NodeExistsError:
             pass
         got = self.zk.get(paths.CLUSTER_ID)
@@ -155,13 +172,23 @@ class ClusterMember:
 
     # ------------------------------------------------------------ topic administration (blocking)
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
-                     assignment: Mapping[int, list[int]] | None = None, validate_only: bool = False) -> dict[int, list[int]]:  # fmt: skip
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: Mapping[str, str],
+        assignment: Mapping[int, list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> dict[int, list[int]]:
         """Create through the controller (this broker must be it: NotController otherwise)."""
-        return self.controller.create_topic(name, partitions, replication_factor, config, assignment, validate_only)
+        return self.controller.create_topic(
+            name, partitions, replication_factor, config, assignment, validate_only
+        )
 
-    def auto_create_topic(self, name: str, partitions: int, replication_factor: int,
-                          config: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def auto_create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None
+    ) -> None:
         """Create a topic from any broker (Metadata's auto-creation, the internal topics): assignment and
         config only, the controller elects the leaders. TopicAlreadyExists is fine (another request made it
         first)."""
@@ -184,16 +211,19 @@ class ClusterMember:
                 a = self._assignments.get(name)
                 if present:
                     live = {b for b, _, _ in self.registry.brokers()}
-                    done = bool(a) and all((s := self._states.get((name, p))) is not None and s[0].leader in live
-                                           for p in a)  # fmt: skip
+                    done = bool(a) and all(
+                        (s := self._states.get((name, p))) is not None and s[0].leader in live for p in a
+                    )
                 else:
                     done = a is None
             if done:
                 return
             if self.loop.time() > deadline:
-                raise RequestTimedOut(f"topic {name!r} was {'created' if present else 'marked for deletion'} but "
-                                      f"this broker has not seen it {'led' if present else 'gone'} within "
-                                      f"{timeout_s:.1f}s")  # fmt: skip
+                raise RequestTimedOut(
+                    f"topic {name!r} was {'created' if present else 'marked for deletion'} but "
+                    f"this broker has not seen it {'led' if present else 'gone'} within "
+                    f"{timeout_s:.1f}s"
+                )
             await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------ watches (kazoo's thread)
@@ -257,7 +287,9 @@ class ClusterMember:
             old = self._assignments.get(topic, {})
             self._assignments[topic] = assignment
             self._topic_ids[topic] = paths.decode_topic_id(data)
-        moved = [p for p, r in old.items() if self.broker_id in r and self.broker_id not in assignment.get(p, [])]
+        moved = [
+            p for p, r in old.items() if self.broker_id in r and self.broker_id not in assignment.get(p, [])
+        ]
         if moved:
             self.loop.call_soon_threadsafe(self._stop_replicas, topic, [], moved)
         for p in sorted(assignment):
@@ -294,7 +326,9 @@ class ClusterMember:
 
     @staticmethod
     def _role(topic: str, p: int, replicas: list[int], s: paths.LeaderAndIsr, version: int) -> PartitionRole:
-        return PartitionRole(topic, p, s.leader, s.leader_epoch, list(s.isr), list(replicas), version, s.controller_epoch)
+        return PartitionRole(
+            topic, p, s.leader, s.leader_epoch, list(s.isr), list(replicas), version, s.controller_epoch
+        )
 
     # ------------------------------------------------------------ sessions (kazoo's thread)
 
@@ -315,7 +349,12 @@ class ClusterMember:
             self.registry.register(*self._address)
             roles = []
             with self._lock:
-                hosted = [(t, p, r) for t, a in self._assignments.items() for p, r in a.items() if self.broker_id in r]
+                hosted = [
+                    (t, p, r)
+                    for t, a in self._assignments.items()
+                    for p, r in a.items()
+                    if self.broker_id in r
+                ]
             for t, p, replicas in hosted:
                 got = self.zk.get(paths.partition_state_path(t, p))
                 if got is not None:
@@ -326,7 +365,9 @@ class ClusterMember:
                         topic_id = self._topic_ids.get(t)
                     roles.append((self._role(t, p, replicas, s, got[1].version), config, topic_id))
         except Exception:
-            log.exception("broker %d could not rejoin the cluster on its new session; it stays fenced", self.broker_id)
+            log.exception(
+                "broker %d could not rejoin the cluster on its new session; it stays fenced", self.broker_id
+            )
             return
 
         def apply() -> None:
@@ -357,8 +398,15 @@ class ClusterMember:
             return
         current = st.roles.get(key)
         me = self.broker_id
-        same_epoch = current is not None and current.leader_epoch == role.leader_epoch and current.leader == role.leader
-        if current is not None and (role.leader_epoch, role.zk_version) < (current.leader_epoch, current.zk_version):
+        same_epoch = (
+            current is not None
+            and current.leader_epoch == role.leader_epoch
+            and current.leader == role.leader
+        )
+        if current is not None and (role.leader_epoch, role.zk_version) < (
+            current.leader_epoch,
+            current.zk_version,
+        ):
             return  # an older state arriving late (the rejoin re-read races the watch)
         if same_epoch:
             st.update_role(role)  # the ISR or the znode version moved; the role itself did not change
@@ -379,8 +427,14 @@ class ClusterMember:
         if lg is not None and topic_id is not None:
             local = read_topic_id(lg.directory)
             if local is not None and local != topic_id:
-                log.warning("broker %d: its log of %s-%d belongs to an older topic of that name (id %s, now %s)",
-                            self.broker_id, topic, p, local, topic_id)  # fmt: skip
+                log.warning(
+                    "broker %d: its log of %s-%d belongs to an older topic of that name (id %s, now %s)",
+                    self.broker_id,
+                    topic,
+                    p,
+                    local,
+                    topic_id,
+                )
                 st.stop_replica(topic, p, delete=True)
                 st.logs.set_aside_log(topic, p)
         lg = st.logs.create_log(topic, p, config)
@@ -405,7 +459,9 @@ class ClusterMember:
         if st.logs is None:
             return
         with self._lock:
-            assigned = {(t, p) for t, a in self._assignments.items() for p, r in a.items() if self.broker_id in r}
+            assigned = {
+                (t, p) for t, a in self._assignments.items() for p, r in a.items() if self.broker_id in r
+            }
         for lg in st.logs.logs():
             key = (lg.topic, lg.partition)
             if is_internal(lg.topic) or key in assigned:

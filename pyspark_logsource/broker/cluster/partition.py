@@ -138,8 +138,9 @@ class Partition:
         for b in wanted:
             if b not in self.followers:
                 # as Kafka resets lastCaughtUpTime on a leader change
-                self.followers[b] = FollowerReplica(b, last_caught_up_ms=now if b in self.role.isr else 0,
-                                                    last_fetch_ms=now)  # fmt: skip
+                self.followers[b] = FollowerReplica(
+                    b, last_caught_up_ms=now if b in self.role.isr else 0, last_fetch_ms=now
+                )
         for b in [b for b in self.followers if b not in wanted]:
             del self.followers[b]
 
@@ -147,8 +148,10 @@ class Partition:
         """A follower fetched at ``fetch_offset`` (its LEO); NotLeaderOrFollower if it is no replica."""
         f = self.followers.get(replica_id)
         if f is None:
-            raise NotLeaderOrFollower(f"broker {replica_id} is not a replica of {self.role.topic}-"
-                                      f"{self.role.partition} (replicas {self.role.replicas})")  # fmt: skip
+            raise NotLeaderOrFollower(
+                f"broker {replica_id} is not a replica of {self.role.topic}-"
+                f"{self.role.partition} (replicas {self.role.replicas})"
+            )
         f.on_fetch(fetch_offset, self.log.log_end_offset, now)
         return f
 
@@ -177,8 +180,10 @@ class Partition:
         """NotEnoughReplicas unless the ISR has min.insync.replicas members (before an acks=all append)."""
         need = self.log.config.min_insync_replicas
         if len(self.role.isr) < need:
-            raise NotEnoughReplicas(f"{self.role.topic}-{self.role.partition} has {len(self.role.isr)} in-sync "
-                                    f"replicas {self.role.isr}, min.insync.replicas is {need}")  # fmt: skip
+            raise NotEnoughReplicas(
+                f"{self.role.topic}-{self.role.partition} has {len(self.role.isr)} in-sync "
+                f"replicas {self.role.isr}, min.insync.replicas is {need}"
+            )
 
     # ------------------------------------------------------------ high watermark
 

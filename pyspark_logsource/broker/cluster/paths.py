@@ -98,9 +98,18 @@ class BrokerInfo:
 
 
 def encode_broker(host: str, port: int) -> bytes:
-    return _dumps({"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-                   "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "port": port, "host": host,
-                   "version": 4, "timestamp": _now_ms()})  # fmt: skip
+    return _dumps(
+        {
+            "features": {},
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"PLAINTEXT://{host}:{port}"],
+            "jmx_port": -1,
+            "port": port,
+            "host": host,
+            "version": 4,
+            "timestamp": _now_ms(),
+        }
+    )
 
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
@@ -123,9 +132,15 @@ def new_topic_id() -> str:
 
 
 def encode_assignment(assignment: dict[int, list[int]], topic_id: str) -> bytes:
-    return _dumps({"version": 3, "topic_id": topic_id,
-                   "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                   "adding_replicas": {}, "removing_replicas": {}})  # fmt: skip
+    return _dumps(
+        {
+            "version": 3,
+            "topic_id": topic_id,
+            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
 
 
 def decode_topic_id(data: bytes) -> str | None:
@@ -149,14 +164,25 @@ class LeaderAndIsr:
 
 
 def encode_state(s: LeaderAndIsr) -> bytes:
-    return _dumps({"controller_epoch": s.controller_epoch, "leader": s.leader, "version": 1,
-                   "leader_epoch": s.leader_epoch, "isr": list(s.isr)})  # fmt: skip
+    return _dumps(
+        {
+            "controller_epoch": s.controller_epoch,
+            "leader": s.leader,
+            "version": 1,
+            "leader_epoch": s.leader_epoch,
+            "isr": list(s.isr),
+        }
+    )
 
 
 def decode_state(data: bytes) -> LeaderAndIsr:
     d = _loads(data)
-    return LeaderAndIsr(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]],
-                        int(d.get("controller_epoch", 0)))  # fmt: skip
+    return LeaderAndIsr(
+        int(d["leader"]),
+        int(d["leader_epoch"]),
+        [int(b) for b in d["isr"]],
+        int(d.get("controller_epoch", 0)),
+    )
 
 
 def encode_topic_config(config: dict[str, str]) -> bytes:

@@ -52,8 +52,10 @@ class BrokerRegistry:
                 if got is not None and got[1].ephemeralOwner == self.zk.session_id:
                     break  # ours: a retried create that had succeeded
                 if time.monotonic() > deadline:
-                    raise BrokerIdConflict(f"broker.id {self.broker_id} is registered by another live session "
-                                           f"({path}); is another broker running with this id?") from None  # fmt: skip
+                    raise BrokerIdConflict(
+                        f"broker.id {self.broker_id} is registered by another live session "
+                        f"({path}); is another broker running with this id?"
+                    ) from None
                 time.sleep(0.1)
         log.info("registered broker %d at %s:%d in %s", self.broker_id, host, port, path)
 

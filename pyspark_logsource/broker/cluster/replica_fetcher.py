@@ -60,9 +60,16 @@ class ReplicaFetcher:
     ``logs`` are this broker's logs; ``address_of(broker_id)`` is a broker's registered (host, port), or None.
     """
 
-    def __init__(self, settings: ReplicationSettings, loop: asyncio.AbstractEventLoop, logs: Logs,
-                 address_of: Callable[[int], tuple[str, int] | None], leader_id: int, host: str,
-                 port: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: ReplicationSettings,
+        loop: asyncio.AbstractEventLoop,
+        logs: Logs,
+        address_of: Callable[[int], tuple[str, int] | None],
+        leader_id: int,
+        host: str,
+        port: int,
+    ) -> None:
         self.settings = settings
         self.loop = loop
         self.logs = logs
@@ -181,12 +188,26 @@ class ReplicaFetcher:
             except UnknownTopicOrPartition:
                 continue
             sent[key] = lg.log_end_offset
-            parts.append(FetchPartition(key[0], key[1], lg.log_end_offset, m.fetch_max_bytes, lg.log_start_offset,
-                                        role.leader_epoch, lg.epochs.latest_epoch))  # fmt: skip
+            parts.append(
+                FetchPartition(
+                    key[0],
+                    key[1],
+                    lg.log_end_offset,
+                    m.fetch_max_bytes,
+                    lg.log_start_offset,
+                    role.leader_epoch,
+                    lg.epochs.latest_epoch,
+                )
+            )
         if not parts:
             return False
-        req = FetchRequest(parts, max_wait_ms=m.fetch_wait_max_ms, min_bytes=m.fetch_min_bytes,
-                           max_bytes=m.fetch_response_max_bytes, replica_id=m.broker_id)  # fmt: skip
+        req = FetchRequest(
+            parts,
+            max_wait_ms=m.fetch_wait_max_ms,
+            min_bytes=m.fetch_min_bytes,
+            max_bytes=m.fetch_response_max_bytes,
+            replica_id=m.broker_id,
+        )
         version = min(REPLICA_FETCH_VERSION, self._conn.version_for(ApiKey.FETCH))
         resp = await self._request(req, version, m.fetch_wait_max_ms)
         ok = False
@@ -213,8 +234,12 @@ class ReplicaFetcher:
     def _handle(self, lg: PartitionLog, r: Any) -> None:
         if r.error_code == OffsetOutOfRange.code and 0 <= lg.log_end_offset < r.log_start_offset:
             # the leader deleted what we miss (retention): start over at its log start, as Kafka does
-            log.warning("%r: %s is below the leader's log start %d; restarting it there", self, lg.name,
-                        r.log_start_offset)  # fmt: skip
+            log.warning(
+                "%r: %s is below the leader's log start %d; restarting it there",
+                self,
+                lg.name,
+                r.log_start_offset,
+            )
             lg.truncate_fully_and_start_at(r.log_start_offset)
             return
         if r.error_code:
@@ -242,5 +267,14 @@ class ReplicaFetcher:
             target = min(end_offset, my_end) if mine >= 0 else end_offset
         target = min(target, leo)
         new_end = lg.truncate_to(target)
-        log.info("broker %d: %s diverged from leader %d at epoch %d (leader's end offset %d): truncated from %d to "
-                 "%d", self.settings.broker_id, lg.name, self.leader_id, epoch, end_offset, leo, new_end)  # fmt: skip
+        log.info(
+            "broker %d: %s diverged from leader %d at epoch %d (leader's end offset %d): truncated from %d to "
+            "%d",
+            self.settings.broker_id,
+            lg.name,
+            self.leader_id,
+            epoch,
+            end_offset,
+            leo,
+            new_end,
+        )

@@ -62,8 +62,13 @@ class ReplicaManager:
     ``settings`` (tests) they are read from the broker config here.
     """
 
-    def __init__(self, state: BrokerState, zk: Any, loop: asyncio.AbstractEventLoop,
-                 settings: ReplicationSettings | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        state: BrokerState,
+        zk: Any,
+        loop: asyncio.AbstractEventLoop,
+        settings: ReplicationSettings | None = None,
+    ) -> None:
         self.state = state
         self.loop = loop
         self.settings = settings if settings is not None else ReplicationSettings.from_config(state.config)
@@ -100,8 +105,9 @@ class ReplicaManager:
         return lp
 
     def _new_fetcher(self, leader_id: int, host: str, port: int) -> ReplicaFetcher:
-        return ReplicaFetcher(self.settings, self.loop, self.state.logs, self.state.broker_address, leader_id,
-                              host, port)  # fmt: skip
+        return ReplicaFetcher(
+            self.settings, self.loop, self.state.logs, self.state.broker_address, leader_id, host, port
+        )
 
     # ------------------------------------------------------------ role hooks (BrokerState calls them)
 
@@ -123,8 +129,16 @@ class ReplicaManager:
         self.leaders[key] = lp
         lp.refresh_followers(now_ms())
         self.maybe_advance_hw(lp)
-        log.info("broker %d leads %s-%d at epoch %d from offset %d (hw %d, isr %s)", self.broker_id, role.topic,
-                 role.partition, role.leader_epoch, lp.epoch_start_offset, lg.high_watermark, role.isr)  # fmt: skip
+        log.info(
+            "broker %d leads %s-%d at epoch %d from offset %d (hw %d, isr %s)",
+            self.broker_id,
+            role.topic,
+            role.partition,
+            role.leader_epoch,
+            lp.epoch_start_offset,
+            lg.high_watermark,
+            role.isr,
+        )
 
     def on_role_update(self, role: PartitionRole) -> None:
         """The same leadership with a new ISR or znode version (an ISR write, the controller's or ours)."""
@@ -173,7 +187,9 @@ class ReplicaManager:
         self._hw_known.discard(key)
         lp = self.leaders.pop(key, None)
         if lp is not None:
-            lp.fail_waiters(UnknownTopicOrPartition(f"{topic}-{partition} is no longer on broker {self.broker_id}"))
+            lp.fail_waiters(
+                UnknownTopicOrPartition(f"{topic}-{partition} is no longer on broker {self.broker_id}")
+            )
 
     def _stop_following(self, key: tuple[str, int]) -> None:
         leader = self.following.pop(key, None)
@@ -192,8 +208,14 @@ class ReplicaManager:
         key = (written.topic, written.partition)
         if self.leaders.get(key) is not lp or lp.role.leader_epoch != written.leader_epoch:
             return  # the leadership moved on meanwhile
-        log.info("broker %d: ISR of %s-%d is now %s (znode version %d)", self.broker_id, written.topic,
-                 written.partition, isr, version)  # fmt: skip
+        log.info(
+            "broker %d: ISR of %s-%d is now %s (znode version %d)",
+            self.broker_id,
+            written.topic,
+            written.partition,
+            isr,
+            version,
+        )
         self.state.update_role(dataclasses.replace(lp.role, isr=list(isr), zk_version=version))
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -239,17 +261,21 @@ class ReplicaManager:
             try:
                 await asyncio.wait_for(asyncio.shield(fut), max(timeout_ms, 0) / 1000)
             except asyncio.TimeoutError:
-                raise RequestTimedOut(f"{topic}-{partition}: offset {end_offset - 1} was not replicated to the ISR "
-                                      f"{lp.role.isr} within {timeout_ms} ms (high watermark "
-                                      f"{lp.log.high_watermark})") from None  # fmt: skip
+                raise RequestTimedOut(
+                    f"{topic}-{partition}: offset {end_offset - 1} was not replicated to the ISR "
+                    f"{lp.role.isr} within {timeout_ms} ms (high watermark "
+                    f"{lp.log.high_watermark})"
+                ) from None
             finally:
                 if not fut.done():
                     fut.cancel()
                 lp.waiters = [(o, f) for o, f in lp.waiters if f is not fut]
         need = lp.log.config.min_insync_replicas
         if len(lp.role.isr) < need:
-            raise NotEnoughReplicasAfterAppend(f"{topic}-{partition}: ISR {lp.role.isr} fell below "
-                                               f"min.insync.replicas={need} before the write was committed")  # fmt: skip
+            raise NotEnoughReplicasAfterAppend(
+                f"{topic}-{partition}: ISR {lp.role.isr} fell below "
+                f"min.insync.replicas={need} before the write was committed"
+            )
 
     def update_follower(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> Partition:
         """A follower fetched at ``fetch_offset`` (its LEO): move its state, the ISR and the HW."""

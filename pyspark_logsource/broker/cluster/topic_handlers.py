@@ -66,10 +66,14 @@ class ClusterTopicHandlers:
             n, rf = len(t.assignments), len(next(iter(t.assignments.values())))
         else:
             n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
-            rf = self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            rf = (
+                self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            )
         if not 1 <= n <= self.config.max_partitions_per_topic:
-            raise InvalidPartitions(f"{n} partitions is not in [1, {self.config.max_partitions_per_topic}] "
-                                    "(max.partitions.per.topic)")  # fmt: skip
+            raise InvalidPartitions(
+                f"{n} partitions is not in [1, {self.config.max_partitions_per_topic}] "
+                "(max.partitions.per.topic)"
+            )
         if rf < 1:
             raise InvalidReplicationFactor(f"replication factor must be at least 1, got {rf}")
         overrides = {k: v for k, v in t.config.items() if v is not None}
@@ -89,8 +93,9 @@ class ClusterTopicHandlers:
                 if seen[t.name] > 1:
                     raise InvalidRequest(f"topic {t.name!r} appears more than once in the request")
                 n, rf, overrides, assignment = self._validate(t)
-                plan = await loop.run_in_executor(None, self.member.create_topic, t.name, n, rf, overrides,
-                                                  assignment, req.validate_only)  # fmt: skip
+                plan = await loop.run_in_executor(
+                    None, self.member.create_topic, t.name, n, rf, overrides, assignment, req.validate_only
+                )
                 r.num_partitions, r.replication_factor = len(plan), len(next(iter(plan.values())))
                 if not req.validate_only:
                     made.append(r)

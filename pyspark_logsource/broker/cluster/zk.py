@@ -40,18 +40,29 @@ class ConditionFailed(Exception):
 class ZkClient:
     """A kazoo client for one broker; ``connect`` may carry a chroot (``host:port/chroot``)."""
 
-    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None,
-                 retry_deadline_s: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int,
+        connection_timeout_ms: int | None = None,
+        retry_deadline_s: float | None = None,
+    ) -> None:
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         # the one retry object: connection loss is retried with backoff, bounded by a deadline so a
         # caller (a request handler's worker, the controller thread) learns that ZooKeeper is away
-        deadline = retry_deadline_s if retry_deadline_s is not None else max(10.0, 3 * session_timeout_ms / 1000)
-        self.retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=deadline,
-                                ignore_expire=True)  # fmt: skip
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
-                                  connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0))  # fmt: skip
+        deadline = (
+            retry_deadline_s if retry_deadline_s is not None else max(10.0, 3 * session_timeout_ms / 1000)
+        )
+        self.retry = KazooRetry(
+            max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=deadline, ignore_expire=True
+        )
+        self.client = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
+        )
         self._listeners: list[Callable[[KazooState], None]] = []
         self.client.add_listener(self._on_state)
 
@@ -77,8 +88,12 @@ class ZkClient:
                 self._call(self.client.ensure_path, chroot)
             finally:
                 self.client.chroot = chroot
-        log.info("connected to ZooKeeper at %s (session 0x%x, timeout %d ms)", self.connect,
-                 self.session_id, self.session_timeout_ms)  # fmt: skip
+        log.info(
+            "connected to ZooKeeper at %s (session 0x%x, timeout %d ms)",
+            self.connect,
+            self.session_id,
+            self.session_timeout_ms,
+        )
 
     def stop(self) -> None:
         """Close the session (its ephemeral nodes go at once) and the client."""
@@ -134,7 +149,9 @@ class ZkClient:
         """Create ``path`` and its parents if missing (persistent, empty)."""
         self._call(self.client.ensure_path, path)
 
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
+    def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False
+    ) -> None:
         """Create a node; NodeExistsError if it exists. A retry after a lost reply may find the node made by
         the first attempt: callers that care compare the node's owner (ephemeral) or content."""
         self._call(self.client.create, path, data, ephemeral=ephemeral, makepath=makepath)

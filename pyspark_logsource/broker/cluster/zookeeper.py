@@ -134,13 +134,20 @@ class ZooKeeperServer:
             )
         cp = [self.jar] + ([_SLF4J_SIMPLE] if os.path.exists(_SLF4J_SIMPLE) else [])
         return [
-            self.java, "-Xms16m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            self.java,
+            "-Xms16m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.admin.enableServer=false",
             "-Dzookeeper.jmx.log4j.disable=true",
             f"-Dorg.slf4j.simpleLogger.defaultLogLevel={self.log_level}",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
-            "-cp", os.pathsep.join(cp), _MAIN, str(self.cfg_file),
-        ]  # fmt: skip
+            "-cp",
+            os.pathsep.join(cp),
+            _MAIN,
+            str(self.cfg_file),
+        ]
 
     def _write_cfg(self) -> None:
         data = self.data_dir / "data"
@@ -190,9 +197,14 @@ class ZooKeeperServer:
         cmd = self.command()
         with open(self.log_file, "ab") as logf:
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=self.data_dir,
-                start_new_session=self.detach, preexec_fn=None if self.detach else _parent_death_signal(),
-            )  # fmt: skip
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=self.detach,
+                preexec_fn=None if self.detach else _parent_death_signal(),
+            )
         try:
             self.wait_ready(self.startup_timeout)
         except NetworkError:
@@ -212,7 +224,9 @@ class ZooKeeperServer:
                     f"ZooKeeper exited with status {self._proc.returncode} on {self.host}:{self.port}:\n{self._tail()}"
                 )
             if time.monotonic() > deadline:
-                raise NetworkError(f"ZooKeeper did not answer on {self.host}:{self.port} within {timeout}s:\n{self._tail()}")
+                raise NetworkError(
+                    f"ZooKeeper did not answer on {self.host}:{self.port} within {timeout}s:\n{self._tail()}"
+                )
             time.sleep(0.05)
 
     def _tail(self) -> str:

@@ -72,9 +72,12 @@ class GroupCoordinator:
     :meth:`load` and :meth:`unload` follow its leadership.
     """
 
-    def __init__(self, settings: GroupSettings | None = None,
-                 persist: Callable[[str, bytes | None], Awaitable[None] | None] | None = None,
-                 restored: dict[str, bytes] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: GroupSettings | None = None,
+        persist: Callable[[str, bytes | None], Awaitable[None] | None] | None = None,
+        restored: dict[str, bytes] | None = None,
+    ) -> None:
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
         self._persist = persist
@@ -90,16 +93,23 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ JoinGroup
 
-    async def join(self, req: g.JoinGroupRequest, version: int, client_id: str = "", client_host: str = "",
-                   ) -> g.JoinGroupResponse:  # fmt: skip
+    async def join(
+        self,
+        req: g.JoinGroupRequest,
+        version: int,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> g.JoinGroupResponse:
         """Join or rejoin; resolves when the group's rebalance completes."""
         self._loop()
         s = self.settings
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
         if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:
-            raise InvalidSessionTimeout(f"session.timeout.ms={req.session_timeout_ms} is outside "
-                                        f"[{s.min_session_timeout_ms}, {s.max_session_timeout_ms}]")  # fmt: skip
+            raise InvalidSessionTimeout(
+                f"session.timeout.ms={req.session_timeout_ms} is outside "
+                f"[{s.min_session_timeout_ms}, {s.max_session_timeout_ms}]"
+            )
         if not req.protocol_type or not req.protocols:
             raise InconsistentGroupProtocol("a join needs a protocol type and at least one protocol")
         grp = self.groups.get(req.group_id)
@@ -109,10 +119,13 @@ class GroupCoordinator:
             grp = self.groups[req.group_id] = Group(req.group_id)
         if grp.state == GroupState.DEAD:
             raise CoordinatorNotAvailable(f"group {req.group_id!r} is being removed")
-        if grp.members and (grp.protocol_type != req.protocol_type
-                            or not self._common(grp) & {p.name for p in req.protocols}):  # fmt: skip
-            raise InconsistentGroupProtocol(f"protocol type {req.protocol_type!r} or protocols "
-                                            f"{[p.name for p in req.protocols]} do not match group {grp.group_id!r}")  # fmt: skip
+        if grp.members and (
+            grp.protocol_type != req.protocol_type or not self._common(grp) & {p.name for p in req.protocols}
+        ):
+            raise InconsistentGroupProtocol(
+                f"protocol type {req.protocol_type!r} or protocols "
+                f"{[p.name for p in req.protocols]} do not match group {grp.group_id!r}"
+            )
         rebalance_ms = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms
         protocols = [(p.name, p.metadata) for p in req.protocols]
         mid, iid = req.member_id, req.group_instance_id
@@ -136,7 +149,9 @@ class GroupCoordinator:
             self._check_member(grp, mid, iid)
         m = grp.members.get(mid)
         if m is None:
-            m = Member(mid, client_id, client_host, req.session_timeout_ms, rebalance_ms, protocols, instance_id=iid)
+            m = Member(
+                mid, client_id, client_host, req.session_timeout_ms, rebalance_ms, protocols, instance_id=iid
+            )
             grp.add(m)
             grp.protocol_type = req.protocol_type
             grp.new_since_delay = True
@@ -144,7 +159,11 @@ class GroupCoordinator:
             changed = True
         else:
             changed = m.protocols != protocols
-            m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, req.session_timeout_ms, rebalance_ms
+            m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = (
+                protocols,
+                req.session_timeout_ms,
+                rebalance_ms,
+            )
             if m.join is not None and not m.join.done():
                 m.join.set_result(self._join_error(RebalanceInProgress("superseded by a newer join")))
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -159,53 +178,93 @@ class GroupCoordinator:
             self._prepare_rebalance(grp, f"member {mid} joined")
         return await fut
 
-    async def _static_rejoin(self, grp: Group, m: Member, new_id: str, req: g.JoinGroupRequest,
-                             protocols: list[tuple[str, bytes]], rebalance_ms: int, version: int,
-                             ) -> g.JoinGroupResponse:  # fmt: skip
+    async def _static_rejoin(
+        self,
+        grp: Group,
+        m: Member,
+        new_id: str,
+        req: g.JoinGroupRequest,
+        protocols: list[tuple[str, bytes]],
+        rebalance_ms: int,
+        version: int,
+    ) -> g.JoinGroupResponse:
         """Kafka's updateStaticMemberAndRebalance: the restarted member takes over the known member
         (its assignment included) under a new member id, and the old id is fenced. In a Stable group
         whose selected protocol stays the same there is no rebalance: the member gets the current
         generation back and syncs for its old assignment."""
         leader_before = grp.leader
-        fenced = FencedInstanceId(f"member {m.member_id} of group {grp.group_id!r} was replaced by {new_id} "
-                                  f"with the same group.instance.id {m.instance_id!r}")  # fmt: skip
+        fenced = FencedInstanceId(
+            f"member {m.member_id} of group {grp.group_id!r} was replaced by {new_id} "
+            f"with the same group.instance.id {m.instance_id!r}"
+        )
         _answer(m, "join", self._join_error(fenced, m.member_id))
         _answer(m, "sync", g.SyncGroupResponse(fenced.code, error_message=str(fenced)))
         old_id = grp.rename(m, new_id)
-        log.info("group %s: static member %s rejoined as %s (was %s) in state %s", grp.group_id, m.instance_id,
-                 new_id, old_id, grp.state.value)  # fmt: skip
+        log.info(
+            "group %s: static member %s rejoined as %s (was %s) in state %s",
+            grp.group_id,
+            m.instance_id,
+            new_id,
+            old_id,
+            grp.state.value,
+        )
         self._arm_session(grp, m)
         before = (m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms)
-        m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, req.session_timeout_ms, rebalance_ms
+        m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = (
+            protocols,
+            req.session_timeout_ms,
+            rebalance_ms,
+        )
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         m.join = fut
         if grp.state == GroupState.STABLE and self._select_protocol(grp) == grp.protocol:
-            pending = self._store(grp, GroupState.STABLE)  # the new member id must survive a coordinator change
+            pending = self._store(
+                grp, GroupState.STABLE
+            )  # the new member id must survive a coordinator change
             answer = self._static_join_response(grp, m, leader_before, version)
             if pending is None:
                 fut.set_result(answer)
             else:
-                spawn(self._static_rejoin_stored(grp, m, old_id, before, answer, pending), name="group-static-rejoin")
+                spawn(
+                    self._static_rejoin_stored(grp, m, old_id, before, answer, pending),
+                    name="group-static-rejoin",
+                )
         elif grp.state == GroupState.PREPARING_REBALANCE:
             self._try_complete_join(grp)
         else:  # Stable with a new protocol, or CompletingRebalance: the leader may be assigning the old id
             self._prepare_rebalance(grp, f"static member {m.instance_id} rejoined as {new_id}")
         return await fut
 
-    def _static_join_response(self, grp: Group, m: Member, leader_before: str | None,
-                              version: int) -> g.JoinGroupResponse:  # fmt: skip
+    def _static_join_response(
+        self, grp: Group, m: Member, leader_before: str | None, version: int
+    ) -> g.JoinGroupResponse:
         # v9+ (KIP-814) tells a rejoining leader to skip the assignment; before, the old leader id is
         # returned so that the member does not think it leads (a Stable group ignores a new assignment)
         if version >= 9:
             leads = m.member_id == grp.leader
-            return g.JoinGroupResponse(0, grp.generation, grp.protocol, grp.leader or "", m.member_id,
-                                       self._members_of(grp) if leads else [], grp.protocol_type, leads)  # fmt: skip
-        return g.JoinGroupResponse(0, grp.generation, grp.protocol, leader_before or "", m.member_id, [],
-                                   grp.protocol_type)  # fmt: skip
+            return g.JoinGroupResponse(
+                0,
+                grp.generation,
+                grp.protocol,
+                grp.leader or "",
+                m.member_id,
+                self._members_of(grp) if leads else [],
+                grp.protocol_type,
+                leads,
+            )
+        return g.JoinGroupResponse(
+            0, grp.generation, grp.protocol, leader_before or "", m.member_id, [], grp.protocol_type
+        )
 
-    async def _static_rejoin_stored(self, grp: Group, m: Member, old_id: str,
-                                    before: tuple[list[tuple[str, bytes]], int, int],
-                                    answer: g.JoinGroupResponse, pending: Awaitable[None]) -> None:  # fmt: skip
+    async def _static_rejoin_stored(
+        self,
+        grp: Group,
+        m: Member,
+        old_id: str,
+        before: tuple[list[tuple[str, bytes]], int, int],
+        answer: g.JoinGroupResponse,
+        pending: Awaitable[None],
+    ) -> None:
         """Cluster: the static rejoin is answered once the record with the new member id is replicated;
         if it is not, the replacement is undone and the join gets the error, as in Kafka."""
         error: LogSourceError | None = None
@@ -217,13 +276,19 @@ class GroupCoordinator:
             log.exception("group %s: storing the static rejoin of %s failed", grp.group_id, m.instance_id)
             error = CoordinatorNotAvailable("storing the group failed")  # the bug's text stays in the log
         fut = m.join
-        if self.groups.get(grp.group_id) is not grp or grp.members.get(answer.member_id) is not m or fut is None \
-                or fut.done():  # fmt: skip
+        if (
+            self.groups.get(grp.group_id) is not grp
+            or grp.members.get(answer.member_id) is not m
+            or fut is None
+            or fut.done()
+        ):
             return  # a rebalance, a removal or an unload answered the join meanwhile
         if error is None:
             fut.set_result(answer)
             return
-        log.warning("group %s: static rejoin of %s not stored (%s); undone", grp.group_id, m.instance_id, error)
+        log.warning(
+            "group %s: static rejoin of %s not stored (%s); undone", grp.group_id, m.instance_id, error
+        )
         m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = before
         grp.rename(m, old_id)
         self._arm_session(grp, m)
@@ -237,8 +302,10 @@ class GroupCoordinator:
             if current is None:
                 raise UnknownMemberId(f"group {grp.group_id!r} has no static member {instance_id!r}")
             if current != member_id:
-                raise FencedInstanceId(f"member {member_id} of group {grp.group_id!r} is fenced: group.instance.id "
-                                       f"{instance_id!r} belongs to {current} now")  # fmt: skip
+                raise FencedInstanceId(
+                    f"member {member_id} of group {grp.group_id!r} is fenced: group.instance.id "
+                    f"{instance_id!r} belongs to {current} now"
+                )
         elif member_id not in grp.members:
             raise UnknownMemberId(f"group {grp.group_id!r} has no member {member_id!r}")
 
@@ -293,9 +360,14 @@ class GroupCoordinator:
             grp.timer = None
         grp.initial_until = 0.0
         # static members that did not rejoin stay (as in Kafka): only their session timeout removes them
-        for m in [m for m in grp.members.values() if (m.join is None or m.join.done()) and m.instance_id is None]:
-            log.info("group %s: member %s did not rejoin within the rebalance timeout; removed", grp.group_id,
-                     m.member_id)  # fmt: skip
+        for m in [
+            m for m in grp.members.values() if (m.join is None or m.join.done()) and m.instance_id is None
+        ]:
+            log.info(
+                "group %s: member %s did not rejoin within the rebalance timeout; removed",
+                grp.group_id,
+                m.member_id,
+            )
             self._drop(grp, m)
         joined = [m.member_id for m in grp.members.values() if m.join is not None and not m.join.done()]
         if grp.members and not joined:
@@ -313,8 +385,14 @@ class GroupCoordinator:
         if grp.leader not in joined:  # Kafka's maybeElectNewJoinedLeader
             grp.leader = joined[0]
         grp.state = GroupState.COMPLETING_REBALANCE
-        log.info("group %s: generation %d with %d members, protocol %s, leader %s", grp.group_id, grp.generation,
-                 len(grp.members), grp.protocol, grp.leader)  # fmt: skip
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            grp.group_id,
+            grp.generation,
+            len(grp.members),
+            grp.protocol,
+            grp.leader,
+        )
         for m in grp.members.values():
             self._arm_session(grp, m)
             _answer(m, "join", self._join_response(grp, m))
@@ -329,12 +407,16 @@ class GroupCoordinator:
 
     @staticmethod
     def _members_of(grp: Group) -> list[g.JoinGroupMember]:
-        return [g.JoinGroupMember(x.member_id, x.metadata(grp.protocol), x.instance_id) for x in grp.members.values()]
+        return [
+            g.JoinGroupMember(x.member_id, x.metadata(grp.protocol), x.instance_id)
+            for x in grp.members.values()
+        ]
 
     def _join_response(self, grp: Group, m: Member) -> g.JoinGroupResponse:
         members = self._members_of(grp) if m.member_id == grp.leader else []
-        return g.JoinGroupResponse(0, grp.generation, grp.protocol, grp.leader or "", m.member_id, members,
-                                   grp.protocol_type)  # fmt: skip
+        return g.JoinGroupResponse(
+            0, grp.generation, grp.protocol, grp.leader or "", m.member_id, members, grp.protocol_type
+        )
 
     @staticmethod
     def _join_error(e: LogSourceError, member_id: str = "") -> g.JoinGroupResponse:
@@ -343,8 +425,9 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ SyncGroup
 
-    def _member(self, group_id: str, member_id: str, generation: int | None,
-                instance_id: str | None = None) -> tuple[Group, Member]:  # fmt: skip
+    def _member(
+        self, group_id: str, member_id: str, generation: int | None, instance_id: str | None = None
+    ) -> tuple[Group, Member]:
         if not group_id:
             raise InvalidGroupId("group id is empty")
         grp = self.groups.get(group_id)
@@ -361,9 +444,12 @@ class GroupCoordinator:
         self._loop()
         grp, m = self._member(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
         if (req.protocol_type is not None and req.protocol_type != grp.protocol_type) or (
-                req.protocol_name is not None and req.protocol_name != grp.protocol):  # fmt: skip
-            raise InconsistentGroupProtocol(f"sync names {req.protocol_type}/{req.protocol_name}, the group "
-                                            f"uses {grp.protocol_type}/{grp.protocol}")  # fmt: skip
+            req.protocol_name is not None and req.protocol_name != grp.protocol
+        ):
+            raise InconsistentGroupProtocol(
+                f"sync names {req.protocol_type}/{req.protocol_name}, the group "
+                f"uses {grp.protocol_type}/{grp.protocol}"
+            )
         if grp.state == GroupState.PREPARING_REBALANCE:
             raise RebalanceInProgress(f"group {grp.group_id!r} is rebalancing; rejoin")
         if grp.state == GroupState.STABLE:
@@ -401,8 +487,11 @@ class GroupCoordinator:
         except Exception:  # a bug: the members must not wait forever for it
             log.exception("group %s: storing generation %d failed", grp.group_id, generation)
             error = CoordinatorNotAvailable("storing the group failed")  # the bug's text stays in the log
-        if (self.groups.get(grp.group_id) is not grp or grp.state != GroupState.COMPLETING_REBALANCE
-                or grp.generation != generation):  # fmt: skip
+        if (
+            self.groups.get(grp.group_id) is not grp
+            or grp.state != GroupState.COMPLETING_REBALANCE
+            or grp.generation != generation
+        ):
             return  # a rebalance or an unload answered the syncs meanwhile
         if error is None:
             self._to_stable(grp)
@@ -460,7 +549,9 @@ class GroupCoordinator:
             out.append(g.LeaveGroupMemberResponse(mid, code, iid))
         return g.LeaveGroupResponse(0, out)
 
-    def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None = None) -> None:
+    def validate_commit(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
+    ) -> None:
         """Kafka's checks on an OffsetCommit; a commit with generation -1, no member id and no instance
         id is a "simple" commit (groupless consumers, Spark's lag commits) and is always accepted."""
         self._loop()
@@ -489,8 +580,12 @@ class GroupCoordinator:
         if (m.join is not None and not m.join.done()) or (m.sync is not None and not m.sync.done()):
             self._arm_session(grp, m)  # parked in JoinGroup/SyncGroup: it is waiting on us, not dead
             return
-        log.info("group %s: member %s missed its session timeout (%d ms)", grp.group_id, m.member_id,
-                 m.session_timeout_ms)  # fmt: skip
+        log.info(
+            "group %s: member %s missed its session timeout (%d ms)",
+            grp.group_id,
+            m.member_id,
+            m.session_timeout_ms,
+        )
         self._remove(grp, m, "session timeout expired")
 
     def _drop(self, grp: Group, m: Member) -> None:
@@ -587,10 +682,20 @@ class GroupCoordinator:
         if grp is None:
             return None
         stable = grp.state == GroupState.STABLE
-        members = [g.DescribedMember(m.member_id, m.client_id, m.client_host, m.metadata(grp.protocol),
-                                     m.assignment if stable else b"", m.instance_id)
-                   for m in grp.members.values()]  # fmt: skip
-        return g.DescribedGroup(grp.group_id, 0, grp.state.value, grp.protocol_type or "", grp.protocol or "", members)
+        members = [
+            g.DescribedMember(
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(grp.protocol),
+                m.assignment if stable else b"",
+                m.instance_id,
+            )
+            for m in grp.members.values()
+        ]
+        return g.DescribedGroup(
+            grp.group_id, 0, grp.state.value, grp.protocol_type or "", grp.protocol or "", members
+        )
 
     def close(self) -> None:
         """Cancel every timer and answer every parked request (the broker is stopping)."""

@@ -27,10 +27,16 @@ class GroupHandlers:
         self.state = state
 
     def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
-        return {ApiKey.JOIN_GROUP: self.join_group, ApiKey.SYNC_GROUP: self.sync_group,
-                ApiKey.HEARTBEAT: self.heartbeat, ApiKey.LEAVE_GROUP: self.leave_group,
-                ApiKey.DESCRIBE_GROUPS: self.describe_groups, ApiKey.LIST_GROUPS: self.list_groups,
-                ApiKey.OFFSET_COMMIT: self.offset_commit, ApiKey.OFFSET_FETCH: self.offset_fetch}  # fmt: skip
+        return {
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+        }
 
     async def join_group(self, req: g.JoinGroupRequest, session: Session) -> g.JoinGroupResponse:
         """Join; parked until the rebalance completes."""
@@ -71,8 +77,12 @@ class GroupHandlers:
             if d is None and gid in known:
                 d = g.DescribedGroup(gid, 0, GroupState.EMPTY.value)
             elif d is None:  # v6+ says so with GROUP_ID_NOT_FOUND; the adapter answers older versions Dead
-                d = g.DescribedGroup(gid, GroupIdNotFound.code, GroupState.DEAD.value,
-                                     error_message=f"group {gid!r} does not exist")  # fmt: skip
+                d = g.DescribedGroup(
+                    gid,
+                    GroupIdNotFound.code,
+                    GroupState.DEAD.value,
+                    error_message=f"group {gid!r} does not exist",
+                )
             out.append(d)
         return g.DescribeGroupsResponse(out)
 
@@ -87,8 +97,11 @@ class GroupHandlers:
                 listed[gid] = g.ListedGroup(gid, d.protocol_type, d.state)
         states = {s.lower() for s in req.states_filter}
         types = {t.lower() for t in req.types_filter}
-        groups = [x for _, x in sorted(listed.items()) if (not states or x.state.lower() in states)
-                  and (not types or x.group_type in types)]  # fmt: skip
+        groups = [
+            x
+            for _, x in sorted(listed.items())
+            if (not states or x.state.lower() in states) and (not types or x.group_type in types)
+        ]
         return g.ListGroupsResponse(0, groups)
 
     # ------------------------------------------------------------ offsets (OffsetCommit, OffsetFetch)
@@ -100,7 +113,9 @@ class GroupHandlers:
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
         self.state.check_group_coordinator(req.group_id)
-        self.state.coordinator.validate_commit(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
+        self.state.coordinator.validate_commit(
+            req.group_id, req.generation_id, req.member_id, req.group_instance_id
+        )
         out = []
         entries = []
         topics = self.state.topics()

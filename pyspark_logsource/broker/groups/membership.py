@@ -97,12 +97,26 @@ class GroupSettings:
 
 def encode_record(grp: Group, state: GroupState) -> bytes:
     """The group's membership record as of ``state``."""
-    value = {"protocol_type": grp.protocol_type, "generation": grp.generation, "protocol": grp.protocol,
-             "leader": grp.leader, "state": state.value,
-             "members": [{"id": m.member_id, "instance": m.instance_id, "client_id": m.client_id,
-                          "host": m.client_host, "session": m.session_timeout_ms, "rebalance": m.rebalance_timeout_ms,
-                          "protocols": [[n, b64encode(md).decode()] for n, md in m.protocols],
-                          "assignment": b64encode(m.assignment).decode()} for m in grp.members.values()]}  # fmt: skip
+    value = {
+        "protocol_type": grp.protocol_type,
+        "generation": grp.generation,
+        "protocol": grp.protocol,
+        "leader": grp.leader,
+        "state": state.value,
+        "members": [
+            {
+                "id": m.member_id,
+                "instance": m.instance_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "session": m.session_timeout_ms,
+                "rebalance": m.rebalance_timeout_ms,
+                "protocols": [[n, b64encode(md).decode()] for n, md in m.protocols],
+                "assignment": b64encode(m.assignment).decode(),
+            }
+            for m in grp.members.values()
+        ],
+    }
     return json.dumps(value).encode()
 
 
@@ -111,10 +125,24 @@ def decode_record(gid: str, raw: bytes) -> Group:
     KeyError or TypeError if the record is unreadable. Records written before static membership
     have no ``instance``: their members are dynamic."""
     v = json.loads(raw)
-    grp = Group(gid, generation=int(v["generation"]), protocol_type=v["protocol_type"], protocol=v["protocol"],
-                leader=v["leader"])  # fmt: skip
+    grp = Group(
+        gid,
+        generation=int(v["generation"]),
+        protocol_type=v["protocol_type"],
+        protocol=v["protocol"],
+        leader=v["leader"],
+    )
     for x in v["members"]:
-        grp.add(Member(x["id"], x["client_id"], x["host"], int(x["session"]), int(x["rebalance"]),
-                       [(n, b64decode(md)) for n, md in x["protocols"]], b64decode(x["assignment"]),
-                       x.get("instance")))  # fmt: skip
+        grp.add(
+            Member(
+                x["id"],
+                x["client_id"],
+                x["host"],
+                int(x["session"]),
+                int(x["rebalance"]),
+                [(n, b64decode(md)) for n, md in x["protocols"]],
+                b64decode(x["assignment"]),
+                x.get("instance"),
+            )
+        )
     return grp

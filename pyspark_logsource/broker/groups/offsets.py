@@ -126,8 +126,14 @@ class GroupOffsetStore:
     holds the groups of the loaded partitions only.
     """
 
-    def __init__(self, logs: LogManager, num_partitions: int = 1, retention_ms: int = 7 * 24 * 3600 * 1000,
-                 max_message_bytes: int = 100 * 1024 * 1024, replicated: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        logs: LogManager,
+        num_partitions: int = 1,
+        retention_ms: int = 7 * 24 * 3600 * 1000,
+        max_message_bytes: int = 100 * 1024 * 1024,
+        replicated: bool = False,
+    ) -> None:
         self.logs = logs
         self.replicated = replicated
         self.offsets: dict[tuple[str, str, int], CommittedOffset] = {}
@@ -151,8 +157,13 @@ class GroupOffsetStore:
         self.num_partitions = logs.topics()[OFFSETS_TOPIC]
         t0 = time.monotonic()
         records = sum(self._replay(p) for p in range(self.num_partitions))
-        log.info("loaded %d committed offsets from %d records of %s in %.1f ms", len(self.offsets), records,
-                 OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)  # fmt: skip
+        log.info(
+            "loaded %d committed offsets from %d records of %s in %.1f ms",
+            len(self.offsets),
+            records,
+            OFFSETS_TOPIC,
+            (time.monotonic() - t0) * 1000,
+        )
 
     def _replay(self, partition: int) -> int:
         """Read one partition into the maps; returns how many records it read."""
@@ -200,8 +211,12 @@ class GroupOffsetStore:
                 offsets[key] = value
         return offsets, group_meta, records
 
-    def install_partition(self, partition: int, offsets: dict[tuple[str, str, int], CommittedOffset],
-                          group_meta: dict[str, bytes]) -> None:  # fmt: skip
+    def install_partition(
+        self,
+        partition: int,
+        offsets: dict[tuple[str, str, int], CommittedOffset],
+        group_meta: dict[str, bytes],
+    ) -> None:
         """Make a partition's groups (from :meth:`read_partition`) the ones the maps hold for it."""
         self.unload_partition(partition)
         self.offsets.update(offsets)
@@ -253,7 +268,9 @@ class GroupOffsetStore:
         keys = [_encode_key(group, t, p) for t, p, _, _ in entries]
         values = [_encode_value(o, m, now) for _, _, o, m in entries]
         info = self._log(group).append(fmt.encode(values, keys))
-        return OffsetWrite(group, self.partition_for(group), info.base_offset, info.last_offset + 1, entries, now)
+        return OffsetWrite(
+            group, self.partition_for(group), info.base_offset, info.last_offset + 1, entries, now
+        )
 
     def apply(self, w: OffsetWrite) -> None:
         """Make an appended commit visible (replicated: once it is on the ISR, and only while its partition is
@@ -281,7 +298,9 @@ class GroupOffsetStore:
             self.group_meta[group] = value
         return info.last_offset + 1
 
-    def fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset]:
+    def fetch(
+        self, group: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], CommittedOffset]:
         """Committed offsets of ``group``; with ``partitions=None`` every partition it committed."""
         if partitions is None:
             return {(t, p): v for (g, t, p), v in self.offsets.items() if g == group}

@@ -92,7 +92,9 @@ class GroupOwnership:
         """``__consumer_offsets`` as the cluster creates it: compacted, offsets retention, the broker's sizes."""
         c = self.state.config
         config = {"cleanup.policy": "compact", **self.state.groups.topic_config}
-        return InternalTopic(OFFSETS_TOPIC, c.offsets_topic_num_partitions, c.offsets_topic_replication_factor, config)
+        return InternalTopic(
+            OFFSETS_TOPIC, c.offsets_topic_num_partitions, c.offsets_topic_replication_factor, config
+        )
 
     def num_partitions(self) -> int:
         """The topic's partition count (the cluster's once it exists, the setting before)."""
@@ -119,8 +121,9 @@ class GroupOwnership:
             return self.state.broker_id
         if OFFSETS_TOPIC not in self.state.topics():
             try:
-                await asyncio.get_running_loop().run_in_executor(None, internal_topics.ensure, self.state,
-                                                                 self.topic())  # fmt: skip
+                await asyncio.get_running_loop().run_in_executor(
+                    None, internal_topics.ensure, self.state, self.topic()
+                )
             except CoordinatorNotAvailable:
                 raise
             except Exception as e:  # ZooKeeper trouble, a broker lost meanwhile: the client asks again
@@ -128,8 +131,9 @@ class GroupOwnership:
                 raise CoordinatorNotAvailable(f"cannot create {OFFSETS_TOPIC} yet") from e
         leader = internal_topics.leader_of(self.state, OFFSETS_TOPIC, self.partition_for(group))
         if leader < 0 or self.state.broker_address(leader) is None:
-            raise CoordinatorNotAvailable(f"{OFFSETS_TOPIC}-{self.partition_for(group)} (group {group!r}) has no "
-                                          "live leader yet")  # fmt: skip
+            raise CoordinatorNotAvailable(
+                f"{OFFSETS_TOPIC}-{self.partition_for(group)} (group {group!r}) has no live leader yet"
+            )
         return leader
 
     def check(self, group: str) -> None:
@@ -138,12 +142,15 @@ class GroupOwnership:
             return
         p = self.partition_for(group)
         if p in self.loading and not self.state.fenced:
-            raise CoordinatorLoadInProgress(f"broker {self.state.broker_id} is loading the groups of "
-                                            f"{OFFSETS_TOPIC}-{p}")  # fmt: skip
+            raise CoordinatorLoadInProgress(
+                f"broker {self.state.broker_id} is loading the groups of {OFFSETS_TOPIC}-{p}"
+            )
         if p not in self.epochs or self.state.fenced:
             leader = internal_topics.leader_of(self.state, OFFSETS_TOPIC, p)
-            raise NotCoordinator(f"broker {self.state.broker_id} is not the coordinator of group {group!r} "
-                                 f"({OFFSETS_TOPIC}-{p} is led by broker {leader})")  # fmt: skip
+            raise NotCoordinator(
+                f"broker {self.state.broker_id} is not the coordinator of group {group!r} "
+                f"({OFFSETS_TOPIC}-{p} is led by broker {leader})"
+            )
 
     # ------------------------------------------------------------ LeadershipListener (event loop thread)
 
@@ -171,8 +178,13 @@ class GroupOwnership:
             return
         st = self.state
         if fut.cancelled() or fut.exception() is not None:
-            log.error("broker %d cannot load %s-%d (%r); retrying in 1 s", st.broker_id, OFFSETS_TOPIC,
-                      partition, None if fut.cancelled() else fut.exception())  # fmt: skip
+            log.error(
+                "broker %d cannot load %s-%d (%r); retrying in 1 s",
+                st.broker_id,
+                OFFSETS_TOPIC,
+                partition,
+                None if fut.cancelled() else fut.exception(),
+            )
             asyncio.get_running_loop().call_later(1.0, self._start_load, partition, epoch)
             return
         offsets, meta, records = fut.result()
@@ -181,9 +193,18 @@ class GroupOwnership:
         st.groups.install_partition(partition, offsets, meta)
         self.epochs[partition] = epoch
         st.coordinator.load(meta)
-        log.info("broker %d coordinates the groups of %s-%d (leader epoch %d): %d records, %d committed offsets, "
-                 "%d groups with membership, loaded in %.1f ms", st.broker_id, OFFSETS_TOPIC, partition, epoch,
-                 records, len(offsets), len(meta), (time.monotonic() - t0) * 1000)  # fmt: skip
+        log.info(
+            "broker %d coordinates the groups of %s-%d (leader epoch %d): %d records, %d committed offsets, "
+            "%d groups with membership, loaded in %.1f ms",
+            st.broker_id,
+            OFFSETS_TOPIC,
+            partition,
+            epoch,
+            records,
+            len(offsets),
+            len(meta),
+            (time.monotonic() - t0) * 1000,
+        )
 
     def on_resigned(self, partition: int) -> None:
         """Drop the partition's groups: their members find the new coordinator."""

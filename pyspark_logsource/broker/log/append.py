@@ -28,7 +28,9 @@ TRANSACTIONAL, ARROW, IDEMPOTENT = 1, 2, 4
 #: runs per ``pwritev`` of a coalesced append (below the kernel's IOV_MAX of 1024 buffers)
 MAX_COALESCED_RUNS = 512
 
-new_info = tuple.__new__  # new_info(AppendInfo, (...)): AppendInfo(...) without namedtuple's Python-level __new__
+new_info = (
+    tuple.__new__
+)  # new_info(AppendInfo, (...)): AppendInfo(...) without namedtuple's Python-level __new__
 
 
 class AppendInfo(NamedTuple):
@@ -82,8 +84,9 @@ class AppendValidator:
             else:  # a Kafka client's batch: its varint records must parse
                 keyless = validate_kafka_records(mv, pos, h) and compact
             if keyless:
-                raise InvalidRecord(f"compacted topic {self.topic} refuses records without a key "
-                                    f"(batch at position {pos})")  # fmt: skip
+                raise InvalidRecord(
+                    f"compacted topic {self.topic} refuses records without a key (batch at position {pos})"
+                )
         if flags & TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
             txn.check_append(batches, control)
         return mv, batches, flags
@@ -95,16 +98,27 @@ class AppendValidator:
         stamped = []
         for pos, h in batches:
             if h.base_offset < expected:
-                raise InvalidRecord(f"{self.name}: follower append of a batch at offset {h.base_offset} "
-                                    f"below the next offset {expected}")  # fmt: skip
+                raise InvalidRecord(
+                    f"{self.name}: follower append of a batch at offset {h.base_offset} "
+                    f"below the next offset {expected}"
+                )
             span = h.last_offset_delta + 1
             stamped.append((pos, h.base_offset, h.size, h.max_timestamp, span))
             expected = h.base_offset + span
         return stamped, expected
 
 
-def stamp_run(mv: memoryview, batches: list, offset: int, leader_epoch: int, now: int, log_append_time: bool,
-              producers: ProducerAppend | None, stamped: list, at: int = 0) -> int | AppendInfo:  # fmt: skip
+def stamp_run(
+    mv: memoryview,
+    batches: list,
+    offset: int,
+    leader_epoch: int,
+    now: int,
+    log_append_time: bool,
+    producers: ProducerAppend | None,
+    stamped: list,
+    at: int = 0,
+) -> int | AppendInfo:
     """Check a run's producer sequences (``producers``: None when it has no idempotent batch) and
     stamp its batches from ``offset``; add ``(position + at, base offset, size, max timestamp,
     count)`` per batch to ``stamped``. Returns the next offset, or the original AppendInfo of a
@@ -137,13 +151,25 @@ def stamp_run(mv: memoryview, batches: list, offset: int, leader_epoch: int, now
             raise DuplicateSequence(
                 f"{len(duplicates)} of {len(batches)} batches were already appended; retry them separately"
             )
-        return AppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset, -1,
-                          sum(h.record_count for _, h in batches), True)  # fmt: skip
+        return AppendInfo(
+            duplicates[0].first_offset,
+            duplicates[-1].last_offset,
+            -1,
+            sum(h.record_count for _, h in batches),
+            True,
+        )
     return offset
 
 
-def stamp_runs(good: list, offset: int, leader_epoch: int, now: int, log_append_time: bool,
-               producers: ProducerAppend | None, out: list) -> tuple[list, list, list, int]:  # fmt: skip
+def stamp_runs(
+    good: list,
+    offset: int,
+    leader_epoch: int,
+    now: int,
+    log_append_time: bool,
+    producers: ProducerAppend | None,
+    out: list,
+) -> tuple[list, list, list, int]:
     """Stamp several checked runs ``(index, view, batches, flags)`` one after the other from ``offset``.
 
     A run that fails (a sequence gap) gets its error in ``out[index]`` and changes nothing; a retry

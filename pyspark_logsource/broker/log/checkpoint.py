@@ -68,6 +68,8 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
         raise CorruptCheckpoint(f"checkpoint {path}: bad entry count {lines[1]!r}") from None
     entries = [line.split(" ") for line in lines[2:]]
     if count != len(entries) or any(len(e) != fields for e in entries):
-        raise CorruptCheckpoint(f"checkpoint {path}: expected {count} entries of {fields} fields, "
-                                f"found {[len(e) for e in entries]}")  # fmt: skip
+        raise CorruptCheckpoint(
+            f"checkpoint {path}: expected {count} entries of {fields} fields, "
+            f"found {[len(e) for e in entries]}"
+        )
     return entries

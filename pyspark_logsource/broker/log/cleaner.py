@@ -85,8 +85,12 @@ class OffsetMap:
             keys, offsets = keys.filter(valid), offsets[np.asarray(valid.to_numpy(zero_copy_only=False))]
         if len(keys) == 0:
             return True
-        t = pa.table({"key": pa.concat_arrays([self.keys, keys.cast(pa.binary())]),
-                      "offset": np.concatenate([self.offsets, offsets])})  # fmt: skip
+        t = pa.table(
+            {
+                "key": pa.concat_arrays([self.keys, keys.cast(pa.binary())]),
+                "offset": np.concatenate([self.offsets, offsets]),
+            }
+        )
         g = t.group_by("key").aggregate([("offset", "max")])
         new_keys = g.column("key").combine_chunks()
         if not force and _key_bytes(new_keys) + ENTRY_OVERHEAD * len(new_keys) > self.capacity:
@@ -194,7 +198,10 @@ class LogCleaner:
             return False
         total = sum(s.size for s in segs)
         ratio = sum(s.size for s in dirty) / total if total else 0.0
-        return ratio >= lg.config.min_cleanable_dirty_ratio or now - dirty[0].max_timestamp >= lg.config.max_compaction_lag_ms
+        return (
+            ratio >= lg.config.min_cleanable_dirty_ratio
+            or now - dirty[0].max_timestamp >= lg.config.max_compaction_lag_ms
+        )
 
     def clean(self, lg: PartitionLog, *, now_ms: int | None = None, force: bool = False) -> CleanStats | None:
         """One pass over ``lg``; None when there is nothing (or, unless ``force``, not enough) to clean."""
@@ -236,19 +243,34 @@ class LogCleaner:
             return None  # retention or a truncation removed it meanwhile: the next pass starts afresh
         end = view[idx + 1].base_offset  # a segment boundary: the next pass starts there
         if taken < len(dirty):
-            log.info("%s: offset map full (%d keys, %d bytes): cleaning up to %d this pass",
-                     lg.name, len(omap), omap.size_bytes, end)  # fmt: skip
+            log.info(
+                "%s: offset map full (%d keys, %d bytes): cleaning up to %d this pass",
+                lg.name,
+                len(omap),
+                omap.size_bytes,
+                end,
+            )
         return self._recopy(lg, segs, end, omap, now, stats, t0)
 
-    def _recopy(self, lg: PartitionLog, segs: list[LogSegment], end: int, omap: OffsetMap, now: int,
-                stats: CleanStats, t0: float) -> CleanStats:  # fmt: skip
+    def _recopy(
+        self,
+        lg: PartitionLog,
+        segs: list[LogSegment],
+        end: int,
+        omap: OffsetMap,
+        now: int,
+        stats: CleanStats,
+        t0: float,
+    ) -> CleanStats:
         stats.map_entries, stats.dirty_end = len(omap), end
         # 2. recopy [log start, end) in groups of at most segment.bytes
         horizon = now - lg.config.delete_retention_ms
         for group in _groups([s for s in segs if s.base_offset < end], lg.config.segment_bytes):
             new = self._clean_group(lg, group, omap, horizon, stats)
             if not lg.replace_segments(group, new):
-                log.info("%s: segments changed during cleaning (retention or truncation); pass abandoned", lg.name)
+                log.info(
+                    "%s: segments changed during cleaning (retention or truncation); pass abandoned", lg.name
+                )
                 stats.aborted = True
                 break
             stats.segments_in += len(group)
@@ -257,13 +279,21 @@ class LogCleaner:
         if not stats.aborted:
             _write_checkpoint(lg, end)
         stats.seconds = time.monotonic() - t0
-        log.info("%s: cleaned %d segments into %d, %d -> %d records, %.1f MB read, %.1f MB/s",
-                 lg.name, stats.segments_in, stats.segments_out, stats.records_in, stats.records_out,
-                 stats.bytes_read / 1e6, stats.mb_per_s)  # fmt: skip
+        log.info(
+            "%s: cleaned %d segments into %d, %d -> %d records, %.1f MB read, %.1f MB/s",
+            lg.name,
+            stats.segments_in,
+            stats.segments_out,
+            stats.records_in,
+            stats.records_out,
+            stats.bytes_read / 1e6,
+            stats.mb_per_s,
+        )
         return stats
 
-    def _clean_group(self, lg: PartitionLog, group: list[LogSegment], omap: OffsetMap, horizon: int,
-                     stats: CleanStats) -> LogSegment:  # fmt: skip
+    def _clean_group(
+        self, lg: PartitionLog, group: list[LogSegment], omap: OffsetMap, horizon: int, stats: CleanStats
+    ) -> LogSegment:
         base = group[0].base_offset
         for p in lg.directory.glob(f"{base:020d}.*{CLEANED_SUFFIX}"):
             p.unlink()  # a pass that failed midway
@@ -283,7 +313,9 @@ class LogCleaner:
                         size = len(k.data)
                         stamped.append((pos, k.base_offset, size, k.max_timestamp, k.span))
                         pos += size
-                    new.append(memoryview(b"".join(k.data for k in kept)), stamped, arrow=any(k.arrow for k in kept))
+                    new.append(
+                        memoryview(b"".join(k.data for k in kept)), stamped, arrow=any(k.arrow for k in kept)
+                    )
                     stats.bytes_written += pos
                     stats.records_out += int(keep.sum())
         except BaseException:
@@ -293,7 +325,9 @@ class LogCleaner:
 
 
 def _offsets(run: Run) -> np.ndarray:
-    return np.asarray(run.table.column("offset").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(
+        run.table.column("offset").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.int64
+    )
 
 
 def _keep(run: Run, omap: OffsetMap, tombstones_expired: bool) -> np.ndarray:

@@ -36,12 +36,28 @@ _MIN_BATCH = 61  # a record batch header; no batch can be smaller
 
 _DAY_MS = 24 * 3600 * 1000
 DELETE, COMPACT, COMPACT_DELETE = "delete", "compact", "compact,delete"
-_STRINGS = frozenset({"message_timestamp_type", "cleanup_policy", "compression_type", "message_format_version",
-                      "leader_replication_throttled_replicas", "follower_replication_throttled_replicas"})
+_STRINGS = frozenset(
+    {
+        "message_timestamp_type",
+        "cleanup_policy",
+        "compression_type",
+        "message_format_version",
+        "leader_replication_throttled_replicas",
+        "follower_replication_throttled_replicas",
+    }
+)
 _FLOATS = frozenset({"min_cleanable_dirty_ratio"})
 #: written back as "true"/"false", as Kafka's DescribeConfigs shows them
-_BOOLS = frozenset({"unclean_leader_election_enable", "message_downconversion_enable", "preallocate",
-                    "remote_storage_enable", "remote_log_copy_disable", "remote_log_delete_on_disable"})
+_BOOLS = frozenset(
+    {
+        "unclean_leader_election_enable",
+        "message_downconversion_enable",
+        "preallocate",
+        "remote_storage_enable",
+        "remote_log_copy_disable",
+        "remote_log_delete_on_disable",
+    }
+)
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")  # a message.format.version: 0.10.0, 2.8, 3.0-IV1
 _THROTTLED = re.compile(r"\*|(\d+:\d+(,\d+:\d+)*)?")  # "*", or partition:broker pairs
@@ -122,7 +138,11 @@ class LogConfig:
                     raise InvalidConfig(f"{name} must be a number, got {v!r}")
             elif isinstance(v, bool) or not isinstance(v, int):
                 raise InvalidConfig(f"{name} must be an integer, got {v!r}")
-        need(_MIN_BATCH <= self.segment_bytes <= INT_MAX, "segment.bytes", f"must be in [{_MIN_BATCH}, {INT_MAX}]")
+        need(
+            _MIN_BATCH <= self.segment_bytes <= INT_MAX,
+            "segment.bytes",
+            f"must be in [{_MIN_BATCH}, {INT_MAX}]",
+        )
         need(self.segment_ms >= 1, "segment.ms", "must be >= 1")
         need(self.segment_index_bytes >= 12, "segment.index.bytes", "must be >= 12 (one index entry)")
         need(self.index_interval_bytes >= 0, "index.interval.bytes", "must be >= 0")
@@ -130,7 +150,11 @@ class LogConfig:
         need(self.flush_ms >= 0, "flush.ms", "must be >= 0")
         need(self.retention_ms >= -1, "retention.ms", "must be >= -1 (-1: unlimited)")
         need(self.retention_bytes >= -1, "retention.bytes", "must be >= -1 (-1: unlimited)")
-        need(_MIN_BATCH <= self.max_message_bytes <= INT_MAX, "max.message.bytes", f"must be in [{_MIN_BATCH}, {INT_MAX}]")
+        need(
+            _MIN_BATCH <= self.max_message_bytes <= INT_MAX,
+            "max.message.bytes",
+            f"must be in [{_MIN_BATCH}, {INT_MAX}]",
+        )
         need(
             self.message_timestamp_type in (CREATE_TIME, LOG_APPEND_TIME),
             "message.timestamp.type",
@@ -147,22 +171,41 @@ class LogConfig:
         need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", "must be >= 1")
         need(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", "must be in [0, 1]")
         need(self.min_insync_replicas >= 1, "min.insync.replicas", "must be >= 1")
-        need(self.compression_type in COMPRESSION_TYPES, "compression.type", f"must be one of {', '.join(COMPRESSION_TYPES)}")
-        need(self.compression_gzip_level == -1 or 1 <= self.compression_gzip_level <= 9, "compression.gzip.level",
-             "must be -1 or in [1, 9]")  # fmt: skip
+        need(
+            self.compression_type in COMPRESSION_TYPES,
+            "compression.type",
+            f"must be one of {', '.join(COMPRESSION_TYPES)}",
+        )
+        need(
+            self.compression_gzip_level == -1 or 1 <= self.compression_gzip_level <= 9,
+            "compression.gzip.level",
+            "must be -1 or in [1, 9]",
+        )
         need(1 <= self.compression_lz4_level <= 17, "compression.lz4.level", "must be in [1, 17]")
-        need(-131072 <= self.compression_zstd_level <= 22, "compression.zstd.level", "must be in [-131072, 22]")
-        need(_VERSION.fullmatch(self.message_format_version) is not None, "message.format.version",
-             "must be a Kafka version such as 2.8 or 3.0-IV1")  # fmt: skip
-        for name in ("message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
-                     "message.timestamp.after.max.ms", "segment.jitter.ms"):  # fmt: skip
+        need(
+            -131072 <= self.compression_zstd_level <= 22, "compression.zstd.level", "must be in [-131072, 22]"
+        )
+        need(
+            _VERSION.fullmatch(self.message_format_version) is not None,
+            "message.format.version",
+            "must be a Kafka version such as 2.8 or 3.0-IV1",
+        )
+        for name in (
+            "message.timestamp.difference.max.ms",
+            "message.timestamp.before.max.ms",
+            "message.timestamp.after.max.ms",
+            "segment.jitter.ms",
+        ):
             need(getattr(self, _ATTR[name]) >= 0, name, "must be >= 0")
         need(not self.remote_storage_enable, "remote.storage.enable", "this broker has no tiered storage")
         need(self.local_retention_ms >= -2, "local.retention.ms", "must be >= -2 (-2: retention.ms)")
         need(self.local_retention_bytes >= -2, "local.retention.bytes", "must be >= -2 (-2: retention.bytes)")
         for name in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
-            need(_THROTTLED.fullmatch(getattr(self, _ATTR[name])) is not None, name,
-                 "must be *, or a list of partition:broker pairs")  # fmt: skip
+            need(
+                _THROTTLED.fullmatch(getattr(self, _ATTR[name])) is not None,
+                name,
+                "must be *, or a list of partition:broker pairs",
+            )
         need(self.cleaner_enable in (0, 1), "log.cleaner.enable", "must be true or false")
         need(self.cleaner_dedupe_buffer_size >= 1024, "log.cleaner.dedupe.buffer.size", "must be >= 1024")
         need(self.cleaner_backoff_ms >= 1, "log.cleaner.backoff.ms", "must be >= 1")
@@ -185,7 +228,9 @@ class LogConfig:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, object], *, base: LogConfig | None = None, strict: bool = False) -> LogConfig:
+    def from_properties(
+        cls, props: Mapping[str, object], *, base: LogConfig | None = None, strict: bool = False
+    ) -> LogConfig:
         """Build a config from Kafka-style properties (topic or broker spelling).
 
         Keys this class does not know are ignored (a server.properties file has
@@ -234,7 +279,9 @@ class LogConfig:
         """Topic-level properties; with ``only``, just the keys present in it (canonical names)."""
         out = {}
         for name, attr in _ATTR.items():
-            if only is not None and not any(_ALIASES.get(k) == attr or _HOURS_MINUTES.get(k, ("",))[0] == attr for k in only):
+            if only is not None and not any(
+                _ALIASES.get(k) == attr or _HOURS_MINUTES.get(k, ("",))[0] == attr for k in only
+            ):
                 continue
             v = getattr(self, attr)
             out[name] = ("true" if v else "false") if attr in _BOOLS else str(v)

@@ -48,7 +48,9 @@ class DirLock:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):  # somebody holds it
                 by = f"pid {holder}, " if holder else ""
-                raise DirectoryInUse(f"{kind} {d} is in use by another {owner} ({by}{path} is locked)") from None
+                raise DirectoryInUse(
+                    f"{kind} {d} is in use by another {owner} ({by}{path} is locked)"
+                ) from None
             raise StorageError(f"cannot lock {path}: {e}") from e
         try:
             os.ftruncate(fd, 0)
@@ -78,7 +80,9 @@ class DirLock:
         return f"DirLock({str(self.directory)!r}, {'held' if self.held else 'released'})"
 
 
-def lock_dirs(directories: Iterable[str | Path], owner: str = "broker", kind: str = "log dir") -> list[DirLock]:
+def lock_dirs(
+    directories: Iterable[str | Path], owner: str = "broker", kind: str = "log dir"
+) -> list[DirLock]:
     """Lock every directory, or none: on a refusal the locks already taken are released."""
     locks: list[DirLock] = []
     seen: set[Path] = set()

@@ -149,7 +149,7 @@ class LeaderEpochCache:
             i = bisect_right(self._starts, start_offset)
             if i <= 1 and (not self._starts or self._starts[0] >= start_offset):
                 return
-            self._epochs = self._epochs[i - 1:]
+            self._epochs = self._epochs[i - 1 :]
             self._starts = [start_offset, *self._starts[i:]]
             self._save()
 

@@ -28,8 +28,12 @@ def read_high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
         entries = read_checkpoint(path, 3) or []
         out = {(t, int(p)): int(hw) for t, p, hw in entries}
     except (CorruptCheckpoint, ValueError) as e:
-        log.warning("%s is unreadable (%s): replicas there start from high watermark 0 and learn it from "
-                    "their leader", path, e)  # fmt: skip
+        log.warning(
+            "%s is unreadable (%s): replicas there start from high watermark 0 and learn it from "
+            "their leader",
+            path,
+            e,
+        )
         return {}
     return {k: hw for k, hw in out.items() if k[1] >= 0 and hw >= 0}
 

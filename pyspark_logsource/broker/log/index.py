@@ -159,10 +159,12 @@ class OffsetIndex(_Index):
         vals = np.frombuffer(self._values, dtype="=u4").astype(np.int64)
         if n > self.max_entries:
             raise CorruptIndexError(f"{self.path.name}: {n} entries exceed the limit {self.max_entries}")
-        if (n > 1 and (bool((np.diff(keys) <= 0).any()) or bool((np.diff(vals) <= 0).any()))):
+        if n > 1 and (bool((np.diff(keys) <= 0).any()) or bool((np.diff(vals) <= 0).any())):
             raise CorruptIndexError(f"{self.path.name}: entries are not strictly increasing")
         if int(vals[-1]) >= segment_size:
-            raise CorruptIndexError(f"{self.path.name}: entry points at {int(vals[-1])}, beyond the segment ({segment_size})")
+            raise CorruptIndexError(
+                f"{self.path.name}: entry points at {int(vals[-1])}, beyond the segment ({segment_size})"
+            )
 
     def append(self, offset: int, position: int) -> bool:
         """Add an entry for the batch starting at ``offset``/``position`` (both increasing);

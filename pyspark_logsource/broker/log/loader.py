@@ -63,6 +63,8 @@ _log_log = logging.getLogger(__package__ + ".log")
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 
 SWAP_META_SUFFIX = ".swapmeta"
+
+
 def fsync_dir(directory: Path) -> None:
     """Make renames in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
@@ -117,19 +119,31 @@ def complete_swaps(directory: Path, config: LogConfig, name: str = "") -> set[in
         cut = seg.recover()
         present = [b for b in (replaced or [base]) if (d / (segment_name(b) + LOG_SUFFIX)).exists()]
         if cut and len(present) == len(replaced or [base]):
-            log.error("%s: swap segment %s is damaged (%d bytes fail their checks) and every segment it "
-                      "replaces is intact: rolling the swap back", name, swap_log.name, cut)  # fmt: skip
+            log.error(
+                "%s: swap segment %s is damaged (%d bytes fail their checks) and every segment it "
+                "replaces is intact: rolling the swap back",
+                name,
+                swap_log.name,
+                cut,
+            )
             seg.destroy()
             meta_path.unlink(missing_ok=True)
             continue
         if cut:
-            log.error("%s: swap segment %s is damaged after its originals were removed; %d bytes lost",
-                      name, swap_log.name, cut)  # fmt: skip
+            log.error(
+                "%s: swap segment %s is damaged after its originals were removed; %d bytes lost",
+                name,
+                swap_log.name,
+                cut,
+            )
         if replaced is None:
             # Kafka's rule: the swap replaces the segments whose base lies within its offsets
             end = max(seg.next_offset, base + 1)
-            replaced = sorted(int(p.name[:-len(LOG_SUFFIX)]) for p in d.glob("*" + LOG_SUFFIX)
-                              if p.name[:-len(LOG_SUFFIX)].isdigit() and base <= int(p.name[:-len(LOG_SUFFIX)]) < end)  # fmt: skip
+            replaced = sorted(
+                int(p.name[: -len(LOG_SUFFIX)])
+                for p in d.glob("*" + LOG_SUFFIX)
+                if p.name[: -len(LOG_SUFFIX)].isdigit() and base <= int(p.name[: -len(LOG_SUFFIX)]) < end
+            )
         seg.close()
         for b in replaced:
             for p in _segment_files(d, b):
@@ -164,8 +178,15 @@ class LogLoader:
     """Recovers the log ``name`` in ``directory`` and loads the state derived from it into the
     producer state, transactions and epoch cache it is handed."""
 
-    def __init__(self, directory: Path, config: LogConfig, name: str, producer_state: ProducerStateManager,
-                 txns: txn.PartitionTransactions, epochs: LeaderEpochCache) -> None:  # fmt: skip
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        name: str,
+        producer_state: ProducerStateManager,
+        txns: txn.PartitionTransactions,
+        epochs: LeaderEpochCache,
+    ) -> None:
         self.directory = Path(directory)
         self.config = config
         self.name = name
@@ -186,8 +207,10 @@ class LogLoader:
         marker.unlink(missing_ok=True)  # from here on, a crash must not look clean
         recovery_point = read_recovery_point(d)
         bases = sorted(
-            int(p.name[:-len(LOG_SUFFIX)]) for p in d.glob("*" + LOG_SUFFIX) if p.name[:-len(LOG_SUFFIX)].isdigit()
-        )  # fmt: skip
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in d.glob("*" + LOG_SUFFIX)
+            if p.name[: -len(LOG_SUFFIX)].isdigit()
+        )
         self._remove_orphan_indexes(bases)
         segments: list[LogSegment] = []
         recovered, cut = 0, 0
@@ -202,18 +225,23 @@ class LogLoader:
                 seg_cut = seg.recover()
                 cut += seg_cut
             # compaction may leave a gap between segments (its last records removed), never an overlap
-            if segments and not (seg.base_offset == segments[-1].next_offset or (
-                self.config.compact and seg.base_offset > segments[-1].next_offset
-            )):  # fmt: skip
-                log.warning("%s: segment %d does not follow offset %d; dropping it and later segments",
-                            self.name, base, segments[-1].next_offset)  # fmt: skip
+            if segments and not (
+                seg.base_offset == segments[-1].next_offset
+                or (self.config.compact and seg.base_offset > segments[-1].next_offset)
+            ):
+                log.warning(
+                    "%s: segment %d does not follow offset %d; dropping it and later segments",
+                    self.name,
+                    base,
+                    segments[-1].next_offset,
+                )
                 seg.destroy()
-                self._destroy_bases(bases[i + 1:])
+                self._destroy_bases(bases[i + 1 :])
                 break
             segments.append(seg)
             if seg_cut:
                 # A torn segment means nothing after it was written safely.
-                self._destroy_bases(bases[i + 1:])
+                self._destroy_bases(bases[i + 1 :])
                 break
         if not segments:
             segments.append(LogSegment(d, 0, self.config))
@@ -229,7 +257,9 @@ class LogLoader:
         replayed = replay_producer_state(self.producer_state, self.txns, segments, leo)
         start = segments[0].base_offset
         if not self.epochs.load() and leo > start:
-            self.epochs.rebuild((h.leader_epoch, h.base_offset) for s in segments for h in s.iter_headers(s.base_offset))
+            self.epochs.rebuild(
+                (h.leader_epoch, h.base_offset) for s in segments for h in s.iter_headers(s.base_offset)
+            )
         self.epochs.truncate_from_end(leo)  # a recovery may have cut the log below a checkpointed epoch
         info = {
             "clean": clean,
@@ -241,8 +271,16 @@ class LogLoader:
         _log_log.info(
             "loaded log %s: offsets [%d, %d), %d segments, clean=%s, recovered %d segments, "
             "truncated %d bytes, replayed %d producer batches in %.1f ms",
-            self.name, start, leo, len(segments), clean, recovered, cut, replayed, info["ms"],
-        )  # fmt: skip
+            self.name,
+            start,
+            leo,
+            len(segments),
+            clean,
+            recovered,
+            cut,
+            replayed,
+            info["ms"],
+        )
         return LoadedLog(segments, leo, recovery_point, loaded_ms, info)
 
     def _destroy_bases(self, bases: list[int]) -> None:
@@ -257,8 +295,12 @@ class LogLoader:
                 p.unlink(missing_ok=True)
 
 
-def replay_producer_state(producer_state: ProducerStateManager, txns: txn.PartitionTransactions,
-                          segments: Sequence[LogSegment], log_end: int) -> int:  # fmt: skip
+def replay_producer_state(
+    producer_state: ProducerStateManager,
+    txns: txn.PartitionTransactions,
+    segments: Sequence[LogSegment],
+    log_end: int,
+) -> int:
     """Load the newest producer and transaction snapshots below ``log_end`` and replay the batches of
     ``segments`` (the log's, oldest first) after them; return how many batches the producer state replayed."""
     snap = producer_state.load(log_end)
@@ -266,7 +308,7 @@ def replay_producer_state(producer_state: ProducerStateManager, txns: txn.Partit
     n = 0
     if start < log_end:
         bases = [s.base_offset for s in segments]
-        for seg in segments[max(0, bisect_right(bases, start) - 1):]:
+        for seg in segments[max(0, bisect_right(bases, start) - 1) :]:
             for h in seg.iter_headers(start):
                 producer_state.replay(h)
                 n += 1

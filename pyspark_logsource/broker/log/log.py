@@ -92,7 +92,9 @@ class PartitionLog:
         self._hw: int | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            loaded = LogLoader(self.directory, config, self.name, self.producer_state, self.txns, self.epochs).load()
+            loaded = LogLoader(
+                self.directory, config, self.name, self.producer_state, self.txns, self.epochs
+            ).load()
         except OSError as e:
             raise StorageError(f"cannot open log {self.name} in {self.directory}: {e}") from e
         self._segments = SegmentList(self.directory, config, loaded.segments)
@@ -193,8 +195,13 @@ class PartitionLog:
 
     # ------------------------------------------------------------ append
 
-    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int | None = None, *,
-               control: bool = False) -> AppendInfo:  # fmt: skip
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int | None = None,
+        *,
+        control: bool = False,
+    ) -> AppendInfo:
         """Validate, stamp and append a run of batches, all or nothing.
 
         A writable buffer (bytearray) is stamped in place; bytes are copied once. Control
@@ -208,7 +215,9 @@ class PartitionLog:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
             latest = self.epochs.latest_epoch
-            if leader_epoch is None:  # the epoch this replica leads in (its cache's newest; 0 on a single broker)
+            if (
+                leader_epoch is None
+            ):  # the epoch this replica leads in (its cache's newest; 0 on a single broker)
                 leader_epoch = latest if latest > 0 else 0
             info = self._append_locked(mv, batches, leader_epoch, now, flags)
             if info[4]:  # a duplicate: nothing written
@@ -224,19 +233,30 @@ class PartitionLog:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
 
-    def _append_locked(self, mv: memoryview, batches: list[tuple[int, fmt.BatchHeader]], leader_epoch: int,
-                       now: int, flags: int = ARROW) -> AppendInfo:  # fmt: skip
+    def _append_locked(
+        self,
+        mv: memoryview,
+        batches: list[tuple[int, fmt.BatchHeader]],
+        leader_epoch: int,
+        now: int,
+        flags: int = ARROW,
+    ) -> AppendInfo:
         producers = ProducerAppend(self.producer_state) if flags & IDEMPOTENT else None
         stamped: list = []  # (position, base offset, size, max timestamp, record count)
-        offset = stamp_run(mv, batches, self._leo, leader_epoch, now, self._log_append_time, producers, stamped)
+        offset = stamp_run(
+            mv, batches, self._leo, leader_epoch, now, self._log_append_time, producers, stamped
+        )
         if type(offset) is not int:
             return offset  # a retry of appended batches
         if flags & TRANSACTIONAL:
             self._last_bases = [s[1] for s in stamped]  # base offset per batch, for the transaction hooks
         active = self._segments.active
         # LogSegment.should_roll, inlined: this runs per produce request
-        if active.size and (active.size + len(mv) > active.roll_size or now >= active.roll_ms
-                            or offset - 1 > active.roll_offset):  # fmt: skip
+        if active.size and (
+            active.size + len(mv) > active.roll_size
+            or now >= active.roll_ms
+            or offset - 1 > active.roll_offset
+        ):
             active = self._roll_locked(now)
         try:
             active.append(mv, stamped, arrow=bool(flags & ARROW))
@@ -246,7 +266,9 @@ class PartitionLog:
             producers.commit()
         base = self._leo
         self._leo = offset  # publish: readers may now fetch up to here
-        return new_info(AppendInfo, (base, offset - 1, now if self._log_append_time else -1, offset - base, False))
+        return new_info(
+            AppendInfo, (base, offset - 1, now if self._log_append_time else -1, offset - base, False)
+        )
 
     def append_runs(self, runs: list) -> list[AppendInfo | LogSourceError]:
         """Append each run of batches as :meth:`append` would, in order; return its AppendInfo or its error.
@@ -266,8 +288,12 @@ class PartitionLog:
                 good.append((i, *self._validator.check(records, False)))
             except LogSourceError as e:
                 out[i] = e
-        if (len(good) < 2 or len(good) > MAX_COALESCED_RUNS or any(g[3] & TRANSACTIONAL for g in good)
-                or not self._append_coalesced(good, out)):  # fmt: skip
+        if (
+            len(good) < 2
+            or len(good) > MAX_COALESCED_RUNS
+            or any(g[3] & TRANSACTIONAL for g in good)
+            or not self._append_coalesced(good, out)
+        ):
             for i, *_ in good:
                 out[i] = self._append_one(runs[i])
         return out
@@ -283,8 +309,11 @@ class PartitionLog:
             upper = self._leo + sum(h[6] + 1 for g in good for _, h in g[2])  # offsets spanned at most
             # one by one, a run rolls the segment if it finds it too full: with all of them in, or (an
             # empty segment takes its first run whatever its size) by their bytes and offsets alone
-            if (active.should_roll(size, upper - 1, now) if active.size else
-                    size > self.config.segment_bytes or upper - 1 - active.base_offset > 0xFFFFFFFF):  # fmt: skip
+            if (
+                active.should_roll(size, upper - 1, now)
+                if active.size
+                else size > self.config.segment_bytes or upper - 1 - active.base_offset > 0xFFFFFFFF
+            ):
                 return False  # rare (once a segment): the one-by-one path rolls where it must
             latest = self.epochs.latest_epoch
             epoch = latest if latest > 0 else 0
@@ -345,14 +374,18 @@ class PartitionLog:
                 ps.replay(h)
                 if h.leader_epoch > epochs.latest_epoch:
                     epochs.assign(h.leader_epoch, h.base_offset)
-            if any(h.attributes & TXN_BITS for _, h in batches):  # transactional or control: LSO, aborted index
+            if any(
+                h.attributes & TXN_BITS for _, h in batches
+            ):  # transactional or control: LSO, aborted index
                 txn.apply_append(self.txns, ps, mv, batches, [h.base_offset for _, h in batches])
             self._leo = expected
             flush = self._flush  # FlushState.due, inlined as in append
             due = expected >= flush.due_offset or now >= flush.due_ms
         if due:
             self.flush()
-        return AppendInfo(batches[0][1].base_offset, expected - 1, -1, sum(h.record_count for _, h in batches), False)
+        return AppendInfo(
+            batches[0][1].base_offset, expected - 1, -1, sum(h.record_count for _, h in batches), False
+        )
 
     # ------------------------------------------------------------ read
 
@@ -369,7 +402,7 @@ class PartitionLog:
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {leo}] of {self.name}")
         if offset == leo or (max_offset is not None and offset >= max_offset):
             return FileRegion(segs[-1].file, segs[-1].size, 0)
-        for seg in segs[bisect_right(bases, offset) - 1:]:
+        for seg in segs[bisect_right(bases, offset) - 1 :]:
             region = seg.read(offset, max_bytes, max_offset)
             if region is not None:
                 return region
@@ -462,7 +495,12 @@ class PartitionLog:
             self._check_open()
             n = self._segments.delete_expired(_now_ms() if now_ms is None else now_ms)
             if n:
-                log.info("%s: retention deleted %d segments; log start is now %d", self.name, n, self.log_start_offset)
+                log.info(
+                    "%s: retention deleted %d segments; log start is now %d",
+                    self.name,
+                    n,
+                    self.log_start_offset,
+                )
         self._segments.run_pending_deletes()
         return n
 

@@ -111,7 +111,9 @@ class LogManager:
             self._thread.start()
             if default_config.cleaner_enable:
                 # its own thread: a long cleaning pass must not delay flushes and retention
-                self._cleaner_thread = threading.Thread(target=self._run_cleaner, name="log-cleaner", daemon=True)
+                self._cleaner_thread = threading.Thread(
+                    target=self._run_cleaner, name="log-cleaner", daemon=True
+                )
                 self._cleaner_thread.start()
 
     # ------------------------------------------------------------ loading
@@ -148,8 +150,12 @@ class LogManager:
                 lg = PartitionLog(child, config, topic, partition)
                 lg.scheduled_flush = self._background
                 self._logs[(topic, partition)] = lg
-        log.info("log manager loaded %d logs from %s in %.1f ms", len(self._logs),
-                 ", ".join(map(str, self.log_dirs)), (time.monotonic() - t0) * 1000)  # fmt: skip
+        log.info(
+            "log manager loaded %d logs from %s in %.1f ms",
+            len(self._logs),
+            ", ".join(map(str, self.log_dirs)),
+            (time.monotonic() - t0) * 1000,
+        )
 
     # ------------------------------------------------------------ topics and logs
 
@@ -165,7 +171,9 @@ class LogManager:
                     counts[d] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    def create_log(self, topic: str, partition: int, config_overrides: Mapping[str, object] | None = None) -> PartitionLog:
+    def create_log(
+        self, topic: str, partition: int, config_overrides: Mapping[str, object] | None = None
+    ) -> PartitionLog:
         """Return the log of ``topic``/``partition``, creating it if needed."""
         validate_topic_name(topic)
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
@@ -268,7 +276,9 @@ class LogManager:
             if lg is None:
                 return None
             lg.close()
-            target = lg.directory.with_name(_delete_dir_name(topic, partition)[: -len(DELETE_DIR_SUFFIX)] + "-stray")
+            target = lg.directory.with_name(
+                _delete_dir_name(topic, partition)[: -len(DELETE_DIR_SUFFIX)] + "-stray"
+            )
             try:
                 lg.directory.replace(target)
             except OSError as e:

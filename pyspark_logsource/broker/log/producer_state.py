@@ -52,7 +52,9 @@ class ProducerEntry:
 
     __slots__ = ("producer_id", "epoch", "batches", "last_timestamp")
 
-    def __init__(self, producer_id: int, epoch: int, batches: Iterable[BatchMetadata] = (), last_timestamp: int = -1):
+    def __init__(
+        self, producer_id: int, epoch: int, batches: Iterable[BatchMetadata] = (), last_timestamp: int = -1
+    ):
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER)
@@ -72,8 +74,11 @@ class ProducerEntry:
         return None
 
     def record(self, h: BatchHeader) -> None:
-        self.add(h.producer_epoch, BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset),
-                 h.max_timestamp)  # fmt: skip
+        self.add(
+            h.producer_epoch,
+            BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset),
+            h.max_timestamp,
+        )
 
     def add(self, epoch: int, batch: BatchMetadata, max_timestamp: int) -> None:
         """Remember a batch of ``epoch`` (a newer epoch forgets the older one's batches)."""
@@ -149,14 +154,19 @@ class ProducerAppend:
         dup = entry.duplicate_of(h)
         if dup is not None:
             return dup
-        raise OutOfOrderSequence(f"producer {pid} epoch {h.producer_epoch}: sequence {h.base_sequence}, expected {expected}")
+        raise OutOfOrderSequence(
+            f"producer {pid} epoch {h.producer_epoch}: sequence {h.base_sequence}, expected {expected}"
+        )
 
     def record(self, h: BatchHeader, base_offset: int, max_timestamp: int) -> None:
         """Stage a checked batch as appended at ``base_offset`` (its header is the one received)."""
         pid, seq, lod = h.producer_id, h.base_sequence, h.last_offset_delta
-        staged = (pid, h.producer_epoch,
-                  _new_meta(BatchMetadata, (seq, (seq + lod) & _INT32_MAX, base_offset, base_offset + lod)),
-                  max_timestamp)  # fmt: skip
+        staged = (
+            pid,
+            h.producer_epoch,
+            _new_meta(BatchMetadata, (seq, (seq + lod) & _INT32_MAX, base_offset, base_offset + lod)),
+            max_timestamp,
+        )
         self._staged.append(staged)
         copies = self._copies
         if copies is not None and pid in copies:
@@ -211,7 +221,10 @@ class ProducerStateManager:
     def take_snapshot(self, offset: int) -> None:
         """Save the state as of ``offset`` (the log end offset), atomically."""
         body = json.dumps(
-            [[e.producer_id, e.epoch, e.last_timestamp, [list(b) for b in e.batches]] for e in self.producers.values()],
+            [
+                [e.producer_id, e.epoch, e.last_timestamp, [list(b) for b in e.batches]]
+                for e in self.producers.values()
+            ],
             separators=(",", ":"),
         ).encode()
         self.snapshots.write(offset, crc32c(body).to_bytes(4, "big") + body)
@@ -230,7 +243,9 @@ class ProducerStateManager:
                     raise ValueError("checksum mismatch")
                 producers = {}
                 for pid, epoch, last_ts, batches in json.loads(body):
-                    producers[int(pid)] = ProducerEntry(int(pid), int(epoch), (BatchMetadata(*map(int, b)) for b in batches), int(last_ts))
+                    producers[int(pid)] = ProducerEntry(
+                        int(pid), int(epoch), (BatchMetadata(*map(int, b)) for b in batches), int(last_ts)
+                    )
             except (OSError, ValueError, TypeError) as e:
                 log.warning("%s: ignoring unreadable producer snapshot (%s)", path, e)
                 path.unlink(missing_ok=True)

@@ -67,10 +67,12 @@ class LogSegment:
         self._fd = self.file.fileno()
         #: Bytes of whole batches in the file; readers never look past it.
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(self.directory / (stem + INDEX_SUFFIX + suffix), base_offset,
-                                        config.segment_index_bytes)  # fmt: skip
-        self.time_index = TimeIndex(self.directory / (stem + TIMEINDEX_SUFFIX + suffix), base_offset,
-                                    config.segment_index_bytes)  # fmt: skip
+        self.offset_index = OffsetIndex(
+            self.directory / (stem + INDEX_SUFFIX + suffix), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            self.directory / (stem + TIMEINDEX_SUFFIX + suffix), base_offset, config.segment_index_bytes
+        )
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -135,7 +137,9 @@ class LogSegment:
         while pos < self.size:
             h = self._header_at(pos)
             if not self._follows(h.base_offset) or pos + h.size > self.size:
-                raise CorruptRecord(f"batch at position {pos} of {self.log_path.name} does not follow its predecessor")
+                raise CorruptRecord(
+                    f"batch at position {pos} of {self.log_path.name} does not follow its predecessor"
+                )
             self._track(h, pos, index=False)
             pos += h.size
         if pos != self.size:
@@ -221,8 +225,13 @@ class LogSegment:
         self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
         self.next_offset = base + h.last_offset_delta + 1
 
-    def append(self, data: memoryview | list[memoryview], batches: list[tuple[int, int, int, int, int]], *,
-               arrow: bool = True) -> None:  # fmt: skip
+    def append(
+        self,
+        data: memoryview | list[memoryview],
+        batches: list[tuple[int, int, int, int, int]],
+        *,
+        arrow: bool = True,
+    ) -> None:
         """Write stamped batches at the end and index them.
 
         ``data``: one buffer, or several written together (one ``pwritev``) as if
@@ -251,7 +260,11 @@ class LogSegment:
             self.created_ms = int(time.time() * 1000)
         self.size = start + n  # publish: readers may now see these bytes
         interval = self.config.index_interval_bytes
-        since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
+        since, max_ts, max_ts_offset = (
+            self._bytes_since_index,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+        )
         for rel, base, size, ts, count in batches:
             if ts > max_ts:
                 max_ts, max_ts_offset = ts, base
@@ -263,12 +276,18 @@ class LogSegment:
                 since = 0
             since += size
             self.next_offset = base + count
-        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
+        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = (
+            since,
+            max_ts,
+            max_ts_offset,
+        )
 
     def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
         return bool(self.size) and (
-            self.size + incoming_bytes > self.roll_size or now_ms >= self.roll_ms or last_offset > self.roll_offset
+            self.size + incoming_bytes > self.roll_size
+            or now_ms >= self.roll_ms
+            or last_offset > self.roll_offset
         )
 
     def seal_time_index(self) -> None:
@@ -303,7 +322,9 @@ class LogSegment:
             pos += h.size
         return size, None
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, size: int | None = None) -> FileRegion | None:
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, size: int | None = None
+    ) -> FileRegion | None:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch).
 
         ``max_offset`` (exclusive) stops before the first batch starting at or past it.

@@ -68,7 +68,7 @@ class SegmentList:
     def from_offset(self, offset: int) -> tuple[LogSegment, ...]:
         """The segments that may hold ``offset`` or later ones."""
         bases, segs = self.view
-        return segs[max(0, bisect_right(bases, offset) - 1):]
+        return segs[max(0, bisect_right(bases, offset) - 1) :]
 
     # ------------------------------------------------------------ changes (under the log's lock)
 
@@ -115,8 +115,10 @@ class SegmentList:
         """
         segs = self.view.segments
         i = next((j for j, s in enumerate(segs) if s is old[0]), -1)
-        if i < 0 or i + len(old) >= len(segs) or any(
-            a is not b for a, b in zip(segs[i : i + len(old)], old, strict=False)
+        if (
+            i < 0
+            or i + len(old) >= len(segs)
+            or any(a is not b for a, b in zip(segs[i : i + len(old)], old, strict=False))
         ):
             new.destroy()
             return False
@@ -127,7 +129,7 @@ class SegmentList:
         new.change_suffix(SWAP_SUFFIX)
         fsync_dir(self.directory)  # committed: a restart now completes the swap
         fault_point("swap")
-        self._remove(old, (*segs[:i], new, *segs[i + len(old):]))  # readers see the cleaned segment
+        self._remove(old, (*segs[:i], new, *segs[i + len(old) :]))  # readers see the cleaned segment
         fault_point("deleted")
         new.change_suffix("")
         fsync_dir(self.directory)

@@ -98,13 +98,15 @@ class PartitionTransactions:
 
     # ------------------------------------------------------------ updates (append and replay)
 
-    def on_data(self, producer_id: int, producer_epoch: int, offset: int, count: int,
-                now: float | None = None) -> None:  # fmt: skip
+    def on_data(
+        self, producer_id: int, producer_epoch: int, offset: int, count: int, now: float | None = None
+    ) -> None:
         """A transactional data batch at ``offset`` was appended."""
         t = self.open.get(producer_id)
         if t is None:
-            self.open[producer_id] = OpenTxn(producer_id, producer_epoch, offset, count,
-                                             time.monotonic() if now is None else now)  # fmt: skip
+            self.open[producer_id] = OpenTxn(
+                producer_id, producer_epoch, offset, count, time.monotonic() if now is None else now
+            )
         else:
             t.records += count
             t.producer_epoch = max(t.producer_epoch, producer_epoch)
@@ -135,10 +137,15 @@ class PartitionTransactions:
     def take_snapshot(self, offset: int, log_start_offset: int) -> None:
         """Save the state as of ``offset`` (the log end), atomically; drop index entries below the log start."""
         self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
-        body = json.dumps({
-            "open": [[t.producer_id, t.producer_epoch, t.first_offset, t.records] for t in self.open.values()],
-            "aborted": [list(a) for a in self.aborted],
-        }, separators=(",", ":"))  # fmt: skip
+        body = json.dumps(
+            {
+                "open": [
+                    [t.producer_id, t.producer_epoch, t.first_offset, t.records] for t in self.open.values()
+                ],
+                "aborted": [list(a) for a in self.aborted],
+            },
+            separators=(",", ":"),
+        )
         self.snapshots.write(offset, body.encode())
 
     def load(self, log_end_offset: int) -> int | None:
@@ -185,12 +192,19 @@ def check_append(batches: list, control_ok: bool) -> bool:
             if not control_ok:
                 raise InvalidRecord(f"clients may not write control batches (batch at position {pos})")
         elif h.producer_id < 0 or h.base_sequence < 0:
-            raise InvalidRecord(f"a transactional batch needs a producer id and sequence (batch at position {pos})")
+            raise InvalidRecord(
+                f"a transactional batch needs a producer id and sequence (batch at position {pos})"
+            )
     return seen
 
 
-def apply_append(txns: PartitionTransactions, producers: ProducerStateManager, mv: memoryview, batches: list,
-                 base_offsets: list[int]) -> None:  # fmt: skip
+def apply_append(
+    txns: PartitionTransactions,
+    producers: ProducerStateManager,
+    mv: memoryview,
+    batches: list,
+    base_offsets: list[int],
+) -> None:
     """Record what the appended batches (at ``base_offsets``) do to open transactions (under the log lock)."""
     now = time.monotonic()
     for (pos, h), base in zip(batches, base_offsets, strict=True):
@@ -203,8 +217,9 @@ def apply_append(txns: PartitionTransactions, producers: ProducerStateManager, m
             txns.on_data(h.producer_id, h.producer_epoch, base, h.record_count, now)
 
 
-def _on_marker(txns: PartitionTransactions, producers: ProducerStateManager, pid: int, epoch: int, kind: int,
-               offset: int) -> None:  # fmt: skip
+def _on_marker(
+    txns: PartitionTransactions, producers: ProducerStateManager, pid: int, epoch: int, kind: int, offset: int
+) -> None:
     txns.on_marker(pid, kind, offset, txns.last_stable_offset(offset))
     # the marker's epoch fences older epochs of the producer (a zombie task attempt)
     entry = producers.producers.get(pid)
@@ -215,8 +230,12 @@ def _on_marker(txns: PartitionTransactions, producers: ProducerStateManager, pid
         entry.batches.clear()
 
 
-def rebuild(txns: PartitionTransactions, producers: ProducerStateManager, segments: Sequence[LogSegment],
-            log_end_offset: int) -> int:  # fmt: skip
+def rebuild(
+    txns: PartitionTransactions,
+    producers: ProducerStateManager,
+    segments: Sequence[LogSegment],
+    log_end_offset: int,
+) -> int:
     """Load the newest transaction snapshot and replay the batch headers of ``segments`` (the log's,
     oldest first) after it; return how many."""
     snap = txns.load(log_end_offset)
@@ -225,7 +244,7 @@ def rebuild(txns: PartitionTransactions, producers: ProducerStateManager, segmen
     if start >= log_end_offset:
         return 0
     bases = [s.base_offset for s in segments]
-    for seg in segments[max(0, bisect_right(bases, start) - 1):]:
+    for seg in segments[max(0, bisect_right(bases, start) - 1) :]:
         for h in seg.iter_headers(start):
             if h.base_offset < start or not h.attributes & TXN_BITS:
                 continue
@@ -233,7 +252,9 @@ def rebuild(txns: PartitionTransactions, producers: ProducerStateManager, segmen
             if h.is_control:
                 region = seg.read(h.base_offset, h.size)
                 data = os.pread(region.file.fileno(), h.size, region.position) if region is not None else b""
-                _on_marker(txns, producers, h.producer_id, h.producer_epoch, marker_type(data, 0, h), h.base_offset)
+                _on_marker(
+                    txns, producers, h.producer_id, h.producer_epoch, marker_type(data, 0, h), h.base_offset
+                )
             else:
                 txns.on_data(h.producer_id, h.producer_epoch, h.base_offset, h.record_count)
     return n

@@ -182,7 +182,10 @@ class TxnCoordinator:
                 continue
             kind, write_id, *rest = key.decode().split("\x00")
             v = json.loads(value)
-            if kind in ("d", "l"):  # a decision (d<0>write: the layout before states, one per write) or the last
+            if kind in (
+                "d",
+                "l",
+            ):  # a decision (d<0>write: the layout before states, one per write) or the last
                 batch = v.get("last_committed", -1)
                 if batch > self.last_committed.get(write_id, -1):
                     self.last_committed[write_id] = batch
@@ -190,12 +193,18 @@ class TxnCoordinator:
                 if kind == "d" and v.get("state", "prepare") != "complete":
                     incomplete.append((write_id, v, key))
             elif kind == "r":
-                reg = Registration(int(rest[0]), v["epoch"], {(t, p) for t, p in v["partitions"]}, v["timeout_ms"],
-                                   v["ts"])  # fmt: skip
+                reg = Registration(
+                    int(rest[0]), v["epoch"], {(t, p) for t, p in v["partitions"]}, v["timeout_ms"], v["ts"]
+                )
                 self.registrations.setdefault(write_id, {})[reg.producer_id] = reg
-        log.info("transaction coordinator on broker %d: %d writes committed, %d decisions to complete, %d writes "
-                 "with registered attempts", self.state.broker_id, len(self.last_committed), len(incomplete),
-                 len(self.registrations))  # fmt: skip
+        log.info(
+            "transaction coordinator on broker %d: %d writes committed, %d decisions to complete, %d writes "
+            "with registered attempts",
+            self.state.broker_id,
+            len(self.last_committed),
+            len(incomplete),
+            len(self.registrations),
+        )
         return sorted(incomplete, key=lambda i: i[1].get("batch", -1))
 
     def complete_loaded(self) -> None:
@@ -210,7 +219,9 @@ class TxnCoordinator:
             raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
         try:
             self.state.check_leader(TXN_TOPIC, 0)
-        except NotLeaderOrFollower as e:  # fenced (ZooKeeper session lost): Kafka's coordinator answers so too
+        except (
+            NotLeaderOrFollower
+        ) as e:  # fenced (ZooKeeper session lost): Kafka's coordinator answers so too
             raise NotCoordinator(f"broker {self.state.broker_id} cannot write {TXN_TOPIC}-0: {e}") from e
         repl = self.state.replication
         if repl is not None:
@@ -231,7 +242,9 @@ class TxnCoordinator:
         try:
             await internal_topics.wait_replicated(self.state, TXN_TOPIC, 0, end_offset)
         except NotLeaderOrFollower as e:
-            raise NotCoordinator(f"broker {self.state.broker_id} lost the leadership of {TXN_TOPIC}-0: {e}") from e
+            raise NotCoordinator(
+                f"broker {self.state.broker_id} lost the leadership of {TXN_TOPIC}-0: {e}"
+            ) from e
         except (NotEnoughReplicas, NotEnoughReplicasAfterAppend, RequestTimedOut) as e:
             raise CoordinatorNotAvailable(f"the transaction state was not replicated: {e}") from e
         if not self.active:
@@ -259,7 +272,9 @@ class TxnCoordinator:
             return
         end, decision, key = doubt
         await self._replicated(end)
-        fault_point("decided", write_id)  # crash tests: SIGKILL once the decision is durable, before its markers
+        fault_point(
+            "decided", write_id
+        )  # crash tests: SIGKILL once the decision is durable, before its markers
         del self._in_doubt[write_id]
         self.last_committed[write_id] = decision["batch"]
         self._last_winners[write_id] = {c[0] for c in decision["commit"]}
@@ -289,11 +304,18 @@ class TxnCoordinator:
         """COMMIT the decision's winners, ABORT (epoch + 1) its losers; once all are on their ISR the decision
         is complete: its record is tombstoned and the write's last committed batch recorded."""
         markers = [(t, p, pid, epoch, COMMIT) for pid, epoch, parts in d.get("commit", []) for t, p in parts]
-        markers += [(t, p, pid, epoch + 1, ABORT) for pid, epoch, parts in d.get("abort", []) for t, p in parts]
+        markers += [
+            (t, p, pid, epoch + 1, ABORT) for pid, epoch, parts in d.get("abort", []) for t, p in parts
+        ]
         self._with_completion(markers, [key], [None], write_id)
 
-    def _with_completion(self, markers: list[Marker], keys: list[bytes], values: list[bytes | None],
-                         write_id: str | None = None) -> None:  # fmt: skip
+    def _with_completion(
+        self,
+        markers: list[Marker],
+        keys: list[bytes],
+        values: list[bytes | None],
+        write_id: str | None = None,
+    ) -> None:
         """Write ``markers``; append ``keys``/``values`` once every one of them is written or acknowledged."""
         if not self.active:  # a resigned coordinator's ABORT could close what its successor just committed
             raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
@@ -312,8 +334,11 @@ class TxnCoordinator:
         keys, values = c.keys, c.values
         if c.write_id is not None:  # the latest batch, even when an earlier decision completes last
             w = c.write_id
-            last = {"state": "complete", "last_committed": self.last_committed.get(w, -1),
-                    "commit": [[pid] for pid in sorted(self._last_winners.get(w, ()))]}  # fmt: skip
+            last = {
+                "state": "complete",
+                "last_committed": self.last_committed.get(w, -1),
+                "commit": [[pid] for pid in sorted(self._last_winners.get(w, ()))],
+            }
             keys, values = [*keys, _last_key(w)], [*values, json.dumps(last).encode()]
         if keys:
             try:
@@ -344,14 +369,16 @@ class TxnCoordinator:
 
     # ------------------------------------------------------------ the API
 
-    async def register(self, write_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
-                       timeout_ms: int) -> None:  # fmt: skip
+    async def register(
+        self, write_id: str, pid: int, epoch: int, partitions: set[tuple[str, int]], timeout_ms: int
+    ) -> None:
         """A task attempt will stage data in ``partitions`` (replicated before it writes)."""
         if not write_id:
             raise InvalidRequest("write id is empty")
         if not 0 < timeout_ms <= self.max_timeout_ms:
-            raise InvalidRequest(f"timeout_ms {timeout_ms} is not in (0, {self.max_timeout_ms}] "
-                                 "(transaction.max.timeout.ms)")  # fmt: skip
+            raise InvalidRequest(
+                f"timeout_ms {timeout_ms} is not in (0, {self.max_timeout_ms}] (transaction.max.timeout.ms)"
+            )
         known = self.state.topics()  # the cluster's topics: this broker need not host a replica
         for t, p in partitions:
             if not 0 <= p < known.get(t, 0):
@@ -365,8 +392,14 @@ class TxnCoordinator:
                 reg = regs[pid] = Registration(pid, epoch, set(), timeout_ms, int(time.time() * 1000))
             reg.partitions |= partitions
             reg.producer_epoch, reg.timeout_ms = epoch, timeout_ms
-            value = json.dumps({"epoch": epoch, "partitions": sorted(reg.partitions), "timeout_ms": timeout_ms,
-                                "ts": reg.registered_ms}).encode()  # fmt: skip
+            value = json.dumps(
+                {
+                    "epoch": epoch,
+                    "partitions": sorted(reg.partitions),
+                    "timeout_ms": timeout_ms,
+                    "ts": reg.registered_ms,
+                }
+            ).encode()
             await self._replicated(self._append([_reg_key(write_id, pid)], [value]))
 
     async def commit(self, write_id: str, batch_id: int, winners: Winners) -> tuple[bool, int]:
@@ -378,29 +411,49 @@ class TxnCoordinator:
         async with self._write_lock(write_id):
             last = self.last_committed.get(write_id, -1)
             if batch_id <= last:
-                log.info("write %s: batch %d was committed before (last %d): aborting the re-run", write_id,
-                         batch_id, last)  # fmt: skip
+                log.info(
+                    "write %s: batch %d was committed before (last %d): aborting the re-run",
+                    write_id,
+                    batch_id,
+                    last,
+                )
                 decided = self._last_winners.get(write_id, set())  # a retry of the commit that won: keep them
                 self._abort_locked(write_id, {pid: w for pid, w in winners.items() if pid not in decided})
                 return False, last
             self._check_staged(write_id, batch_id, winners)
             regs = self.registrations.get(write_id, {})
             losers = {pid: r for pid, r in regs.items() if pid not in winners}
-            commit = [[pid, epoch, sorted([t, p] for (t, p), n in parts.items() if n > 0)]
-                      for pid, (epoch, parts) in winners.items()]  # fmt: skip
-            abort = [[pid, r.producer_epoch, sorted([t, p] for t, p in r.partitions)] for pid, r in losers.items()]
-            decision = {"state": "prepare", "last_committed": batch_id, "batch": batch_id, "commit": commit,
-                        "abort": abort, "ts": int(time.time() * 1000)}  # fmt: skip
+            commit = [
+                [pid, epoch, sorted([t, p] for (t, p), n in parts.items() if n > 0)]
+                for pid, (epoch, parts) in winners.items()
+            ]
+            abort = [
+                [pid, r.producer_epoch, sorted([t, p] for t, p in r.partitions)] for pid, r in losers.items()
+            ]
+            decision = {
+                "state": "prepare",
+                "last_committed": batch_id,
+                "batch": batch_id,
+                "commit": commit,
+                "abort": abort,
+                "ts": int(time.time() * 1000),
+            }
             key = _decision_key(write_id, batch_id)
             keys = [key] + [_reg_key(write_id, pid) for pid in regs]
             # the commit point: fsynced on a single broker, on the ISR in a cluster (in _settle)
-            end = self._append(keys, [json.dumps(decision).encode()] + [None] * len(regs),
-                               fsync=self.state.cluster is None)  # fmt: skip
+            end = self._append(
+                keys, [json.dumps(decision).encode()] + [None] * len(regs), fsync=self.state.cluster is None
+            )
             self.registrations.pop(write_id, None)
             self._in_doubt[write_id] = (end, decision, key)
             await self._settle(write_id)
-            log.info("write %s: committed batch %d (%d producers; %d attempts aborted)", write_id, batch_id,
-                     len(commit), len(losers))  # fmt: skip
+            log.info(
+                "write %s: committed batch %d (%d producers; %d attempts aborted)",
+                write_id,
+                batch_id,
+                len(commit),
+                len(losers),
+            )
             return True, batch_id
 
     def _check_staged(self, write_id: str, batch_id: int, winners: Winners) -> None:
@@ -414,8 +467,10 @@ class TxnCoordinator:
             # tasks register before they stage: a winner without its registration was expired or aborted, and its
             # data in partitions other brokers lead (not counted here) is gone, so committing would lose it silently
             if staged and (reg is None or reg.producer_epoch != epoch or not set(staged) <= reg.partitions):
-                raise InvalidTxnState(f"write {write_id} batch {batch_id}: producer {pid} epoch {epoch} is not a "
-                                      "registered attempt of the write (aborted after its timeout, or fenced)")  # fmt: skip
+                raise InvalidTxnState(
+                    f"write {write_id} batch {batch_id}: producer {pid} epoch {epoch} is not a "
+                    "registered attempt of the write (aborted after its timeout, or fenced)"
+                )
             for (t, p), n in parts.items():
                 if n <= 0 or internal_topics.leader_of(self.state, t, p) != me:
                     continue  # counts are checked where the data is led (a replica here may lag)
@@ -464,7 +519,9 @@ class TxnCoordinator:
         n = 0
         for write_id in list(self.registrations):
             mono = time.monotonic()
-            if not any(self._idle(r, now, mono) > r.timeout_ms for r in self.registrations[write_id].values()):
+            if not any(
+                self._idle(r, now, mono) > r.timeout_ms for r in self.registrations[write_id].values()
+            ):
                 continue
             async with self._write_lock(write_id):
                 if not self.active:  # resigned while waiting for the lock: the new coordinator expires them
@@ -474,10 +531,15 @@ class TxnCoordinator:
                     idle = self._idle(r, now, time.monotonic())
                     if idle <= r.timeout_ms:
                         continue
-                    log.warning("write %s: aborting attempt (producer %d) idle for %d ms", write_id, pid, idle)
+                    log.warning(
+                        "write %s: aborting attempt (producer %d) idle for %d ms", write_id, pid, idle
+                    )
                     del regs[pid]
-                    self._with_completion(self._abort_attempt(pid, r.producer_epoch, r.partitions),
-                                          [_reg_key(write_id, pid)], [None])  # fmt: skip
+                    self._with_completion(
+                        self._abort_attempt(pid, r.producer_epoch, r.partitions),
+                        [_reg_key(write_id, pid)],
+                        [None],
+                    )
                     n += 1
                 if not regs:
                     self.registrations.pop(write_id, None)

@@ -52,7 +52,9 @@ EXPIRE_INTERVAL_S = 1.0
 _DONE_CODES = (0, UnknownTopicOrPartition.code)  # written, or the topic is gone (nothing staged there)
 
 
-def _send(address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str) -> tm.WriteTxnMarkersResponse:
+def _send(
+    address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str
+) -> tm.WriteTxnMarkersResponse:
     from ...client.network import NetworkClient  # blocking client: runs in an executor thread
 
     client = NetworkClient(f"{address[0]}:{address[1]}", client_id=client_id, threaded=False)
@@ -110,8 +112,12 @@ class TxnHandlers:
         """This broker leads ``__transaction_state-0``: load the state, complete unfinished decisions."""
         if partition != 0 or self._current() is not None:
             return  # still loaded: this broker led the partition all along
-        log.info("broker %d coordinates transactions (leader epoch %d of %s-0)", self.state.broker_id,
-                 leader_epoch, TXN_TOPIC)  # fmt: skip
+        log.info(
+            "broker %d coordinates transactions (leader epoch %d of %s-0)",
+            self.state.broker_id,
+            leader_epoch,
+            TXN_TOPIC,
+        )
         try:
             self._load()
         except Exception:  # clients see CoordinatorLoadInProgress until a later election loads it
@@ -191,13 +197,18 @@ class TxnHandlers:
                             c.remote.append((m, cid))
                     continue
                 address = self.state.broker_address(leader) if leader >= 0 else None
-                req = tm.WriteTxnMarkersRequest([tm.TxnMarker(pid, epoch, kind == COMMIT, [(t, p)])
-                                                 for (t, p, pid, epoch, kind), _ in items])  # fmt: skip
+                req = tm.WriteTxnMarkersRequest(
+                    [
+                        tm.TxnMarker(pid, epoch, kind == COMMIT, [(t, p)])
+                        for (t, p, pid, epoch, kind), _ in items
+                    ]
+                )
                 try:
                     if address is None:
                         raise CoordinatorNotAvailable(f"broker {leader} is not live")
-                    resp = await loop.run_in_executor(None, _send, address, req,
-                                                      f"txn-coordinator-{self.state.broker_id}")  # fmt: skip
+                    resp = await loop.run_in_executor(
+                        None, _send, address, req, f"txn-coordinator-{self.state.broker_id}"
+                    )
                 except Exception as e:  # the leader is down or moving: retried on the next tick
                     log.warning("markers for broker %d not written yet: %s", leader, e)
                     c.remote.extend(items)
@@ -216,7 +227,9 @@ class TxnHandlers:
             return self.state.broker_id
         if TXN_TOPIC not in self.state.cluster.topics():
             loop = asyncio.get_running_loop()  # ZooKeeper writes: off the event loop
-            await loop.run_in_executor(None, internal_topics.ensure, self.state, transaction_state_topic(self.state))
+            await loop.run_in_executor(
+                None, internal_topics.ensure, self.state, transaction_state_topic(self.state)
+            )
         leader = internal_topics.leader_of(self.state, TXN_TOPIC, 0)
         if leader < 0 or self.state.broker_address(leader) is None:
             raise CoordinatorNotAvailable(f"{TXN_TOPIC}-0 has no live leader yet: no transaction coordinator")
@@ -229,8 +242,9 @@ class TxnHandlers:
         leader = await self._txn_leader()
         me = self.state.broker_id
         if leader != me:
-            raise NotCoordinator(f"broker {me} is not the transaction coordinator: broker {leader} leads "
-                                 f"{TXN_TOPIC}-0")  # fmt: skip
+            raise NotCoordinator(
+                f"broker {me} is not the transaction coordinator: broker {leader} leads {TXN_TOPIC}-0"
+            )
         c = self._current()
         if c is None:
             raise CoordinatorLoadInProgress(f"broker {me} is loading the transaction state")
@@ -256,15 +270,19 @@ class TxnHandlers:
             c = await self._coordinator_here()
             if req.action == tm.REGISTER:
                 for p in req.producers:
-                    await c.register(req.write_id, p.producer_id, p.producer_epoch, set(p.partitions),
-                                     req.timeout_ms)  # fmt: skip
+                    await c.register(
+                        req.write_id, p.producer_id, p.producer_epoch, set(p.partitions), req.timeout_ms
+                    )
             elif req.action == tm.COMMIT:
-                resp.committed, resp.last_committed_batch_id = await c.commit(req.write_id, req.batch_id,
-                                                                              winners_of(req.producers))  # fmt: skip
+                resp.committed, resp.last_committed_batch_id = await c.commit(
+                    req.write_id, req.batch_id, winners_of(req.producers)
+                )
             elif req.action == tm.ABORT:
                 await c.abort(req.write_id, winners_of(req.producers))
             else:
-                raise InvalidRequest(f"unknown StagedTxns action {req.action} (0 register, 1 commit, 2 abort)")
+                raise InvalidRequest(
+                    f"unknown StagedTxns action {req.action} (0 register, 1 commit, 2 abort)"
+                )
             if req.action != tm.COMMIT:
                 resp.last_committed_batch_id = c.last_committed.get(req.write_id, -1)
         except LogSourceError as e:
@@ -273,8 +291,9 @@ class TxnHandlers:
             await self._flush_remote(c)  # readers see the batch on the answer; what failed is retried
         return resp
 
-    async def write_txn_markers(self, req: tm.WriteTxnMarkersRequest,
-                                session: Session) -> tm.WriteTxnMarkersResponse:  # fmt: skip
+    async def write_txn_markers(
+        self, req: tm.WriteTxnMarkersRequest, session: Session
+    ) -> tm.WriteTxnMarkersResponse:
         """Append each marker to the partitions this broker leads (a repeat appends nothing) and answer once
         they are on the ISR; errors per partition."""
         out = []
@@ -283,14 +302,18 @@ class TxnHandlers:
             r = tm.TxnMarkerResult(m.producer_id)
             for t, p in m.partitions:
                 try:
-                    append_marker(self.state, t, p, m.producer_id, m.producer_epoch, COMMIT if m.committed else ABORT)
+                    append_marker(
+                        self.state, t, p, m.producer_id, m.producer_epoch, COMMIT if m.committed else ABORT
+                    )
                     r.errors[(t, p)] = 0
                     written.setdefault((t, p), []).append(r)
                 except LogSourceError as e:
                     r.errors[(t, p)] = error_fields(e).code
             out.append(r)
         tps = list(written)
-        results = await asyncio.gather(*(replicated(self.state, t, p) for t, p in tps), return_exceptions=True)
+        results = await asyncio.gather(
+            *(replicated(self.state, t, p) for t, p in tps), return_exceptions=True
+        )
         for tp, res in zip(tps, results, strict=True):
             if isinstance(res, LogSourceError):
                 for r in written[tp]:

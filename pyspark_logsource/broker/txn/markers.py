@@ -50,8 +50,16 @@ def marker_needed(state: BrokerState, topic: str, partition: int, pid: int, epoc
     return entry is None or entry.epoch < epoch
 
 
-def append_marker(state: BrokerState, topic: str, partition: int, pid: int, epoch: int, kind: int, *,
-                  only_open: bool = False) -> bool:  # fmt: skip
+def append_marker(
+    state: BrokerState,
+    topic: str,
+    partition: int,
+    pid: int,
+    epoch: int,
+    kind: int,
+    *,
+    only_open: bool = False,
+) -> bool:
     """Append one marker to a partition this broker leads when it changes something; True when appended.
 
     ``only_open``: write it only if ``pid`` has a transaction open here (no fencing ABORT).
@@ -71,7 +79,9 @@ def append_marker(state: BrokerState, topic: str, partition: int, pid: int, epoc
     return True
 
 
-async def replicated(state: BrokerState, topic: str, partition: int, timeout_ms: int = MARKER_TIMEOUT_MS) -> None:
+async def replicated(
+    state: BrokerState, topic: str, partition: int, timeout_ms: int = MARKER_TIMEOUT_MS
+) -> None:
     """Wait until everything this leader has of the partition is on its ISR (a marker counts once it is, as
     Kafka writes markers with acks=all); a no-op on a single broker. A repeated marker that appended
     nothing waits too, so its answer also confirms the first copy."""
@@ -101,7 +111,9 @@ def abort_forgotten(state: BrokerState, max_timeout_ms: int, registered: set[int
             if pid not in registered and (mono - o.last_append) * 1000 > max_timeout_ms:
                 log.warning("%s: aborting unregistered transaction of producer %d", lg.name, pid)
                 try:
-                    append_marker(state, lg.topic, lg.partition, pid, o.producer_epoch + 1, ABORT, only_open=True)
+                    append_marker(
+                        state, lg.topic, lg.partition, pid, o.producer_epoch + 1, ABORT, only_open=True
+                    )
                     n += 1
                 except LogSourceError as e:
                     log.warning("abort in %s failed: %s", lg.name, e)
