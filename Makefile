@@ -31,12 +31,17 @@ zookeeper:
 demo: install java
 	$(BIN)/logsource demo $(DEMO_ARGS)
 
-test: install java kcat zookeeper
-	$(BIN)/python -m ruff check pyspark_logsource tests benchmarks
+test: lint java kcat zookeeper
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
+# Style (ruff), formatting (ruff format), the import layers (lint-imports, contracts in pyproject.toml)
+# and no import circle but the filesystem plug-in registry (lazy and type-only imports count).
+LINTED := pyspark_logsource tests benchmarks scripts
 lint: install
-	$(BIN)/python -m ruff check pyspark_logsource tests benchmarks
+	$(BIN)/python -m ruff check $(LINTED)
+	$(BIN)/python -m ruff format --check $(LINTED)
+	$(BIN)/lint-imports
+	$(BIN)/python scripts/import_cycles.py --allow pyspark_logsource.offsets.filesystem,pyspark_logsource.offsets.hadoop
 
 bench: install java
 	$(BIN)/python benchmarks/log_store.py

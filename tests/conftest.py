@@ -63,7 +63,9 @@ def zookeeper(tmp_path_factory):
     from pyspark_logsource.broker.cluster.zookeeper import ZOOKEEPER_JAR, ZooKeeperServer
 
     if not os.path.exists(ZOOKEEPER_JAR):
-        pytest.fail(f"ZooKeeper is not installed ({ZOOKEEPER_JAR}): run 'bash scripts/ensure-zookeeper.sh' (make test does)")
+        pytest.fail(
+            f"ZooKeeper is not installed ({ZOOKEEPER_JAR}): run 'bash scripts/ensure-zookeeper.sh' (make test does)"
+        )
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200, fsync=False)
     server.start()
     yield server
@@ -112,7 +114,9 @@ def broker_factory(tmp_path_factory) -> Iterator[Callable[..., Any]]:
 
         def start(overrides: dict[str, Any] | None = None, *, layout: str = "arrow-body") -> Any:
             config = {**(overrides or {}), "logsource.arrow.body.enable": LAYOUTS[layout]}
-            return stack.enter_context(broker_process(tmp_path_factory.mktemp(f"broker-{layout}"), config=config))
+            return stack.enter_context(
+                broker_process(tmp_path_factory.mktemp(f"broker-{layout}"), config=config)
+            )
 
         yield start
 

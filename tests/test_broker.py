@@ -99,17 +99,25 @@ def test_produce_fetch_round_trip_across_partitions_and_codecs(client, codec):
 def test_one_request_many_partitions_and_topics(client):
     t1, t2 = new_topic(client, 2), new_topic(client, 1)
     req = ProduceRequest(
-        [ProducePartitionData(t1, 0, fmt.encode([b"a"])), ProducePartitionData(t2, 0, fmt.encode([b"b", b"c"])),
-         ProducePartitionData(t1, 1, fmt.encode([b"d"])), ProducePartitionData(t1, 7, fmt.encode([b"e"]))]
-    )  # fmt: skip
+        [
+            ProducePartitionData(t1, 0, fmt.encode([b"a"])),
+            ProducePartitionData(t2, 0, fmt.encode([b"b", b"c"])),
+            ProducePartitionData(t1, 1, fmt.encode([b"d"])),
+            ProducePartitionData(t1, 7, fmt.encode([b"e"])),
+        ]
+    )
     resp = client.request(req)
     got = {(p.topic, p.partition): p.error_code for p in resp.partitions}
     assert got == {(t1, 0): 0, (t1, 1): 0, (t2, 0): 0, (t1, 7): UnknownTopicOrPartition.code}
     fetch = client.request(
-        FetchRequest([FetchPartition(t1, 0, 0), FetchPartition(t2, 0, 0), FetchPartition(t1, 1, 0)], max_wait_ms=0)
+        FetchRequest(
+            [FetchPartition(t1, 0, 0), FetchPartition(t2, 0, 0), FetchPartition(t1, 1, 0)], max_wait_ms=0
+        )
     )
-    vals = {(p.topic, p.partition): [r.value for b in fmt.decode_all(bytes(p.records)) for r in b.records()]
-            for p in fetch.partitions}  # fmt: skip
+    vals = {
+        (p.topic, p.partition): [r.value for b in fmt.decode_all(bytes(p.records)) for r in b.records()]
+        for p in fetch.partitions
+    }
     assert vals == {(t1, 0): [b"a"], (t2, 0): [b"b", b"c"], (t1, 1): [b"d"]}
     assert all(p.high_watermark == p.last_stable_offset for p in fetch.partitions)
 
@@ -126,8 +134,11 @@ def test_large_fetch_goes_through_sendfile_and_respects_max_bytes(client):
     p = client.fetch(topic, 0, 0, max_bytes=100)
     assert [r.value for b in fmt.decode_all(bytes(p.records)) for r in b.records()] == blobs[:2]
     # request-level max_bytes caps the sum over partitions
-    resp = client.request(FetchRequest([FetchPartition(topic, 0, 0), FetchPartition(topic, 0, 2)], max_bytes=1000,
-                                       max_wait_ms=0))  # fmt: skip
+    resp = client.request(
+        FetchRequest(
+            [FetchPartition(topic, 0, 0), FetchPartition(topic, 0, 2)], max_bytes=1000, max_wait_ms=0
+        )
+    )
     assert len(resp.partitions[0].records) > 0 and len(resp.partitions[1].records) == 0
 
 
@@ -135,7 +146,10 @@ def test_large_fetches_to_a_slow_reader_arrive_whole_and_in_order(tmp_path):
     """The broker sendfiles a region straight into the socket and hands what a full socket did not
     take to the event loop: two pipelined 1.6 MB answers to a reader with a small receive buffer
     that starts reading late (the broker's send buffer is small too) arrive byte for byte, in order."""
-    with broker_thread(tmp_path, config={"socket.send.buffer.bytes": 32 * 1024}) as b, WireClient(b.bootstrap) as c:
+    with (
+        broker_thread(tmp_path, config={"socket.send.buffer.bytes": 32 * 1024}) as b,
+        WireClient(b.bootstrap) as c,
+    ):
         topic = new_topic(c)
         blobs = [bytes([i]) * 40_000 for i in range(40)]
         for i in range(0, 40, 2):
@@ -157,8 +171,13 @@ def _read_two_fetches_late(bootstrap: str, topic: str, want: bytes, blobs: list[
             answer = conn.receive_data(s.recv(1 << 16))
         conn.negotiated(answer[0].response)  # Arrow-bodied batches: served from the file, as stored
         for offset in (0, 2):
-            s.sendall(conn.request_bytes(FetchRequest([FetchPartition(topic, 0, offset, 10 << 20)], max_wait_ms=0,
-                                                      max_bytes=10 << 20))[1])  # fmt: skip
+            s.sendall(
+                conn.request_bytes(
+                    FetchRequest(
+                        [FetchPartition(topic, 0, offset, 10 << 20)], max_wait_ms=0, max_bytes=10 << 20
+                    )
+                )[1]
+            )
         time.sleep(0.5)  # the broker meets a full socket
         got = []
         while len(got) < 2:
@@ -166,7 +185,9 @@ def _read_two_fetches_late(bootstrap: str, topic: str, want: bytes, blobs: list[
             assert data, "broker closed the connection"
             got += conn.receive_data(data)
     assert bytes(got[0].response.partitions[0].records) == bytes(want)
-    second = [r.value for b in fmt.decode_all(bytes(got[1].response.partitions[0].records)) for r in b.records()]
+    second = [
+        r.value for b in fmt.decode_all(bytes(got[1].response.partitions[0].records)) for r in b.records()
+    ]
     assert second == blobs[2:]
 
 
@@ -239,8 +260,14 @@ def test_list_offsets_by_time(client):
         client.produce(topic, 0, fmt.encode(values(f"b{i}", 2), timestamps=[ts, ts + 10]))
     assert client.list_offset(topic, 0, -2).offset == 0
     assert client.list_offset(topic, 0, -1).offset == 6
-    assert (client.list_offset(topic, 0, 1500).offset, client.list_offset(topic, 0, 1500).timestamp) == (2, 2000)
-    assert (client.list_offset(topic, 0, 2005).offset, client.list_offset(topic, 0, 2005).timestamp) == (3, 2010)
+    assert (client.list_offset(topic, 0, 1500).offset, client.list_offset(topic, 0, 1500).timestamp) == (
+        2,
+        2000,
+    )
+    assert (client.list_offset(topic, 0, 2005).offset, client.list_offset(topic, 0, 2005).timestamp) == (
+        3,
+        2010,
+    )
     assert client.list_offset(topic, 0, 3010).offset == 5
     assert client.list_offset(topic, 0, 0).offset == 0
     assert client.list_offset(topic, 0, 99_999).offset == -1
@@ -306,8 +333,29 @@ def test_delete_topic_wakes_waiting_fetch(broker, client):
 
 def test_api_versions(client):
     resp = client.request(ApiVersionsRequest())
-    assert {a.api_key for a in resp.api_keys} >= {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 32,
-                                                  60, 10100}  # and the transaction APIs
+    assert {a.api_key for a in resp.api_keys} >= {
+        0,
+        1,
+        2,
+        3,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+        16,
+        18,
+        19,
+        20,
+        22,
+        23,
+        32,
+        60,
+        10100,
+    }  # and the transaction APIs
     assert {(a.api_key, a.min_version, a.max_version) for a in resp.api_keys} == {
         (k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items()
     }
@@ -341,7 +389,10 @@ def test_wrong_crc_gets_corrupt_record_and_nothing_is_appended(client):
 
 def test_produce_errors_unknown_invalid_internal_acks(client):
     data = fmt.encode([b"v"])
-    assert client.produce(f"missing-{random.randrange(1 << 30)}", 0, data).error_code == UnknownTopicOrPartition.code
+    assert (
+        client.produce(f"missing-{random.randrange(1 << 30)}", 0, data).error_code
+        == UnknownTopicOrPartition.code
+    )
     assert client.produce("bad name!", 0, data).error_code == InvalidTopic.code
     assert client.produce("__consumer_offsets", 0, data).error_code == InvalidTopic.code
     topic = new_topic(client)
@@ -466,7 +517,9 @@ def test_fuzzed_frames_never_crash_broker_or_hurt_others(broker, client):
 
 def test_disconnect_mid_request_appends_nothing(broker, client):
     topic = new_topic(client)
-    _, data = ClientConnection("t").request_bytes(ProduceRequest([ProducePartitionData(topic, 0, fmt.encode(values("half", 50)))]))
+    _, data = ClientConnection("t").request_bytes(
+        ProduceRequest([ProducePartitionData(topic, 0, fmt.encode(values("half", 50)))])
+    )
     for cut in (3, 10, len(data) // 2, len(data) - 1):
         with socket.create_connection(("127.0.0.1", broker.port)) as s:
             s.sendall(data[:cut])
@@ -487,7 +540,9 @@ def test_idempotent_retry_returns_original_offsets(client):
     b1 = fmt.encode(values("s1", 2), producer_id=pid, producer_epoch=epoch, base_sequence=3)
     assert client.produce(topic, 0, b0).base_offset == 0
     assert client.produce(topic, 0, b1).base_offset == 3
-    retry = client.produce(topic, 0, fmt.encode(values("s0", 3), producer_id=pid, producer_epoch=epoch, base_sequence=0))
+    retry = client.produce(
+        topic, 0, fmt.encode(values("s0", 3), producer_id=pid, producer_epoch=epoch, base_sequence=0)
+    )
     assert retry.error_code == 0 and retry.base_offset == 0
     assert [r.value for r in client.fetch_all(topic, 0)] == values("s0", 3) + values("s1", 2)
     # epoch bump fences the old epoch
@@ -516,8 +571,10 @@ def test_group_offsets_and_producer_ids_survive_restart_and_kill(tmp_path):
         b.restart()  # clean
         with WireClient(b.bootstrap) as c:
             got = c.committed("billing")
-            assert {k: (v.offset, v.metadata) for k, v in got.items()} == {("orders", 0): (7, None),
-                                                                           ("orders", 2): (10, "run-1")}  # fmt: skip
+            assert {k: (v.offset, v.metadata) for k, v in got.items()} == {
+                ("orders", 0): (7, None),
+                ("orders", 2): (10, "run-1"),
+            }
             one = c.committed("billing", [("orders", 1), ("orders", 2)])
             assert one[("orders", 1)].offset == -1 and one[("orders", 2)].offset == 10
             c.commit("audit", {("orders", 1): 4})
@@ -600,7 +657,10 @@ def test_kafka_clients_get_kafka_batches_by_sendfile_and_arrow_batches_converted
         converted = records("arrow-made", kafka_client)
         assert isinstance(converted, bytes)
         assert not any(fmt.is_arrow_body(h) for _, h in fmt.iter_headers(converted))
-        assert [(r.key, r.value) for r in fmt.decode_kafka(converted).records()] == [(b"a", b"v1"), (None, b"v2")]
+        assert [(r.key, r.value) for r in fmt.decode_kafka(converted).records()] == [
+            (b"a", b"v1"),
+            (None, b"v2"),
+        ]
         # and over the wire, a Kafka-layout reader sees both topics in Kafka's layout
         with WireClient(b.bootstrap, arrow_body=False) as k:
             for t in ("kafka-made", "arrow-made"):
@@ -614,7 +674,10 @@ def test_kafka_clients_get_kafka_batches_by_sendfile_and_arrow_batches_converted
 
 
 def test_broker_with_arrow_body_disabled_is_a_plain_kafka_broker(tmp_path):
-    with broker_thread(tmp_path, config={"logsource.arrow.body.enable": "false"}) as b, WireClient(b.bootstrap) as c:
+    with (
+        broker_thread(tmp_path, config={"logsource.arrow.body.enable": "false"}) as b,
+        WireClient(b.bootstrap) as c,
+    ):
         assert c.api_versions.supported_features == []
         assert c.create_topic("plain") == 0
         r = c.produce("plain", 0, fmt.encode([b"arrow"]))
@@ -629,20 +692,42 @@ def test_pipelined_produces_in_one_read_are_answered_one_by_one(broker, client):
     # pwritev) but answers each request alone, in order; failures stay with their request
     topic = new_topic(client)
     pid = client.request(InitProducerIdRequest(None, 60_000))
-    mk = lambda seq, **kw: fmt.encode([b"m%d" % seq], producer_id=pid.producer_id,  # noqa: E731
-                                      producer_epoch=pid.producer_epoch, base_sequence=seq, **kw)  # fmt: skip
+
+    def mk(seq, **kw):
+        return fmt.encode(
+            [b"m%d" % seq],
+            producer_id=pid.producer_id,
+            producer_epoch=pid.producer_epoch,
+            base_sequence=seq,
+            **kw,
+        )
+
     bad_crc = mk(2)
     bad_crc[-1] ^= 0xFF
     runs = [mk(0), mk(1), bad_crc, mk(2), mk(9), mk(3), mk(0), bytearray(b"\0" * 10), fmt.encode([b"plain"])]
     reqs = [ProduceRequest([ProducePartitionData(topic, 0, r)], acks=1) for r in runs]
-    reqs.insert(4, ProduceRequest([ProducePartitionData(topic, 0, mk(4))], acks=7))  # another acks: its own group
+    reqs.insert(
+        4, ProduceRequest([ProducePartitionData(topic, 0, mk(4))], acks=7)
+    )  # another acks: its own group
     reqs.append(ProduceRequest([ProducePartitionData(topic, 0, mk(4))], acks=0))  # no answer
     reqs.append(ProduceRequest([ProducePartitionData(topic, 0, mk(5))], acks=1))
     data = b"".join(client.conn.request_bytes(r)[1] for r in reqs)
     client.send_raw(data)
     got = [client.receive().partitions[0] for _ in range(len(reqs) - 1)]
     codes = [p.error_code for p in got]
-    assert codes == [0, 0, CorruptRecord.code, 0, InvalidRequiredAcks.code, 45, 0, 0, CorruptRecord.code, 0, 0]
+    assert codes == [
+        0,
+        0,
+        CorruptRecord.code,
+        0,
+        InvalidRequiredAcks.code,
+        45,
+        0,
+        0,
+        CorruptRecord.code,
+        0,
+        0,
+    ]
     assert [p.base_offset for p in got if p.error_code == 0] == [0, 1, 2, 3, 0, 4, 6]  # mk(0) again: a retry
     fetched = client.request(FetchRequest([FetchPartition(topic, 0, 0, 1 << 20)], max_wait_ms=0))
     values_ = [r.value for b in fmt.decode_all(fetched.partitions[0].records) for r in b.records()]

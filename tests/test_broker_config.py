@@ -40,16 +40,26 @@ def test_shipped_server_properties_documents_every_default():
         if line and not line.startswith("#") and "=" in line:
             above = [ln for ln in lines[max(0, i - 3) : i] if ln.startswith("#")]
             assert above, f"no explanation above {line!r}"
-    assert BrokerConfig.load(ROOT / "conf" / "server.properties").log == BrokerConfig.load().log == LogConfig()
+    assert (
+        BrokerConfig.load(ROOT / "conf" / "server.properties").log == BrokerConfig.load().log == LogConfig()
+    )
 
 
 def test_overrides_win_and_log_settings_reach_log_config(tmp_path):
     f = tmp_path / "s.properties"
     f.write_text("num.partitions=3\nlog.segment.bytes=1000000\nlisteners=PLAINTEXT://127.0.0.1:9999\n")
-    cfg = BrokerConfig.load(f, parse_overrides(["num.partitions=5", "log.retention.hours=1",
-                                                 "log.flush.interval.messages=1", "log.dirs=/a,/b"]))  # fmt: skip
+    cfg = BrokerConfig.load(
+        f,
+        parse_overrides(
+            ["num.partitions=5", "log.retention.hours=1", "log.flush.interval.messages=1", "log.dirs=/a,/b"]
+        ),
+    )
     assert cfg.num_partitions == 5 and cfg.port == 9999 and cfg.host == "127.0.0.1"
-    assert cfg.log.segment_bytes == 1_000_000 and cfg.log.retention_ms == 3_600_000 and cfg.log.flush_messages == 1
+    assert (
+        cfg.log.segment_bytes == 1_000_000
+        and cfg.log.retention_ms == 3_600_000
+        and cfg.log.flush_messages == 1
+    )
     assert [str(d) for d in cfg.log_dirs] == ["/a", "/b"]
 
 
@@ -97,10 +107,21 @@ def test_main_rejects_bad_config_with_status_2(capsys):
 
 def test_module_entry_point_prints_bound_address_and_stops_on_sigterm(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pyspark_logsource.broker", "--config", str(ROOT / "conf" / "server.properties"),
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pyspark_logsource.broker",
+            "--config",
+            str(ROOT / "conf" / "server.properties"),
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={tmp_path}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("listening on 127.0.0.1:") and int(line.rsplit(":", 1)[1]) > 0

@@ -41,12 +41,20 @@ class CliBroker:
         env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, "LOGSOURCE_PARENT_PID")}
         if fault is not None:
             env[FAULT_ENV] = fault
-        cmd = [*LOGSOURCE, "broker", "--override", f"log.dirs={data}",
-               "--override", "listeners=PLAINTEXT://127.0.0.1:0"]  # fmt: skip
+        cmd = [
+            *LOGSOURCE,
+            "broker",
+            "--override",
+            f"log.dirs={data}",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+        ]
         for o in overrides:
             cmd += ["--override", o]
         with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env)
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env
+            )
         self.bootstrap: str | None = None
 
     @property
@@ -138,8 +146,10 @@ def test_a_second_broker_on_the_same_log_dir_refuses_and_the_first_keeps_every_m
     refused_in = time.monotonic() - t0
     assert rc != 0
     line = _last_line(second.stderr)
-    assert line == (f"error: log dir {data} is in use by another broker "
-                    f"(pid {first.proc.pid}, {data / LOCK_FILE} is locked)")  # fmt: skip
+    assert line == (
+        f"error: log dir {data} is in use by another broker "
+        f"(pid {first.proc.pid}, {data / LOCK_FILE} is locked)"
+    )
     assert "Traceback" not in second.stderr
     assert second.proc.stdout.read() == b""  # never listened
     assert refused_in < 20
@@ -216,8 +226,10 @@ def test_dir_lock_is_exclusive_per_open_file_and_released_on_close(tmp_path):
     assert lk.held and (d / LOCK_FILE).read_text().strip() == str(os.getpid())
     with pytest.raises(DirectoryInUse) as e:
         DirLock.acquire(d, owner="logsource etl run", kind="output directory")
-    assert str(e.value) == (f"output directory {d} is in use by another logsource etl run "
-                            f"(pid {os.getpid()}, {d / LOCK_FILE} is locked)")  # fmt: skip
+    assert str(e.value) == (
+        f"output directory {d} is in use by another logsource etl run "
+        f"(pid {os.getpid()}, {d / LOCK_FILE} is locked)"
+    )
     lk.release()
     lk.release()  # idempotent
     assert not lk.held
@@ -299,7 +311,9 @@ def test_a_second_sigterm_forces_the_exit_of_a_stuck_shutdown(tmp_path, brokers)
 
 
 def test_a_shutdown_that_cannot_finish_exits_after_its_timeout(tmp_path, brokers):
-    b = brokers(tmp_path / "data", fault="shutdown.logs@hang", overrides=("logsource.shutdown.timeout.ms=1500",))
+    b = brokers(
+        tmp_path / "data", fault="shutdown.logs@hang", overrides=("logsource.shutdown.timeout.ms=1500",)
+    )
     b.wait_listening()
     t0 = time.monotonic()
     b.signal(signal.SIGTERM)
@@ -307,5 +321,8 @@ def test_a_shutdown_that_cannot_finish_exits_after_its_timeout(tmp_path, brokers
     took = time.monotonic() - t0
     assert 1.4 < took < 10, took
     err = b.stderr
-    assert "shutdown did not finish within 1.5 s (logsource.shutdown.timeout.ms); still flushing and closing the logs" in err
+    assert (
+        "shutdown did not finish within 1.5 s (logsource.shutdown.timeout.ms); still flushing and closing the logs"
+        in err
+    )
     assert "in fault_point" in err  # where the event loop thread was stuck

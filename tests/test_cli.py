@@ -32,9 +32,20 @@ def run(*args: str, stdin: bytes | None = None, bootstrap: str | None = None, ch
 
 @pytest.mark.parametrize(
     "cmd",
-    [[], ["topics"], ["topics", "create"], ["topics", "list"], ["topics", "describe"], ["topics", "delete"],
-     ["produce"], ["consume"], ["groups"], ["groups", "describe"], ["broker"]],
-)  # fmt: skip
+    [
+        [],
+        ["topics"],
+        ["topics", "create"],
+        ["topics", "list"],
+        ["topics", "describe"],
+        ["topics", "delete"],
+        ["produce"],
+        ["consume"],
+        ["groups"],
+        ["groups", "describe"],
+        ["broker"],
+    ],
+)
 def test_help_on_every_command(cmd):
     p = run(*cmd, "--help")
     out = p.stdout.decode()
@@ -46,7 +57,10 @@ def test_help_on_every_command(cmd):
 
 def test_topics_produce_consume_groups(broker):
     bs = broker.bootstrap
-    assert "Created topic clicks" in run("topics", "create", "clicks", "--partitions", "3", "--bootstrap-servers", bs).stdout.decode()
+    assert (
+        "Created topic clicks"
+        in run("topics", "create", "clicks", "--partitions", "3", "--bootstrap-servers", bs).stdout.decode()
+    )
     # the environment variable is the default bootstrap
     assert run("topics", "list", bootstrap=bs).stdout.decode().split() == ["clicks"]
     desc = run("topics", "describe", "clicks", bootstrap=bs).stdout.decode()
@@ -56,7 +70,9 @@ def test_topics_produce_consume_groups(broker):
     p = run("produce", "clicks", "--key-separator", "\t", stdin=lines, bootstrap=bs)
     assert "Produced 300" in p.stderr.decode()
 
-    out = run("consume", "clicks", "--from-beginning", "--max-messages", "300", "--print-key", bootstrap=bs).stdout
+    out = run(
+        "consume", "clicks", "--from-beginning", "--max-messages", "300", "--print-key", bootstrap=bs
+    ).stdout
     got = out.decode().splitlines()
     assert sorted(got) == sorted(f"user-{i % 5}\tclick {i}" for i in range(300))
     # same key -> same partition -> in order within the key
@@ -64,7 +80,18 @@ def test_topics_produce_consume_groups(broker):
         mine = [g for g in got if g.startswith(f"user-{k}\t")]
         assert mine == [f"user-{k}\tclick {i}" for i in range(k, 300, 5)]
 
-    part0 = run("consume", "clicks", "--partition", "0", "--offset", "2", "--max-messages", "1", "--print-offset", bootstrap=bs)
+    part0 = run(
+        "consume",
+        "clicks",
+        "--partition",
+        "0",
+        "--offset",
+        "2",
+        "--max-messages",
+        "1",
+        "--print-offset",
+        bootstrap=bs,
+    )
     assert part0.stdout.decode().startswith("0:2\t")
 
     run("consume", "clicks", "--from-beginning", "--group", "g1", "--max-messages", "300", bootstrap=bs)
@@ -91,9 +118,27 @@ def test_cli_errors_are_typed_and_lose_nothing(broker):
     p = run("topics", "describe", "missing-topic", bootstrap=bs, check=False)
     assert p.returncode == 1 and "UnknownTopicOrPartition" in p.stderr.decode()
     run("topics", "create", "kv", bootstrap=bs)
-    p = run("produce", "kv", "--key-separator", ":", stdin=b"a:1\nb:2\nno separator\nc:3\n", bootstrap=bs, check=False)
+    p = run(
+        "produce",
+        "kv",
+        "--key-separator",
+        ":",
+        stdin=b"a:1\nb:2\nno separator\nc:3\n",
+        bootstrap=bs,
+        check=False,
+    )
     assert p.returncode == 1 and "line 3" in p.stderr.decode()
-    out = run("consume", "kv", "--from-beginning", "--max-messages", "2", "--print-key", "--key-separator", ":", bootstrap=bs)
+    out = run(
+        "consume",
+        "kv",
+        "--from-beginning",
+        "--max-messages",
+        "2",
+        "--print-key",
+        "--key-separator",
+        ":",
+        bootstrap=bs,
+    )
     assert out.stdout == b"a:1\nb:2\n"
     p = run("topics", "list", "--bootstrap-servers", "127.0.0.1:1", check=False)
     assert p.returncode == 1 and "NetworkError" in p.stderr.decode()
@@ -105,13 +150,24 @@ def test_groups_list_describe_and_reset_offsets(broker, tmp_path):
     bs = broker.bootstrap
     run("topics", "create", "gt", "--partitions", "2", bootstrap=bs)
     for part in ("0", "1"):
-        run("produce", "gt", "--partition", part, stdin=b"".join(b"m%d\n" % i for i in range(20)), bootstrap=bs)
+        run(
+            "produce",
+            "gt",
+            "--partition",
+            part,
+            stdin=b"".join(b"m%d\n" % i for i in range(20)),
+            bootstrap=bs,
+        )
     p = run("groups", "describe", "nobody", bootstrap=bs, check=False)
     assert p.returncode == 1 and "GroupIdNotFound" in p.stderr.decode()
     # a long-running member of group gg, in the background
     env = dict(os.environ, LOGSOURCE_BOOTSTRAP=bs)
-    member = subprocess.Popen([*CLI, "consume", "gt", "--group", "gg", "--from-beginning", "--quiet"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+    member = subprocess.Popen(
+        [*CLI, "consume", "gt", "--group", "gg", "--from-beginning", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         table, rows = "", []
         for _ in range(100):
@@ -121,7 +177,10 @@ def test_groups_list_describe_and_reset_offsets(broker, tmp_path):
                 break
             time.sleep(0.2)
         assert "STATE Stable" in table and "MEMBERS 1" in table, table
-        assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [("gt", "0", "20", "20", "0"), ("gt", "1", "20", "20", "0")]
+        assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+            ("gt", "0", "20", "20", "0"),
+            ("gt", "1", "20", "20", "0"),
+        ]
         assert rows[0][5] != "-" and rows[0][5] == rows[1][5] and rows[0][6] == "/127.0.0.1"
         members = table.split("\n\n")[1]
         assert "gt-0,gt-1" in members and "/127.0.0.1" in members
@@ -142,11 +201,29 @@ def test_groups_list_describe_and_reset_offsets(broker, tmp_path):
     table = run("groups", "describe", "gg", bootstrap=bs).stdout.decode()
     assert "STATE Empty" in table and [ln.split()[4] for ln in table.splitlines()[2:]] == ["20", "20"]
     # --to-datetime: before everything -> 0; in the future -> the log end
-    out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-datetime", "2000-01-01T00:00:00+00:00",
-              bootstrap=bs).stdout.decode()  # fmt: skip
+    out = run(
+        "groups",
+        "reset-offsets",
+        "gg",
+        "--topic",
+        "gt",
+        "--to-datetime",
+        "2000-01-01T00:00:00+00:00",
+        bootstrap=bs,
+    ).stdout.decode()
     assert [ln.split()[2] for ln in out.splitlines()[2:]] == ["0", "0"]
-    out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-datetime", "2999-01-01T00:00:00",
-              "--partition", "1", bootstrap=bs).stdout.decode()  # fmt: skip
+    out = run(
+        "groups",
+        "reset-offsets",
+        "gg",
+        "--topic",
+        "gt",
+        "--to-datetime",
+        "2999-01-01T00:00:00",
+        "--partition",
+        "1",
+        bootstrap=bs,
+    ).stdout.decode()
     assert [ln.split() for ln in out.splitlines()[2:]] == [["gt", "1", "20"]]
     out = run("groups", "reset-offsets", "gg", "--topic", "gt", "--to-latest", bootstrap=bs).stdout.decode()
     assert [ln.split()[2] for ln in out.splitlines()[2:]] == ["20", "20"]
@@ -175,7 +252,9 @@ def _free_port() -> int:
 def test_produce_spreads_keyless_lines_over_the_partitions(broker):
     bs = broker.bootstrap
     run("topics", "create", "spread", "--partitions", "4", bootstrap=bs)
-    p = subprocess.run(f"seq 1 100000 | {LOGSOURCE} produce spread -b {bs}", shell=True, capture_output=True, timeout=120)
+    p = subprocess.run(
+        f"seq 1 100000 | {LOGSOURCE} produce spread -b {bs}", shell=True, capture_output=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr.decode()
     assert "Produced 100000 message(s) to spread." in p.stderr.decode()
     ends = _ends(bs, "spread")
@@ -183,7 +262,14 @@ def test_produce_spreads_keyless_lines_over_the_partitions(broker):
     assert all(22_500 <= n <= 27_500 for n in ends), ends  # within 10% of 25,000 each
     # keyed lines still follow their key, and --partition still pins every line
     run("topics", "create", "pinned", "--partitions", "4", bootstrap=bs)
-    run("produce", "pinned", "--partition", "2", stdin=b"".join(b"%d\n" % i for i in range(5000)), bootstrap=bs)
+    run(
+        "produce",
+        "pinned",
+        "--partition",
+        "2",
+        stdin=b"".join(b"%d\n" % i for i in range(5000)),
+        bootstrap=bs,
+    )
     assert _ends(bs, "pinned") == [0, 0, 5000, 0]
 
 
@@ -191,7 +277,9 @@ def test_produce_spreads_keyless_lines_over_the_partitions(broker):
 def test_produce_and_consume_fail_within_their_timeout_naming_the_broker(command, tmp_path):
     refused = f"127.0.0.1:{_free_port()}"  # nothing listens: refused at once
     t0 = time.monotonic()
-    p = subprocess.run([LOGSOURCE, command, "t", "-b", refused], input=b"x\n", capture_output=True, timeout=60)
+    p = subprocess.run(
+        [LOGSOURCE, command, "t", "-b", refused], input=b"x\n", capture_output=True, timeout=60
+    )
     took = time.monotonic() - t0
     err = p.stderr.decode().strip()
     assert p.returncode == 1 and refused in err and "\n" not in err, err
@@ -201,8 +289,12 @@ def test_produce_and_consume_fail_within_their_timeout_naming_the_broker(command
         silent.listen(8)
         addr = f"127.0.0.1:{silent.getsockname()[1]}"
         t0 = time.monotonic()
-        p = subprocess.run([LOGSOURCE, command, "t", "-b", addr, "--timeout", "3"], input=b"x\n",
-                           capture_output=True, timeout=60)  # fmt: skip
+        p = subprocess.run(
+            [LOGSOURCE, command, "t", "-b", addr, "--timeout", "3"],
+            input=b"x\n",
+            capture_output=True,
+            timeout=60,
+        )
         took = time.monotonic() - t0
     err = p.stderr.decode().strip()
     assert p.returncode == 1 and addr in err and "timed out" in err and "\n" not in err, err
@@ -214,8 +306,12 @@ def test_produce_and_consume_fail_within_their_timeout_naming_the_broker(command
 def test_produce_and_consume_count_on_ctrl_c_and_at_the_end(broker):
     bs = broker.bootstrap
     run("topics", "create", "counted", "--partitions", "2", bootstrap=bs)
-    prod = subprocess.Popen([LOGSOURCE, "produce", "counted", "-b", bs], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    prod = subprocess.Popen(
+        [LOGSOURCE, "produce", "counted", "-b", bs],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     prod.stdin.write(b"".join(b"line %d\n" % i for i in range(150)))
     prod.stdin.flush()
     deadline = time.monotonic() + 30
@@ -227,8 +323,11 @@ def test_produce_and_consume_count_on_ctrl_c_and_at_the_end(broker):
     assert "Produced 150 message(s) to counted (interrupted)." in err.decode(), err.decode()
     assert sum(_ends(bs, "counted")) == 150
 
-    cons = subprocess.Popen([LOGSOURCE, "consume", "counted", "--from-beginning", "-b", bs],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    cons = subprocess.Popen(
+        [LOGSOURCE, "consume", "counted", "--from-beginning", "-b", bs],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     lines = [cons.stdout.readline() for _ in range(150)]
     assert sorted(lines) == sorted(b"line %d\n" % i for i in range(150))
     cons.send_signal(signal.SIGINT)
@@ -242,7 +341,8 @@ def test_produce_and_consume_count_on_ctrl_c_and_at_the_end(broker):
 def test_topics_create_tells_what_happened(broker):
     bs = broker.bootstrap
     assert run("topics", "create", "made", "--partitions", "3", bootstrap=bs).stdout.decode().strip() == (
-        "Created topic made with 3 partition(s).")  # fmt: skip
+        "Created topic made with 3 partition(s)."
+    )
     p = run("topics", "create", "made", "--if-not-exists", bootstrap=bs)
     assert p.stdout.decode().strip() == "Topic made exists already, with 3 partition(s); nothing changed."
     p = run("topics", "create", "made", bootstrap=bs, check=False)
@@ -257,15 +357,25 @@ def test_topics_create_tells_what_happened(broker):
 def test_auto_creation_is_visible_or_refused(broker, tmp_path):
     bs = broker.bootstrap
     p = run("produce", "born", stdin=b"a\nb\n", bootstrap=bs)
-    assert "Created topic born with 1 partition(s)" in p.stderr.decode() and "auto.create.topics.enable=true" in p.stderr.decode()
+    assert (
+        "Created topic born with 1 partition(s)" in p.stderr.decode()
+        and "auto.create.topics.enable=true" in p.stderr.decode()
+    )
     assert "auto-created topic born with 1 partition(s)" in broker.log_file.read_text()
-    assert run("produce", "born", stdin=b"c\n", bootstrap=bs).stderr.decode().strip() == "Produced 1 message(s) to born."
+    assert (
+        run("produce", "born", stdin=b"c\n", bootstrap=bs).stderr.decode().strip()
+        == "Produced 1 message(s) to born."
+    )
     with broker_process(tmp_path / "strict", config={"auto.create.topics.enable": "false"}) as strict:
         t0 = time.monotonic()
         p = run("produce", "unborn", stdin=b"a\n", bootstrap=strict.bootstrap, check=False)
         assert time.monotonic() - t0 < 15
         err = p.stderr.decode()
-        assert p.returncode == 1 and "auto.create.topics.enable=false" in err and "logsource topics create unborn" in err
+        assert (
+            p.returncode == 1
+            and "auto.create.topics.enable=false" in err
+            and "logsource topics create unborn" in err
+        )
         assert run("topics", "list", bootstrap=strict.bootstrap).stdout == b""
         assert "auto-created" not in strict.log_file.read_text()
 
@@ -279,8 +389,14 @@ def test_consume_group_member_leaves_on_sigterm(broker):
     not after the session timeout (10 s) of a member that vanished without a word."""
     bs = broker.bootstrap
     run("topics", "create", "shared", "--partitions", "4", bootstrap=bs)
-    members = [subprocess.Popen([LOGSOURCE, "consume", "shared", "--group", "gs", "-b", bs], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE) for _ in range(2)]  # fmt: skip
+    members = [
+        subprocess.Popen(
+            [LOGSOURCE, "consume", "shared", "--group", "gs", "-b", bs],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
     try:
         table = ""
         for _ in range(150):

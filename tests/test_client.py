@@ -69,7 +69,12 @@ def test_round_trip_partitions_and_codecs(layout_broker, admin, codec):
     n = 3000
     with Producer(layout_broker.bootstrap, compression=codec, linger_ms=2, batch_size=4096) as p:
         futs = [
-            p.send(topic, b"value-%d" % i, key=b"user-%d" % (i % 37), headers=[("i", b"%d" % i)] if i % 5 == 0 else None)
+            p.send(
+                topic,
+                b"value-%d" % i,
+                key=b"user-%d" % (i % 37),
+                headers=[("i", b"%d" % i)] if i % 5 == 0 else None,
+            )
             for i in range(n)
         ]
         p.flush()
@@ -121,7 +126,9 @@ def test_keyed_partitioning_stable_across_processes(layout_broker, admin):
     )
     # a different process has a different hash() salt; the partitioner must not care
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True
+    )
     assert [int(x) for x in out.stdout.strip().split(",")] == here
     assert here == [hash_partition(k, 7) for k in keys]
 
@@ -382,7 +389,9 @@ def test_idempotent_retries_across_kill_9_leave_no_duplicates(tmp_path):
     with broker_process(tmp_path / "b") as b:
         with Admin(b.bootstrap) as a:
             a.create_topic("idem", 2)
-        p = Producer(b.bootstrap, linger_ms=1, batch_size=2048, retry_backoff_ms=50, delivery_timeout_ms=60_000)
+        p = Producer(
+            b.bootstrap, linger_ms=1, batch_size=2048, retry_backoff_ms=50, delivery_timeout_ms=60_000
+        )
         try:
             futs = [p.send("idem", b"%06d" % i, key=b"%d" % (i % 5)) for i in range(3000)]
             b.kill()  # SIGKILL while batches are in flight
@@ -408,7 +417,11 @@ def test_dead_broker_gives_network_errors(tmp_path):
         with Admin(bootstrap) as a:
             a.create_topic("gone", 1)
         p = Producer(
-            bootstrap, delivery_timeout_ms=1500, retry_backoff_ms=100, request_timeout_ms=1000, linger_ms=0,
+            bootstrap,
+            delivery_timeout_ms=1500,
+            retry_backoff_ms=100,
+            request_timeout_ms=1000,
+            linger_ms=0,
             max_block_ms=1000,
         )
         c = Consumer(bootstrap, request_timeout_ms=1000, retry_backoff_ms=50)
@@ -459,13 +472,19 @@ def test_a_response_stalled_mid_frame_still_times_out_and_close_is_prompt():
             while not stalled.is_set():
                 for ev in server.receive_data(conn.recv(1 << 16)):
                     if not answered:  # ApiVersions: the real answer
-                        resp = ApiVersionsResponse(api_keys=[ApiVersion(k, lo, hi)
-                                                             for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())])
+                        resp = ApiVersionsResponse(
+                            api_keys=[
+                                ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+                            ]
+                        )
                         conn.sendall(b"".join(ServerConnection.response_parts(ev.header, resp)))
                         answered = True
                     else:  # the next request: a 300 KB frame's length, its correlation id, then silence
-                        conn.sendall((300_000).to_bytes(4, "big") + ev.header.correlation_id.to_bytes(4, "big")
-                                     + bytes(70_000))  # fmt: skip
+                        conn.sendall(
+                            (300_000).to_bytes(4, "big")
+                            + ev.header.correlation_id.to_bytes(4, "big")
+                            + bytes(70_000)
+                        )
                         stalled.set()
             time.sleep(3)
 
@@ -517,7 +536,9 @@ except LogSourceError as e:
 def test_a_write_to_a_shut_down_connection_is_a_typed_error_not_sigpipe():
     """A process whose SIGPIPE is the default (the ``logsource`` CLI) writing to a connection that
     close() (or the network) shut down gets NetworkError; before, the kernel's SIGPIPE killed it."""
-    p = subprocess.run([sys.executable, "-c", _WRITE_AFTER_SHUTDOWN], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", _WRITE_AFTER_SHUTDOWN], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert p.stdout.strip() == "typed: NetworkError"
 

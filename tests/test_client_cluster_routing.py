@@ -86,8 +86,15 @@ def test_idempotent_producer_and_consumer_ride_through_broker_kills(tmp_path):
         stop = threading.Event()
 
         def produce() -> None:
-            with Producer(bootstrap, acks="all", linger_ms=2, batch_size=2048, max_in_flight=5,
-                          retry_backoff_ms=50, delivery_timeout_ms=60000) as p:  # fmt: skip
+            with Producer(
+                bootstrap,
+                acks="all",
+                linger_ms=2,
+                batch_size=2048,
+                max_in_flight=5,
+                retry_backoff_ms=50,
+                delivery_timeout_ms=60000,
+            ) as p:
                 for i in range(total):
                     futures.append(p.send(topic, str(i), key=str(i)))
                     if i % 50 == 0:

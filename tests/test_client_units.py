@@ -34,7 +34,9 @@ def test_small_batch_encoder_is_byte_identical(values, with_keys, codec, ts0, ji
     n = len(values)
     keys = [b"k%d" % i for i in range(n)] if with_keys else None
     ts = [ts0 + j for j in jitter[:n]]
-    a = encode_records(values, keys, ts, None, codec=codec, producer_id=pid, producer_epoch=3, base_sequence=seq)
+    a = encode_records(
+        values, keys, ts, None, codec=codec, producer_id=pid, producer_epoch=3, base_sequence=seq
+    )
     b = fmt.encode(values, keys, ts, None, codec=codec, producer_id=pid, producer_epoch=3, base_sequence=seq)
     assert a == b
     rb = fmt.decode(a).to_arrow()
@@ -53,8 +55,12 @@ def test_small_batch_encoder_is_byte_identical(values, with_keys, codec, ts0, ji
 def test_one_record_batch_is_byte_identical(value, key, ts, pid, epoch, seq):
     """The one-record path (batch_size 1: a batch per send) writes what format.encode writes."""
     keys = None if key is None else [key]
-    a = encode_records([value], keys, [ts], None, codec=0, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-    b = fmt.encode([value], keys, [ts], None, codec=0, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    a = encode_records(
+        [value], keys, [ts], None, codec=0, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
+    b = fmt.encode(
+        [value], keys, [ts], None, codec=0, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
     assert a == b
     (rec,) = fmt.decode(a).records()
     assert (rec.key, rec.value, rec.timestamp) == (key, value, ts)
@@ -62,23 +68,30 @@ def test_one_record_batch_is_byte_identical(value, key, ts, pid, epoch, seq):
 
 def test_encoder_falls_back_for_nulls_and_headers():
     vals = [b"a", None]
-    assert encode_records(vals, None, [1, 2], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1) == fmt.encode(
-        vals, None, [1, 2]
-    )
+    assert encode_records(
+        vals, None, [1, 2], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1
+    ) == fmt.encode(vals, None, [1, 2])
     hdrs = [[("h", b"1")], None]
-    got = encode_records([b"a", b"b"], [b"k", None], [1, 2], hdrs, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+    got = encode_records(
+        [b"a", b"b"], [b"k", None], [1, 2], hdrs, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1
+    )
     assert fmt.decode(got).records()[0].headers == [("h", b"1")]
 
 
 def test_hash_partition_is_stable_and_vectorised():
     # Fixed values: the partition of a key must never change between versions or processes.
     assert [hash_partition(k, 16) for k in (b"a", b"user-42", b"")] == [
-        (0xC1D04330 & 0x7FFFFFFF) % 16, hash_partition(b"user-42", 16), 0
+        (0xC1D04330 & 0x7FFFFFFF) % 16,
+        hash_partition(b"user-42", 16),
+        0,
     ]
     keys = [b"k%d" % i for i in range(1000)] + [None]
     vec = hash_partitions(pa.array(keys, pa.binary()), 7)
     assert vec.tolist() == [hash_partition(k, 7) for k in keys[:-1]] + [-1]
-    assert hash_partitions(pa.array(["x", "y"]), 5).tolist() == [hash_partition(b"x", 5), hash_partition(b"y", 5)]
+    assert hash_partitions(pa.array(["x", "y"]), 5).tolist() == [
+        hash_partition(b"x", 5),
+        hash_partition(b"y", 5),
+    ]
     with pytest.raises(InvalidRequest):
         hash_partitions(pa.array([1, 2]), 5)
 
@@ -159,7 +172,9 @@ def test_small_batch_over_2_gib_is_message_too_large(keyed):
     values = [b"v", big, big] if not keyed else [b"v", b"w", b"x"]
     keys = None if not keyed else [b"k", big, big]
     with pytest.raises(MessageTooLarge):
-        encode_records(values, keys, [1, 2, 3], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+        encode_records(
+            values, keys, [1, 2, 3], None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1
+        )
 
 
 def test_one_batch_request_answer_routes_like_the_general_handler():
@@ -181,7 +196,9 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
         cb(ProduceResponse([ProducePartitionResponse("t", 0, 0, 41)]), None)
         assert ok.outcome == ((0, 41, 42), None)
         p._callback({other.tp: [other]})(ProduceResponse([ProducePartitionResponse("t", 1, 0, 7)]), None)
-        p._callback({failed.tp: [failed]})(ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None)  # retriable
+        p._callback({failed.tp: [failed]})(
+            ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None
+        )  # retriable
         assert other.outcome is None and failed.outcome is None  # put back for a retry, as _on_response does
         assert set(acc.ready[("t", 0)]) == {other, failed}
         two = p._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})

@@ -28,7 +28,9 @@ def run(*args: str, stdin: bytes | None = None, timeout: float = 180) -> subproc
 
 def ok(*args: str, stdin: bytes | None = None) -> str:
     p = run(*args, stdin=stdin)
-    assert p.returncode == 0, f"logsource {' '.join(args)} failed ({p.returncode}):\n{p.stdout.decode()}\n{p.stderr.decode()}"
+    assert p.returncode == 0, (
+        f"logsource {' '.join(args)} failed ({p.returncode}):\n{p.stdout.decode()}\n{p.stderr.decode()}"
+    )
     return p.stdout.decode()
 
 
@@ -74,8 +76,20 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
         state = json.loads((d / "cluster.json").read_text())
         assert [state["zookeeper"]["pid"]] + [b["pid"] for b in state["brokers"]] == pids
 
-        rc, out, err = here(capsys, "topics", "create", "events", "--partitions", "3", "--replication-factor", "3",
-                            "--config", "min.insync.replicas=2", "-b", bootstrap)  # fmt: skip
+        rc, out, err = here(
+            capsys,
+            "topics",
+            "create",
+            "events",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+            "-b",
+            bootstrap,
+        )
         assert rc == 0, err
         # any one broker of the list is enough to bootstrap (the others come from Metadata)
         rc, desc, err = here(capsys, "topics", "describe", "events", "-b", bootstrap.split(",")[-1])
@@ -88,13 +102,25 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
             assert r["Leader"] in r["Isr"].split(",") and len(r["Isr"].split(",")) >= 2
         # leaders are spread: each broker leads one of the three partitions
         assert sorted(r["Leader"] for r in rows.values()) == ["1", "2", "3"]
-        rc, _, err = here(capsys, "topics", "create", "too-many", "--replication-factor", "4", "-b", bootstrap)
+        rc, _, err = here(
+            capsys, "topics", "create", "too-many", "--replication-factor", "4", "-b", bootstrap
+        )
         assert rc == 1 and "InvalidReplicationFactor" in err
 
         lines = b"".join(b"k%d\tv%d\n" % (i, i) for i in range(300))
         ok("produce", "events", "--acks", "all", "--key-separator", "\t", "-b", bootstrap, stdin=lines)
-        got = ok("consume", "events", "--from-beginning", "--max-messages", "300", "--timeout-ms", "20000",
-                 "--print-key", "-b", bootstrap)  # fmt: skip
+        got = ok(
+            "consume",
+            "events",
+            "--from-beginning",
+            "--max-messages",
+            "300",
+            "--timeout-ms",
+            "20000",
+            "--print-key",
+            "-b",
+            bootstrap,
+        )
         assert sorted(got.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(300))
     finally:
         stopped = ok("cluster", "stop", "--data-dir", str(d))
@@ -108,8 +134,18 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
     try:
         assert rc == 0, err
         assert re.search(r"^bootstrap\.servers=(\S+)$", out, re.M).group(1) == bootstrap
-        rc, out, err = here(capsys, "consume", "events", "--from-beginning", "--max-messages", "300",
-                            "--timeout-ms", "30000", "-b", bootstrap)  # fmt: skip
+        rc, out, err = here(
+            capsys,
+            "consume",
+            "events",
+            "--from-beginning",
+            "--max-messages",
+            "300",
+            "--timeout-ms",
+            "30000",
+            "-b",
+            bootstrap,
+        )
         assert rc == 0, err
         assert len(out.splitlines()) == 300
     finally:
@@ -122,10 +158,20 @@ def test_cluster_start_topics_produce_consume_stop(tmp_path, capsys):
 @pytest.mark.timeout(300)
 def test_cluster_start_brings_back_a_broker_killed_9_and_only_it(tmp_path):
     d = tmp_path / "lsc"
-    bootstrap = re.search(r"^bootstrap\.servers=(\S+)$", ok("cluster", "start", "--data-dir", str(d)), re.M).group(1)
+    bootstrap = re.search(
+        r"^bootstrap\.servers=(\S+)$", ok("cluster", "start", "--data-dir", str(d)), re.M
+    ).group(1)
     try:
         ok("topics", "create", "kept", "--partitions", "3", "--replication-factor", "3", "-b", bootstrap)
-        ok("produce", "kept", "--acks", "all", "-b", bootstrap, stdin=b"".join(b"m%d\n" % i for i in range(300)))
+        ok(
+            "produce",
+            "kept",
+            "--acks",
+            "all",
+            "-b",
+            bootstrap,
+            stdin=b"".join(b"m%d\n" % i for i in range(300)),
+        )
         before = json.loads((d / "cluster.json").read_text())
         victim = before["brokers"][1]
         os.kill(victim["pid"], signal.SIGKILL)
@@ -135,7 +181,9 @@ def test_cluster_start_brings_back_a_broker_killed_9_and_only_it(tmp_path):
             time.sleep(0.05)
         assert not pid_alive(victim["pid"])
         status = ok("cluster", "status", "--data-dir", str(d)).splitlines()
-        assert [ln.split("\t")[-1] for ln in status[:4]] == ["running", "running", "stopped", "running"], status
+        assert [ln.split("\t")[-1] for ln in status[:4]] == ["running", "running", "stopped", "running"], (
+            status
+        )
 
         p = run("cluster", "start", "--data-dir", str(d))  # as a user would: no --brokers
         assert p.returncode == 0, p.stderr.decode()
@@ -153,7 +201,17 @@ def test_cluster_start_brings_back_a_broker_killed_9_and_only_it(tmp_path):
                 break
             time.sleep(0.1)
         assert all(sorted(r["Isr"].split(",")) == ["1", "2", "3"] for r in rows.values()), rows
-        got = ok("consume", "kept", "--from-beginning", "--max-messages", "300", "--timeout-ms", "20000", "-b", bootstrap)
+        got = ok(
+            "consume",
+            "kept",
+            "--from-beginning",
+            "--max-messages",
+            "300",
+            "--timeout-ms",
+            "20000",
+            "-b",
+            bootstrap,
+        )
         assert sorted(got.split()) == sorted(f"m{i}" for i in range(300))
     finally:
         ok("cluster", "stop", "--data-dir", str(d))
@@ -171,10 +229,21 @@ def test_cluster_start_waits_for_a_live_leader_of_every_partition(zk_connect, tm
     zk = KazooClient(zk_connect, timeout=10.0)
     zk.start(timeout=15)
     try:
-        zk.create(paths.topic_path("t"), paths.encode_assignment({0: [1, 2], 1: [2, 1], 2: [1, 2]}, paths.new_topic_id()),
-                  makepath=True)  # fmt: skip
-        zk.create(paths.partition_state_path("t", 0), paths.encode_state(paths.LeaderAndIsr(1, 3, [1, 2], 1)), makepath=True)
-        zk.create(paths.partition_state_path("t", 1), paths.encode_state(paths.LeaderAndIsr(2, 3, [2], 1)), makepath=True)
+        zk.create(
+            paths.topic_path("t"),
+            paths.encode_assignment({0: [1, 2], 1: [2, 1], 2: [1, 2]}, paths.new_topic_id()),
+            makepath=True,
+        )
+        zk.create(
+            paths.partition_state_path("t", 0),
+            paths.encode_state(paths.LeaderAndIsr(1, 3, [1, 2], 1)),
+            makepath=True,
+        )
+        zk.create(
+            paths.partition_state_path("t", 1),
+            paths.encode_state(paths.LeaderAndIsr(2, 3, [2], 1)),
+            makepath=True,
+        )
         # partition 2 has no state yet (being created); partition 1's leader 2 is not registered
         assert _leaderless(zk, {1}) == ["t-1", "t-2"]
         zk.create(paths.topic_path("gone"), paths.encode_assignment({0: [2]}, paths.new_topic_id()))
@@ -183,7 +252,11 @@ def test_cluster_start_waits_for_a_live_leader_of_every_partition(zk_connect, tm
         c = LocalCluster(tmp_path, 2, startup_timeout=0.5)
         with pytest.raises(LeaderNotAvailable, match=r"partition\(s\) t-1, t-2 have no leader after"):
             c._wait_leaders(zk_connect, {1})
-        zk.create(paths.partition_state_path("t", 2), paths.encode_state(paths.LeaderAndIsr(1, 0, [1], 1)), makepath=True)
+        zk.create(
+            paths.partition_state_path("t", 2),
+            paths.encode_state(paths.LeaderAndIsr(1, 0, [1], 1)),
+            makepath=True,
+        )
         assert _leaderless(zk, {1, 2}) == []
         c._wait_leaders(zk_connect, {1, 2})  # returns at once
     finally:
@@ -230,11 +303,19 @@ def test_conf_cluster_files_describe_three_brokers():
     for i in (1, 2, 3):
         text = (conf / f"server-{i}.properties").read_text()
         props = parse_properties(text)
-        for key in ("broker.id", "zookeeper.connect", "zookeeper.session.timeout.ms", "default.replication.factor",
-                    "min.insync.replicas", "replica.lag.time.max.ms", "unclean.leader.election.enable"):  # fmt: skip
+        for key in (
+            "broker.id",
+            "zookeeper.connect",
+            "zookeeper.session.timeout.ms",
+            "default.replication.factor",
+            "min.insync.replicas",
+            "replica.lag.time.max.ms",
+            "unclean.leader.election.enable",
+        ):
             assert key in props, f"server-{i}.properties lacks {key}"
-            assert f"\n{key}=" in text and text.split(f"\n{key}=")[0].rstrip().splitlines()[-1].startswith("#"), \
-                f"no explanation above {key} in server-{i}.properties"  # fmt: skip
+            assert f"\n{key}=" in text and text.split(f"\n{key}=")[0].rstrip().splitlines()[-1].startswith(
+                "#"
+            ), f"no explanation above {key} in server-{i}.properties"
         cfg = BrokerConfig.load(conf / f"server-{i}.properties")
         assert cfg.broker_id == i
         ports.add(cfg.port)

@@ -65,7 +65,12 @@ SESSION_MS = 2000
 
 
 def test_assignment_spreads_leaders_and_replicas_evenly():
-    for brokers, partitions, rf in ([1, 2, 3], 3, 3), ([1, 2, 3], 6, 2), ([3, 5, 7, 9, 11], 10, 3), ([4], 4, 1):
+    for brokers, partitions, rf in (
+        ([1, 2, 3], 3, 3),
+        ([1, 2, 3], 6, 2),
+        ([3, 5, 7, 9, 11], 10, 3),
+        ([4], 4, 1),
+    ):
         plan = assign_replicas(brokers, partitions, rf)
         assert sorted(plan) == list(range(partitions))
         assert all(len(r) == rf and len(set(r)) == rf and set(r) <= set(brokers) for r in plan.values())
@@ -89,11 +94,17 @@ def test_leader_election_picks_the_first_live_isr_replica_and_is_never_unclean_b
     assert elect_leader([1, 2, 3], s, {2, 3}, unclean=False) == LeaderAndIsr(3, 5, [3], 0)
     # no in-sync replica alive: 2 is alive but out of sync, so the partition goes leaderless (leader -1)
     # and keeps its ISR, so the last in-sync replica leads again when it returns
-    assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=False) == LeaderAndIsr(-1, 5, [1], 0)
+    assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=False) == LeaderAndIsr(
+        -1, 5, [1], 0
+    )
     assert elect_leader([1, 2, 3], LeaderAndIsr(-1, 5, [1], 1), {2, 3}, unclean=False) is None
-    assert elect_leader([1, 2, 3], LeaderAndIsr(-1, 5, [1], 1), {1, 2}, unclean=False) == LeaderAndIsr(1, 6, [1], 0)
+    assert elect_leader([1, 2, 3], LeaderAndIsr(-1, 5, [1], 1), {1, 2}, unclean=False) == LeaderAndIsr(
+        1, 6, [1], 0
+    )
     # unclean.leader.election.enable=true: a live out-of-sync replica leads alone
-    assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=True) == LeaderAndIsr(2, 5, [2], 0)
+    assert elect_leader([1, 2, 3], LeaderAndIsr(1, 4, [1], 1), {2, 3}, unclean=True) == LeaderAndIsr(
+        2, 5, [2], 0
+    )
 
 
 def test_a_leaderless_partition_keeps_its_last_in_sync_replica_on_every_later_look():
@@ -107,17 +118,29 @@ def test_a_leaderless_partition_keeps_its_last_in_sync_replica_on_every_later_lo
     assert next_state([1, 2, 3], LeaderAndIsr(-1, 5, [1, 3], 1), {2}, unclean=False) is None
     assert next_state([1, 2], gone, {1, 2}, unclean=False) == LeaderAndIsr(1, 6, [1], 0)
     # a live leader: dead followers leave the ISR, the leader stays in it
-    assert next_state([1, 2, 3], LeaderAndIsr(1, 4, [1, 2, 3], 1), {1, 3}, unclean=False) == LeaderAndIsr(1, 4, [1, 3], 0)
+    assert next_state([1, 2, 3], LeaderAndIsr(1, 4, [1, 2, 3], 1), {1, 3}, unclean=False) == LeaderAndIsr(
+        1, 4, [1, 3], 0
+    )
     assert next_state([1, 2, 3], LeaderAndIsr(1, 4, [1, 3], 1), {1, 3}, unclean=False) is None
 
 
 def test_cluster_config_keys_are_read_and_validated():
-    c = BrokerConfig.from_properties({"zookeeper.connect": "127.0.0.1:2181,127.0.0.2:2181/kafka",
-                                      "default.replication.factor": "3", "unclean.leader.election.enable": "true",
-                                      "replica.lag.time.max.ms": "1500", "zookeeper.session.timeout.ms": "3000",
-                                      "min.insync.replicas": "2"})  # fmt: skip
+    c = BrokerConfig.from_properties(
+        {
+            "zookeeper.connect": "127.0.0.1:2181,127.0.0.2:2181/kafka",
+            "default.replication.factor": "3",
+            "unclean.leader.election.enable": "true",
+            "replica.lag.time.max.ms": "1500",
+            "zookeeper.session.timeout.ms": "3000",
+            "min.insync.replicas": "2",
+        }
+    )
     assert c.cluster_mode and c.zookeeper_connect.endswith("/kafka")
-    assert (c.default_replication_factor, c.unclean_leader_election_enable, c.replica_lag_time_max_ms) == (3, True, 1500)
+    assert (c.default_replication_factor, c.unclean_leader_election_enable, c.replica_lag_time_max_ms) == (
+        3,
+        True,
+        1500,
+    )
     assert c.zookeeper_connection_timeout_ms == 3000  # defaults to the session timeout, as in Kafka
     assert c.log.min_insync_replicas == 2
     assert (c.auto_leader_rebalance_enable, c.leader_imbalance_check_interval_seconds) == (True, 300)
@@ -142,7 +165,9 @@ def test_cluster_config_keys_are_read_and_validated():
 class Node:
     """One 'broker' for the controller: its session, registration and controller, nothing else."""
 
-    def __init__(self, zk_connect: str, broker_id: int, unclean: bool = False, rebalance_s: float | None = None) -> None:
+    def __init__(
+        self, zk_connect: str, broker_id: int, unclean: bool = False, rebalance_s: float | None = None
+    ) -> None:
         self.zk = ZkClient(zk_connect, SESSION_MS)
         self.zk.start()
         for p in paths.PERSISTENT_PATHS:
@@ -150,7 +175,9 @@ class Node:
         self.registry = BrokerRegistry(self.zk, broker_id)
         self.registry.watch()
         self.registry.register("127.0.0.1", 9000 + broker_id)
-        self.controller = Controller(self.zk, self.registry, broker_id, unclean, rebalance_interval_s=rebalance_s)
+        self.controller = Controller(
+            self.zk, self.registry, broker_id, unclean, rebalance_interval_s=rebalance_s
+        )
         self.controller.start()
 
     def close(self) -> None:
@@ -180,15 +207,19 @@ def _controller(zk: KazooClient) -> int | None:
 
 
 @contextmanager
-def _controlled_nodes(zk_connect: str, observer: KazooClient, ids: tuple[int, ...] = (1, 2, 3),
-                      **kw: object) -> Iterator[tuple[dict[int, Node], int, Controller]]:  # fmt: skip
+def _controlled_nodes(
+    zk_connect: str, observer: KazooClient, ids: tuple[int, ...] = (1, 2, 3), **kw: object
+) -> Iterator[tuple[dict[int, Node], int, Controller]]:
     """Nodes ``ids`` with an active controller that sees them all: (nodes, its id, its controller); closes
     every node still in ``nodes`` at the end (a test may pop and add nodes)."""
     nodes = {b: Node(zk_connect, b, **kw) for b in ids}
     try:
         cid = wait_for(lambda: _controller(observer), what="a controller")
         ctl = nodes[cid].controller
-        wait_for(lambda: ctl.active and len(ctl.registry.live()) == len(ids), what="controller active, brokers seen")
+        wait_for(
+            lambda: ctl.active and len(ctl.registry.live()) == len(ids),
+            what="controller active, brokers seen",
+        )
         yield nodes, cid, ctl
     finally:
         for n in nodes.values():
@@ -211,17 +242,27 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
             nodes[other].controller.create_topic("t", 3, 3, {})
         plan = c1.create_topic("t", 3, 3, {"retention.ms": "1000"})
         assert sorted(r[0] for r in plan.values()) == [1, 2, 3]
-        assert json.loads(observer.get(paths.topic_config_path("t"))[0]) == {"version": 1, "config": {"retention.ms": "1000"}}
+        assert json.loads(observer.get(paths.topic_config_path("t"))[0]) == {
+            "version": 1,
+            "config": {"retention.ms": "1000"},
+        }
         with pytest.raises(TopicAlreadyExists):
             c1.create_topic("t", 1, 1, {})
         for p, replicas in plan.items():
             s, _ = _state(observer, "t", p)
-            assert (s["leader"], s["isr"], s["leader_epoch"], s["controller_epoch"]) == (replicas[0], replicas, 0, c1.epoch)
+            assert (s["leader"], s["isr"], s["leader_epoch"], s["controller_epoch"]) == (
+                replicas[0],
+                replicas,
+                0,
+                c1.epoch,
+            )
 
         # the controller's session expires: another broker is elected with the next epoch
         old_epoch = c1.epoch
         expire_session(zk_connect, nodes[first].zk.client)
-        second = wait_for(lambda: (c := _controller(observer)) not in (None, first) and c, what="a new controller")
+        second = wait_for(
+            lambda: (c := _controller(observer)) not in (None, first) and c, what="a new controller"
+        )
         c2 = nodes[second].controller
         wait_for(lambda: c2.active, what="the new controller active")
         assert c2.epoch == old_epoch + 1 == int(observer.get(paths.CONTROLLER_EPOCH)[0])
@@ -248,7 +289,9 @@ def test_controller_election_failover_and_a_stale_controller_cannot_write(zk_con
 
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
-def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are_deleted(zk_connect, observer):
+def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are_deleted(
+    zk_connect, observer
+):
     with _controlled_nodes(zk_connect, observer) as (nodes, cid, ctl):
         plan = ctl.create_topic("t", 3, 3, {}, assignment=None)
         victim = next(b for b in (1, 2, 3) if b != cid)
@@ -256,18 +299,27 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
         # partition "solo": ISR is the victim alone (its followers fell behind), so no clean successor
         ctl.create_topic("solo", 1, 2, {}, assignment={0: [victim, cid]})
         s, v = _state(observer, "solo", 0)
-        observer.set(paths.partition_state_path("solo", 0), json.dumps({**s, "isr": [victim]}).encode(), version=v)
+        observer.set(
+            paths.partition_state_path("solo", 0), json.dumps({**s, "isr": [victim]}).encode(), version=v
+        )
 
         nodes.pop(victim).close()  # its session ends: /brokers/ids/<victim> goes
         for p in led:
-            s = wait_for(lambda p=p: (s := _state(observer, "t", p)[0])["leader"] != victim and s, what="a new leader")
+            s = wait_for(
+                lambda p=p: (s := _state(observer, "t", p)[0])["leader"] != victim and s, what="a new leader"
+            )
             assert s["leader"] in plan[p] and s["leader"] in s["isr"] and victim not in s["isr"]
             assert s["leader_epoch"] == 1 and s["controller_epoch"] == ctl.epoch
         for p in set(plan) - set(led):  # still led by a live broker: the dead follower leaves the ISR
-            wait_for(lambda p=p: victim not in _state(observer, "t", p)[0]["isr"], what="ISR without the dead broker")
+            wait_for(
+                lambda p=p: victim not in _state(observer, "t", p)[0]["isr"],
+                what="ISR without the dead broker",
+            )
             assert _state(observer, "t", p)[0]["leader_epoch"] == 0
         # no unclean election: the live out-of-sync replica does not lead
-        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless")
+        s = wait_for(
+            lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless"
+        )
         assert s["isr"] == [victim]
         # the controller looks again (another broker event, a late topics watch): the ISR stays [victim]
         with ctl._lock:
@@ -276,7 +328,9 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
 
         # the victim returns: as the last in-sync replica it leads "solo" again
         nodes[victim] = Node(zk_connect, victim)
-        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == victim and s, what="solo led again")
+        s = wait_for(
+            lambda: (s := _state(observer, "solo", 0)[0])["leader"] == victim and s, what="solo led again"
+        )
         assert s["leader_epoch"] == 2
 
         # deletion: through /admin/delete_topics, everything of the topic goes
@@ -291,7 +345,9 @@ def test_leaders_move_within_the_isr_on_broker_loss_never_unclean_and_topics_are
 
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
-def test_a_dead_controller_that_was_the_only_replica_leads_its_partition_again_on_return(zk_connect, observer):
+def test_a_dead_controller_that_was_the_only_replica_leads_its_partition_again_on_return(
+    zk_connect, observer
+):
     # The controller dies with its session (as on kill -9): /controller and its registration go together,
     # and the new controller leaves the partition leaderless. Every later look at it (here: another broker
     # joins) once wrote an empty ISR, after which the partition never had a leader again.
@@ -302,13 +358,17 @@ def test_a_dead_controller_that_was_the_only_replica_leads_its_partition_again_o
         dead.controller.stop()
         new = wait_for(lambda: (c := _controller(observer)) not in (None, cid) and c, what="a new controller")
         nctl = nodes[new].controller
-        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless")
+        s = wait_for(
+            lambda: (s := _state(observer, "solo", 0)[0])["leader"] == -1 and s, what="solo leaderless"
+        )
         nodes[4] = Node(zk_connect, 4)
         wait_for(lambda: nctl._events.empty() and 4 in nctl._registrations, what="the new broker handled")
         with nctl._lock:  # the event being handled, if any, is done
             assert _state(observer, "solo", 0)[0] == s and s["isr"] == [cid]
         nodes[cid] = Node(zk_connect, cid)
-        s = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == cid and s, what="solo led again")
+        s = wait_for(
+            lambda: (s := _state(observer, "solo", 0)[0])["leader"] == cid and s, what="solo led again"
+        )
         assert s["isr"] == [cid] and s["leader_epoch"] == 2
 
 
@@ -319,7 +379,9 @@ def test_unclean_election_when_enabled(zk_connect, observer):
         victim = 3 - cid
         ctl.create_topic("u", 1, 2, {}, assignment={0: [victim, cid]})
         s, v = _state(observer, "u", 0)
-        observer.set(paths.partition_state_path("u", 0), json.dumps({**s, "isr": [victim]}).encode(), version=v)
+        observer.set(
+            paths.partition_state_path("u", 0), json.dumps({**s, "isr": [victim]}).encode(), version=v
+        )
         nodes.pop(victim).close()
         s = wait_for(lambda: (s := _state(observer, "u", 0)[0])["leader"] == cid and s, what="unclean leader")
         assert s["isr"] == [cid] and s["leader_epoch"] == 1
@@ -337,9 +399,14 @@ def test_leadership_goes_back_to_preferred_replicas_when_in_sync(zk_connect, obs
         # after failovers: 1 no longer leads partition 0 (in sync), 2 no longer leads 1 and is out of sync
         for p, leader, isr in ((0, 2, [1, 2, 3]), (1, 3, [3, 1])):
             s, v = _state(observer, "r", p)
-            observer.set(paths.partition_state_path("r", p),
-                         json.dumps({**s, "leader": leader, "leader_epoch": 3, "isr": isr}).encode(), version=v)  # fmt: skip
-        s = wait_for(lambda: (s := _state(observer, "r", 0)[0])["leader"] == 1 and s, what="1 leading 0 again")
+            observer.set(
+                paths.partition_state_path("r", p),
+                json.dumps({**s, "leader": leader, "leader_epoch": 3, "isr": isr}).encode(),
+                version=v,
+            )
+        s = wait_for(
+            lambda: (s := _state(observer, "r", 0)[0])["leader"] == 1 and s, what="1 leading 0 again"
+        )
         assert s["leader_epoch"] == 4 and s["isr"] == [1, 2, 3]
         assert _state(observer, "r", 1)[0]["leader"] == 3  # its preferred replica is not in sync: stays
         assert _state(observer, "r", 2)[0]["leader_epoch"] == 0  # balanced: untouched
@@ -370,9 +437,15 @@ def test_a_broker_id_held_by_another_live_session_is_refused(zk_connect):
 def _brokers(zk_connect: str, base: Path, n: int = 3) -> dict[int, EmbeddedBroker]:
     out = {}
     for b in range(1, n + 1):
-        out[b] = EmbeddedBroker(base / f"b{b}", config={"broker.id": b, "zookeeper.connect": zk_connect,
-                                                        "zookeeper.session.timeout.ms": SESSION_MS,
-                                                        "default.replication.factor": 2})  # fmt: skip
+        out[b] = EmbeddedBroker(
+            base / f"b{b}",
+            config={
+                "broker.id": b,
+                "zookeeper.connect": zk_connect,
+                "zookeeper.session.timeout.ms": SESSION_MS,
+                "default.replication.factor": 2,
+            },
+        )
         out[b].start()
     return out
 
@@ -384,30 +457,48 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
     try:
         cid = wait_for(lambda: _controller(observer), what="a controller")
         with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
-            md = wait_for(lambda: (m := w.metadata(None)) and len(m.brokers) == 3 and m, what="3 brokers in Metadata")
+            md = wait_for(
+                lambda: (m := w.metadata(None)) and len(m.brokers) == 3 and m, what="3 brokers in Metadata"
+            )
             assert sorted(b.node_id for b in md.brokers) == [1, 2, 3] and md.controller_id == cid
             assert len({md.cluster_id} | {b._broker.state.cluster_id for b in brokers.values()}) == 1
             # CreateTopics goes to the controller (Kafka's rule)
             r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3)])).topics[0]
             assert r.error_code == NotController.code
         with WireClient(brokers[cid].bootstrap) as w:
-            r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3, {"min.insync.replicas": "2"}),
-                                               CreatableTopic("big", 1, 4), CreatableTopic("dflt", 2)])).topics  # fmt: skip
+            r = w.request(
+                CreateTopicsRequest(
+                    [
+                        CreatableTopic("t", 3, 3, {"min.insync.replicas": "2"}),
+                        CreatableTopic("big", 1, 4),
+                        CreatableTopic("dflt", 2),
+                    ]
+                )
+            ).topics
             assert (r[0].error_code, r[0].num_partitions, r[0].replication_factor) == (0, 3, 3)
-            assert r[1].error_code == InvalidReplicationFactor.code and "3 available brokers" in r[1].error_message
+            assert (
+                r[1].error_code == InvalidReplicationFactor.code
+                and "3 available brokers" in r[1].error_message
+            )
             assert (r[2].error_code, r[2].replication_factor) == (0, 2)  # default.replication.factor
             assert observer.exists(paths.topic_path("big")) is None
         # every broker answers Metadata with every partition's leader, replicas and ISR, leaders spread
         for b in brokers.values():
             with WireClient(b.bootstrap) as w:
-                parts = wait_for(lambda w=w: (t := w.metadata(["t"]).topics[0]).error_code == 0 and t.partitions,
-                                 what="t in metadata")  # fmt: skip
+                parts = wait_for(
+                    lambda w=w: (t := w.metadata(["t"]).topics[0]).error_code == 0 and t.partitions,
+                    what="t in metadata",
+                )
                 assert sorted(p.leader_id for p in parts) == [1, 2, 3]
                 assert all(sorted(p.replicas) == [1, 2, 3] and p.leader_id == p.replicas[0] for p in parts)
         # each broker has a local log for its replicas, with the topic config from /config/topics/<t>
         for b in brokers.values():
             logs = b._broker.state.logs
-            assert sorted(p for (t, p) in [(lg.topic, lg.partition) for lg in logs.logs()] if t == "t") == [0, 1, 2]
+            assert sorted(p for (t, p) in [(lg.topic, lg.partition) for lg in logs.logs()] if t == "t") == [
+                0,
+                1,
+                2,
+            ]
             assert logs.topic_config("t").min_insync_replicas == 2
         # a produce to a follower is refused: NotLeaderOrFollower; the leader takes it
         leaders = {p.partition: p.leader_id for p in parts}
@@ -452,7 +543,10 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
         with WireClient(brokers[coord % 3 + 1].bootstrap) as w:
             assert w.request(OffsetFetchRequest("g"), check=False).error_code == NotCoordinator.code
         with WireClient(brokers[coord].bootstrap) as w:
-            def loaded_answer() -> OffsetFetchResponse | None:  # CoordinatorLoadInProgress while it reads the log
+
+            def loaded_answer() -> (
+                OffsetFetchResponse | None
+            ):  # CoordinatorLoadInProgress while it reads the log
                 r = w.request(OffsetFetchRequest("g"), check=False)
                 return None if r.error_code == CoordinatorLoadInProgress.code else r
 
@@ -461,8 +555,15 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
         # Metadata's auto-creation from any broker: LeaderNotAvailable at first, then leaders (RF 1 by default)
         with WireClient(brokers[cid % 3 + 1].bootstrap) as w:
             assert w.metadata(["auto"], auto_create=True).topics[0].error_code == LeaderNotAvailable.code
-            parts = wait_for(lambda: (t := w.metadata(["auto"]).topics[0]).error_code == 0 and t.partitions
-                             and t.partitions[0].error_code == 0 and t.partitions, what="auto-created topic led")  # fmt: skip
+            parts = wait_for(
+                lambda: (
+                    (t := w.metadata(["auto"]).topics[0]).error_code == 0
+                    and t.partitions
+                    and t.partitions[0].error_code == 0
+                    and t.partitions
+                ),
+                what="auto-created topic led",
+            )
             assert len(parts) == 1 and len(parts[0].replicas) == 2 and parts[0].leader_id in (1, 2, 3)
 
         # deletion through the controller: znodes gone, every broker's logs of t go
@@ -471,9 +572,15 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             assert r.error_code == 0
             r = w.request(DeleteTopicsRequest(["t"])).topics[0]
             assert r.error_code == UnknownTopicOrPartition.code
-        assert observer.exists(paths.topic_path("t")) is None and observer.exists(paths.topic_config_path("t")) is None
+        assert (
+            observer.exists(paths.topic_path("t")) is None
+            and observer.exists(paths.topic_config_path("t")) is None
+        )
         for b in brokers.values():
-            wait_for(lambda b=b: not any(lg.topic == "t" for lg in b._broker.state.logs.logs()), what="logs deleted")
+            wait_for(
+                lambda b=b: not any(lg.topic == "t" for lg in b._broker.state.logs.logs()),
+                what="logs deleted",
+            )
 
         # deleted and at once created again: every replica starts empty, the old record is not served
         with WireClient(brokers[cid].bootstrap) as w:
@@ -486,25 +593,37 @@ def test_brokers_in_a_cluster_metadata_roles_creation_and_deletion(zk_connect, o
             assert w.request(CreateTopicsRequest([CreatableTopic("again", 1, 3)])).topics[0].error_code == 0
         leader = _state(observer, "again", 0)[0]["leader"]
         for b in brokers.values():
-            wait_for(lambda b=b: b._broker.state.role("again", 0) is not None
-                     and b._broker.state.role("again", 0).leader == leader, what="roles of the new topic")  # fmt: skip
+            wait_for(
+                lambda b=b: (
+                    b._broker.state.role("again", 0) is not None
+                    and b._broker.state.role("again", 0).leader == leader
+                ),
+                what="roles of the new topic",
+            )
             assert b._broker.state.logs.get_log("again", 0).log_end_offset == 0
         with WireClient(brokers[leader].bootstrap) as w:
-            r = wait_for(lambda: (r := w.produce("again", 0, fmt.encode([b"new"]), acks=1)).error_code == 0 and r,
-                         what="the new topic writable")  # fmt: skip
+            r = wait_for(
+                lambda: (r := w.produce("again", 0, fmt.encode([b"new"]), acks=1)).error_code == 0 and r,
+                what="the new topic writable",
+            )
             assert r.base_offset == 0
 
         # a replica's log of another incarnation of the topic (its partition.metadata names another topic id,
         # as when the topic was deleted and made again while it was away) is set aside; it copies the new one
         away = next(b for b in (1, 2, 3) if b != leader)
         meta = brokers[away].data_dir / "logs" / "again-0" / "partition.metadata"
-        wait_for(lambda: brokers[away]._broker.state.logs.get_log("again", 0).log_end_offset == 1, what="replicated")
+        wait_for(
+            lambda: brokers[away]._broker.state.logs.get_log("again", 0).log_end_offset == 1,
+            what="replicated",
+        )
         brokers[away].stop()
         old_id = meta.read_text()
         meta.write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
         brokers[away].start()
-        lg = wait_for(lambda: (lg := brokers[away]._broker.state.logs.get_log("again", 0)).log_end_offset == 1 and lg,
-                      what="the replica holding the topic again")  # fmt: skip
+        lg = wait_for(
+            lambda: (lg := brokers[away]._broker.state.logs.get_log("again", 0)).log_end_offset == 1 and lg,
+            what="the replica holding the topic again",
+        )
         assert (lg.directory / "partition.metadata").read_text() == old_id
         assert list((brokers[away].data_dir / "logs").glob("again-0.*-stray"))
     finally:
@@ -521,8 +640,11 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
         cid = wait_for(lambda: _controller(observer), what="a controller")
         victim = next(b for b in (1, 2, 3) if b != cid)  # not the controller
         with WireClient(brokers[cid].bootstrap) as w:
-            r = w.request(CreateTopicsRequest([CreatableTopic("t", 3, 3),
-                                               CreatableTopic("solo", assignments={0: [victim]})])).topics  # fmt: skip
+            r = w.request(
+                CreateTopicsRequest(
+                    [CreatableTopic("t", 3, 3), CreatableTopic("solo", assignments={0: [victim]})]
+                )
+            ).topics
             assert [x.error_code for x in r] == [0, 0]
         # the broker leading a partition of t
         p = next(q for q in range(3) if _state(observer, "t", q)[0]["leader"] == victim)
@@ -533,8 +655,12 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
             expire_session(zk_connect, state.zk.client)
             # fenced from LOST until it registered again and re-read its roles; then a follower
             wait_for(lambda: _state(observer, "t", p)[0]["leader"] != victim, what="a new leader")
-            wait_for(lambda: w.produce("t", p, fmt.encode([b"zombie"]), acks=1).error_code == NotLeaderOrFollower.code,
-                     what="the old leader refusing writes")  # fmt: skip
+            wait_for(
+                lambda: (
+                    w.produce("t", p, fmt.encode([b"zombie"]), acks=1).error_code == NotLeaderOrFollower.code
+                ),
+                what="the old leader refusing writes",
+            )
         wait_for(lambda: str(victim) in observer.get_children(paths.BROKER_IDS), what="re-registered")
         assert state.zk.client.client_id != old_zk
         wait_for(lambda: not state.fenced, what="unfenced on the new session")
@@ -545,10 +671,14 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
         assert new["leader"] != victim and new["leader_epoch"] >= 1
         assert state.role("t", p).leader == new["leader"]
         # its only-replica partition was leaderless while it was away and is its own again, at a new epoch
-        solo = wait_for(lambda: (s := _state(observer, "solo", 0)[0])["leader"] == victim and s, what="solo led")
+        solo = wait_for(
+            lambda: (s := _state(observer, "solo", 0)[0])["leader"] == victim and s, what="solo led"
+        )
         assert solo["leader_epoch"] >= 1
         with WireClient(brokers[victim].bootstrap) as w:
-            wait_for(lambda: w.produce("solo", 0, fmt.encode([b"back"])).error_code == 0, what="solo writable")
+            wait_for(
+                lambda: w.produce("solo", 0, fmt.encode([b"back"])).error_code == 0, what="solo writable"
+            )
     finally:
         for b in brokers.values():
             b.close()
@@ -559,8 +689,10 @@ def test_a_leader_whose_session_expires_stops_leading_and_rejoins(zk_connect, ob
 def test_a_broker_without_zookeeper_fails_to_start_with_a_clear_error(tmp_path):
     from pyspark_logsource.broker.cluster.zookeeper import free_port
 
-    b = EmbeddedBroker(tmp_path / "b", config={"zookeeper.connect": f"127.0.0.1:{free_port()}",
-                                               "zookeeper.connection.timeout.ms": 500})  # fmt: skip
+    b = EmbeddedBroker(
+        tmp_path / "b",
+        config={"zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": 500},
+    )
     with pytest.raises(NetworkError, match="cannot connect to ZooKeeper"):
         b.start()
     assert not b.running
@@ -570,11 +702,16 @@ def test_a_broker_without_zookeeper_fails_to_start_with_a_clear_error(tmp_path):
 @pytest.mark.cluster
 @pytest.mark.timeout(60)
 def test_logs_not_assigned_in_zookeeper_are_set_aside_not_served_nor_deleted(zk_connect, tmp_path):
-    with EmbeddedBroker(tmp_path / "b") as single, WireClient(single.bootstrap) as w:  # a single broker's data
+    with (
+        EmbeddedBroker(tmp_path / "b") as single,
+        WireClient(single.bootstrap) as w,
+    ):  # a single broker's data
         assert w.create_topic("old") == 0
         assert w.produce("old", 0, fmt.encode([b"kept"])).error_code == 0
-    b = EmbeddedBroker(tmp_path / "b", config={"broker.id": 1, "zookeeper.connect": zk_connect,
-                                               "zookeeper.session.timeout.ms": SESSION_MS})  # fmt: skip
+    b = EmbeddedBroker(
+        tmp_path / "b",
+        config={"broker.id": 1, "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_MS},
+    )
     b.start()
     try:
         logs = b._broker.state.logs
@@ -593,8 +730,10 @@ def test_a_broker_stops_cleanly_while_zookeeper_is_down(zookeeper, zk_connect, t
     import time
 
     caplog.set_level(logging.INFO, "pyspark_logsource.broker.state")
-    b = EmbeddedBroker(tmp_path / "b", config={"broker.id": 1, "zookeeper.connect": zk_connect,
-                                               "zookeeper.session.timeout.ms": SESSION_MS})  # fmt: skip
+    b = EmbeddedBroker(
+        tmp_path / "b",
+        config={"broker.id": 1, "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_MS},
+    )
     b.start()
     try:
         wait_for(lambda: b._broker.state.cluster.is_controller(), what="the broker as controller")

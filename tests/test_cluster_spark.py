@@ -101,7 +101,9 @@ def test_batch_read_and_sink_while_a_leader_is_killed(cluster, spark):
     _assert_exactly_once(rows, acked)
     assert len(rows) == 3000
     # the sink, with the victim still dead: each task's producer writes to the new leaders
-    df.select("key", "value").write.format("logsource").mode("append").option("bootstrap.servers", bs).option("topic", sink).save()
+    df.select("key", "value").write.format("logsource").mode("append").option("bootstrap.servers", bs).option(
+        "topic", sink
+    ).save()
     with Consumer(bs, auto_offset_reset="earliest") as cons:
         cons.assign([(sink, p) for p in range(3)])
         cons.seek_to_beginning()
@@ -129,11 +131,19 @@ def test_streaming_query_while_a_leader_is_killed(cluster, spark, tmp_path):
                 time.sleep(0.1)
         done.set()
 
-    q = (spark.readStream.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic)
-         .option("startingOffsets", "earliest").load()
-         .select("value", "partition", "offset")
-         .writeStream.format("memory").queryName("cluster_stream")
-         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds").start())  # fmt: skip
+    q = (
+        spark.readStream.format("logsource")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("value", "partition", "offset")
+        .writeStream.format("memory")
+        .queryName("cluster_stream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
     try:
         t = threading.Thread(target=produce)
         t.start()
@@ -176,8 +186,13 @@ def test_etl_stays_exactly_once_while_a_leader_and_the_job_are_killed(cluster, s
     producer = start_producer(bs, topic, rate=400)
     try:
         with Admin(bs) as admin:
-            wait_for(lambda: sum(admin.list_offsets([(topic, p) for p in range(PARTITIONS)], "latest").values()) > 500,
-                     60, what="records in the topic")  # fmt: skip
+            wait_for(
+                lambda: (
+                    sum(admin.list_offsets([(topic, p) for p in range(PARTITIONS)], "latest").values()) > 500
+                ),
+                60,
+                what="records in the topic",
+            )
         job = Job(argv + ["--master", "local[1]", "--max-offsets-per-load", "3000"], pause_at="commit")
         assert job.wait_for(f"{PAUSED_MARKER} commit"), job.output
         first = c.leader(topic, 0)
@@ -231,8 +246,14 @@ def test_confluent_kafka_sees_every_broker_and_survives_a_leader_kill(cluster):
         p.poll(0)
     assert p.flush(90) == 0
     assert len(acked) == 3000
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": "rdk-cluster", "enable.auto.commit": False,
-                         "enable.partition.eof": True})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "rdk-cluster",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(3)])
     try:
         rows = [(m.value(), m.partition(), m.offset()) for m in confluent_read_to_eof(consumer, 3)]

@@ -41,7 +41,9 @@ def test_leader_session_expires(zk_connect, tmp_path):
         c.create_topic("t", 3, 3, {"min.insync.replicas": "2"})
         c.wait_full_isr("t")
         # the partition broker 1 leads (leaders are spread evenly: each broker leads one)
-        p = wait_for(lambda: [q for q, lead in c.leaders("t").items() if lead == 1], what="a partition led by 1")[0]
+        p = wait_for(
+            lambda: [q for q, lead in c.leaders("t").items() if lead == 1], what="a partition led by 1"
+        )[0]
         old_epoch = c.partition_state("t", p)["leader_epoch"]
         with Producer(c.bootstrap, acks="all") as prod:
             for i in range(20):
@@ -115,7 +117,9 @@ def test_zookeeper_restart(zookeeper, zk_connect, tmp_path):
                 deadline = time.monotonic() + 20
                 while len(got) < 60 and time.monotonic() < deadline:
                     got += cons.poll(timeout_ms=200)
-            assert sorted(m.value for m in got) == sorted([b"up-%d" % i for i in range(30)] + [b"down-%d" % i for i in range(30)])
+            assert sorted(m.value for m in got) == sorted(
+                [b"up-%d" % i for i in range(30)] + [b"down-%d" % i for i in range(30)]
+            )
             # down for longer than the brokers' session timeout (2 s)
             time.sleep(max(0.0, 3.0 - (time.monotonic() - down_since)))
         finally:

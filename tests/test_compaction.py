@@ -136,7 +136,9 @@ def test_bounded_offset_map_cleans_a_prefix(tmp_path):
     for _ in range(50):
         if not m.clean_logs(force=True):
             break
-    got = dict(zip(_table(lg).column("key").to_pylist(), _table(lg).column("offset").to_pylist(), strict=True))
+    got = dict(
+        zip(_table(lg).column("key").to_pylist(), _table(lg).column("offset").to_pylist(), strict=True)
+    )
     assert got == _last_offsets(keys) and _table(lg).num_rows == 1000
     m.close()
 
@@ -219,7 +221,10 @@ def _check_after_crash(d: Path, want: dict, end: int) -> None:
     assert got == want  # the final state, whether the swap was rolled back or finished
     assert t.column("value").to_pylist() == [b"v%d" % o for o in t.column("offset").to_pylist()]
     m.clean_logs(force=True)  # and cleaning goes on from there
-    assert dict(zip(_table(lg).column("key").to_pylist(), _table(lg).column("offset").to_pylist(), strict=True)) == want
+    assert (
+        dict(zip(_table(lg).column("key").to_pylist(), _table(lg).column("offset").to_pylist(), strict=True))
+        == want
+    )
     m.close()
 
 
@@ -302,7 +307,12 @@ def test_spark_stream_over_compacted_topic_with_gaps(spark, tmp_path):
         q.awaitTermination(300)
         assert q.exception() is None
         rows = spark.read.parquet(str(out)).collect()
-        batch = spark.read.format("logsource").option("bootstrap.servers", b.bootstrap).option("subscribe", "cs").load()
+        batch = (
+            spark.read.format("logsource")
+            .option("bootstrap.servers", b.bootstrap)
+            .option("subscribe", "cs")
+            .load()
+        )
         assert batch.count() == 20
     assert {r.k.encode(): r.offset for r in rows} == _last_offsets(keys)
     assert len(rows) == 20

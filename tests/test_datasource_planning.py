@@ -103,7 +103,10 @@ def test_option_errors_are_typed_and_name_the_option():
         ({"bootstrap.servers": "h:1", "assign": "[1]"}, "JSON object"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": "latest"}, "cannot be 'latest'"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": '{"a":{"0":-1}}'}, "-1 (latest)"),
-        ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": '{"a":{"x":1}}'}, "not an integer"),
+        (
+            {"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": '{"a":{"x":1}}'},
+            "not an integer",
+        ),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": '{"a":{"0":-7}}'}, "invalid"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "earliest"}, "cannot be 'earliest'"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "invalid"),
@@ -113,8 +116,14 @@ def test_option_errors_are_typed_and_name_the_option():
         ({"bootstrap.servers": "h:1", "subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "maxOffsetsPerTrigger": "10"}, "only for streaming"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "startingTimestamp": "-5"}, "startingTimestamp"),
-        ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsetsByTimestamp": '{"a":{"0":-3}}'}, "timestamp"),
-        ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, "Strategy"),
+        (
+            {"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsetsByTimestamp": '{"a":{"0":-3}}'},
+            "timestamp",
+        ),
+        (
+            {"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsetsByTimestampStrategy": "x"},
+            "Strategy",
+        ),
     ]
     for o, needle in bad:
         with pytest.raises(ConfigError) as ei:
@@ -122,7 +131,9 @@ def test_option_errors_are_typed_and_name_the_option():
         assert needle in str(ei.value), (o, str(ei.value))
         assert ei.value.code == 1003
     with pytest.raises(ConfigError, match="only for batch"):
-        parse_read_options({"bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "latest"}, streaming=True)
+        parse_read_options(
+            {"bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "latest"}, streaming=True
+        )
 
 
 def test_options_forms_and_defaults():
@@ -136,10 +147,17 @@ def test_options_forms_and_defaults():
     o = opts(startingTimestamp=1500, startingOffsets="earliest", endingOffsetsByTimestamp={"a": {"0": 2000}})
     assert o.starting == TimestampSpec(global_ts=1500)
     assert o.ending == TimestampSpec(per_partition={"a": {0: 2000}})
-    w = parse_write_options({"bootstrap.servers": "h:1", "topic": "t", "kafka.compression.type": "LZ4", "acks": "1"})
+    w = parse_write_options(
+        {"bootstrap.servers": "h:1", "topic": "t", "kafka.compression.type": "LZ4", "acks": "1"}
+    )
     assert (w.topic, w.compression, w.acks) == ("t", "lz4", 1)
     assert w.batch_size is None  # the write task then uses datasource.SINK_BATCH_BYTES
-    assert parse_write_options({"bootstrap.servers": "h:1", "topic": "t", "kafka.batch.size": "65536"}).batch_size == 65536
+    assert (
+        parse_write_options(
+            {"bootstrap.servers": "h:1", "topic": "t", "kafka.batch.size": "65536"}
+        ).batch_size
+        == 65536
+    )
     assert o.max_bytes_per_fetch == 8 << 20
     assert opts(**{"kafka.fetch.max.bytes": "4096"}).max_bytes_per_fetch == 4096
     assert opts(**{"fetch.max.bytes": "8192", "kafka.fetch.max.bytes": "4096"}).max_bytes_per_fetch == 8192
@@ -162,36 +180,64 @@ def test_select_partitions(log):
         pl.select_partitions(o, log.partitions_for, log.list_topics)
     with pytest.raises(UnknownTopicOrPartition, match="'nope'"):
         pl.select_partitions(opts(subscribe="nope"), log.partitions_for, log.list_topics)
-    assert pl.select_partitions(opts(subscribe="nope,c"), log.partitions_for, log.list_topics, missing_ok=True) == [("c", 0)]
-    assert pl.select_partitions(opts(), log.partitions_for, log.list_topics, topics_filter={"b"}) == [("b", 0)]
+    assert pl.select_partitions(
+        opts(subscribe="nope,c"), log.partitions_for, log.list_topics, missing_ok=True
+    ) == [("c", 0)]
+    assert pl.select_partitions(opts(), log.partitions_for, log.list_topics, topics_filter={"b"}) == [
+        ("b", 0)
+    ]
 
 
 def test_resolve_all_forms(log):
     tps = [("a", 0), ("a", 1), ("b", 0)]
-    assert pl.resolve("earliest", tps, log.lookup, name="s", default="earliest") == {("a", 0): 0, ("a", 1): 20, ("b", 0): 0}
-    assert pl.resolve("latest", tps, log.lookup, name="s", default="earliest") == {("a", 0): 100, ("a", 1): 70, ("b", 0): 4}
+    assert pl.resolve("earliest", tps, log.lookup, name="s", default="earliest") == {
+        ("a", 0): 0,
+        ("a", 1): 20,
+        ("b", 0): 0,
+    }
+    assert pl.resolve("latest", tps, log.lookup, name="s", default="earliest") == {
+        ("a", 0): 100,
+        ("a", 1): 70,
+        ("b", 0): 4,
+    }
     o = opts(streaming=True, startingOffsets={"a": {"0": 7, "1": -2}, "b": {"0": -1}})
-    assert pl.resolve(o.starting, tps, log.lookup, name="s", default="earliest") == {("a", 0): 7, ("a", 1): 20, ("b", 0): 4}
+    assert pl.resolve(o.starting, tps, log.lookup, name="s", default="earliest") == {
+        ("a", 0): 7,
+        ("a", 1): 20,
+        ("b", 0): 4,
+    }
     # Partitions the JSON does not name take the default.
     o = opts(endingOffsets={"a": {"0": 9}})
-    assert pl.resolve(o.ending, tps, log.lookup, name="e", default="latest") == {("a", 0): 9, ("a", 1): 70, ("b", 0): 4}
+    assert pl.resolve(o.ending, tps, log.lookup, name="e", default="latest") == {
+        ("a", 0): 9,
+        ("a", 1): 70,
+        ("b", 0): 4,
+    }
     with pytest.raises(ConfigError, match="a-5"):
-        pl.resolve(opts(startingOffsets={"a": {"5": 1}}).starting, tps, log.lookup, name="s", default="earliest")
+        pl.resolve(
+            opts(startingOffsets={"a": {"5": 1}}).starting, tps, log.lookup, name="s", default="earliest"
+        )
     # Timestamps through the time index: first offset with ts >= T.
     o = opts(startingTimestamp=1105)
     assert pl.resolve(o.starting, tps, log.lookup, name="s", default="earliest", strategy="latest") == {
-        ("a", 0): 11, ("a", 1): 31, ("b", 0): 0,
-    }  # fmt: skip
+        ("a", 0): 11,
+        ("a", 1): 31,
+        ("b", 0): 0,
+    }
     late = opts(startingTimestamp=5500).starting  # b-0 has 6000; a-* nothing that late
     assert pl.resolve(late, tps, log.lookup, name="s", default="earliest", strategy="latest") == {
-        ("a", 0): 100, ("a", 1): 70, ("b", 0): 3,
-    }  # fmt: skip
+        ("a", 0): 100,
+        ("a", 1): 70,
+        ("b", 0): 3,
+    }
     with pytest.raises(OffsetOutOfRange, match="a-0"):
         pl.resolve(late, tps, log.lookup, name="s", default="earliest", strategy="error")
     o = opts(startingOffsetsByTimestamp={"a": {"1": 1200}, "b": {"0": 4500}})
     assert pl.resolve(o.starting, tps, log.lookup, name="s", default="earliest", strategy="error") == {
-        ("a", 0): 0, ("a", 1): 40, ("b", 0): 0,
-    }  # fmt: skip
+        ("a", 0): 0,
+        ("a", 1): 40,
+        ("b", 0): 0,
+    }
 
 
 def test_plan_and_split_ranges():
@@ -203,9 +249,13 @@ def test_plan_and_split_ranges():
     split = pl.split_ranges(ranges, 6)
     # Proportional to size: 100 -> 4 parts, 50 -> 2 parts; contiguous, covering, no overlap.
     assert [(r.tp, r.start, r.end) for r in split] == [
-        (("a", 0), 0, 25), (("a", 0), 25, 50), (("a", 0), 50, 75), (("a", 0), 75, 100),
-        (("a", 1), 20, 45), (("a", 1), 45, 70),
-    ]  # fmt: skip
+        (("a", 0), 0, 25),
+        (("a", 0), 25, 50),
+        (("a", 0), 50, 75),
+        (("a", 0), 75, 100),
+        (("a", 1), 20, 45),
+        (("a", 1), 45, 70),
+    ]
     assert len(pl.split_ranges([pl.OffsetRange("x", 0, 0, 3)], 10)) == 3  # never an empty range
     with pytest.raises(ConfigError, match="after ending"):
         pl.plan_ranges({("a", 0): 9}, {("a", 0): 5})
@@ -259,7 +309,9 @@ def test_rate_limit_is_max_min_fair():
     assert pl.rate_limit(start, latest, None) == latest
     # Backlogs 1000, 5, 0 under 100: the small one gets all it needs, the big one the rest.
     assert pl.rate_limit(start, latest, 100) == {("a", 0): 95, ("a", 1): 5, ("a", 2): 100}
-    even = pl.rate_limit({("a", 0): 0, ("a", 1): 0, ("a", 2): 0}, {("a", 0): 50, ("a", 1): 50, ("a", 2): 50}, 10)
+    even = pl.rate_limit(
+        {("a", 0): 0, ("a", 1): 0, ("a", 2): 0}, {("a", 0): 50, ("a", 1): 50, ("a", 2): 50}, 10
+    )
     assert sorted(even.values()) == [3, 3, 4] and sum(even.values()) == 10
     assert pl.rate_limit(start, latest, 10_000) == latest
 
@@ -269,7 +321,10 @@ def test_offsets_json_and_advance_only():
     j = pl.to_json(d)
     assert j == {"a": {"0": 5, "10": 7}, "b": {"2": 0}}
     assert pl.from_json(json.loads(json.dumps(j))) == d
-    assert pl.advance_only({("a", 0): 9, ("z", 0): 1}, {("a", 0): 3, ("a", 1): 2}) == {("a", 0): 9, ("a", 1): 2}
+    assert pl.advance_only({("a", 0): 9, ("z", 0): 1}, {("a", 0): 3, ("a", 1): 2}) == {
+        ("a", 0): 9,
+        ("a", 1): 2,
+    }
 
 
 # --------------------------------------------------------------------------- Arrow
@@ -289,16 +344,23 @@ def test_arrow_conversion_matches_spark_schema_without_row_loop():
         assert rb.schema.equals(spark_schema)
     rb = sarrow.to_spark_batch(t, "topic", 3, True, ts_lo_us=1_500_000, ts_hi_us=3_000_000)
     assert rb.to_pydict() == {
-        "key": [None], "value": [b"v1"], "topic": ["topic"], "partition": [3], "offset": [1],
-        "timestamp": [dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)], "timestampType": [0],
+        "key": [None],
+        "value": [b"v1"],
+        "topic": ["topic"],
+        "partition": [3],
+        "offset": [1],
+        "timestamp": [dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)],
+        "timestampType": [0],
         "headers": [[{"key": "x", "value": None}]],
-    }  # fmt: skip
+    }
 
 
 def test_spark_batches_are_cut_in_slices_of_about_max_bytes():
     values = [bytes([97 + i % 26]) * 200 for i in range(1000)]
-    fetched = [fb.to_arrow(fb.encode(values[s : s + 250], base_offset=s), s, s + 250).to_batches()[0]
-               for s in range(0, 1000, 250)]  # fmt: skip
+    fetched = [
+        fb.to_arrow(fb.encode(values[s : s + 250], base_offset=s), s, s + 250).to_batches()[0]
+        for s in range(0, 1000, 250)
+    ]
     whole = sarrow.to_spark_batch(pa.Table.from_batches(fetched), "t", 1, False)
     assert [b.num_rows for b in sarrow.to_spark_batches(fetched, "t", 1, False, 1)] == [1] * 1000
     for max_bytes in (1, 10_000, 60_000, whole.nbytes // 2, whole.nbytes * 2 // 3, whole.nbytes, 1 << 30):
@@ -315,15 +377,31 @@ def test_write_schema_checks():
     def schema(*fields):
         return StructType(list(fields))
 
-    ok = schema(StructField("value", StringType()), StructField("key", BinaryType()), StructField("partition", IntegerType()))
+    ok = schema(
+        StructField("value", StringType()),
+        StructField("key", BinaryType()),
+        StructField("partition", IntegerType()),
+    )
     sarrow.check_write_schema(ok, True)
     cases = [
         (schema(StructField("key", BinaryType())), True, "needs a 'value' column"),
         (schema(StructField("value", LongType())), True, "binary or string"),
         (schema(StructField("value", BinaryType())), False, "no topic"),
-        (schema(StructField("value", BinaryType()), StructField("topic", IntegerType())), True, "'topic' must be a string"),
-        (schema(StructField("value", BinaryType()), StructField("partition", LongType())), True, "'partition' must be an int"),
-        (schema(StructField("value", BinaryType()), StructField("headers", ArrayType(StringType()))), True, "'headers'"),
+        (
+            schema(StructField("value", BinaryType()), StructField("topic", IntegerType())),
+            True,
+            "'topic' must be a string",
+        ),
+        (
+            schema(StructField("value", BinaryType()), StructField("partition", LongType())),
+            True,
+            "'partition' must be an int",
+        ),
+        (
+            schema(StructField("value", BinaryType()), StructField("headers", ArrayType(StringType()))),
+            True,
+            "'headers'",
+        ),
     ]
     for s, has_topic, needle in cases:
         with pytest.raises(ConfigError, match=needle):

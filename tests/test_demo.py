@@ -32,7 +32,16 @@ def test_events_schema_json_and_keys():
     assert t.num_rows == 5_000
     values = [json.loads(v) for v in t.column("value").to_pylist()]
     assert {v["event"] for v in values} == {"page_view"}
-    assert set(values[0]) == {"event", "user_id", "page", "referrer", "user_agent", "country", "duration_ms", "ts"}
+    assert set(values[0]) == {
+        "event",
+        "user_id",
+        "page",
+        "referrer",
+        "user_agent",
+        "country",
+        "duration_ms",
+        "ts",
+    }
     # the key is the user id, and the JSON's ts is the record timestamp
     assert [v["user_id"].encode() for v in values] == t.column("key").to_pylist()
     assert [v["ts"] for v in values] == t.column("timestamp").cast(pa.int64()).to_pylist()
@@ -40,7 +49,9 @@ def test_events_schema_json_and_keys():
 
 def test_events_timestamps_in_window_and_ordered_across_chunks():
     gen = EventGenerator(seed=3, start_ms=1_700_000_000_000, window_ms=3_600_000)
-    ts = np.concatenate([c.column("timestamp").cast(pa.int64()).to_numpy() for c in gen.chunks(200_000, 30_000)])
+    ts = np.concatenate(
+        [c.column("timestamp").cast(pa.int64()).to_numpy() for c in gen.chunks(200_000, 30_000)]
+    )
     assert len(ts) == 200_000
     assert ts.min() >= 1_700_000_000_000 and ts.max() < 1_700_000_000_000 + 3_600_000
     assert (np.diff(ts) >= 0).all()
@@ -121,7 +132,7 @@ def test_java_check_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(JavaMissing, match="Java runtime, version 17"):
         check_java()
     old = tmp_path / "java"
-    old.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    old.write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
     old.chmod(0o755)
     with pytest.raises(JavaMissing, match="found Java 11"):
         check_java()
@@ -132,8 +143,11 @@ def test_demo_without_java_exits_nonzero_with_help(tmp_path):
     env["PATH"] = str(tmp_path)  # no java anywhere
     p = subprocess.run(
         [sys.executable, "-m", "pyspark_logsource.demo", "--events", "10"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert p.returncode == 2
     assert "Java runtime, version 17 or newer" in p.stderr
     assert "apt-get install openjdk-17-jre-headless" in p.stderr
@@ -146,10 +160,23 @@ def test_demo_without_java_exits_nonzero_with_help(tmp_path):
 def test_demo_end_to_end(tmp_path):
     out = tmp_path / "out"
     cmd = [
-        sys.executable, "-m", "pyspark_logsource.demo", "--events", "30000", "--partitions", "3",
-        "--stream-seconds", "3", "--stream-rate", "3000", "--output-dir", str(out),
-        "--data-dir", str(tmp_path / "data"), "--no-progress",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pyspark_logsource.demo",
+        "--events",
+        "30000",
+        "--partitions",
+        "3",
+        "--stream-seconds",
+        "3",
+        "--stream-rate",
+        "3000",
+        "--output-dir",
+        str(out),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--no-progress",
+    ]
     from support.spark_jvm import examples_conf_dir
 
     # conf/ plus the test drivers' JVM options (C1 only, the serial GC: tests/support/spark_jvm.py)
@@ -161,7 +188,16 @@ def test_demo_end_to_end(tmp_path):
     assert "demo finished OK" in o
     assert re.search(r"produced 30,000 events in [\d.]+ s", o)
     # the summary table: one row per step, the second ETL run loaded nothing
-    for step in ("produce", "ETL run 1", "ETL run 2", "ETL --verify", "batch query", "pushdown", "streaming", "picture"):
+    for step in (
+        "produce",
+        "ETL run 1",
+        "ETL run 2",
+        "ETL --verify",
+        "batch query",
+        "pushdown",
+        "streaming",
+        "picture",
+    ):
         assert re.search(rf"^\| {re.escape(step)}\s+\|", o, re.M), step
     assert re.search(r"^\| ETL run 1\s+\| committed load \d+: 30,000 rows", o, re.M)
     assert re.search(r"^\| ETL run 2\s+\| nothing new: 0 rows", o, re.M)

@@ -14,7 +14,9 @@ SECRET = "sasl.jaas.config=password=hunter2 in /etc/secret/broker.properties"
 
 def test_a_typed_error_is_answered_with_its_code_and_message():
     assert error_fields(InvalidTopic("topic name 'a/b' contains illegal characters")) == (
-        InvalidTopic.code, "topic name 'a/b' contains illegal characters")  # fmt: skip
+        InvalidTopic.code,
+        "topic name 'a/b' contains illegal characters",
+    )
     assert error_fields(NotCoordinator()) == (NotCoordinator.code, NotCoordinator.__doc__)
     assert error_fields(InvalidTopic("x")).code == InvalidTopic.code
 

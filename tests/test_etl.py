@@ -54,12 +54,16 @@ def out_for(target, path) -> str:
 
 def args_for(out, *extra, target="local"):
     mode = ["--commit-mode", "direct"] if target == "direct" else []
-    return etl.parse_args(["--output", str(out), "--bootstrap-servers", "localhost:1", "--subscribe", "t", *mode, *extra])
+    return etl.parse_args(
+        ["--output", str(out), "--bootstrap-servers", "localhost:1", "--subscribe", "t", *mode, *extra]
+    )
 
 
 def plan_for(store, ranges):
     committed = store.committed_offsets()
-    return etl.LoadPlan({tp: s for tp, (s, _) in ranges.items()}, {tp: e for tp, (_, e) in ranges.items()}, committed)
+    return etl.LoadPlan(
+        {tp: s for tp, (s, _) in ranges.items()}, {tp: e for tp, (_, e) in ranges.items()}, committed
+    )
 
 
 def write_and_commit(spark, df, cfg, ranges):
@@ -74,7 +78,9 @@ def store_of(spark, out):
 
 def data_dirs(store):
     """Directories of committed files below the load directory (direct mode) or the root."""
-    return sorted({os.path.dirname(f.split("/", 1)[1] if f.startswith("load=") else f) for f in store.committed_files()})
+    return sorted(
+        {os.path.dirname(f.split("/", 1)[1] if f.startswith("load=") else f) for f in store.committed_files()}
+    )
 
 
 def visible_rows(out):
@@ -163,7 +169,8 @@ def test_other_formats(spark, tmp_path, fmt, target):
 
 
 @pytest.mark.parametrize(
-    "kind,match", [("drop", "19 row"), ("dup", "21 row"), ("dupgap", "duplicate or gap"), ("extra", "not in the plan")]
+    "kind,match",
+    [("drop", "19 row"), ("dup", "21 row"), ("dupgap", "duplicate or gap"), ("extra", "not in the plan")],
 )
 def test_audit_mismatch_commits_nothing(spark, tmp_path, kind, match, target):
     out = out_for(target, tmp_path / "out")
@@ -256,12 +263,47 @@ def test_plan_load():
     [
         (["--subscribe", "t", "--bootstrap-servers", "h:1"], "--output"),
         (["--output", "o", "--bootstrap-servers", "h:1"], "exactly one"),
-        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--decode", "json"], "value-schema"),
-        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--partition-by", "day"], "partition-by"),
-        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--max-offsets-per-load", "0"], "positive"),
-        (["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--starting-offsets", "5"], "earliest"),
+        (
+            ["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--decode", "json"],
+            "value-schema",
+        ),
+        (
+            ["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--partition-by", "day"],
+            "partition-by",
+        ),
+        (
+            [
+                "--output",
+                "o",
+                "--bootstrap-servers",
+                "h:1",
+                "--subscribe",
+                "t",
+                "--max-offsets-per-load",
+                "0",
+            ],
+            "positive",
+        ),
+        (
+            ["--output", "o", "--bootstrap-servers", "h:1", "--subscribe", "t", "--starting-offsets", "5"],
+            "earliest",
+        ),
         (["--output", "o", "--subscribe", "t", "--output-format", "iceberg"], "--table"),
-        (["--output", "o", "--subscribe", "t", "--output-format", "iceberg", "--table", "db.t", "--format", "csv"], "parquet"),
+        (
+            [
+                "--output",
+                "o",
+                "--subscribe",
+                "t",
+                "--output-format",
+                "iceberg",
+                "--table",
+                "db.t",
+                "--format",
+                "csv",
+            ],
+            "parquet",
+        ),
         (["--output", "o", "--status", "--verify"], "at most one"),
     ],
 )
@@ -276,7 +318,13 @@ def test_bootstrap_default(monkeypatch):
 
 
 def test_config_is_frozen_and_round_trips_to_argv():
-    cfg = etl.EtlConfig(output="/o", bootstrap_servers="h:1", subscribe="t", partition_by="topic,date", max_offsets_per_load="7")
+    cfg = etl.EtlConfig(
+        output="/o",
+        bootstrap_servers="h:1",
+        subscribe="t",
+        partition_by="topic,date",
+        max_offsets_per_load="7",
+    )
     assert cfg.partition_by == ("topic", "date") and cfg.max_offsets_per_load == 7
     with pytest.raises(AttributeError):
         cfg.output = "/elsewhere"  # type: ignore[misc]
@@ -290,9 +338,17 @@ def test_config_is_frozen_and_round_trips_to_argv():
 
 def test_properties_file(tmp_path):
     conf = tmp_path / "etl.properties"
-    conf.write_text("# comment\nbootstrap.servers=h:9\nsubscribe=a,b\noutput=/x\noutput.format=json\nmaxOffsetsPerLoad=5\n")
+    conf.write_text(
+        "# comment\nbootstrap.servers=h:9\nsubscribe=a,b\noutput=/x\noutput.format=json\nmaxOffsetsPerLoad=5\n"
+    )
     a = etl.parse_args(["--config", str(conf), "--format", "csv"])
-    assert (a.bootstrap_servers, a.subscribe, a.output, a.format, a.max_offsets_per_load) == ("h:9", "a,b", "/x", "csv", 5)
+    assert (a.bootstrap_servers, a.subscribe, a.output, a.format, a.max_offsets_per_load) == (
+        "h:9",
+        "a,b",
+        "/x",
+        "csv",
+        5,
+    )
     conf.write_text("bogus.key=1\n")
     with pytest.raises(ConfigError, match="bogus"):
         etl.parse_args(["--config", str(conf), "--output", "/x", "--status"])
@@ -323,13 +379,26 @@ def test_spark_submit_and_cli_entry_points(spark, tmp_path):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     r = subprocess.run(
-        [submit, "--master", "local[1]", os.path.join(root, "pyspark_logsource", "jobs", "etl.py"), "--verify", "--output", str(out)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+        [
+            submit,
+            "--master",
+            "local[1]",
+            os.path.join(root, "pyspark_logsource", "jobs", "etl.py"),
+            "--verify",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verify: OK" in r.stdout
     cli = os.path.join(os.path.dirname(sys.executable), "logsource")
-    r = subprocess.run([cli, "etl", "--status", "--output", str(out)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [cli, "etl", "--status", "--output", str(out)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     row = [line.split() for line in r.stdout.splitlines() if line.startswith("t ")]
     assert row and row[0][:5] == ["t", "0", "0", "25", "25"], r.stdout

@@ -54,7 +54,12 @@ class Job:
             env[FAULT_ENV] = pause_at
             env[PAUSE_SECONDS_ENV] = "120"
         self.proc = subprocess.Popen(
-            (cmd or ETL) + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
+            (cmd or ETL) + argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            env=env,
         )
         self.lines: list[str] = []
         self._t = threading.Thread(target=self._pump, daemon=True)
@@ -144,7 +149,9 @@ def visible_offsets(out: Path) -> dict[int, list[int]]:
     """(partition -> sorted offsets) as a plain pyarrow dataset reader sees the output."""
     if not out.exists() or not any(p for p in out.iterdir() if not p.name.startswith(("_", "."))):
         return {}
-    t = pads.dataset(str(out), format="parquet", partitioning="hive").to_table(columns=["partition", "offset"])
+    t = pads.dataset(str(out), format="parquet", partitioning="hive").to_table(
+        columns=["partition", "offset"]
+    )
     res: dict[int, list[int]] = {}
     for p, o in zip(t.column("partition").to_pylist(), t.column("offset").to_pylist(), strict=True):
         res.setdefault(p, []).append(o)
@@ -156,14 +163,26 @@ def assert_exactly_committed(out: Path, store: OffsetStore | None = None) -> dic
     committed = (store or OffsetStore(str(out))).committed_offsets()
     seen = visible_offsets(out)
     for (_t, p), end in committed.items():
-        assert seen.get(p, []) == list(range(end)), f"partition {p}: committed {end}, visible {len(seen.get(p, []))}"
+        assert seen.get(p, []) == list(range(end)), (
+            f"partition {p}: committed {end}, visible {len(seen.get(p, []))}"
+        )
     assert set(seen) <= {p for (_t, p) in committed}
     return committed
 
 
 def run_kill_schedule(
-    broker, tmp_path, spark, *, topic: str, output: str, points: list[str], kills_wanted: int,
-    cmd: list[str] | None = None, extra: tuple[str, ...] = (), hadoop: bool = False, seed: int = 4,
+    broker,
+    tmp_path,
+    spark,
+    *,
+    topic: str,
+    output: str,
+    points: list[str],
+    kills_wanted: int,
+    cmd: list[str] | None = None,
+    extra: tuple[str, ...] = (),
+    hadoop: bool = False,
+    seed: int = 4,
     iceberg: bool = False,
 ) -> dict[str, int]:
     """Kill the batch job kills_wanted times (random moments and named pause points) while a producer
@@ -172,8 +191,20 @@ def run_kill_schedule(
 
     create_topic(broker.bootstrap, topic)
     out = tmp_path / "out"
-    argv = ["--bootstrap-servers", broker.bootstrap, "--subscribe", topic, "--output", output,
-            "--master", "local[1]", "--no-progress", "--max-offsets-per-load", "3000", *extra]  # fmt: skip
+    argv = [
+        "--bootstrap-servers",
+        broker.bootstrap,
+        "--subscribe",
+        topic,
+        "--output",
+        output,
+        "--master",
+        "local[1]",
+        "--no-progress",
+        "--max-offsets-per-load",
+        "3000",
+        *extra,
+    ]
     producer = start_producer(broker.bootstrap, topic)
     rng = random.Random(seed)
     schedule = list(points)
@@ -224,7 +255,9 @@ def run_kill_schedule(
     assert res.seq is None and any("committed nothing" in line for line in said), said
     assert check() == ends
     if iceberg:
-        rep = etl.make_sink(etl.parse_args(["--output", output, "--verify", *extra])).verify(spark, lambda s: None)
+        rep = etl.make_sink(etl.parse_args(["--output", output, "--verify", *extra])).verify(
+            spark, lambda s: None
+        )
         assert rep.ok, rep.problems
         return kills
     rep = etl.verify(spark, output, log=lambda s: None)
@@ -252,7 +285,9 @@ def assert_iceberg_exactly_committed(cfg) -> dict[tuple[str, int], int]:
     for topic, p, o in keys:
         seen.setdefault((topic, p), []).append(o)
     for tp, end in committed.items():
-        assert sorted(seen.get(tp, [])) == list(range(end)), f"{tp}: committed {end}, table has {len(seen.get(tp, []))}"
+        assert sorted(seen.get(tp, [])) == list(range(end)), (
+            f"{tp}: committed {end}, table has {len(seen.get(tp, []))}"
+        )
     assert set(seen) <= set(committed)
     return committed
 
@@ -270,10 +305,18 @@ def test_kill_9_batch_job_at_random_moments_and_commit_points(broker, tmp_path, 
     # same code on both), to keep the suite affordable on 2 cores
     points = COMMIT_POINTS if fs == "hadoop" else ["commit", "publish", "publish_mid"]
     kills = run_kill_schedule(
-        broker, tmp_path, spark, topic="etlkill", output=output, points=points, kills_wanted=10 if fs == "hadoop" else 3,
+        broker,
+        tmp_path,
+        spark,
+        topic="etlkill",
+        output=output,
+        points=points,
+        kills_wanted=10 if fs == "hadoop" else 3,
         hadoop=fs == "hadoop",
     )
-    assert kills.get("commit", 0) + kills.get("publish", 0) + kills.get("publish_mid", 0) >= (5 if fs == "hadoop" else 3)
+    assert kills.get("commit", 0) + kills.get("publish", 0) + kills.get("publish_mid", 0) >= (
+        5 if fs == "hadoop" else 3
+    )
 
 
 @pytest.mark.timeout(2400)
@@ -282,9 +325,17 @@ def test_kill_9_iceberg_load(broker, tmp_path, spark):
     producer runs, then run it clean: a pyiceberg scan returns every offset exactly once."""
     points = ["random"] * 4 + ["after_write"] * 3 + ["commit"] * 3
     kills = run_kill_schedule(
-        broker, tmp_path, spark, topic="etlice", output=str(tmp_path / "out"), points=points, kills_wanted=10,
-        extra=("--output-format", "iceberg", "--table", "db.events"), iceberg=True, seed=5,
-    )  # fmt: skip
+        broker,
+        tmp_path,
+        spark,
+        topic="etlice",
+        output=str(tmp_path / "out"),
+        points=points,
+        kills_wanted=10,
+        extra=("--output-format", "iceberg", "--table", "db.events"),
+        iceberg=True,
+        seed=5,
+    )
     assert kills.get("commit", 0) >= 2, kills
 
 
@@ -306,14 +357,25 @@ def test_kill_9_on_a_store_whose_rename_is_a_copy(broker, tmp_path, spark, monke
         else:
             points = ["random", "after_write", "commit", "commit"]
         kills = run_kill_schedule(
-            broker, tmp_path, spark, topic=f"etlcopy{mode}", output="file://" + str(tmp_path / "out"), points=points,
-            kills_wanted=4, cmd=COPY_RENAME_JOB, extra=("--commit-mode", mode), hadoop=True, seed=11,
-        )  # fmt: skip
+            broker,
+            tmp_path,
+            spark,
+            topic=f"etlcopy{mode}",
+            output="file://" + str(tmp_path / "out"),
+            points=points,
+            kills_wanted=4,
+            cmd=COPY_RENAME_JOB,
+            extra=("--commit-mode", mode),
+            hadoop=True,
+            seed=11,
+        )
         if mode == "rename":
             assert kills.get("rename_copied", 0) >= 2, kills
         else:
             names = [p.name for p in (tmp_path / "out").iterdir()]
-            assert all(n.startswith(("load=", "_", ".")) for n in names), f"direct mode put data outside its load dirs: {names}"
+            assert all(n.startswith(("load=", "_", ".")) for n in names), (
+                f"direct mode put data outside its load dirs: {names}"
+            )
     finally:
         register_filesystem("file", None)
 
@@ -323,8 +385,18 @@ def test_kill_9_streaming_job_restarts_from_checkpoint(broker, tmp_path, spark):
     topic = "etlstream"
     create_topic(broker.bootstrap, topic)
     out = tmp_path / "out"
-    base = ["--bootstrap-servers", broker.bootstrap, "--subscribe", topic, "--output", str(out),
-            "--master", "local[1]", "--no-progress", "--streaming"]  # fmt: skip
+    base = [
+        "--bootstrap-servers",
+        broker.bootstrap,
+        "--subscribe",
+        topic,
+        "--output",
+        str(out),
+        "--master",
+        "local[1]",
+        "--no-progress",
+        "--streaming",
+    ]
     producer = start_producer(broker.bootstrap, topic)
     rng = random.Random(7)
     kills = 0

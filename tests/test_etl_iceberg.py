@@ -28,7 +28,11 @@ def topic(tmp_path):
             admin.create_topic("events", partitions=PARTITIONS)
         with Producer(b.bootstrap) as p:
             for i in range(300):
-                p.send("events", value=json.dumps({"user": f"u{i % 7}", "n": i}).encode(), partition=i % PARTITIONS)
+                p.send(
+                    "events",
+                    value=json.dumps({"user": f"u{i % 7}", "n": i}).encode(),
+                    partition=i % PARTITIONS,
+                )
             p.flush()
         yield b
 
@@ -43,9 +47,25 @@ def produce(bootstrap: str, n: int, start: int = 0) -> None:
 
 
 def cfg_for(tmp_path, bootstrap: str, *extra: str) -> etl.EtlConfig:
-    return etl.parse_args(["--bootstrap-servers", bootstrap, "--subscribe", "events", "--output", str(tmp_path / "lake"),
-                           "--output-format", "iceberg", "--table", "db.events", "--decode", "json",
-                           "--value-schema", "user STRING, n INT", *extra])  # fmt: skip
+    return etl.parse_args(
+        [
+            "--bootstrap-servers",
+            bootstrap,
+            "--subscribe",
+            "events",
+            "--output",
+            str(tmp_path / "lake"),
+            "--output-format",
+            "iceberg",
+            "--table",
+            "db.events",
+            "--decode",
+            "json",
+            "--value-schema",
+            "user STRING, n INT",
+            *extra,
+        ]
+    )
 
 
 def sql_catalog(tmp_path):
@@ -82,7 +102,17 @@ def test_load_twice_then_more(spark, tmp_path, topic):
     assert snap.summary["logsource.seq"] == "1"
     # schema: the metadata columns plus the decoded value; partitioned by the hour (and so the day) of the timestamp
     names = {f.name for f in table.schema().fields}
-    assert {"topic", "partition", "offset", "timestamp", "timestampType", "key", "user", "n", "_corrupt_record"} <= names
+    assert {
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "key",
+        "user",
+        "n",
+        "_corrupt_record",
+    } <= names
     assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("timestamp_hour", "hour")]
     row = table.scan(row_filter="offset == 5 and partition == 2").to_arrow().to_pylist()[0]
     assert row["n"] == 17 and row["user"] == "u3"
@@ -144,6 +174,8 @@ def test_orphan_files_of_a_dead_load_are_removed(spark, tmp_path, topic):
 def test_embedded_catalog_needs_a_local_output():
     from pyspark_logsource.errors import ConfigError
 
-    cfg = etl.parse_args(["--output", "hdfs://nn:8020/lake", "--output-format", "iceberg", "--table", "db.t", "--status"])
+    cfg = etl.parse_args(
+        ["--output", "hdfs://nn:8020/lake", "--output-format", "iceberg", "--table", "db.t", "--status"]
+    )
     with pytest.raises(ConfigError, match="local --output"):
         IcebergSink(cfg)

@@ -49,10 +49,14 @@ def test_which_directories_a_run_locks(tmp_path):
 
 
 def test_run_lock_refuses_a_second_run_and_releases_on_exit(tmp_path):
-    cfg = parse_args(["--output", str(tmp_path / "out"), "--bootstrap-servers", "127.0.0.1:1", "--subscribe", "t"])
+    cfg = parse_args(
+        ["--output", str(tmp_path / "out"), "--bootstrap-servers", "127.0.0.1:1", "--subscribe", "t"]
+    )
     with run_lock(cfg) as locks:
         assert [lk.directory for lk in locks] == [tmp_path / "out"]
-        with pytest.raises(DirectoryInUse, match=f"output directory {tmp_path / 'out'} is in use by another {OWNER}"):
+        with pytest.raises(
+            DirectoryInUse, match=f"output directory {tmp_path / 'out'} is in use by another {OWNER}"
+        ):
             with run_lock(cfg):
                 pass
     with run_lock(cfg):  # released
@@ -65,10 +69,14 @@ def test_the_etl_command_refuses_an_output_another_run_holds(tmp_path):
     holder = DirLock.acquire(out, OWNER, "output directory")  # what a running load holds
     try:
         t0 = time.monotonic()
-        p = subprocess.run([*ETL, "--output", str(out), "--status"], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [*ETL, "--output", str(out), "--status"], capture_output=True, text=True, timeout=120
+        )
         assert p.returncode == 2
-        assert p.stderr.strip() == (f"etl: DirectoryInUse: output directory {out} is in use by another {OWNER} "
-                                    f"(pid {os.getpid()}, {out / LOCK_FILE} is locked)")  # fmt: skip
+        assert p.stderr.strip() == (
+            f"etl: DirectoryInUse: output directory {out} is in use by another {OWNER} "
+            f"(pid {os.getpid()}, {out / LOCK_FILE} is locked)"
+        )
         assert time.monotonic() - t0 < 60  # refused before any Spark or recovery work
     finally:
         holder.release()
@@ -98,10 +106,22 @@ def test_a_second_load_while_the_first_is_committing_is_refused(tmp_path):
                 prod.send("t", b"m-%d" % i)
             prod.flush()
         out = tmp_path / "out"
-        argv = [*ETL, "--bootstrap-servers", b.bootstrap, "--subscribe", "t", "--output", str(out),
-                "--master", "local[1]", "--no-progress"]  # fmt: skip
+        argv = [
+            *ETL,
+            "--bootstrap-servers",
+            b.bootstrap,
+            "--subscribe",
+            "t",
+            "--output",
+            str(out),
+            "--master",
+            "local[1]",
+            "--no-progress",
+        ]
         first_env = dict(env, **{PAUSE_ENV: "commit", PAUSE_SECONDS_ENV: "15"})
-        first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=first_env)
+        first = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=first_env
+        )
         try:
             lines = []
             for line in first.stdout:
@@ -112,7 +132,10 @@ def test_a_second_load_while_the_first_is_committing_is_refused(tmp_path):
                 raise AssertionError("".join(lines[-40:]))
             second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
             assert second.returncode == 2, second.stdout + second.stderr
-            assert f"etl: DirectoryInUse: output directory {out} is in use by another {OWNER} (pid {first.pid}," in second.stderr
+            assert (
+                f"etl: DirectoryInUse: output directory {out} is in use by another {OWNER} (pid {first.pid},"
+                in second.stderr
+            )
             rest = first.communicate(timeout=180)[0]
             assert first.returncode == 0, "".join(lines) + rest
         finally:

@@ -33,8 +33,15 @@ from pyspark_logsource.protocol.txn_messages import StagedProducer
 HELPERS = Path(__file__).parent / "helpers"
 
 
-def _stage(bs: str, txns: StagedTxns, write_id: str, topic: str, values: list[bytes], partitions: int,
-           timeout_ms: int = 60000) -> StagedProducer:  # fmt: skip
+def _stage(
+    bs: str,
+    txns: StagedTxns,
+    write_id: str,
+    topic: str,
+    values: list[bytes],
+    partitions: int,
+    timeout_ms: int = 60000,
+) -> StagedProducer:
     p = TransactionalProducer(bs, acks=-1)
     try:
         pid, epoch = p.producer_id_and_epoch()
@@ -75,7 +82,10 @@ def test_staged_data_is_invisible_until_commit_and_a_batch_commits_once(tmp_path
             a.create_topic("t", partitions=2)
             win = _stage(bs, txns, "w", "t", [b"win-%d" % i for i in range(10)], 2)
             _stage(bs, txns, "w", "t", [b"lose-%d" % i for i in range(5)], 2)  # a speculative duplicate
-            assert a.list_offsets([("t", 0), ("t", 1)], "latest", read_committed=True) == {("t", 0): 0, ("t", 1): 0}
+            assert a.list_offsets([("t", 0), ("t", 1)], "latest", read_committed=True) == {
+                ("t", 0): 0,
+                ("t", 1): 0,
+            }
             assert sum(a.list_offsets([("t", 0), ("t", 1)], "latest").values()) == 15
             assert _committed_values(bs, "t", 2) == []
             assert txns.commit("w", 0, [win]).committed
@@ -87,7 +97,9 @@ def test_staged_data_is_invisible_until_commit_and_a_batch_commits_once(tmp_path
             assert sorted(_committed_values(bs, "t", 2)) == sorted(b"win-%d" % i for i in range(10))
             with Consumer(bs) as c:
                 c.assign([("t", 0), ("t", 1)])
-                assert sorted(m.value for m in _consume_all(c, 10)) == sorted(b"win-%d" % i for i in range(10))
+                assert sorted(m.value for m in _consume_all(c, 10)) == sorted(
+                    b"win-%d" % i for i in range(10)
+                )
             with Consumer(bs, isolation_level="read_uncommitted") as c:
                 c.assign([("t", 0), ("t", 1)])
                 assert len(_consume_all(c, 19)) == 19  # staged, aborted and committed data alike
@@ -115,10 +127,15 @@ def test_an_idle_attempt_is_aborted_after_its_timeout_and_cannot_commit(tmp_path
 
 def test_transaction_max_timeout_from_server_properties_bounds_what_a_write_may_register(tmp_path):
     conf = tmp_path / "server.properties"
-    conf.write_text(f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path / 'logs'}\n"
-                    "transaction.max.timeout.ms=5000\n")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "pyspark_logsource.broker", "--config", str(conf)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    conf.write_text(
+        f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path / 'logs'}\ntransaction.max.timeout.ms=5000\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyspark_logsource.broker", "--config", str(conf)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("listening on "), line
@@ -182,8 +199,15 @@ def test_confluent_kafka_read_committed_sees_no_aborted_or_staged_data(tmp_path)
             _stage(bs, txns, "wk", "k", [b"staged-%d" % i for i in range(2)], 1)  # open: after the LSO
         seen = {}
         for level in ("read_committed", "read_uncommitted"):
-            c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": f"g-{level}", "isolation.level": level,
-                                          "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+            c = confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": bs,
+                    "group.id": f"g-{level}",
+                    "isolation.level": level,
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                }
+            )
             c.assign([confluent_kafka.TopicPartition("k", 0, 0)])
             got: list[bytes] = []
             deadline = time.monotonic() + 15
@@ -198,9 +222,11 @@ def test_confluent_kafka_read_committed_sees_no_aborted_or_staged_data(tmp_path)
             c.close()
             seen[level] = got
         assert seen["read_committed"] == [b"committed-%d" % i for i in range(5)]
-        assert sorted(seen["read_uncommitted"]) == sorted([b"committed-%d" % i for i in range(5)]
-                                                          + [b"aborted-%d" % i for i in range(3)]
-                                                          + [b"staged-%d" % i for i in range(2)])  # fmt: skip
+        assert sorted(seen["read_uncommitted"]) == sorted(
+            [b"committed-%d" % i for i in range(5)]
+            + [b"aborted-%d" % i for i in range(3)]
+            + [b"staged-%d" % i for i in range(2)]
+        )
 
 
 def _published(bs: str) -> int:
@@ -253,33 +279,46 @@ def test_streaming_query_killed_9_at_random_moments_writes_each_output_once(tmp_
             for _ in range(10):
                 t0 = time.monotonic()
                 before = _published(bs)
-                proc = subprocess.Popen([sys.executable, script, bs, ckpt, "run"], env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                proc = subprocess.Popen(
+                    [sys.executable, script, bs, ckpt, "run"],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
                 assert proc.stdout.readline().strip() == b"STARTED"
                 t1 = time.monotonic()
                 deadline = t1 + 120
                 while _published(bs) == before and time.monotonic() < deadline:
                     time.sleep(0.1)  # this run committed a micro-batch: the next one is under way
                 t2 = time.monotonic()
-                time.sleep(rng.uniform(0.0, 2.5))  # somewhere in planning, staging or committing a micro-batch
+                time.sleep(
+                    rng.uniform(0.0, 2.5)
+                )  # somewhere in planning, staging or committing a micro-batch
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += 1
                 # where a cycle's wall time goes (pytest -s): the session start, the query's first commit, the wait
-                print(f"kill {kills}: {len(sent)} inputs so far; session {t1 - t0:.1f} s, first commit {t2 - t1:.1f} s, "
-                      f"then {time.monotonic() - t2:.1f} s", flush=True)  # fmt: skip
+                print(
+                    f"kill {kills}: {len(sent)} inputs so far; session {t1 - t0:.1f} s, first commit {t2 - t1:.1f} s, "
+                    f"then {time.monotonic() - t2:.1f} s",
+                    flush=True,
+                )
         finally:
             stop.set()
             feeder.join()
-        drain = subprocess.run([sys.executable, script, bs, ckpt, "drain"], env=env, capture_output=True, timeout=180)
+        drain = subprocess.run(
+            [sys.executable, script, bs, ckpt, "drain"], env=env, capture_output=True, timeout=180
+        )
         assert drain.returncode == 0, drain.stderr.decode()[-3000:]
         assert kills == 10
         got = Counter(_committed_values(bs, "eos_out", 2))
         expected = _expected(sent)
         dupes = {k: n for k, n in got.items() if n > 1}
         assert not dupes, f"{len(dupes)} outputs written more than once, e.g. {list(dupes.items())[:5]}"
-        assert set(got) == set(expected), (f"missing {len(set(expected) - set(got))}, "
-                                           f"unexpected {len(set(got) - set(expected))}")  # fmt: skip
+        assert set(got) == set(expected), (
+            f"missing {len(set(expected) - set(got))}, unexpected {len(set(got) - set(expected))}"
+        )
         with Admin(bs) as a:  # the kills left staged and aborted data behind: not vacuous
             raw = sum(a.list_offsets([("eos_out", 0), ("eos_out", 1)], "latest").values())
         assert raw > sum(got.values())
@@ -294,8 +333,12 @@ def test_batch_write_with_failed_and_speculative_attempts_leaves_exactly_the_row
         with Admin(bs) as a:
             a.create_topic("eos_batch", partitions=3)
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-        r = subprocess.run([sys.executable, str(HELPERS / "eos_batch_driver.py"), bs, str(rows)], env=env,
-                           capture_output=True, timeout=300)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, str(HELPERS / "eos_batch_driver.py"), bs, str(rows)],
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
         assert r.returncode == 0 and b"WROTE" in r.stdout, r.stderr.decode()[-3000:]
         got = Counter(_committed_values(bs, "eos_batch", 3))
         assert got == Counter(f"row-{v}".encode() for v in range(rows))
@@ -310,7 +353,9 @@ def test_the_cleaner_drops_aborted_records_and_keeps_the_committed_value(tmp_pat
     from pyspark_logsource.broker.log.log import PartitionLog
     from pyspark_logsource.format.control import ABORT, set_transactional
 
-    lg = PartitionLog(tmp_path / "c-0", LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0), "c", 0)
+    lg = PartitionLog(
+        tmp_path / "c-0", LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=0.0), "c", 0
+    )
 
     def staged(value: bytes, pid: int) -> bytearray:
         b = fmt.encode([value], [b"k"], producer_id=pid, producer_epoch=0, base_sequence=0)

@@ -39,7 +39,9 @@ def _coordinator(c: Cluster, write_id: str) -> int | None:
 def _published(bs: str) -> int:
     """Records visible to read_committed readers in the output (its last stable offsets)."""
     with Admin(bs) as a:
-        return sum(a.list_offsets([(OUT, p) for p in range(PARTITIONS)], "latest", read_committed=True).values())
+        return sum(
+            a.list_offsets([(OUT, p) for p in range(PARTITIONS)], "latest", read_committed=True).values()
+        )
 
 
 def _expected(inputs: dict[tuple[int, int], int]) -> Counter:
@@ -83,8 +85,15 @@ def _confluent_read_committed(bs: str) -> Counter:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     from confluent_kafka import Consumer as KConsumer
 
-    k = KConsumer({"bootstrap.servers": bs, "group.id": "eos-cluster-rdk", "isolation.level": "read_committed",
-                   "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    k = KConsumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "eos-cluster-rdk",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     k.assign([TopicPartition(OUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     try:
         return Counter(m.value() for m in confluent_read_to_eof(k, PARTITIONS))
@@ -96,8 +105,10 @@ def _check(got: Counter, expected: Counter, reader: str) -> None:
     dupes = {k: n for k, n in got.items() if n > 1}
     assert not dupes, f"{reader}: {len(dupes)} outputs read more than once, e.g. {list(dupes.items())[:5]}"
     missing, extra = set(expected) - set(got), set(got) - set(expected)
-    assert not missing and not extra, (f"{reader}: {len(missing)} outputs missing (e.g. {sorted(missing)[:5]}), "
-                                       f"{len(extra)} unexpected (e.g. {sorted(extra)[:5]})")  # fmt: skip
+    assert not missing and not extra, (
+        f"{reader}: {len(missing)} outputs missing (e.g. {sorted(missing)[:5]}), "
+        f"{len(extra)} unexpected (e.g. {sorted(extra)[:5]})"
+    )
 
 
 class _Feeder:
@@ -115,7 +126,9 @@ class _Feeder:
             with Producer(self.bs, acks="all", linger_ms=2, delivery_timeout_ms=120000) as p:
                 n = 0
                 while not self._stop.is_set():
-                    futs = [(v, p.send(IN, str(v).encode(), partition=v % PARTITIONS)) for v in range(n, n + 6)]
+                    futs = [
+                        (v, p.send(IN, str(v).encode(), partition=v % PARTITIONS)) for v in range(n, n + 6)
+                    ]
                     for v, f in futs:
                         part, off = f.result(130)[:2]
                         self.acked[(part, off)] = v
@@ -138,15 +151,29 @@ class _Feeder:
 def _start_query(spark: Any, bs: str, checkpoint: str) -> Any:
     from pyspark.sql import functions as F
 
-    src = (spark.readStream.format("logsource").option("bootstrap.servers", bs).option("subscribe", IN)
-           .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "600").load())  # fmt: skip
+    src = (
+        spark.readStream.format("logsource")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", IN)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "600")
+        .load()
+    )
     n = F.col("value").cast("string").cast("int") % 3
-    out = (src.where(n > 0)
-           .select("partition", "offset", F.explode(F.sequence(F.lit(0), n - 1)).alias("i"))
-           .select(F.concat_ws(":", "partition", "offset", "i").alias("value")))  # fmt: skip
-    return (out.writeStream.format("logsource").option("bootstrap.servers", bs).option("topic", OUT)
-            .option("checkpointLocation", checkpoint).option("transaction.timeout.ms", "20000")
-            .trigger(processingTime="300 milliseconds").start())  # fmt: skip
+    out = (
+        src.where(n > 0)
+        .select("partition", "offset", F.explode(F.sequence(F.lit(0), n - 1)).alias("i"))
+        .select(F.concat_ws(":", "partition", "offset", "i").alias("value"))
+    )
+    return (
+        out.writeStream.format("logsource")
+        .option("bootstrap.servers", bs)
+        .option("topic", OUT)
+        .option("checkpointLocation", checkpoint)
+        .option("transaction.timeout.ms", "20000")
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
 
 
 def _last_batch(q: Any) -> int:
@@ -165,7 +192,9 @@ def _failure(q: Any) -> str | None:
     return "\n  caused by: ".join(causes)
 
 
-def _wait_batches(q: Any, bs: str, after_batch: int, after_published: int, what: str, timeout: float = 180) -> None:
+def _wait_batches(
+    q: Any, bs: str, after_batch: int, after_published: int, what: str, timeout: float = 180
+) -> None:
     """Until the query completed two micro-batches past ``after_batch`` and the published output grew."""
 
     def moved() -> bool:
@@ -192,7 +221,9 @@ def _wait_batches(q: Any, bs: str, after_batch: int, after_published: int, what:
 # body took 208 s: cluster start and the first micro-batch (Spark's planner workers starting) 80 s of it,
 # each kill phase 4-25 s, the drain and the three readers' checks 20 s; the rest is the session's Spark start
 @pytest.mark.timeout(1200)
-def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_killed(zk_connect, tmp_path, spark):
+def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_killed(
+    zk_connect, tmp_path, spark
+):
     began = time.monotonic()
 
     def phase(what: str) -> None:  # where the wall time goes (pytest -s)
@@ -260,12 +291,16 @@ def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_k
 
         phase("drained and stopped")
         inputs = _input_log(bs)
-        assert all(inputs.get(where) == v for where, v in feeder.acked.items()), "an acknowledged input is missing"
+        assert all(inputs.get(where) == v for where, v in feeder.acked.items()), (
+            "an acknowledged input is missing"
+        )
         expected = _expected(inputs)
         assert sum(expected.values()) > 1000
         _check(_read_committed_consumer(bs, sum(expected.values())), expected, "our read_committed Consumer")
         rows = spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", OUT).load()
-        _check(Counter(bytes(r.value) for r in rows.select("value").collect()), expected, "Spark's batch read")
+        _check(
+            Counter(bytes(r.value) for r in rows.select("value").collect()), expected, "Spark's batch read"
+        )
         _check(_confluent_read_committed(bs), expected, "confluent-kafka (read_committed)")
         phase(f"{sum(expected.values())} outputs of {len(inputs)} inputs checked by three readers")
 
@@ -285,8 +320,12 @@ def test_a_broker_answers_no_request_before_it_has_joined_its_cluster(tmp_path):
         s1.bind(("127.0.0.1", 0))
         s2.bind(("127.0.0.1", 0))
         port, no_zookeeper = s1.getsockname()[1], s2.getsockname()[1]  # free ports: nothing listens there
-    overrides = {"broker.id": "1", "zookeeper.connect": f"127.0.0.1:{no_zookeeper}",
-                 "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(tmp_path / "logs")}  # fmt: skip
+    overrides = {
+        "broker.id": "1",
+        "zookeeper.connect": f"127.0.0.1:{no_zookeeper}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(tmp_path / "logs"),
+    }
     argv = [sys.executable, "-m", "pyspark_logsource.broker"]
     for k, v in overrides.items():
         argv += ["--override", f"{k}={v}"]

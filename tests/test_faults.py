@@ -57,8 +57,9 @@ def test_a_pause_point_holds_the_process_until_killed():
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     env.update({FAULT_ENV: "publish", PAUSE_SECONDS_ENV: "60"})
     code = "from pyspark_logsource.faults import fault_point\nfault_point('publish')\nprint('passed', flush=True)"
-    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert p.stderr.readline() == f"{PAUSED_MARKER} publish\n"
         with pytest.raises(subprocess.TimeoutExpired):
@@ -85,8 +86,9 @@ def test_a_hang_blocks_the_calling_thread_until_the_process_is_killed():
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     env[FAULT_ENV] = "shutdown.logs@hang"
     code = "from pyspark_logsource.faults import fault_point\nfault_point('shutdown.logs')\nprint('passed', flush=True)"
-    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert "fault injection: 'shutdown.logs' hangs" in p.stderr.readline()
         with pytest.raises(subprocess.TimeoutExpired):

@@ -26,8 +26,9 @@ from pyspark_logsource.protocol.schema import skip_tagged_fields
 
 VERSIONS = range(fetch_fast.FIRST_VERSION, fetch_fast.LAST_VERSION + 1)
 FETCH = int(m.ApiKey.FETCH)
-_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                     suppress_health_check=list(HealthCheck))  # fmt: skip
+_SETTINGS = settings(
+    max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 def test_the_fast_paths_know_every_field_of_the_fetch_messages():
@@ -73,7 +74,9 @@ def shape(parts: list) -> list:
 
 def wire(parts: list) -> bytes:
     """What the transport sends: bytes parts as they are, regions read from their file (sendfile)."""
-    return b"".join(os.pread(p.file.fileno(), p.length, p.position) if is_region(p) else bytes(p) for p in parts)
+    return b"".join(
+        os.pread(p.file.fileno(), p.length, p.position) if is_region(p) else bytes(p) for p in parts
+    )
 
 
 def request_body(parts: list, version: int) -> bytes:
@@ -104,23 +107,55 @@ def fast_decode(fn, body: bytes, version: int):
 # ------------------------------------------------------------------ typed messages
 
 
-names = st.one_of(st.sampled_from(["t", "topic", "__consumer_offsets", "a" * 249, "é-topic"]), st.text(max_size=8))
+names = st.one_of(
+    st.sampled_from(["t", "topic", "__consumer_offsets", "a" * 249, "é-topic"]), st.text(max_size=8)
+)
 i32 = st.one_of(st.integers(-2, 3), st.integers(-(1 << 31), (1 << 31) - 1))
 i64 = st.one_of(st.integers(-2, 3), st.integers(-(1 << 63), (1 << 63) - 1))
 records = st.one_of(st.none(), st.binary(max_size=60), st.sampled_from([b"", b"\x00" * 70_000]))
 
 partitions = st.builds(m.FetchPartition, names, i32, i64, i32, i64, i32, i32)
-requests = st.builds(m.FetchRequest, st.lists(partitions, max_size=4), i32, i32, i32, st.integers(0, 1), i32,
-                     i32, i32, st.one_of(st.just(""), names))  # fmt: skip
+requests = st.builds(
+    m.FetchRequest,
+    st.lists(partitions, max_size=4),
+    i32,
+    i32,
+    i32,
+    st.integers(0, 1),
+    i32,
+    i32,
+    i32,
+    st.one_of(st.just(""), names),
+)
 aborted = st.one_of(st.none(), st.lists(st.builds(m.AbortedTransaction, i64, i64), max_size=3))
 partition_responses = st.builds(
-    m.FetchPartitionResponse, names, i32, st.integers(-(1 << 15), (1 << 15) - 1), i64, i64, i64, records, aborted, i32,
-    st.sampled_from([-1, -1, 3]), st.sampled_from([-1, -1, 77]),
-)  # fmt: skip
-responses = st.builds(m.FetchResponse, st.lists(partition_responses, max_size=4), i32,
-                      st.integers(-(1 << 15), (1 << 15) - 1), i32)  # fmt: skip
-headers = st.builds(m.RequestHeader, st.just(FETCH), st.sampled_from(list(VERSIONS)), i32,
-                    st.one_of(st.none(), st.just("logsource-consumer"), st.text(max_size=6)))  # fmt: skip
+    m.FetchPartitionResponse,
+    names,
+    i32,
+    st.integers(-(1 << 15), (1 << 15) - 1),
+    i64,
+    i64,
+    i64,
+    records,
+    aborted,
+    i32,
+    st.sampled_from([-1, -1, 3]),
+    st.sampled_from([-1, -1, 77]),
+)
+responses = st.builds(
+    m.FetchResponse,
+    st.lists(partition_responses, max_size=4),
+    i32,
+    st.integers(-(1 << 15), (1 << 15) - 1),
+    i32,
+)
+headers = st.builds(
+    m.RequestHeader,
+    st.just(FETCH),
+    st.sampled_from(list(VERSIONS)),
+    i32,
+    st.one_of(st.none(), st.just("logsource-consumer"), st.text(max_size=6)),
+)
 
 
 def check_request(header: m.RequestHeader, req: m.FetchRequest) -> None:
@@ -168,28 +203,45 @@ def test_common_shapes_take_the_fast_paths_with_the_schema_codecs_bytes(version)
         m.FetchRequest([m.FetchPartition("b1000", 0, 123_456, 200 * 1024)], 100, 1, 4 << 20),
         m.FetchRequest([m.FetchPartition("t", p, 10 * p, 1 << 20) for p in range(3)], isolation_level=1),
         # a follower: replica id, log start offset, leader epochs
-        m.FetchRequest([m.FetchPartition("t", 1, 99, 1 << 20, 5, 7, 6), m.FetchPartition("u", 0, 0)], 500, 1,
-                       replica_id=2, rack_id="rack-a"),  # fmt: skip
+        m.FetchRequest(
+            [m.FetchPartition("t", 1, 99, 1 << 20, 5, 7, 6), m.FetchPartition("u", 0, 0)],
+            500,
+            1,
+            replica_id=2,
+            rack_id="rack-a",
+        ),
         m.FetchRequest([]),
     ]
     for req in shapes:
         assert fetch_fast.encode_request(header, req) is not None
         check_request(header, req)
-        assert fast_decode(fetch_fast.decode_request, request_body(schema_request_parts(header, req), version),
-                           version) is not None  # fmt: skip
+        assert (
+            fast_decode(
+                fetch_fast.decode_request, request_body(schema_request_parts(header, req), version), version
+            )
+            is not None
+        )
     with tempfile.TemporaryFile() as f:
         f.write(os.urandom(300_000))
         f.flush()
         resps = [
             m.FetchResponse([m.FetchPartitionResponse("b1000", 0, 0, 10_000, 10_000, 0, b"r" * 1000)]),
-            m.FetchResponse([m.FetchPartitionResponse("t", 0, 0, 5, 5, 0, FileRegion(f, 100, 200_000)),
-                             m.FetchPartitionResponse("t", 1, 0, 5, 5, 0, FileRegion(f, 0, 0)),
-                             m.FetchPartitionResponse("t", 2, 1, -1, -1, -1, None),
-                             m.FetchPartitionResponse("u", 0, 0, 9, 7, 0, memoryview(b"x" * 70_000),
-                                                      [m.AbortedTransaction(5, 3)]),
-                             m.FetchPartitionResponse("t", 3, 0, 9, 7, 0, b"", [])], 3, 0, 0),
+            m.FetchResponse(
+                [
+                    m.FetchPartitionResponse("t", 0, 0, 5, 5, 0, FileRegion(f, 100, 200_000)),
+                    m.FetchPartitionResponse("t", 1, 0, 5, 5, 0, FileRegion(f, 0, 0)),
+                    m.FetchPartitionResponse("t", 2, 1, -1, -1, -1, None),
+                    m.FetchPartitionResponse(
+                        "u", 0, 0, 9, 7, 0, memoryview(b"x" * 70_000), [m.AbortedTransaction(5, 3)]
+                    ),
+                    m.FetchPartitionResponse("t", 3, 0, 9, 7, 0, b"", []),
+                ],
+                3,
+                0,
+                0,
+            ),
             m.FetchResponse([], 0, 0, 0),
-        ]  # fmt: skip
+        ]
         for resp in resps:
             parts = fetch_fast.encode_response(9, version, resp)
             assert parts is not None
@@ -219,15 +271,23 @@ def test_an_error_partition_carries_empty_records_never_null(version):
     tail = b"\x01\x00\x00\x00" if version >= 12 else b"\x00\x00\x00\x00"
     fast = fetch_fast.encode_response(7, version, resp)
     assert fast is not None
-    for parts in (fast, schema_response_parts(7, version, resp), codecs.encode_response(m.RequestHeader(FETCH, version, 7), resp)):
+    for parts in (
+        fast,
+        schema_response_parts(7, version, resp),
+        codecs.encode_response(m.RequestHeader(FETCH, version, 7), resp),
+    ):
         frame = wire(parts)
         assert frame.endswith(tail), frame.hex()
         (p,) = schema_response_body(version, response_body(parts, version)).partitions
         assert p.error_code == 1 and p.records is not None and bytes(p.records) == b""
     # the shape the fast path leaves to the schema codec (a diverging epoch, v12) and Kafka-style error
     # responses (every partition with the request's error) are written empty too
-    resps = [m.FetchResponse([m.FetchPartitionResponse("t", 0, 1, 5, 5, 0, None, None, -1, 3, 40)]),
-             error_response(FETCH, m.FetchRequest([m.FetchPartition("t", 0, 0), m.FetchPartition("u", 1, 0)]), 6, None)]
+    resps = [
+        m.FetchResponse([m.FetchPartitionResponse("t", 0, 1, 5, 5, 0, None, None, -1, 3, 40)]),
+        error_response(
+            FETCH, m.FetchRequest([m.FetchPartition("t", 0, 0), m.FetchPartition("u", 1, 0)]), 6, None
+        ),
+    ]
     for r in resps:
         parts = codecs.encode_response(m.RequestHeader(FETCH, version, 7), r)
         got = schema_response_body(version, response_body(parts, version)).partitions

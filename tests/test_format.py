@@ -85,7 +85,9 @@ def test_encode_arrow_rejects_bad_input():
         B.encode_arrow(pa.table({"value": [1, 2]}))
     with pytest.raises(InvalidRequest):
         B.encode_arrow(pa.table({"value": pa.array([], pa.binary())}))
-    bad_headers = pa.array([[{"key": None, "value": b"v"}]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    bad_headers = pa.array(
+        [[{"key": None, "value": b"v"}]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    )
     with pytest.raises(InvalidRequest):
         B.encode_arrow(pa.table({"value": [b"x"], "headers": bad_headers}))
 
@@ -262,8 +264,15 @@ def test_fast_and_general_paths_agree_on_a_mixed_run():
         t.validate(full=True)
         assert t.schema == B.ARROW_SCHEMA
     assert fast.equals(general) and auto.equals(general)
-    got = list(zip(fast.column("offset").to_pylist(), fast.column("timestamp").cast(pa.int64()).to_pylist(),
-                   fast.column("key").to_pylist(), fast.column("value").to_pylist(), strict=True))  # fmt: skip
+    got = list(
+        zip(
+            fast.column("offset").to_pylist(),
+            fast.column("timestamp").cast(pa.int64()).to_pylist(),
+            fast.column("key").to_pylist(),
+            fast.column("value").to_pylist(),
+            strict=True,
+        )
+    )
     assert got == want
     assert B.to_arrow(buf, 150, 170, fast=True).equals(B.to_arrow(buf, 150, 170, fast=False))
     # a trailing partial batch is ignored by both paths
@@ -307,7 +316,9 @@ def test_trim_on_an_empty_and_a_full_table():
 def test_encode_arrow_rejects_a_non_time_timestamp_column():
     with pytest.raises(InvalidRequest, match="timestamp"):
         B.encode_arrow(pa.table({"value": [b"x"], "timestamp": ["yesterday"]}))
-    got = B.decode(B.encode_arrow(pa.table({"value": [b"x"], "timestamp": pa.array([5], pa.int32())}))).records()
+    got = B.decode(
+        B.encode_arrow(pa.table({"value": [b"x"], "timestamp": pa.array([5], pa.int32())}))
+    ).records()
     assert got[0].timestamp == 5
 
 
@@ -387,9 +398,18 @@ def test_to_arrow_honours_max_uncompressed_on_both_paths():
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_truncation_of_a_full_featured_batch_is_corrupt(codec):
-    buf = bytes(B.encode([b"v1", None, b"v3" * 20], keys=[None, b"k2", b"k3"], timestamps=[3, 1, 2],
-                         headers=[[("a", b"1")], None, [("b", None), ("c", b"")]], codec=codec,
-                         producer_id=7, producer_epoch=1, base_sequence=5))  # fmt: skip
+    buf = bytes(
+        B.encode(
+            [b"v1", None, b"v3" * 20],
+            keys=[None, b"k2", b"k3"],
+            timestamps=[3, 1, 2],
+            headers=[[("a", b"1")], None, [("b", None), ("c", b"")]],
+            codec=codec,
+            producer_id=7,
+            producer_epoch=1,
+            base_sequence=5,
+        )
+    )
     for cut in range(len(buf)):
         part = buf[:cut]
         with pytest.raises(CorruptRecord):

@@ -38,7 +38,10 @@ def _theirs(buf) -> list[tuple]:
 
 def _expected(base=0, headers=True):
     hs = HEADERS if headers else [None] * len(VALUES)
-    return [(base + i, t, k, v, list(h or [])) for i, (t, k, v, h) in enumerate(zip(TS, KEYS, VALUES, hs, strict=True))]
+    return [
+        (base + i, t, k, v, list(h or []))
+        for i, (t, k, v, h) in enumerate(zip(TS, KEYS, VALUES, hs, strict=True))
+    ]
 
 
 def _reseal(buf: bytearray) -> bytearray:
@@ -49,8 +52,17 @@ def _reseal(buf: bytearray) -> bytearray:
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("headers", [True, False])
 def test_encode_kafka_round_trips_and_kafka_python_reads_it(codec, headers):
-    buf = F.encode_kafka(VALUES, KEYS, TS, HEADERS if headers else None, codec=codec, base_offset=42,
-                         producer_id=7, producer_epoch=1, base_sequence=3)  # fmt: skip
+    buf = F.encode_kafka(
+        VALUES,
+        KEYS,
+        TS,
+        HEADERS if headers else None,
+        codec=codec,
+        base_offset=42,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=3,
+    )
     h = F.read_header(buf)
     assert not F.is_arrow_body(h) and h.codec == C.codec_id(codec)
     assert _ours(buf) == _expected(42, headers)
@@ -76,20 +88,32 @@ def test_kafka_python_batches_decode_identically(codec):
     arrow = F.kafka_to_arrow_batch(buf)
     assert F.read_header(arrow).is_arrow_body
     assert _ours(arrow) == _expected()
-    assert F.read_header(arrow)._replace(batch_length=0, crc=0, attributes=0) == \
-        F.read_header(buf)._replace(batch_length=0, crc=0, attributes=0)
+    assert F.read_header(arrow)._replace(batch_length=0, crc=0, attributes=0) == F.read_header(buf)._replace(
+        batch_length=0, crc=0, attributes=0
+    )
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_arrow_to_kafka_keeps_header_fields_and_content(codec):
-    arrow = F.encode(VALUES, KEYS, TS, HEADERS, codec=codec, producer_id=5, producer_epoch=2, base_sequence=11)
+    arrow = F.encode(
+        VALUES, KEYS, TS, HEADERS, codec=codec, producer_id=5, producer_epoch=2, base_sequence=11
+    )
     F.set_base_offset(arrow, 1000)
     F.set_leader_epoch(arrow, 3)
     kafka = F.arrow_to_kafka(arrow)
     ha, hk = F.read_header(arrow), F.read_header(kafka)
     assert not hk.is_arrow_body and hk.codec == ha.codec
-    same = ("base_offset", "leader_epoch", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-            "base_sequence", "record_count", "last_offset_delta")
+    same = (
+        "base_offset",
+        "leader_epoch",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+        "last_offset_delta",
+    )
     assert [getattr(ha, f) for f in same] == [getattr(hk, f) for f in same]
     assert _theirs(kafka) == _ours(arrow) == _expected(1000)
 
@@ -140,8 +164,15 @@ def test_control_batches_are_skipped_by_data_readers():
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300),
-                       st.integers(-(2**40), 2**40)), min_size=1, max_size=80),  # fmt: skip
+    st.lists(
+        st.tuples(
+            st.none() | st.binary(max_size=40),
+            st.none() | st.binary(max_size=300),
+            st.integers(-(2**40), 2**40),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
     st.sampled_from(CODECS),
     st.booleans(),
 )
@@ -167,7 +198,7 @@ def _kafka_with_records(records: bytes, n: int, codec: int = 0) -> bytearray:
 
 def test_truncated_and_inconsistent_kafka_batches_raise_corrupt_record():
     good = F.encode_kafka([b"abc", b"def"], [b"k", None], 10, [[("h", b"v")], None])
-    records = bytes(good[F.HEADER_SIZE:])
+    records = bytes(good[F.HEADER_SIZE :])
     bad = [
         _kafka_with_records(records, 3),  # count larger than the records
         _kafka_with_records(records, 1),  # trailing record
@@ -230,7 +261,7 @@ def test_garbage_records_raise_only_corrupt_record(records, n, codec):
 @given(st.data())
 def test_mutated_kafka_batches_raise_only_corrupt_record(data):
     buf = F.encode_kafka([b"abc", None, b"x" * 130], [None, b"k", b"kk"], 7, [None, [("h", b"v")], None])
-    body = bytearray(buf[F.HEADER_SIZE:])
+    body = bytearray(buf[F.HEADER_SIZE :])
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(body) - 1))
         body[i] = data.draw(st.integers(0, 255))

@@ -77,7 +77,10 @@ def test_round_trip_records_and_arrow(args):
     assert h.record_count == len(values)
     assert h.codec == B.compression.codec_id(kwargs["codec"])
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (
-        kwargs["producer_id"], kwargs["producer_epoch"], kwargs["base_sequence"])  # fmt: skip
+        kwargs["producer_id"],
+        kwargs["producer_epoch"],
+        kwargs["base_sequence"],
+    )
     assert (h.base_offset, h.leader_epoch) == (kwargs["base_offset"], kwargs["leader_epoch"])
     assert h.max_timestamp == max(r.timestamp for r in want)
     assert h.base_timestamp == want[0].timestamp
@@ -131,7 +134,14 @@ def test_run_of_batches_to_arrow_and_trim(runs, data):
 def arrow_tables(draw):
     """Arrow tables as a Spark writer or a user hands them in: string/binary/large, nulls, slices."""
     n = draw(st.integers(1, 30))
-    types = [pa.binary(), pa.string(), pa.large_binary(), pa.large_string(), pa.binary_view(), pa.string_view()]
+    types = [
+        pa.binary(),
+        pa.string(),
+        pa.large_binary(),
+        pa.large_string(),
+        pa.binary_view(),
+        pa.string_view(),
+    ]
     vtype = draw(st.sampled_from(types))
     ktype = draw(st.sampled_from(types))
     text = st.text(max_size=20)
@@ -195,7 +205,9 @@ def test_encode_arrow_round_trip(table, codec, default_ts):
         want_ts = [default_ts] * n
     assert got.column("timestamp").cast(pa.int64()).to_pylist() == want_ts
     if "headers" in names:
-        want_h = [[(d["key"], d["value"]) for d in h] if h else [] for h in table.column("headers").to_pylist()]
+        want_h = [
+            [(d["key"], d["value"]) for d in h] if h else [] for h in table.column("headers").to_pylist()
+        ]
     else:
         want_h = [[]] * n
     assert [r.headers for r in B.decode(buf).records()] == want_h
@@ -296,8 +308,9 @@ def test_random_garbage_raises_only_corrupt_record(garbage):
 def test_garbage_body_with_valid_crc_raises_only_corrupt_record(n, attrs, body):
     """A plausible header over a garbage body, CRC recomputed: structurally bad, must be caught."""
     buf = bytearray(B.HEADER_SIZE) + body
-    B.HEADER.pack_into(buf, 0, 0, len(buf) - 12, 0, B.MAGIC, 0, attrs & B.KNOWN_ATTRIBUTES, n - 1,
-                       1000, 1000, -1, -1, -1, n)  # fmt: skip
+    B.HEADER.pack_into(
+        buf, 0, 0, len(buf) - 12, 0, B.MAGIC, 0, attrs & B.KNOWN_ATTRIBUTES, n - 1, 1000, 1000, -1, -1, -1, n
+    )
     _decode_or_corrupt(_reseal(buf))
 
 
@@ -312,7 +325,11 @@ def test_mutated_body_with_valid_crc_raises_only_corrupt_record(args, data):
         buf[where] = data.draw(st.integers(0, 255))
     if data.draw(st.booleans()):  # also try a body cut short or grown, with a consistent length field
         delta = data.draw(st.integers(-min(20, len(buf) - B.HEADER_SIZE), 20))
-        buf = buf[: len(buf) + delta] if delta < 0 else buf + bytes(data.draw(st.binary(min_size=delta, max_size=delta)))
+        buf = (
+            buf[: len(buf) + delta]
+            if delta < 0
+            else buf + bytes(data.draw(st.binary(min_size=delta, max_size=delta)))
+        )
         struct.pack_into(">i", buf, 8, len(buf) - 12)
     _decode_or_corrupt(_reseal(buf))
 

@@ -81,13 +81,20 @@ def test_committed_offsets_survive_the_kill_of_the_coordinator(zk_connect, tmp_p
 
                 c.kill(coordinator)  # kill -9; returns once ZooKeeper expired its session
                 new = c.wait_leader(OFFSETS, 0, not_in={coordinator})
-                assert wait_for(lambda: _coordinator(admin._client, "g1") == new, what="FindCoordinator naming the new leader")
+                assert wait_for(
+                    lambda: _coordinator(admin._client, "g1") == new,
+                    what="FindCoordinator naming the new leader",
+                )
                 # every commit is there (it was on the ISR before it was answered)
                 assert wait_for(lambda: admin.group_offsets("g1")) == {("t", 0): 30, ("t", 1): 20}
                 # the member rejoins at the new coordinator and commits there
                 cons.commit({("t", 0): 40, ("t", 1): 35})
                 assert admin.group_offsets("g1") == {("t", 0): 40, ("t", 1): 35}
-                assert admin.describe_group("g1").state in ("Stable", "PreparingRebalance", "CompletingRebalance")
+                assert admin.describe_group("g1").state in (
+                    "Stable",
+                    "PreparingRebalance",
+                    "CompletingRebalance",
+                )
             finally:
                 cons.close()
         finally:
@@ -106,8 +113,15 @@ def test_committed_offsets_survive_the_kill_of_the_coordinator(zk_connect, tmp_p
         # a Kafka client finds the same coordinator and resumes from the same place
         from confluent_kafka import Consumer as KConsumer
 
-        k = KConsumer({"bootstrap.servers": c.bootstrap, "group.id": "g1", "enable.auto.commit": False,
-                       "auto.offset.reset": "earliest", "session.timeout.ms": 6000})  # fmt: skip
+        k = KConsumer(
+            {
+                "bootstrap.servers": c.bootstrap,
+                "group.id": "g1",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+            }
+        )
         try:
             k.subscribe(["t"])
             seen: list[str] = []
@@ -123,7 +137,9 @@ def test_committed_offsets_survive_the_kill_of_the_coordinator(zk_connect, tmp_p
         # a commit that cannot reach min.insync.replicas copies is refused (the client retries elsewhere) and
         # never shows: the other surviving broker dies, the coordinator is alone in the ISR
         c.kill(next(b for b in c.running() if b != new))
-        wait_for(lambda: c.partition_state(OFFSETS, 0)["isr"] == [new], what="the ISR shrinking to the coordinator")
+        wait_for(
+            lambda: c.partition_state(OFFSETS, 0)["isr"] == [new], what="the ISR shrinking to the coordinator"
+        )
         client = NetworkClient(c.brokers[new].bootstrap, request_timeout_ms=10000)
         try:
             client.refresh_metadata(None)
@@ -188,4 +204,9 @@ def test_a_one_broker_cluster_keeps_its_groups_across_a_kill(zk_connect, tmp_pat
 def test_cluster_start_sizes_the_offsets_topic_to_the_brokers():
     from pyspark_logsource.broker.cluster.local import cluster_defaults
 
-    assert [cluster_defaults(n)["offsets.topic.replication.factor"] for n in (1, 2, 3, 5)] == ["1", "2", "3", "3"]
+    assert [cluster_defaults(n)["offsets.topic.replication.factor"] for n in (1, 2, 3, 5)] == [
+        "1",
+        "2",
+        "3",
+        "3",
+    ]

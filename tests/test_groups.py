@@ -32,8 +32,11 @@ SESSION_MS = 2000
 def test_range_is_algorithm_1():
     subs = {"b": ["t"], "a": ["t"], "c": ["t", "u"]}
     out = range_assign(subs, {"t": 7, "u": 2})
-    assert out == {"a": [("t", 0), ("t", 1), ("t", 2)], "b": [("t", 3), ("t", 4)],
-                   "c": [("t", 5), ("t", 6), ("u", 0), ("u", 1)]}  # fmt: skip
+    assert out == {
+        "a": [("t", 0), ("t", 1), ("t", 2)],
+        "b": [("t", 3), ("t", 4)],
+        "c": [("t", 5), ("t", 6), ("u", 0), ("u", 1)],
+    }
 
 
 def test_roundrobin_deals_in_turn_and_skips_unsubscribed():
@@ -47,8 +50,9 @@ def test_roundrobin_deals_in_turn_and_skips_unsubscribed():
 
 def _join(gid: str, member: str = "", version: int = 5, session: int = 1000) -> g.JoinGroupRequest:
     sub = g.encode_subscription(g.Subscription(["t"]))
-    return g.JoinGroupRequest(gid, session, 1000, member, "consumer", [g.JoinGroupProtocol("range", sub)],
-                              api_version=version)  # fmt: skip
+    return g.JoinGroupRequest(
+        gid, session, 1000, member, "consumer", [g.JoinGroupProtocol("range", sub)], api_version=version
+    )
 
 
 def test_coordinator_states_and_errors():
@@ -64,11 +68,18 @@ def test_coordinator_states_and_errors():
         assert a.generation_id == b.generation_id == 1 and c.state_of("g") == GroupState.COMPLETING_REBALANCE
         leader, follower = (a, b) if a.leader == a.member_id else (b, a)
         assert len(leader.members) == 2 and follower.members == []
-        plan = {leader.member_id: g.encode_assignment(g.Assignment([("t", 0)])),
-                follower.member_id: g.encode_assignment(g.Assignment([("t", 1)]))}  # fmt: skip
-        s1, s2 = await asyncio.gather(c.sync(g.SyncGroupRequest("g", 1, leader.member_id, plan)),
-                                      c.sync(g.SyncGroupRequest("g", 1, follower.member_id)))  # fmt: skip
-        assert g.decode_assignment(s2.assignment).partitions == [("t", 1)] and c.state_of("g") == GroupState.STABLE
+        plan = {
+            leader.member_id: g.encode_assignment(g.Assignment([("t", 0)])),
+            follower.member_id: g.encode_assignment(g.Assignment([("t", 1)])),
+        }
+        s1, s2 = await asyncio.gather(
+            c.sync(g.SyncGroupRequest("g", 1, leader.member_id, plan)),
+            c.sync(g.SyncGroupRequest("g", 1, follower.member_id)),
+        )
+        assert (
+            g.decode_assignment(s2.assignment).partitions == [("t", 1)]
+            and c.state_of("g") == GroupState.STABLE
+        )
         with pytest.raises(UnknownMemberId):
             c.heartbeat(g.HeartbeatRequest("g", 1, "nobody"))
         with pytest.raises(IllegalGeneration):
@@ -82,7 +93,9 @@ def test_coordinator_states_and_errors():
             hb = c.heartbeat(g.HeartbeatRequest("g", 1, leader.member_id))
             if hb.error_code:
                 break
-        assert hb.error_code == 27 and c.state_of("g") == GroupState.PREPARING_REBALANCE  # REBALANCE_IN_PROGRESS
+        assert (
+            hb.error_code == 27 and c.state_of("g") == GroupState.PREPARING_REBALANCE
+        )  # REBALANCE_IN_PROGRESS
         r = await c.join(_join("g", leader.member_id), 5)
         assert r.generation_id == 2 and [m.member_id for m in r.members] == [leader.member_id]
         with pytest.raises(UnknownMemberId):
@@ -100,8 +113,10 @@ def test_coordinator_states_and_errors():
 class _Member:
     def __init__(self, bootstrap: str, out: Path, kind: str = "ours") -> None:
         self.out, self.kind = out, kind
-        self.proc = subprocess.Popen([sys.executable, str(MEMBER), bootstrap, "grp", "t", str(out), str(SESSION_MS),
-                                      kind], stderr=subprocess.DEVNULL)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MEMBER), bootstrap, "grp", "t", str(out), str(SESSION_MS), kind],
+            stderr=subprocess.DEVNULL,
+        )
 
     def lines(self) -> list[list[str]]:
         return [ln.split() for ln in self.out.read_text().splitlines() if ln] if self.out.exists() else []
@@ -166,7 +181,11 @@ def _group_scenario(tmp_path: Path, kinds: list[str]) -> None:
         prod.start()
         members = [_Member(b.bootstrap, tmp_path / f"m{i}", kind) for i, kind in enumerate(kinds)]
         try:
-            _wait(lambda: _owned_once(members) and all(len(m.assignment()) == 2 for m in members), 20, "3 members")
+            _wait(
+                lambda: _owned_once(members) and all(len(m.assignment()) == 2 for m in members),
+                20,
+                "3 members",
+            )
             members.append(_Member(b.bootstrap, tmp_path / "m3"))
             _wait(lambda: _owned_once(members) and members[3].assignment(), 20, "the 4th member's share")
             assert sorted(len(m.assignment()) for m in members) == [1, 1, 2, 2]
@@ -177,8 +196,10 @@ def _group_scenario(tmp_path: Path, kinds: list[str]) -> None:
             alive = [m for m in members if m is not victim]
             took = _wait(lambda: _owned_once(alive), SESSION_MS / 1000 + 10, "the dead member's partitions")
             assert lost <= {p for m in alive for p in m.assignment()}
-            print(f"partitions of the killed {victim.kind} member owned again after {took:.2f}s "
-                  f"(session {SESSION_MS} ms)")
+            print(
+                f"partitions of the killed {victim.kind} member owned again after {took:.2f}s "
+                f"(session {SESSION_MS} ms)"
+            )
             time.sleep(1.0)
             stop.set()
             prod.join()
@@ -191,7 +212,9 @@ def _group_scenario(tmp_path: Path, kinds: list[str]) -> None:
                             seen[int(ln[1])][int(ln[2])] += 1
                 return seen
 
-            _wait(lambda: all(len(consumed()[p]) == produced[p] for p in range(6)), 30, "every record consumed")
+            _wait(
+                lambda: all(len(consumed()[p]) == produced[p] for p in range(6)), 30, "every record consumed"
+            )
         finally:
             stop.set()
             for m in members:
@@ -255,8 +278,16 @@ def _check_redeliveries(files: dict[str, list[list[str]]]) -> int:
 
 def test_redelivery_check_tells_a_committed_record_from_an_uncommitted_one():
     """The check above: redelivery after a rejected commit (E) or a kill passes; of a committed record fails."""
-    a0 = [["A", "1.0", "0,1"], ["R", "0", "0"], ["R", "0", "1"], ["E", "UnknownMemberId"],
-          ["A", "3.0", "0,1"], ["R", "0", "0"], ["R", "0", "1"], ["C", "0", "2"]]  # fmt: skip
+    a0 = [
+        ["A", "1.0", "0,1"],
+        ["R", "0", "0"],
+        ["R", "0", "1"],
+        ["E", "UnknownMemberId"],
+        ["A", "3.0", "0,1"],
+        ["R", "0", "0"],
+        ["R", "0", "1"],
+        ["C", "0", "2"],
+    ]
     b_after_kill = [["A", "4.0", "0"], ["R", "0", "1"], ["C", "0", "2"]]
     killed = [["A", "1.0", "0"], ["R", "0", "0"], ["C", "0", "1"], ["R", "0", "1"]]
     assert _check_redeliveries({"a": a0}) == 2
@@ -271,15 +302,28 @@ def test_redelivery_check_tells_a_committed_record_from_an_uncommitted_one():
 def test_pattern_subscription_picks_up_a_new_topic_and_more_partitions(tmp_path):
     from pyspark_logsource.client.consumer import Consumer
 
-    with broker_process(tmp_path, config={"group.initial.rebalance.delay.ms": "0"}) as b, Admin(b.bootstrap) as admin:
+    with (
+        broker_process(tmp_path, config={"group.initial.rebalance.delay.ms": "0"}) as b,
+        Admin(b.bootstrap) as admin,
+    ):
         admin.create_topic("pat-a", partitions=1)
-        with Consumer(b.bootstrap, group_id="pat-group", auto_offset_reset="earliest", session_timeout_ms=3000,
-                      heartbeat_interval_ms=300, metadata_max_age_ms=300) as c:  # fmt: skip
+        with Consumer(
+            b.bootstrap,
+            group_id="pat-group",
+            auto_offset_reset="earliest",
+            session_timeout_ms=3000,
+            heartbeat_interval_ms=300,
+            metadata_max_age_ms=300,
+        ) as c:
             c.subscribe(pattern=r"pat-.*")
             _wait(lambda: (c.poll(100), c.assignment() == [("pat-a", 0)])[1], 20, "the first assignment")
             admin.create_topic("pat-b", partitions=2)
             with Producer(b.bootstrap) as p:
                 p.send("pat-b", value=b"late", partition=1).result(10)
             seen: list = []
-            _wait(lambda: seen.extend(m.value for m in c.poll(100)) or b"late" in seen, 30, "the new topic's record")
+            _wait(
+                lambda: seen.extend(m.value for m in c.poll(100)) or b"late" in seen,
+                30,
+                "the new topic's record",
+            )
             assert sorted(c.assignment()) == [("pat-a", 0), ("pat-b", 0), ("pat-b", 1)]

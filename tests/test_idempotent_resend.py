@@ -89,8 +89,16 @@ def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> N
         admin.close()
         log = eb._broker.state.logs.get_log(TOPIC, 0)
         # 10 requests of 16 batches may be in flight: more batches than the broker remembers
-        producer = Producer(bootstrap, enable_idempotence=True, batch_size=1, linger_ms=0, max_in_flight=10,
-                            max_batches_per_request=16, retry_backoff_ms=20, request_timeout_ms=5000)  # fmt: skip
+        producer = Producer(
+            bootstrap,
+            enable_idempotence=True,
+            batch_size=1,
+            linger_ms=0,
+            max_in_flight=10,
+            max_batches_per_request=16,
+            retry_backoff_ms=20,
+            request_timeout_ms=5000,
+        )
         caplog.set_level(logging.WARNING, logger="pyspark_logsource.client.producer")
         try:
             first = producer.send(TOPIC, b"first", partition=0).result(10)
@@ -110,7 +118,8 @@ def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> N
         finally:
             producer.close()
         assert 1 <= appended_unanswered <= MAX_UNANSWERED_BATCHES, (
-            f"{appended_unanswered} batches of a partition were sent unanswered")
+            f"{appended_unanswered} batches of a partition were sent unanswered"
+        )
         assert not [r for r in caplog.records if "restarting the partition's sequences" in r.getMessage()]
         consumer = Consumer(bootstrap, auto_offset_reset="earliest")
         try:

@@ -22,10 +22,7 @@ _FILES = {
     ),
     "pkg/d.py": "import pkg.sub.c as c\n",  # d -> sub.c (absolute)
     "pkg/e.py": (  # e -> f (a name for import_module)
-        "import importlib\n"
-        "MODS = {'x': 'pkg.f'}\n"
-        "def load(k):\n"
-        "    return importlib.import_module(MODS[k])\n"
+        "import importlib\nMODS = {'x': 'pkg.f'}\ndef load(k):\n    return importlib.import_module(MODS[k])\n"
     ),
     "pkg/f.py": "from pkg import e\n",
     "pkg/g.py": "LOGGER = 'pkg.h'\n",  # a string in a module that imports nothing by name: no edge
@@ -37,8 +34,10 @@ _FILES = {
 def _run(root: Path, package: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(SCRIPT), "--root", str(root), "--package", package, *extra],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_finds_lazy_type_only_relative_and_string_circles(tmp_path):
@@ -77,7 +76,8 @@ def test_spark_datasource_and_etl_are_free_of_circles():
     for line in circles:
         members = line.split(": ", 1)[1].split(", ")
         assert not any(
-            m == "pyspark_logsource.datasource" or m.startswith(("pyspark_logsource.spark.", "pyspark_logsource.etl."))
+            m == "pyspark_logsource.datasource"
+            or m.startswith(("pyspark_logsource.spark.", "pyspark_logsource.etl."))
             for m in members
         ), line
 

@@ -54,13 +54,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 # ------------------------------------------------------------------ test data
 
 
-def records(n: int = N, *, base_ts: int = 1_700_000_000_000, tag: str = "r", null_headers: bool = True) -> list[Rec]:
+def records(
+    n: int = N, *, base_ts: int = 1_700_000_000_000, tag: str = "r", null_headers: bool = True
+) -> list[Rec]:
     """Binary values (every byte value, a newline, an empty one, a null one), keys (empty and null too),
     explicit timestamps and headers (several, a repeated key, a null value unless ``null_headers`` is
     false (kafka-python refuses them), none at all)."""
     out: list[Rec] = []
     for i in range(n):
-        value: bytes | None = f"{tag}{i}:".encode() + bytes((i * 7 + j) % 256 for j in range(i % 50)) + b"\n\x00\xff"
+        value: bytes | None = (
+            f"{tag}{i}:".encode() + bytes((i * 7 + j) % 256 for j in range(i % 50)) + b"\n\x00\xff"
+        )
         key: bytes | None = f"k{i % 5}".encode()
         headers: tuple = (("h", f"{tag}{i}".encode()), ("n", str(i).encode()))
         if i % 11 == 3:
@@ -97,15 +101,25 @@ _MSG_DELIM = b"|~|"
 
 def kcat(*args: str, stdin: bytes | None = None, timeout: float = 60) -> bytes:
     if KCAT is None:
-        pytest.fail("kcat is not on PATH: `make test` installs Debian's kcat (scripts/ensure-kcat.sh); "
-                    "or run `sudo apt-get install kcat`")  # fmt: skip
+        pytest.fail(
+            "kcat is not on PATH: `make test` installs Debian's kcat (scripts/ensure-kcat.sh); "
+            "or run `sudo apt-get install kcat`"
+        )
     r = subprocess.run([KCAT, *args], input=stdin, capture_output=True, timeout=timeout)
-    assert r.returncode == 0, f"kcat {' '.join(args)} exited {r.returncode}: {r.stderr.decode(errors='replace')}"
+    assert r.returncode == 0, (
+        f"kcat {' '.join(args)} exited {r.returncode}: {r.stderr.decode(errors='replace')}"
+    )
     return r.stdout
 
 
-def kcat_produce(bootstrap: str, topic: str, recs: list[tuple[bytes | None, bytes]], codec: str = "none",
-                 headers: tuple[tuple[str, bytes], ...] = (), partition: int = 0) -> None:  # fmt: skip
+def kcat_produce(
+    bootstrap: str,
+    topic: str,
+    recs: list[tuple[bytes | None, bytes]],
+    codec: str = "none",
+    headers: tuple[tuple[str, bytes], ...] = (),
+    partition: int = 0,
+) -> None:
     """``kcat -P``: keys with -K, every message gets ``headers`` (-H); kcat sets CreateTime itself.
 
     A record without a key separator has a null key; values must not contain the delimiters."""
@@ -115,27 +129,60 @@ def kcat_produce(bootstrap: str, topic: str, recs: list[tuple[bytes | None, byte
         if key is not None:
             data += key + _KEY_DELIM
         data += value + _MSG_DELIM
-    args = ["-b", bootstrap, "-P", "-t", topic, "-p", str(partition), "-D", _MSG_DELIM.decode(),
-            "-K", _KEY_DELIM.decode(), "-X", f"compression.codec={codec}"]  # fmt: skip
+    args = [
+        "-b",
+        bootstrap,
+        "-P",
+        "-t",
+        topic,
+        "-p",
+        str(partition),
+        "-D",
+        _MSG_DELIM.decode(),
+        "-K",
+        _KEY_DELIM.decode(),
+        "-X",
+        f"compression.codec={codec}",
+    ]
     for k, v in headers:
         args += ["-H", f"{k}={v.decode()}"]
     kcat(*args, stdin=bytes(data))
 
 
-def kcat_consume(bootstrap: str, topic: str, partition: int = 0, offset: str = "beginning",
-                 *extra: str, timeout: float = 60) -> list[tuple[int, Rec]]:  # fmt: skip
+def kcat_consume(
+    bootstrap: str,
+    topic: str,
+    partition: int = 0,
+    offset: str = "beginning",
+    *extra: str,
+    timeout: float = 60,
+) -> list[tuple[int, Rec]]:
     """``kcat -C -o beginning -e`` (or from ``offset``, with ``extra`` arguments) with a length-prefixed
     -f format, so any bytes parse exactly.
 
     Returns (offset, record) pairs. kcat prints headers as ``k=v,k=v`` (ASCII header values only)."""
-    out = kcat("-b", bootstrap, "-C", "-t", topic, "-p", str(partition), "-o", offset, "-e", *extra,
-               "-f", "@%o|%K|%S|%T|%h\n%k%s\n", timeout=timeout)  # fmt: skip
+    out = kcat(
+        "-b",
+        bootstrap,
+        "-C",
+        "-t",
+        topic,
+        "-p",
+        str(partition),
+        "-o",
+        offset,
+        "-e",
+        *extra,
+        "-f",
+        "@%o|%K|%S|%T|%h\n%k%s\n",
+        timeout=timeout,
+    )
     recs: list[tuple[int, Rec]] = []
     pos = 0
     while pos < len(out):
         eol = out.index(b"\n", pos)
         line = out[pos:eol].decode()
-        assert line.startswith("@"), f"unexpected kcat output at {pos}: {out[pos:pos + 80]!r}"
+        assert line.startswith("@"), f"unexpected kcat output at {pos}: {out[pos : pos + 80]!r}"
         offset, klen, vlen, ts, hdrs = line[1:].split("|", 4)
         pos = eol + 1
         key = None
@@ -156,13 +203,28 @@ def kcat_consume(bootstrap: str, topic: str, partition: int = 0, offset: str = "
 # ------------------------------------------------------------------ confluent-kafka
 
 
-def ck_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none", idempotent: bool = False,
-               partition: int = 0, **conf: Any) -> list[int]:  # fmt: skip
+def ck_produce(
+    bootstrap: str,
+    topic: str,
+    recs: list[Rec],
+    codec: str = "none",
+    idempotent: bool = False,
+    partition: int = 0,
+    **conf: Any,
+) -> list[int]:
     """confluent-kafka Producer; returns the offsets the broker assigned, in send order."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": idempotent,
-                  "linger.ms": 5, "batch.num.messages": 16, **conf})  # fmt: skip
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": codec,
+            "enable.idempotence": idempotent,
+            "linger.ms": 5,
+            "batch.num.messages": 16,
+            **conf,
+        }
+    )
     offsets: list[int | None] = [None] * len(recs)
     errors: list[Any] = []
 
@@ -176,8 +238,15 @@ def ck_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
         return cb
 
     for i, (key, value, ts, headers) in enumerate(recs):
-        p.produce(topic, value=value, key=key, partition=partition, timestamp=ts, headers=list(headers),
-                  on_delivery=on_delivery(i))  # fmt: skip
+        p.produce(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp=ts,
+            headers=list(headers),
+            on_delivery=on_delivery(i),
+        )
         p.poll(0)
     assert p.flush(60) == 0, "confluent-kafka producer did not deliver everything"
     assert not errors, errors
@@ -187,12 +256,20 @@ def ck_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
 def _ck_consumer(bootstrap: str) -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "interop-no-commit", "enable.auto.commit": False,
-                     "enable.partition.eof": True, "auto.offset.reset": "earliest"})  # fmt: skip
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "interop-no-commit",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
 
 
-def ck_consume(bootstrap: str, topic: str, partition: int = 0, start: int | None = None,
-               seek_to: int | None = None) -> list[tuple[int, Rec]]:  # fmt: skip
+def ck_consume(
+    bootstrap: str, topic: str, partition: int = 0, start: int | None = None, seek_to: int | None = None
+) -> list[tuple[int, Rec]]:
     """confluent-kafka Consumer: assign (from the beginning, or ``start``), optionally seek, read to EOF."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
@@ -223,15 +300,28 @@ def ck_consume(bootstrap: str, topic: str, partition: int = 0, start: int | None
 # ------------------------------------------------------------------ kafka-python
 
 
-def kp_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none", idempotent: bool = False,
-               partition: int = 0) -> list[int]:  # fmt: skip
+def kp_produce(
+    bootstrap: str,
+    topic: str,
+    recs: list[Rec],
+    codec: str = "none",
+    idempotent: bool = False,
+    partition: int = 0,
+) -> list[int]:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
-                      enable_idempotence=idempotent, linger_ms=5, batch_size=2048)  # fmt: skip
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=None if codec == "none" else codec,
+        enable_idempotence=idempotent,
+        linger_ms=5,
+        batch_size=2048,
+    )
     try:
-        futs = [p.send(topic, value=v, key=k, headers=list(h), timestamp_ms=ts, partition=partition)
-                for k, v, ts, h in recs]  # fmt: skip
+        futs = [
+            p.send(topic, value=v, key=k, headers=list(h), timestamp_ms=ts, partition=partition)
+            for k, v, ts, h in recs
+        ]
         p.flush(60)
         return [f.get(30).offset for f in futs]
     finally:
@@ -263,13 +353,17 @@ def kp_consume(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int
 # ------------------------------------------------------------------ ours
 
 
-def our_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none", partition: int = 0) -> list[int]:
+def our_produce(
+    bootstrap: str, topic: str, recs: list[Rec], codec: str = "none", partition: int = 0
+) -> list[int]:
     from pyspark_logsource import Producer
 
     p = Producer(bootstrap, compression=None if codec == "none" else codec)
     try:
-        futs = [p.send(topic, value=v, key=k, headers=list(h) or None, partition=partition, timestamp_ms=ts)
-                for k, v, ts, h in recs]  # fmt: skip
+        futs = [
+            p.send(topic, value=v, key=k, headers=list(h) or None, partition=partition, timestamp_ms=ts)
+            for k, v, ts, h in recs
+        ]
         p.flush(60)
         return [f.result(30)[1] for f in futs]
     finally:
@@ -297,7 +391,12 @@ def our_consume(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[in
         c.close()
 
 
-READERS = {"kcat": kcat_consume, "confluent-kafka": ck_consume, "kafka-python": kp_consume, "ours": our_consume}
+READERS = {
+    "kcat": kcat_consume,
+    "confluent-kafka": ck_consume,
+    "kafka-python": kp_consume,
+    "ours": our_consume,
+}
 
 
 def without_offsets(rows: list[tuple[int, Rec]]) -> list[Rec]:
@@ -308,7 +407,9 @@ def without_offsets(rows: list[tuple[int, Rec]]) -> list[Rec]:
 
 def kcat_view(recs: list[Rec]) -> list[Rec]:
     """What kcat's -f %h shows of ``recs``: a header with a null value prints as ``k=NULL``."""
-    return [(k, v, ts, tuple((hk, hv if hv is not None else b"NULL") for hk, hv in h)) for k, v, ts, h in recs]
+    return [
+        (k, v, ts, tuple((hk, hv if hv is not None else b"NULL") for hk, hv in h)) for k, v, ts, h in recs
+    ]
 
 
 # ================================================================== kcat
@@ -317,8 +418,10 @@ def kcat_view(recs: list[Rec]) -> list[Rec]:
 @pytest.mark.parametrize("codec", CODECS)
 def test_kcat_produces_and_consumes_every_codec(broker, codec, topic_name):
     bs, topic = broker.bootstrap, topic_name(f"kcat-{codec}")
-    plain = [(b"key-%d" % i if i % 4 else None, b"value %d \x00\x01\xfe\xff\n\t" % i + bytes(range(i % 64)))
-             for i in range(N)]  # fmt: skip
+    plain = [
+        (b"key-%d" % i if i % 4 else None, b"value %d \x00\x01\xfe\xff\n\t" % i + bytes(range(i % 64)))
+        for i in range(N)
+    ]
     plain[5] = (b"", b"")  # empty key and empty value
     hdrs = (("source", b"kcat"), ("codec", codec.encode()))
     before = int(time.time() * 1000)
@@ -390,8 +493,9 @@ def test_confluent_kafka_admin_create_describe_delete(broker, topic_name):
     bs = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
     name = topic_name("ck-admin")
-    for f in admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1,
-                                           config={"retention.ms": "3600000"})]).values():  # fmt: skip
+    for f in admin.create_topics(
+        [NewTopic(name, num_partitions=3, replication_factor=1, config={"retention.ms": "3600000"})]
+    ).values():
         assert f.result(30) is None
     md = admin.list_topics(timeout=30)
     assert len(md.topics[name].partitions) == 3
@@ -423,9 +527,15 @@ def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker, 
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     name = topic_name("ck-topic-configs")
-    config = {"compression.type": "lz4", "unclean.leader.election.enable": "true",
-              "message.downconversion.enable": "false", "preallocate": "true", "segment.jitter.ms": "100",
-              "message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}  # fmt: skip
+    config = {
+        "compression.type": "lz4",
+        "unclean.leader.election.enable": "true",
+        "message.downconversion.enable": "false",
+        "preallocate": "true",
+        "segment.jitter.ms": "100",
+        "message.timestamp.type": "LogAppendTime",
+        "retention.ms": "3600000",
+    }
     for f in admin.create_topics([NewTopic(name, 1, 1, config=config)]).values():
         assert f.result(30) is None
     res = ConfigResource("topic", name)
@@ -434,8 +544,11 @@ def test_confluent_kafka_admin_creates_topics_with_kafkas_topic_configs(broker, 
     assert all(not described[k].is_default for k in config)
     assert described["compression.zstd.level"].value == "3" and described["compression.zstd.level"].is_default
     # an unknown name and a bad value: INVALID_CONFIG (40) naming the key, and nothing created
-    for key, value in (("compression.codec", "lz4"), ("compression.type", "brotli"),
-                       ("unclean.leader.election.enable", "yes")):  # fmt: skip
+    for key, value in (
+        ("compression.codec", "lz4"),
+        ("compression.type", "brotli"),
+        ("unclean.leader.election.enable", "yes"),
+    ):
         bad = topic_name("ck-bad-config")
         with pytest.raises(KafkaException) as exc:
             for f in admin.create_topics([NewTopic(bad, 1, 1, config={key: value})]).values():
@@ -452,8 +565,16 @@ def test_confluent_kafka_idempotent_producer_writes_no_duplicates(broker, topic_
 
     bs, topic = broker.bootstrap, topic_name("ck-idem")
     create_topic(bs, topic, 3)
-    p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 1, "batch.num.messages": 7,
-                  "max.in.flight.requests.per.connection": 5, "compression.type": "lz4"})  # fmt: skip
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "batch.num.messages": 7,
+            "max.in.flight.requests.per.connection": 5,
+            "compression.type": "lz4",
+        }
+    )
     n = 3000
     for i in range(n):
         p.produce(topic, value=b"m%d" % i, partition=i % 3)
@@ -504,8 +625,14 @@ def test_kafka_python_idempotent_producer_writes_no_duplicates(broker, topic_nam
 
     bs, topic = broker.bootstrap, topic_name("kp-idem")
     create_topic(bs, topic, 2)
-    p = KafkaProducer(bootstrap_servers=bs, enable_idempotence=True, linger_ms=1, batch_size=512,
-                      max_in_flight_requests_per_connection=5, compression_type="gzip")  # fmt: skip
+    p = KafkaProducer(
+        bootstrap_servers=bs,
+        enable_idempotence=True,
+        linger_ms=1,
+        batch_size=512,
+        max_in_flight_requests_per_connection=5,
+        compression_type="gzip",
+    )
     n = 1000
     futs = [p.send(topic, value=b"m%d" % i, partition=i % 2) for i in range(n)]
     p.flush(60)
@@ -594,8 +721,15 @@ def test_raw_idempotent_produce_sequence_checks(broker, topic_name):
         assert pid >= 0 and epoch >= 0
 
         def batch(seq: int, n: int = 3, e: int = epoch, tag: str = "") -> bytes:
-            return bytes(encode_kafka([f"{tag}{seq + i}".encode() for i in range(n)], codec="lz4",
-                                      producer_id=pid, producer_epoch=e, base_sequence=seq))  # fmt: skip
+            return bytes(
+                encode_kafka(
+                    [f"{tag}{seq + i}".encode() for i in range(n)],
+                    codec="lz4",
+                    producer_id=pid,
+                    producer_epoch=e,
+                    base_sequence=seq,
+                )
+            )
 
         first = c.produce(topic, 0, batch(0))
         assert (first.error_code, first.base_offset) == (0, 0)
@@ -648,10 +782,18 @@ def test_spark_reads_a_topic_written_by_kafka_clients(spark, broker, topic_name)
     kp_produce(bs, topic, kp, "gzip", partition=0)
     ck_produce(bs, topic, ck, "zstd", idempotent=True, partition=1)
     kcat_produce(bs, topic, [(b"kk", b"from kcat")], codec="lz4", headers=(("via", b"kcat"),), partition=1)
-    df = (spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic)
-          .option("startingOffsets", "earliest").option("includeHeaders", "true").load())  # fmt: skip
+    df = (
+        spark.read.format("logsource")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load()
+    )
     rows = sorted(df.collect(), key=lambda r: (r.partition, r.offset))
-    assert [(r.partition, r.offset) for r in rows] == [(0, i) for i in range(30)] + [(1, i) for i in range(31)]
+    assert [(r.partition, r.offset) for r in rows] == [(0, i) for i in range(30)] + [
+        (1, i) for i in range(31)
+    ]
 
     def rec(r) -> Rec:
         key = bytes(r.key) if r.key is not None else None
@@ -675,12 +817,20 @@ def test_kafka_clients_read_what_spark_wrote(spark, broker, topic_name):
     create_topic(bs, topic, 1)
     base = 1_700_000_900_000
     data = [(f"k{i % 4}".encode() if i % 5 else None, b"spark %d \x00\xff" % i, base + i) for i in range(50)]
-    schema = T.StructType([T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-                           T.StructField("ts_ms", T.LongType())])  # fmt: skip
-    df = (spark.createDataFrame(data, schema).coalesce(1)
-          .withColumn("timestamp", F.timestamp_millis("ts_ms"))
-          .withColumn("headers", F.array(F.struct(F.lit("via").alias("key"), F.lit(b"spark").alias("value"))))
-          .drop("ts_ms"))  # fmt: skip
+    schema = T.StructType(
+        [
+            T.StructField("key", T.BinaryType()),
+            T.StructField("value", T.BinaryType()),
+            T.StructField("ts_ms", T.LongType()),
+        ]
+    )
+    df = (
+        spark.createDataFrame(data, schema)
+        .coalesce(1)
+        .withColumn("timestamp", F.timestamp_millis("ts_ms"))
+        .withColumn("headers", F.array(F.struct(F.lit("via").alias("key"), F.lit(b"spark").alias("value"))))
+        .drop("ts_ms")
+    )
     df.write.format("logsource").option("bootstrap.servers", bs).option("topic", topic).mode("append").save()
     want: list[Rec] = [(k, v, ts, (("via", b"spark"),)) for k, v, ts in data]
     got_kp = without_offsets(kp_consume(bs, topic))

@@ -79,8 +79,21 @@ def test_a_failed_run_changes_nothing_and_the_next_are_checked_without_it(tmp_pa
 
     got = check_same(tmp_path, runs)
     kinds = [type(r).__name__ if isinstance(r, LogSourceError) else "ok" for r in got]
-    assert kinds == ["ok", "CorruptRecord", "ok", "OutOfOrderSequence", "ok", "ok", "DuplicateSequence", "ok",
-                     "UnknownProducerId", "ok", "CorruptRecord", "ok", "InvalidProducerEpoch"]  # fmt: skip
+    assert kinds == [
+        "ok",
+        "CorruptRecord",
+        "ok",
+        "OutOfOrderSequence",
+        "ok",
+        "ok",
+        "DuplicateSequence",
+        "ok",
+        "UnknownProducerId",
+        "ok",
+        "CorruptRecord",
+        "ok",
+        "InvalidProducerEpoch",
+    ]
     assert got[5].duplicate and got[5].base_offset == 0
 
 
@@ -99,8 +112,12 @@ def test_transactional_runs_are_appended_in_their_turn(tmp_path):
 
 
 def test_log_append_time(tmp_path):
-    got = check_same(tmp_path, lambda: [pbatch(i, 1, seq=i) for i in range(5)], same_bytes=False,
-                     message_timestamp_type="LogAppendTime")  # fmt: skip
+    got = check_same(
+        tmp_path,
+        lambda: [pbatch(i, 1, seq=i) for i in range(5)],
+        same_bytes=False,
+        message_timestamp_type="LogAppendTime",
+    )
     log = open_log(tmp_path / "a", message_timestamp_type="LogAppendTime")
     batches = fmt.decode_all(log_bytes(log))  # CRCs recomputed: decoding checks them
     assert [b.header.max_timestamp for b in batches][:5] == [r.log_append_time for r in got]

@@ -69,7 +69,12 @@ def test_entries_reach_the_file_at_flush_and_close(tmp_path):
     tidx.close()
     reopened = OffsetIndex(path, 0, 1 << 20)
     reopened.sanity_check(segment_size=10_000)
-    assert [reopened.lookup(o) for o in (99, 150, 155, 10**6)] == [(90, 900), (150, 1500), (150, 1500), (160, 1600)]
+    assert [reopened.lookup(o) for o in (99, 150, 155, 10**6)] == [
+        (90, 900),
+        (150, 1500),
+        (150, 1500),
+        (160, 1600),
+    ]
     assert TimeIndex(tpath, 0, 1 << 20).last_entry == (1010, 100)
 
 

@@ -35,7 +35,9 @@ def test_topics_on_disk_and_reopen(tmp_path, caplog):
     m.create_topic("__offsets", 1)
     assert m.topics() == {"clicks": 3, "__offsets": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["__offsets-0", "clicks-0", "clicks-1", "clicks-2"]
-    assert (tmp_path / "clicks-1" / "config.properties").read_text() == "retention.ms=1000\nsegment.bytes=2000\n"
+    assert (
+        tmp_path / "clicks-1" / "config.properties"
+    ).read_text() == "retention.ms=1000\nsegment.bytes=2000\n"
     assert not (tmp_path / "__offsets-0" / "config.properties").exists()
     for i in range(10):
         logs[1].append(make_batch(i * 10, 10))
@@ -49,14 +51,17 @@ def test_topics_on_disk_and_reopen(tmp_path, caplog):
     assert sum("loaded log clicks-" in r.getMessage() for r in caplog.records) == 3
     lg = m.get_log("clicks", 1)
     assert lg.recovery_info["clean"] and lg.log_end_offset == 100
-    assert m.topic_config("clicks").segment_bytes == 2000 and m.topic_config("__offsets").segment_bytes == 1 << 30
+    assert (
+        m.topic_config("clicks").segment_bytes == 2000
+        and m.topic_config("__offsets").segment_bytes == 1 << 30
+    )
     assert [r.offset for r in all_records(lg)] == list(range(100))
     m.close()
 
 
 def test_errors_leave_nothing_on_disk(tmp_path):
     m = LogManager([tmp_path], LogConfig(), background=False)
-    for bad in ["../x", "a/b", "", ".", ".." , "x" * 250]:
+    for bad in ["../x", "a/b", "", ".", "..", "x" * 250]:
         with pytest.raises(InvalidTopic):
             m.create_topic(bad, 1)
         with pytest.raises(InvalidTopic):

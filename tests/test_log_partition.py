@@ -197,7 +197,9 @@ def test_read_regions_hold_whole_batches_from_the_one_containing_offset(tmp_path
             assert sum(h.size for h in headers) == region.length  # whole batches only
             assert headers[0].base_offset <= offset <= headers[0].last_offset
             assert region.length <= max(max_bytes, headers[0].size)
-            assert [h.base_offset for h in headers] == list(range(headers[0].base_offset, headers[-1].next_offset, 7))
+            assert [h.base_offset for h in headers] == list(
+                range(headers[0].base_offset, headers[-1].next_offset, 7)
+            )
             if region.length + 400 < max_bytes:  # it stopped early only at a segment end
                 seg = next(s for s in log.segments if s.log_path.samefile(region.file.name))
                 assert region.position + region.length == seg.size
@@ -480,7 +482,10 @@ def test_a_run_of_two_producers_with_an_epoch_bump(tmp_path):
         log.append(bytes(pbatch(10, 1, pid=2, seq=2) + pbatch(11, 1, pid=1, epoch=1, seq=5)))
     with pytest.raises(InvalidProducerEpoch):
         log.append(pbatch(10, 1, pid=1, epoch=0, seq=4))
-    assert log.append(bytes(pbatch(10, 1, pid=2, seq=2) + pbatch(11, 1, pid=1, epoch=1, seq=4))).base_offset == 10
+    assert (
+        log.append(bytes(pbatch(10, 1, pid=2, seq=2) + pbatch(11, 1, pid=1, epoch=1, seq=4))).base_offset
+        == 10
+    )
     assert log.append(pbatch(6, 2, pid=1, epoch=1, seq=0)).duplicate
 
 
@@ -597,4 +602,6 @@ def test_full_disk_mid_append_appends_nothing(tmp_path, monkeypatch):
     assert log.append(make_batch(0, 3)).base_offset == leo  # the disk has room again
     log.close()
     log = open_log(tmp_path)
-    assert [r.value for r in all_records(log)] == [value_for(i) for i in range(4)] + [value_for(i) for i in range(3)]
+    assert [r.value for r in all_records(log)] == [value_for(i) for i in range(4)] + [
+        value_for(i) for i in range(3)
+    ]

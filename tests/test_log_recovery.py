@@ -22,7 +22,9 @@ def build(tmp_path, batches=30, per_batch=10):
         log.append(make_batch(log.log_end_offset, per_batch))
     log.flush()
     active = log.active_segment
-    bounds = [(pos, h.base_offset) for pos, h in fmt.iter_headers(region_bytes(log.read(active.base_offset, 10**9)))]
+    bounds = [
+        (pos, h.base_offset) for pos, h in fmt.iter_headers(region_bytes(log.read(active.base_offset, 10**9)))
+    ]
     # Simulate a crash: nothing is closed cleanly, files stay as the page cache has them.
     return log, active.log_path, bounds
 
@@ -102,7 +104,9 @@ def test_a_torn_older_segment_drops_everything_after_it(tmp_path):
     assert len(reopened.segments) == 3
     assert reopened.log_end_offset == victim.next_offset - 10
     check_prefix(reopened, reopened.log_end_offset)
-    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == [f"{s.base_offset:020d}.log" for s in segs[:3]]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == [
+        f"{s.base_offset:020d}.log" for s in segs[:3]
+    ]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "missing", "truncated", "empty", "timeindex_garbage"])

@@ -82,8 +82,9 @@ def test_checkpoint_file_is_kafkas_format(tmp_path):
     assert (tmp_path / LEADER_EPOCH_CHECKPOINT_FILE).read_text() == "0\n2\n0 0\n7 42\n"
 
 
-@pytest.mark.parametrize("text", ["", "1\n0\n", "0\n2\n0 0\n", "0\n1\n0 x\n", "0\n1\n0 0 0\n", "0\n2\n5 0\n3 10\n",
-                                  "\xff\xfe"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text", ["", "1\n0\n", "0\n2\n0 0\n", "0\n1\n0 x\n", "0\n1\n0 0 0\n", "0\n2\n5 0\n3 10\n", "\xff\xfe"]
+)
 def test_malformed_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path, text):
     lg = open_log(tmp_path)
     lg.append(make_batch(0, 5), leader_epoch=2)
@@ -158,19 +159,24 @@ def test_follower_log_equals_the_leaders_byte_for_byte(tmp_path):
     follower = open_log(tmp_path / "follower", segment_bytes=2000)
     pid = 77
     for i in range(12):
-        leader.append(make_batch(leader.log_end_offset, 5, producer_id=pid, producer_epoch=0, base_sequence=5 * i),
-                      leader_epoch=1 if i < 6 else 2)  # fmt: skip
+        leader.append(
+            make_batch(leader.log_end_offset, 5, producer_id=pid, producer_epoch=0, base_sequence=5 * i),
+            leader_epoch=1 if i < 6 else 2,
+        )
     replicate(leader, follower, max_bytes=700)  # several fetches, some ending in a partial batch
     assert follower.log_end_offset == leader.log_end_offset == 60
     assert log_bytes(follower) == log_bytes(leader)
     assert follower.epochs.entries() == leader.epochs.entries() == [(1, 0), (2, 30)]
     assert [len(s.log_path.read_bytes()) for s in follower.segments] == [
-        len(s.log_path.read_bytes()) for s in leader.segments]  # fmt: skip
+        len(s.log_path.read_bytes()) for s in leader.segments
+    ]
     # the follower knows the producer's sequences: as the new leader it answers a retry as a duplicate
     retry = make_batch(0, 5, producer_id=pid, producer_epoch=0, base_sequence=55)
     info = follower.append(retry, leader_epoch=3)
     assert info.duplicate and info.base_offset == 55
-    nxt = follower.append(make_batch(0, 5, producer_id=pid, producer_epoch=0, base_sequence=60), leader_epoch=3)
+    nxt = follower.append(
+        make_batch(0, 5, producer_id=pid, producer_epoch=0, base_sequence=60), leader_epoch=3
+    )
     assert (nxt.base_offset, nxt.duplicate) == (60, False)
     assert follower.epochs.entries() == [(1, 0), (2, 30), (3, 60)]
 
@@ -292,7 +298,9 @@ _CRASHER = textwrap.dedent("""
 @pytest.mark.parametrize("case", ["torn-checkpoint", "torn-batch"])
 def test_kill_minus_nine_leaves_a_consistent_epoch_cache(tmp_path, case):
     tests_dir = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", _CRASHER, str(tmp_path), tests_dir, case], capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASHER, str(tmp_path), tests_dir, case], capture_output=True
+    )
     assert proc.returncode == -9, proc.stderr.decode()
     lg = open_log(tmp_path)
     assert lg.log_end_offset == 10

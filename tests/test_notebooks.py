@@ -64,7 +64,13 @@ def test_notebook_runs(path, kernel_env, tmp_path, monkeypatch):
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # raises CellExecutionError naming the cell and its traceback
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors
     # the plots rendered
     if path.stem in ("quickstart", "streaming"):

@@ -173,7 +173,14 @@ def stage_load(store: OffsetStore, ranges: dict[tuple[str, int], tuple[int, int]
             rel_staged = f"{staged.staging_rel}/topic={t}/part-{p}-{first}.parquet"
             store.fs.create(store.path(rel_staged), f"{t} {p} {first}..{last}".encode())
             n = last - first + 1
-            files.append(CommittedFile(rel_staged, f"topic={t}/{t}+{p}+{first}+{last}.parquet", n, (FileRange(t, p, first, last, n),)))
+            files.append(
+                CommittedFile(
+                    rel_staged,
+                    f"topic={t}/{t}+{p}+{first}+{last}.parquet",
+                    n,
+                    (FileRange(t, p, first, last, n),),
+                )
+            )
         load_ranges.append(LoadRange(t, p, start, end, end - start))
     new = dict(prev)
     new.update({tp: e for tp, (_, e) in ranges.items()})
@@ -181,7 +188,11 @@ def stage_load(store: OffsetStore, ranges: dict[tuple[str, int], tuple[int, int]
 
 
 def published(store: OffsetStore) -> list[str]:
-    return sorted(os.path.relpath(s.path, store.root) for s in store.fs.walk_files(store.root) if "/_" not in "/" + os.path.relpath(s.path, store.root))
+    return sorted(
+        os.path.relpath(s.path, store.root)
+        for s in store.fs.walk_files(store.root)
+        if "/_" not in "/" + os.path.relpath(s.path, store.root)
+    )
 
 
 def test_commit_publishes_files_and_offsets_together(tmp_path):

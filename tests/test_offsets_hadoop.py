@@ -74,8 +74,15 @@ def _stage(store: OffsetStore, c: Committer, n: int = 2):
         store.fs.create(store.path(rel), b"x" * (100 + i))
         final = rel if staged.mode == "direct" else f"t+0+{i * 10}+{i * 10 + 9}.parquet"
         files.append(CommittedFile(rel, final, 10, (FileRange("t", 0, i * 10, i * 10 + 9, 10),)))
-    man = Manifest(staged.seq, staged.load_id, "parquet", offsets_dict({("t", 0): n * 10}),
-                   [LoadRange("t", 0, 0, n * 10, n * 10)], files, mode=staged.mode)  # fmt: skip
+    man = Manifest(
+        staged.seq,
+        staged.load_id,
+        "parquet",
+        offsets_dict({("t", 0): n * 10}),
+        [LoadRange("t", 0, 0, n * 10, n * 10)],
+        files,
+        mode=staged.mode,
+    )
     return staged, man
 
 

@@ -41,8 +41,9 @@ def append(lg: PartitionLog, n: int) -> None:
 
 
 def leader(lg: PartitionLog, isr: list[int], replicas: list[int] = (1, 2, 3), version: int = 0) -> Partition:
-    p = Partition(1, PartitionRole("t", 0, 1, 0, list(isr), list(replicas), zk_version=version), lg,
-                  lg.log_end_offset)  # fmt: skip
+    p = Partition(
+        1, PartitionRole("t", 0, 1, 0, list(isr), list(replicas), zk_version=version), lg, lg.log_end_offset
+    )
     p.refresh_followers(now=1000)
     return p
 
@@ -98,7 +99,9 @@ def test_isr_shrink_and_expand_rules(lg):
 
 def test_role_updates_and_min_isr(lg):
     p = leader(lg, [1], replicas=[1, 2], version=3)
-    with pytest.raises(NotEnoughReplicas, match=r"t-0 has 1 in-sync replicas \[1\], min.insync.replicas is 2"):
+    with pytest.raises(
+        NotEnoughReplicas, match=r"t-0 has 1 in-sync replicas \[1\], min.insync.replicas is 2"
+    ):
         p.check_min_isr()
     older = PartitionRole("t", 0, 1, 0, [1, 2], [1, 2, 3], zk_version=2)
     assert p.set_role(older) is False and p.role.isr == [1]
@@ -156,15 +159,22 @@ def test_a_partition_error_is_its_code_and_answers_now(lg):
 
     append(lg, 2)
     req = FetchRequest([FetchPartition("t", 0, 99, 1 << 20)], max_wait_ms=500, min_bytes=1, max_bytes=1 << 20)
-    resp, size, now = read_partitions(req, 1 << 20, FetchIsolation.HIGH_WATERMARK,
-                                      lambda req, fp, r: (lg, lg.high_watermark))  # fmt: skip
+    resp, size, now = read_partitions(
+        req, 1 << 20, FetchIsolation.HIGH_WATERMARK, lambda req, fp, r: (lg, lg.high_watermark)
+    )
     (r,) = resp.partitions
     assert (size, now, r.error_code, r.records, r.high_watermark) == (0, True, OffsetOutOfRange.code, None, 2)
 
 
 def test_replication_settings_are_read_once_from_the_config(tmp_path):
-    c = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "broker.id": 4, "replica.lag.time.max.ms": 1500,
-                                      "replica.fetch.wait.max.ms": 100})  # fmt: skip
+    c = BrokerConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "broker.id": 4,
+            "replica.lag.time.max.ms": 1500,
+            "replica.fetch.wait.max.ms": 100,
+        }
+    )
     s = ReplicationSettings.from_config(c)
     assert (s.broker_id, s.lag_time_max_ms, s.fetch_wait_max_ms, s.fetch_backoff_ms) == (4, 1500, 100, 200)
     assert s.answer_max_bytes == c.fetch_max_bytes

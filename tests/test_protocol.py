@@ -84,7 +84,11 @@ from pyspark_logsource.protocol.primitives import Reader
 # one request and one response per API, with every field away from its default
 REQUESTS = [
     ProduceRequest(
-        [ProducePartitionData("a", 0, b"xyz"), ProducePartitionData("b", 3, None), ProducePartitionData("a", 1, b"")],
+        [
+            ProducePartitionData("a", 0, b"xyz"),
+            ProducePartitionData("b", 3, None),
+            ProducePartitionData("a", 1, b""),
+        ],
         acks=-1,
         timeout_ms=1234,
         transactional_id="tx",
@@ -97,10 +101,14 @@ REQUESTS = [
         isolation_level=1,
         replica_id=-1,
     ),
-    ListOffsetsRequest([ListOffsetsPartition("a", 0, -2), ListOffsetsPartition("a", 1, 1_700_000_000_000)], 1, 5),
+    ListOffsetsRequest(
+        [ListOffsetsPartition("a", 0, -2), ListOffsetsPartition("a", 1, 1_700_000_000_000)], 1, 5
+    ),
     MetadataRequest(["a", "b"], True),
     MetadataRequest(None, False),
-    OffsetCommitRequest("g", [OffsetCommitPartition("a", 0, 10, "meta"), OffsetCommitPartition("b", 1, 0)], 3, "m"),
+    OffsetCommitRequest(
+        "g", [OffsetCommitPartition("a", 0, 10, "meta"), OffsetCommitPartition("b", 1, 0)], 3, "m"
+    ),
     OffsetFetchRequest("g", [("a", 0), ("b", 5)]),
     OffsetFetchRequest("g", None),
     ApiVersionsRequest(),
@@ -108,39 +116,73 @@ REQUESTS = [
     DeleteTopicsRequest(["a", "b"], 77),
     InitProducerIdRequest("tx", 9, 42, 3),
     FindCoordinatorRequest("group-1", 0),
-    DescribeConfigsRequest([ConfigResource(2, "a", ["retention.ms"]), ConfigResource(4, "0", None)], True, True),
+    DescribeConfigsRequest(
+        [ConfigResource(2, "a", ["retention.ms"]), ConfigResource(4, "0", None)], True, True
+    ),
     DescribeClusterRequest(True, 1),
-    tm.StagedTxnsRequest(tm.COMMIT, "spark-query-1", 7, 30000,
-                         [tm.StagedProducer(5, 1, {("a", 0): 10, ("b", 2): 3}), tm.StagedProducer(6, 0, {})]),
-    tm.WriteTxnMarkersRequest([tm.TxnMarker(5, 2, True, [("a", 0), ("a", 1), ("b", 0)], 3),
-                               tm.TxnMarker(6, 1, False, [("a", 2)], 0)]),
+    tm.StagedTxnsRequest(
+        tm.COMMIT,
+        "spark-query-1",
+        7,
+        30000,
+        [tm.StagedProducer(5, 1, {("a", 0): 10, ("b", 2): 3}), tm.StagedProducer(6, 0, {})],
+    ),
+    tm.WriteTxnMarkersRequest(
+        [
+            tm.TxnMarker(5, 2, True, [("a", 0), ("a", 1), ("b", 0)], 3),
+            tm.TxnMarker(6, 1, False, [("a", 2)], 0),
+        ]
+    ),
 ]
 
 RESPONSES = [
-    ProduceResponse(partitions=[ProducePartitionResponse("a", 0, 0, 10, 11, 0), ProducePartitionResponse("b", 3, 3, -1, -1, -1, "nope")]),
+    ProduceResponse(
+        partitions=[
+            ProducePartitionResponse("a", 0, 0, 10, 11, 0),
+            ProducePartitionResponse("b", 3, 3, -1, -1, -1, "nope"),
+        ]
+    ),
     # an error partition's records: written empty even when None (test_fetch_fast pins that), so b"" round-trips
-    FetchResponse(partitions=[FetchPartitionResponse("a", 0, 0, 100, 100, 0, b"data"), FetchPartitionResponse("b", 1, 1, -1, -1, -1, b"")]),
+    FetchResponse(
+        partitions=[
+            FetchPartitionResponse("a", 0, 0, 100, 100, 0, b"data"),
+            FetchPartitionResponse("b", 1, 1, -1, -1, -1, b""),
+        ]
+    ),
     ListOffsetsResponse(partitions=[ListOffsetsPartitionResponse("a", 0, 0, 5, 6)]),
     MetadataResponse(
         brokers=[BrokerMetadata(0, "127.0.0.1", 9092, None), BrokerMetadata(1, "h", 1, "r")],
         cluster_id="c",
         controller_id=0,
-        topics=[TopicMetadata("a", [PartitionMetadata(0, 0, 2, [0], [0], [], 0)], False, 0), TopicMetadata("bad", [], False, 17)],
+        topics=[
+            TopicMetadata("a", [PartitionMetadata(0, 0, 2, [0], [0], [], 0)], False, 0),
+            TopicMetadata("bad", [], False, 17),
+        ],
     ),
     MetadataResponse(),
-    OffsetCommitResponse(partitions=[OffsetCommitPartitionResponse("a", 0, 0), OffsetCommitPartitionResponse("b", 1, 3)]),
+    OffsetCommitResponse(
+        partitions=[OffsetCommitPartitionResponse("a", 0, 0), OffsetCommitPartitionResponse("b", 1, 3)]
+    ),
     OffsetFetchResponse(partitions=[OffsetFetchPartitionResponse("a", 0, 10, "meta", 0)]),
     OffsetFetchResponse(),
     ApiVersionsResponse(api_keys=[ApiVersion(0, 0, 0), ApiVersion(18, 0, 3)]),
-    CreateTopicsResponse(topics=[CreateTopicResult("a", 0, None, 3), CreateTopicResult("b", 36, "exists", -1)]),
+    CreateTopicsResponse(
+        topics=[CreateTopicResult("a", 0, None, 3), CreateTopicResult("b", 36, "exists", -1)]
+    ),
     DeleteTopicsResponse(topics=[DeleteTopicResult("a"), DeleteTopicResult("b", 3, "unknown")]),
     InitProducerIdResponse(producer_id=1 << 40, producer_epoch=7),
     FindCoordinatorResponse(0, None, 3, "host", 9092, 0, "group-1"),
-    DescribeConfigsResponse([DescribeConfigsResult(2, "a", 0, None, [ConfigEntry("retention.ms", "10", False, 1)]),
-                             DescribeConfigsResult(4, "0", 42, "nope")]),
+    DescribeConfigsResponse(
+        [
+            DescribeConfigsResult(2, "a", 0, None, [ConfigEntry("retention.ms", "10", False, 1)]),
+            DescribeConfigsResult(4, "0", 42, "nope"),
+        ]
+    ),
     DescribeClusterResponse(0, None, "cluster", 0, [BrokerMetadata(0, "h", 1, None)]),
     tm.StagedTxnsResponse(48, "staged data was aborted", 6, False),
-    tm.WriteTxnMarkersResponse([tm.TxnMarkerResult(5, {("a", 0): 0, ("a", 1): 6}), tm.TxnMarkerResult(6, {("a", 2): 0})]),
+    tm.WriteTxnMarkersResponse(
+        [tm.TxnMarkerResult(5, {("a", 0): 0, ("a", 1): 6}), tm.TxnMarkerResult(6, {("a", 2): 0})]
+    ),
 ]
 
 
@@ -219,8 +261,9 @@ def test_every_version_round_trips_what_it_carries(key, version):
         once = _wire_request(req, version)
         assert _wire_request(once, version) == once
         if isinstance(getattr(req, "partitions", None), list) and hasattr(req.partitions[0], "topic"):
-            assert [(p.topic, p.partition) for p in once.partitions] == \
-                [(p.topic, p.partition) for p in _grouped(_normalise(req)).partitions]
+            assert [(p.topic, p.partition) for p in once.partitions] == [
+                (p.topic, p.partition) for p in _grouped(_normalise(req)).partitions
+            ]
     for resp in (r for r in RESPONSES if _key_of_response(r) == key):
         once = _wire_response(resp, version)
         assert _wire_response(once, version) == once
@@ -251,11 +294,20 @@ def test_produce_fast_paths_write_the_same_bytes_as_the_schema_codec():
     resp = ProduceResponse([ProducePartitionResponse("topic", 3, 0, 42, 1234, 7)], throttle_time_ms=5)
     # the request's bytes around the records are built once per (client, acks, timeout, partition)
     # and reused: later requests (other correlation ids, records, sizes, client ids) match too
-    reqs = [req, ProduceRequest([ProducePartitionData("topic", 3, b"y" * 70_000)], acks=-1, timeout_ms=999),
-            ProduceRequest([ProducePartitionData("t\u00e9", 0, bytearray(b"z"))], acks=0, timeout_ms=1)]  # fmt: skip
+    reqs = [
+        req,
+        ProduceRequest([ProducePartitionData("topic", 3, b"y" * 70_000)], acks=-1, timeout_ms=999),
+        ProduceRequest([ProducePartitionData("t\u00e9", 0, bytearray(b"z"))], acks=0, timeout_ms=1),
+    ]
     for version in range(3, 9):
-        for cid, client, r in [(11, "cli", req), (12, "cli", req), (13, None, req), (14, "cli", reqs[1]),
-                               (2**31 - 1, "\u00e9", reqs[2]), (0, "cli", reqs[2])]:  # fmt: skip
+        for cid, client, r in [
+            (11, "cli", req),
+            (12, "cli", req),
+            (13, None, req),
+            (14, "cli", reqs[1]),
+            (2**31 - 1, "\u00e9", reqs[2]),
+            (0, "cli", reqs[2]),
+        ]:
             header = RequestHeader(0, version, cid, client)
             fast = frame_bytes(encode_request(header, r))
             w = Writer()
@@ -281,8 +333,10 @@ def test_pipelined_requests_and_responses_in_one_buffer():
     data = b"".join(client.request_bytes(MetadataRequest([f"t{i}"]))[1] for i in range(50))
     events = server.receive_data(data)
     assert [e.request.topics[0] for e in events] == [f"t{i}" for i in range(50)]
-    out = b"".join(frame_bytes(ServerConnection.response_parts(e.header, MetadataResponse(cluster_id=str(i))))
-                   for i, e in enumerate(events))
+    out = b"".join(
+        frame_bytes(ServerConnection.response_parts(e.header, MetadataResponse(cluster_id=str(i))))
+        for i, e in enumerate(events)
+    )
     got = client.receive_data(out)
     assert [g.response.cluster_id for g in got] == [str(i) for i in range(50)]
 
@@ -349,8 +403,7 @@ BIG = 1 << 20  # big fetch answers arrive in many reads
 
 @settings(max_examples=200, deadline=None)
 @given(
-    sizes=st.lists(st.sampled_from([0, 1, 7, 1000, BIG - 1, BIG,
-                                    BIG + 12345]), min_size=1, max_size=5),
+    sizes=st.lists(st.sampled_from([0, 1, 7, 1000, BIG - 1, BIG, BIG + 12345]), min_size=1, max_size=5),
     cuts=st.lists(st.one_of(st.integers(1, 8), st.integers(1, 1 << 21)), min_size=1, max_size=12),
 )
 def test_frames_survive_any_chunking_including_big_frames(sizes, cuts):
@@ -376,7 +429,13 @@ def test_lying_lengths_inside_a_frame_are_refused():
         ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
     # produce records claiming 1 GB
     body = hdr[:0] + struct.pack(">hhih", 0, 3, 1, -1) + struct.pack(">hhi", -1, 1, 0)
-    body += struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + struct.pack(">ii", 0, 1 << 30)
+    body += (
+        struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", 1)
+        + struct.pack(">ii", 0, 1 << 30)
+    )
     with pytest.raises(ProtocolError, match="truncated bytes"):
         ServerConnection().receive_data(struct.pack(">i", len(body)) + body)
     # trailing garbage
@@ -484,14 +543,17 @@ def test_fuzz_server_random_bytes(data):
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=8),
-       st.integers(0, 400))
+@given(
+    st.sampled_from(VALID),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=8),
+    st.integers(0, 400),
+)
 def test_fuzz_server_mutated_frames(frame, flips, cut):
     body = bytearray(frame[4:])
     for pos, val in flips:
         body[pos % len(body)] = val
     if cut < 20:  # a complete frame whose body is cut short
-        del body[max(0, len(body) - cut):]
+        del body[max(0, len(body) - cut) :]
     data = struct.pack(">i", len(body)) + bytes(body)
     server = ServerConnection(max_frame_bytes=1 << 16)
     try:
@@ -503,8 +565,12 @@ def test_fuzz_server_mutated_frames(frame, flips, cut):
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, len(RESPONSES) - 1), st.integers(0, 20),
-       st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6), st.binary(max_size=40))
+@given(
+    st.integers(0, len(RESPONSES) - 1),
+    st.integers(0, 20),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
+    st.binary(max_size=40),
+)
 def test_fuzz_client_mutated_responses(idx, pick, flips, tail):
     resp = RESPONSES[idx]
     key = _key_of_response(resp)
@@ -595,16 +661,27 @@ _INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(version=st.integers(3, 8), topic=st.text(min_size=0, max_size=40), partition=st.integers(-(2**31), 2**31 - 1),
-       error=st.integers(-(2**15), 2**15 - 1), base=_INT64, lat=_INT64, lso=_INT64,
-       throttle=st.integers(-(2**31), 2**31 - 1), cid=st.integers(-(2**31), 2**31 - 1))  # fmt: skip
-def test_produce_response_fast_path_equals_the_schema_codec(version, topic, partition, error, base, lat, lso,
-                                                             throttle, cid):  # fmt: skip
+@given(
+    version=st.integers(3, 8),
+    topic=st.text(min_size=0, max_size=40),
+    partition=st.integers(-(2**31), 2**31 - 1),
+    error=st.integers(-(2**15), 2**15 - 1),
+    base=_INT64,
+    lat=_INT64,
+    lso=_INT64,
+    throttle=st.integers(-(2**31), 2**31 - 1),
+    cid=st.integers(-(2**31), 2**31 - 1),
+)
+def test_produce_response_fast_path_equals_the_schema_codec(
+    version, topic, partition, error, base, lat, lso, throttle, cid
+):
     # the fast path packs a cached per-(version, topic) frame Struct; the table's codec is the reference
     from pyspark_logsource.protocol import codecs
     from pyspark_logsource.protocol.primitives import Writer
 
-    resp = ProduceResponse([ProducePartitionResponse(topic, partition, error, base, lat, lso)], throttle_time_ms=throttle)
+    resp = ProduceResponse(
+        [ProducePartitionResponse(topic, partition, error, base, lat, lso)], throttle_time_ms=throttle
+    )
     for _ in range(2):  # built, then from the cache
         fast = codecs._encode_produce_response_fast(cid, version, resp)
         w = Writer()

@@ -44,8 +44,13 @@ _DERANDOMIZE = not os.environ.get("LOGSOURCE_FUZZ_RANDOM")
 
 
 def fuzz_settings(default_examples: int) -> settings:
-    return settings(max_examples=_EXAMPLES or default_examples, deadline=None, derandomize=_DERANDOMIZE,
-                    database=None, suppress_health_check=list(HealthCheck))  # fmt: skip
+    return settings(
+        max_examples=_EXAMPLES or default_examples,
+        deadline=None,
+        derandomize=_DERANDOMIZE,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 # ------------------------------------------------------------------ strategies from the schemas
@@ -67,8 +72,11 @@ def _in(spec: str, v: int) -> bool:
 def _int(bits: int) -> st.SearchStrategy[int]:
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     # small values (counts, partitions, -1 sentinels) far more often than extremes
-    return st.one_of(st.integers(-2, 8), st.sampled_from([lo, hi, 0x7FFF, -0x8000]).filter(lambda x: lo <= x <= hi),
-                     st.integers(lo, hi))  # fmt: skip
+    return st.one_of(
+        st.integers(-2, 8),
+        st.sampled_from([lo, hi, 0x7FFF, -0x8000]).filter(lambda x: lo <= x <= hi),
+        st.integers(lo, hi),
+    )
 
 
 def _scalar(type_: str, nullable: bool) -> st.SearchStrategy[Any]:
@@ -83,8 +91,9 @@ def _scalar(type_: str, nullable: bool) -> st.SearchStrategy[Any]:
     elif type_ == "float64":
         s = st.floats(allow_nan=False)
     elif type_ == "string":
-        s = st.one_of(st.sampled_from(["", "t", "fuzz-topic", "__consumer_offsets", "a" * 249]),
-                      st.text(max_size=12))  # fmt: skip
+        s = st.one_of(
+            st.sampled_from(["", "t", "fuzz-topic", "__consumer_offsets", "a" * 249]), st.text(max_size=12)
+        )
     elif type_ == "bytes":
         s = st.binary(max_size=24)
     elif type_ == "records":
@@ -171,9 +180,11 @@ def request_frame(key: int, version: int, body: bytes, cid: int = 7, client_id: 
 @given(data=st.binary(max_size=200))
 def test_random_bytes_decode_or_raise_protocol_error(key, version, data):
     header = m.RequestHeader(key, version, 1, "fuzz")
-    for decode in (lambda: codecs.decode_request_body(header, Reader(data)),
-                   lambda: codecs.decode_response_body(key, version, Reader(data)),
-                   lambda: ServerConnection.decode_frame(bytearray(request_frame(key, version, data)[4:]))):  # fmt: skip
+    for decode in (
+        lambda: codecs.decode_request_body(header, Reader(data)),
+        lambda: codecs.decode_response_body(key, version, Reader(data)),
+        lambda: ServerConnection.decode_frame(bytearray(request_frame(key, version, data)[4:])),
+    ):
         try:
             decode()
         except ProtocolError:
@@ -407,7 +418,8 @@ def test_live_broker_answers_or_closes_and_stays_up(fuzz_broker, key, version, d
     # the broker handled each as a typed error: nothing unexpected in its log
     logged = _new_log(fuzz_broker)
     assert "Traceback" not in logged and " ERROR " not in logged, (
-        "broker error on one of these frames:\n" + "\n".join(f.hex() for f in frames) + "\n" + logged[-4000:])
+        "broker error on one of these frames:\n" + "\n".join(f.hex() for f in frames) + "\n" + logged[-4000:]
+    )
     # the other connection keeps working, and the broker process is alive
     assert fuzz_broker.canary.metadata(["fuzz-canary"], auto_create=False).topics is not None
     assert fuzz_broker._proc.poll() is None
@@ -415,8 +427,11 @@ def test_live_broker_answers_or_closes_and_stays_up(fuzz_broker, key, version, d
 
 def test_live_broker_closes_oversized_and_negative_frames(fuzz_broker):
     # socket.request.max.bytes defaults to 100 MiB: a length prefix beyond it is refused before reading
-    frames = [struct.pack(">i", 0x7FFFFFFF) + b"\x00\x12\x00\x00", struct.pack(">i", -5) + b"\x00" * 8,
-              struct.pack(">i", 104857600 + 1) + b"\x00\x03"]  # fmt: skip
+    frames = [
+        struct.pack(">i", 0x7FFFFFFF) + b"\x00\x12\x00\x00",
+        struct.pack(">i", -5) + b"\x00" * 8,
+        struct.pack(">i", 104857600 + 1) + b"\x00\x03",
+    ]
     for answers, closed in _exchange(fuzz_broker.bootstrap, frames, wait=5):
         assert closed and answers == []
     assert fuzz_broker.canary.request(m.ApiVersionsRequest()).error_code == 0
@@ -435,4 +450,6 @@ def test_live_broker_logged_no_unexpected_exception(fuzz_broker):
     """Runs last in this module: every malformed input above was a typed error, not a broker bug."""
     log = fuzz_broker.log_file.read_text(errors="replace")
     bad = [line for line in log.splitlines() if "Traceback" in line or " ERROR " in line]
-    assert not bad, "\n".join(bad[:20]) + "\n...\n" + log[log.find("Traceback") - 2000 : log.find("Traceback") + 3000]
+    assert not bad, (
+        "\n".join(bad[:20]) + "\n...\n" + log[log.find("Traceback") - 2000 : log.find("Traceback") + 3000]
+    )

@@ -36,8 +36,11 @@ from pyspark_logsource.protocol.primitives import Reader, Writer
 from pyspark_logsource.protocol.schema import Codec, Field, Message, _default_of, message, versions
 
 # kafka-python 3.0 loads its JSON with importlib.resources' deprecated read_text
-pytestmark = [pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-              pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")]  # fmt: skip
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
+
 
 class OffsetForLeaderEpochRequest(ApiMessage):  # kafka-python 3.0 has Kafka's JSON for API 23 but no class
     pass
@@ -154,8 +157,11 @@ def _field_strategy(f: Field, v: int, flexible: bool) -> st.SearchStrategy:
 
 def _struct_strategy(fields: tuple[Field, ...], v: int, flexible: bool) -> st.SearchStrategy:
     plain = {f.name: _field_strategy(f, v, flexible) for f in fields if f.tag is None and _has(f.versions, v)}
-    tagged = {f.name: _field_strategy(f, v, flexible) for f in fields
-              if f.tag is not None and _in_version(f, v, flexible)}  # fmt: skip
+    tagged = {
+        f.name: _field_strategy(f, v, flexible)
+        for f in fields
+        if f.tag is not None and _in_version(f, v, flexible)
+    }
     return st.fixed_dictionaries(plain, optional=tagged)
 
 
@@ -230,12 +236,17 @@ def _kp_encode(kp_cls: type, msg: Message, v: int, d: dict) -> bytes:
 
 def _kp_decode_encode(kp_cls: type, v: int, data: bytes) -> bytes:
     if issubclass(kp_cls, ApiMessage):
-        obj = ApiMessage.decode.__func__(kp_cls, data, version=v)  # not ApiVersionsResponse's v0-on-error override
+        obj = ApiMessage.decode.__func__(
+            kp_cls, data, version=v
+        )  # not ApiVersionsResponse's v0-on-error override
         obj._header = None  # decoding leaves it unset; encode() reads it
         return bytes(obj.encode(version=v))
     obj = kp_cls.decode(data, version=v, header=False)
-    return bytes(kp_cls(version=v, **{f.name: getattr(obj, f.name) for f in kp_cls._struct._fields})
-                 .encode(version=v, header=False))  # fmt: skip
+    return bytes(
+        kp_cls(version=v, **{f.name: getattr(obj, f.name) for f in kp_cls._struct._fields}).encode(
+            version=v, header=False
+        )
+    )
 
 
 # ------------------------------------------------------------------ the cross-check
@@ -278,8 +289,19 @@ def _kafka_default(j: dict) -> Any:
     if d is None or d == "":
         if t.startswith("[]"):
             return []
-        return {"int8": 0, "int16": 0, "uint16": 0, "int32": 0, "int64": 0, "bool": False, "float64": 0.0,
-                "uuid": bytes(16), "string": "", "bytes": b"", "records": None}.get(t, ...)  # fmt: skip
+        return {
+            "int8": 0,
+            "int16": 0,
+            "uint16": 0,
+            "int32": 0,
+            "int64": 0,
+            "bool": False,
+            "float64": 0.0,
+            "uuid": bytes(16),
+            "string": "",
+            "bytes": b"",
+            "records": None,
+        }.get(t, ...)
     if d == "null":
         return None
     if t == "bool":
@@ -301,7 +323,9 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _check_struct(top: str, path: str, ours: tuple[Field, ...], kj: list[dict], v: int, flexible: bool) -> list[str]:
+def _check_struct(
+    top: str, path: str, ours: tuple[Field, ...], kj: list[dict], v: int, flexible: bool
+) -> list[str]:
     def present(tag: Any, tagged: str, vers: str) -> bool:
         return flexible and _has(tagged, v) if tag is not None else _has(vers, v)
 
@@ -315,15 +339,24 @@ def _check_struct(top: str, path: str, ours: tuple[Field, ...], kj: list[dict], 
     by_name = {f.name: f for f in ours}
     for j in kj:  # the defaults that surface: fields this version lacks, and tagged fields
         f = by_name.get(_snake(j["name"]))
-        if f is None or (f in o_in and f.tag is None) or "fields" in j or (top, f.name) in KNOWN_DEFAULT_DEVIATIONS:
+        if (
+            f is None
+            or (f in o_in and f.tag is None)
+            or "fields" in j
+            or (top, f.name) in KNOWN_DEFAULT_DEVIATIONS
+        ):
             continue
         if _default_of(f, v) != _kafka_default(j):
-            errors.append(f"{path}.{f.name} v{v}: default {_default_of(f, v)!r} != Kafka's {_kafka_default(j)!r}")
+            errors.append(
+                f"{path}.{f.name} v{v}: default {_default_of(f, v)!r} != Kafka's {_kafka_default(j)!r}"
+            )
     for j, f in zip(k_in, o_in, strict=True):
         p = f"{path}.{f.name}"
         if "fields" in j:
             if not f.fields or f.is_array != j["type"].startswith("[]"):
-                errors.append(f"{p} v{v}: not a struct{' array' if f.is_array else ''} like Kafka's {j['type']}")
+                errors.append(
+                    f"{p} v{v}: not a struct{' array' if f.is_array else ''} like Kafka's {j['type']}"
+                )
             else:
                 errors += _check_struct(top, p, f.fields, j["fields"], v, flexible)
         elif f.type != j["type"]:
@@ -335,7 +368,9 @@ def _check_struct(top: str, path: str, ours: tuple[Field, ...], kj: list[dict], 
     return errors
 
 
-ALL_MESSAGES = sorted({m.name: m for m in vars(S).values() if isinstance(m, Message)}.values(), key=lambda m: m.name)
+ALL_MESSAGES = sorted(
+    {m.name: m for m in vars(S).values() if isinstance(m, Message)}.values(), key=lambda m: m.name
+)
 
 
 @pytest.mark.parametrize("msg", ALL_MESSAGES, ids=lambda m: m.name)
@@ -356,23 +391,52 @@ def test_fields_match_kafka_json(msg: Message) -> None:
 
 def test_absent_null_defaults_read_as_none() -> None:
     """A field a version lacks reads as Kafka's default: null for group_instance_id, rack_id, user_data."""
-    d = _decode(Codec(S.OFFSET_COMMIT_REQUEST, 6), _encode(Codec(S.OFFSET_COMMIT_REQUEST, 6), {
-        "group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "topics": []}))  # fmt: skip
+    d = _decode(
+        Codec(S.OFFSET_COMMIT_REQUEST, 6),
+        _encode(
+            Codec(S.OFFSET_COMMIT_REQUEST, 6),
+            {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "topics": []},
+        ),
+    )
     assert d["group_instance_id"] is None
     join = Codec(S.JOIN_GROUP_REQUEST, 4)
-    d = _decode(join, _encode(join, {"group_id": "g", "session_timeout_ms": 1, "rebalance_timeout_ms": 2,
-                                     "member_id": "", "protocol_type": "consumer", "protocols": []}))  # fmt: skip
+    d = _decode(
+        join,
+        _encode(
+            join,
+            {
+                "group_id": "g",
+                "session_timeout_ms": 1,
+                "rebalance_timeout_ms": 2,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [],
+            },
+        ),
+    )
     assert d["group_instance_id"] is None and d["reason"] is None
     sub = Codec(S.CONSUMER_PROTOCOL_SUBSCRIPTION, 2)
-    d = _decode(sub, _encode(sub, {"topics": ["t"], "user_data": None, "owned_partitions": [], "generation_id": 3}))
+    d = _decode(
+        sub, _encode(sub, {"topics": ["t"], "user_data": None, "owned_partitions": [], "generation_id": 3})
+    )
     assert d["rack_id"] is None and d["generation_id"] == 3
 
 
 def test_null_default_tagged_field_is_written_when_empty() -> None:
     """FetchRequest v12's cluster_id (tag 0) defaults to null: "" is sent, null is not."""
     codec = Codec(S.FETCH_REQUEST, 12)
-    base = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "topics": [], "forgotten_topics_data": [], "rack_id": ""}  # fmt: skip
+    base = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
     without = _encode(codec, {**base, "cluster_id": None})
     empty = _encode(codec, {**base, "cluster_id": ""})
     assert without.endswith(b"\x00") and empty.endswith(b"\x01\x00\x01\x01")
@@ -385,18 +449,44 @@ def test_null_default_tagged_field_is_written_when_empty() -> None:
 def test_absent_struct_reads_as_its_default() -> None:
     """Kafka's default for a (non-nullable) struct is the struct of its members' defaults."""
     codec = Codec(S.FETCH_RESPONSE, 12)
-    part = {"partition_index": 0, "error_code": 0, "high_watermark": 0, "last_stable_offset": -1,
-            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
-    d = _decode(codec, _encode(codec, {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                                       "responses": [{"topic": "t", "partitions": [part]}]}))  # fmt: skip
+    part = {
+        "partition_index": 0,
+        "error_code": 0,
+        "high_watermark": 0,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": None,
+    }
+    d = _decode(
+        codec,
+        _encode(
+            codec,
+            {
+                "throttle_time_ms": 0,
+                "error_code": 0,
+                "session_id": 0,
+                "responses": [{"topic": "t", "partitions": [part]}],
+            },
+        ),
+    )
     assert d["responses"][0]["partitions"][0]["current_leader"] == {"leader_id": -1, "leader_epoch": -1}
 
 
 def test_absent_defaults_are_not_shared_between_reads() -> None:
     codec = Codec(S.METADATA_RESPONSE, 4)
     part = {"error_code": 0, "partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}
-    data = _encode(codec, {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": 1,
-                           "topics": [{"error_code": 0, "name": "t", "is_internal": False, "partitions": [part]}]})
+    data = _encode(
+        codec,
+        {
+            "throttle_time_ms": 0,
+            "brokers": [],
+            "cluster_id": None,
+            "controller_id": 1,
+            "topics": [{"error_code": 0, "name": "t", "is_internal": False, "partitions": [part]}],
+        },
+    )
     _decode(codec, data)["topics"][0]["partitions"][0]["offline_replicas"].append(7)
     assert _decode(codec, data)["topics"][0]["partitions"][0]["offline_replicas"] == []
 

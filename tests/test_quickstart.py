@@ -35,8 +35,14 @@ def test_readme_quickstart_runs_as_a_script_with_a_clean_environment(tmp_path):
     script = tmp_path / "quickstart.py"
     script.write_text(code)
     for run in (1, 2):
-        out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_clean_env(tmp_path),
-                             capture_output=True, text=True, timeout=330)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env=_clean_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=330,
+        )
         assert out.returncode == 0, f"run {run}:\n{out.stderr[-4000:]}"
         assert out.stdout.count('{"page": "/"}') == run, out.stdout  # the rows Spark read back
         # quiet by default: what Spark prints before register(spark) runs (the JVM's start) is all there is

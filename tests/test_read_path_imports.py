@@ -39,7 +39,9 @@ def test_decoding_a_fetched_range_for_spark_imports_no_pandas_nor_other_clients(
     buf += bytes(arrow_body.encode([b"d", b"e", b"f"], timestamps=[4000, 5000, 6000], base_offset=3))
     path = tmp_path / "run.bin"
     path.write_bytes(buf)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.splitlines()[-1])
     assert got["loaded"] == []
@@ -48,9 +50,17 @@ def test_decoding_a_fetched_range_for_spark_imports_no_pandas_nor_other_clients(
 
 @pytest.mark.parametrize(
     ("value", "type_"),
-    [(0, pa.int32()), (-7, pa.int32()), (2**31 - 1, pa.int32()), (1000, pa.int64()), (-(2**63), pa.int64()),
-     ("", pa.string()), ("events", pa.string()), ("héllo-ü", pa.string())],
-)  # fmt: skip
+    [
+        (0, pa.int32()),
+        (-7, pa.int32()),
+        (2**31 - 1, pa.int32()),
+        (1000, pa.int64()),
+        (-(2**63), pa.int64()),
+        ("", pa.string()),
+        ("events", pa.string()),
+        ("héllo-ü", pa.string()),
+    ],
+)
 def test_scalar_built_from_bytes_equals_pa_scalar(value, type_):
     s = _scalar(value, type_)
     assert s.type == type_ and s.is_valid and s == pa.scalar(value, type_)

@@ -16,7 +16,9 @@ from pyspark_logsource.protocol.txn_messages import StagedProducer
 COLUMNS = ["key", "value", "offset", "timestamp", "timestamp_type", "headers"]
 
 
-def _read(bs: str, topic: str, partition: int, start: int, end: int, whole: bool, **kw) -> tuple[pa.Table, int]:
+def _read(
+    bs: str, topic: str, partition: int, start: int, end: int, whole: bool, **kw
+) -> tuple[pa.Table, int]:
     batches = list(read_range(bs, topic, partition, start, end, whole_fetches=whole, **kw))
     return pa.Table.from_batches(batches).select(COLUMNS) if batches else None, len(batches)
 
@@ -66,5 +68,7 @@ def test_whole_fetches_drop_aborted_transactions_and_markers(tmp_path):
         each, _ = _read(bs, "t", 0, 0, end, False)
         assert whole.equals(each)
         assert whole.column("value").to_pylist() == [
-            *[b"plain-%d" % i for i in range(3)], *[b"win-%d" % i for i in range(4)], b"after"
+            *[b"plain-%d" % i for i in range(3)],
+            *[b"win-%d" % i for i in range(4)],
+            b"after",
         ]

@@ -74,7 +74,9 @@ class Node:
         self.eb.start()
         self.zk = ZkClient(self.zk_connect, 4000)
         self.zk.start()
-        self.call(lambda: setattr(self.state, "replication", ReplicaManager(self.state, self.zk, self.eb._loop)))
+        self.call(
+            lambda: setattr(self.state, "replication", ReplicaManager(self.state, self.zk, self.eb._loop))
+        )
         return self
 
     def stop(self) -> None:
@@ -122,7 +124,7 @@ def nodes(tmp_path, zk_connect):
     def make(*ids: int, **config: str) -> list[Node]:
         for i in ids:
             started.append(Node(i, tmp_path, zk_connect, **config).start())
-        return started[-len(ids):]
+        return started[-len(ids) :]
 
     yield make
     for n in started:
@@ -136,8 +138,9 @@ def write_state(zk_connect: str, leader: int, epoch: int, isr: list[int], partit
     kz.start(10)
     try:
         path = partition_state_path(TOPIC, partition)
-        data = json.dumps({"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": epoch,
-                           "isr": isr}).encode()  # fmt: skip
+        data = json.dumps(
+            {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": epoch, "isr": isr}
+        ).encode()
         if kz.exists(path):
             return kz.set(path, data).version
         kz.create(path, data, makepath=True)
@@ -187,7 +190,9 @@ def test_follower_catches_up_byte_for_byte_acks_all_waits_and_isr_moves_by_lag(n
         answers = [c.receive() for _ in range(6)]
         assert [a.partitions[0].base_offset for a in answers[:5]] == [100, 102, 104, 106, 108]
         assert answers[5].partitions[0].offset == 110 and follower.log().log_end_offset >= 110
-        wait_for(lambda: follower.log().high_watermark == 110, what="the follower learning the high watermark")
+        wait_for(
+            lambda: follower.log().high_watermark == 110, what="the follower learning the high watermark"
+        )
         assert follower.log_bytes() == leader.log_bytes()
         assert follower.log().epochs.entries() == leader.log().epochs.entries() == [(1, 0)]
 
@@ -199,8 +204,9 @@ def test_follower_catches_up_byte_for_byte_acks_all_waits_and_isr_moves_by_lag(n
         assert (lg.log_end_offset, lg.high_watermark) == (125, 110)
         fetched = c.fetch(TOPIC, 0, 110)
         assert fetched.high_watermark == 110 and len(fetched.records) == 0
-        assert [r.offset for b in fmt.decode_all(bytes(c.fetch(TOPIC, 0, 90).records)) for r in b.records()] == list(
-            range(90, 110))  # fmt: skip
+        assert [
+            r.offset for b in fmt.decode_all(bytes(c.fetch(TOPIC, 0, 90).records)) for r in b.records()
+        ] == list(range(90, 110))
         assert c.list_offset(TOPIC, 0, LATEST_TIMESTAMP).offset == 110
 
         # after replica.lag.time.max.ms it leaves the ISR (written to ZooKeeper), and the HW moves on
@@ -225,26 +231,36 @@ def test_acks_all_times_out_when_the_isr_does_not_fetch(nodes, zk_connect):
     v = write_state(zk_connect, 1, 1, [1, 2])
     leader.lead(role(1, 1, [1, 2], [1, 2], v))
     with WireClient(leader.eb.bootstrap) as c:
-        req = ProduceRequest([ProducePartitionData(TOPIC, 0, bytes(make_batch(0, 3)))], acks=-1, timeout_ms=300)
+        req = ProduceRequest(
+            [ProducePartitionData(TOPIC, 0, bytes(make_batch(0, 3)))], acks=-1, timeout_ms=300
+        )
         r = c.request(req).partitions[0]
-    assert r.error_code == RequestTimedOut.code and r.base_offset == 0  # RequestTimedOut: appended, not committed in time
+    assert (
+        r.error_code == RequestTimedOut.code and r.base_offset == 0
+    )  # RequestTimedOut: appended, not committed in time
     assert leader.log().high_watermark == 0
 
 
-def test_acks_all_gets_not_enough_replicas_after_append_when_the_isr_shrinks_while_it_waits(nodes, zk_connect):
+def test_acks_all_gets_not_enough_replicas_after_append_when_the_isr_shrinks_while_it_waits(
+    nodes, zk_connect
+):
     (leader,) = nodes(1)  # broker 2 is in the ISR but never fetches
     leader.call(lambda: leader.state.logs.create_log(TOPIC, 0, {"min.insync.replicas": "2"}))
     v = write_state(zk_connect, 1, 1, [1, 2])
     leader.lead(role(1, 1, [1, 2], [1, 2], v))
     with WireClient(leader.eb.bootstrap) as c:
-        req = ProduceRequest([ProducePartitionData(TOPIC, 0, bytes(make_batch(0, 3)))], acks=-1, timeout_ms=20000)
+        req = ProduceRequest(
+            [ProducePartitionData(TOPIC, 0, bytes(make_batch(0, 3)))], acks=-1, timeout_ms=20000
+        )
         r = c.request(req).partitions[0]
     # appended, then committed by an ISR of one (below min.insync.replicas): Kafka's error 20
     assert (r.error_code, r.base_offset) == (NotEnoughReplicasAfterAppend.code, 0)
     assert znode_isr(zk_connect) == [1] and leader.log().high_watermark == 3
 
 
-def test_kip101_returning_follower_truncates_to_the_leaders_epoch_end_not_its_high_watermark(nodes, zk_connect):
+def test_kip101_returning_follower_truncates_to_the_leaders_epoch_end_not_its_high_watermark(
+    nodes, zk_connect
+):
     a, b = nodes(1, 2)
     v = write_state(zk_connect, 1, 1, [1, 2])
     a.lead(role(1, 1, [1, 2], [1, 2], v))
@@ -288,8 +304,11 @@ def test_kip101_returning_follower_truncates_to_the_leaders_epoch_end_not_its_hi
 
     # OffsetForLeaderEpoch (API 23) on the new leader gives Kafka's clients the same answers
     with WireClient(b.eb.bootstrap) as c:
+
         def ask(epoch: int, current: int = -1, replica_id: int = -1) -> tuple[int, int, int]:
-            req = OffsetForLeaderEpochRequest([OffsetForLeaderEpochPartition(TOPIC, 0, epoch, current)], replica_id)
+            req = OffsetForLeaderEpochRequest(
+                [OffsetForLeaderEpochPartition(TOPIC, 0, epoch, current)], replica_id
+            )
             r = c.request(req).partitions[0]
             return r.error_code, r.leader_epoch, r.end_offset
 

@@ -60,11 +60,18 @@ def test_replication_under_the_controller(zk_connect, tmp_path):
                 if c.isr(TOPIC, 0) != [leader]:
                     assert (fetched.high_watermark, latest) == (200, 200)
                     got = records_of(fetched)  # from the start of the batch holding 198, and nothing at 200+
-                    assert got[-1].offset == 199 and [x.value for x in got if x.offset >= 198] == [b"v198", b"v199"]
+                    assert got[-1].offset == 199 and [x.value for x in got if x.offset >= 198] == [
+                        b"v198",
+                        b"v199",
+                    ]
                 # -- after replica.lag.time.max.ms (or their sessions' end) the ISR is the leader alone
-                wait_for(lambda: c.isr(TOPIC, 0) == [leader], timeout=30, what="the ISR shrinking to the leader")
+                wait_for(
+                    lambda: c.isr(TOPIC, 0) == [leader], timeout=30, what="the ISR shrinking to the leader"
+                )
                 # the leader applies the ISR it wrote once ZooKeeper answers it (maybe after our read)
-                wait_for(lambda: w.fetch(TOPIC, 0, 200).high_watermark == 203, timeout=15, what="the HW at 203")
+                wait_for(
+                    lambda: w.fetch(TOPIC, 0, 200).high_watermark == 203, timeout=15, what="the HW at 203"
+                )
                 r = w.produce(TOPIC, 0, fmt.encode([b"refused"]), acks=-1)
                 assert r.error_code == NotEnoughReplicas.code
             finally:

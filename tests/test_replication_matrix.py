@@ -96,8 +96,10 @@ def test_replication(cluster: Cluster, mode: str, failure: str, target: str) -> 
         traffic.wait_consumed(hws)
     finally:
         traffic.close()
-    print(f"{topic}: sent {traffic.sent}, acknowledged {traffic.acked_count()}, not acknowledged {len(traffic.failed)}, "
-          f"high watermarks {hws}")  # fmt: skip
+    print(
+        f"{topic}: sent {traffic.sent}, acknowledged {traffic.acked_count()}, not acknowledged {len(traffic.failed)}, "
+        f"high watermarks {hws}"
+    )
     traffic.check()
     assert traffic.acked_count() > 100, f"only {traffic.acked_count()} messages acknowledged"
     assert sum(hws.values()) >= traffic.acked_count()

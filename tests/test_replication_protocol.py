@@ -24,8 +24,12 @@ def test_fetch_replication_fields_travel_from_v12(version):
     got = _roundtrip(req_codec, api.req_to, api.req_from, req, version)
     assert got.replica_id == 2
     assert got.partitions[0].last_fetched_epoch == (2 if version >= 12 else -1)
-    resp = m.FetchResponse([m.FetchPartitionResponse("t", 0, records=b"", diverging_epoch=1, diverging_end_offset=5),
-                            m.FetchPartitionResponse("t", 1, records=b"")])  # fmt: skip
+    resp = m.FetchResponse(
+        [
+            m.FetchPartitionResponse("t", 0, records=b"", diverging_epoch=1, diverging_end_offset=5),
+            m.FetchPartitionResponse("t", 1, records=b""),
+        ]
+    )
     parts = _roundtrip(resp_codec, api.resp_to, api.resp_from, resp, version).partitions
     expected = (1, 5) if version >= 12 else (-1, -1)
     assert (parts[0].diverging_epoch, parts[0].diverging_end_offset) == expected
@@ -54,5 +58,7 @@ def test_offset_for_leader_epoch_on_a_single_broker(tmp_path):
         assert ask(P("e", 0, 0), P("e", 0, 0, current_leader_epoch=0)) == [(0, 0, 7), (0, 0, 7)]
         assert ask(P("e", 0, 3)) == [(0, -1, -1)]  # an epoch newer than any: undefined, as Kafka answers
         assert ask(P("e", 0, 0, current_leader_epoch=2), P("e", 9, 0), P("nope", 0, 0)) == [
-            (UnknownLeaderEpoch.code, -1, -1), (UnknownTopicOrPartition.code, -1, -1),
-            (UnknownTopicOrPartition.code, -1, -1)]  # fmt: skip
+            (UnknownLeaderEpoch.code, -1, -1),
+            (UnknownTopicOrPartition.code, -1, -1),
+            (UnknownTopicOrPartition.code, -1, -1),
+        ]

@@ -81,9 +81,13 @@ def t3(layout_broker):
         for i in range(N_PER_PART):
             futs.append(
                 p.send(
-                    "t3", value=f"p{part}-{i}".encode(), key=f"k{i % 4}".encode(), partition=part,
-                    timestamp_ms=BASE_TS + i * 1000, headers=[("n", str(i).encode()), ("p", None)],
-                )  # fmt: skip
+                    "t3",
+                    value=f"p{part}-{i}".encode(),
+                    key=f"k{i % 4}".encode(),
+                    partition=part,
+                    timestamp_ms=BASE_TS + i * 1000,
+                    headers=[("n", str(i).encode()), ("p", None)],
+                )
             )
     futs.append(p.send("t3x", value=b"other", partition=0, timestamp_ms=BASE_TS))
     p.flush()
@@ -132,21 +136,32 @@ def test_auto_registered_batch_read_all_offset_forms(spark, layout_broker, t3):
 
     # JSON offsets with -2 (earliest) and -1 (latest); unnamed partitions take the defaults.
     df = load(
-        spark, bs, subscribe="t3",
-        startingOffsets='{"t3":{"0":5,"1":-2}}', endingOffsets='{"t3":{"0":8,"2":3}}',
-    )  # fmt: skip
+        spark,
+        bs,
+        subscribe="t3",
+        startingOffsets='{"t3":{"0":5,"1":-2}}',
+        endingOffsets='{"t3":{"0":8,"2":3}}',
+    )
     want = [(0, i) for i in range(5, 8)] + [(1, i) for i in range(N_PER_PART)] + [(2, i) for i in range(3)]
     assert_df_equality(sorted_df(df), expected(spark, want), ignore_nullable=True)
 
     # Timestamps through the broker's time index (global and per partition).
-    df = load(spark, bs, subscribe="t3", startingTimestamp=str(BASE_TS + 25_000), endingTimestamp=str(BASE_TS + 27_500))
+    df = load(
+        spark,
+        bs,
+        subscribe="t3",
+        startingTimestamp=str(BASE_TS + 25_000),
+        endingTimestamp=str(BASE_TS + 27_500),
+    )
     want = [(p, i) for p in range(3) for i in (25, 26, 27)]
     assert_df_equality(sorted_df(df), expected(spark, want), ignore_nullable=True)
     df = load(
-        spark, bs, assign='{"t3":[1,2]}',
+        spark,
+        bs,
+        assign='{"t3":[1,2]}',
         startingOffsetsByTimestamp=f'{{"t3":{{"1":{BASE_TS + 28_000}}}}}',
         endingOffsetsByTimestamp=f'{{"t3":{{"2":{BASE_TS + 1_000}}}}}',
-    )  # fmt: skip
+    )
     want = [(1, 28), (1, 29), (2, 0)]
     assert_df_equality(sorted_df(df), expected(spark, want), ignore_nullable=True)
 
@@ -154,7 +169,9 @@ def test_auto_registered_batch_read_all_offset_forms(spark, layout_broker, t3):
     df = load(spark, bs, subscribePattern="t3.*", minPartitions="9")
     # Parts proportional to size (30, 30, 30 and 1 offsets): 3 + 3 + 3 + 1 >= 9 tasks.
     assert df.rdd.getNumPartitions() == 10
-    counts = {(r["topic"], r["partition"]): r["count"] for r in df.groupBy("topic", "partition").count().collect()}
+    counts = {
+        (r["topic"], r["partition"]): r["count"] for r in df.groupBy("topic", "partition").count().collect()
+    }
     assert counts == {("t3", 0): 30, ("t3", 1): 30, ("t3", 2): 30, ("t3x", 0): 1}
     assert load(spark, bs, subscribe="t3").rdd.getNumPartitions() == 3
 
@@ -169,7 +186,15 @@ def test_batch_read_errors_are_clear(spark, layout_broker, t3):
         ({"subscribe": "t3"}, "bootstrap.servers"),
         ({"bootstrap.servers": bs}, "exactly one of"),
         ({"bootstrap.servers": bs, "subscribe": "no_such_topic"}, "does not exist"),
-        ({"bootstrap.servers": bs, "subscribe": "t3", "startingOffsets": '{"t3":{"0":20}}', "endingOffsets": '{"t3":{"0":10}}'}, "after ending"),
+        (
+            {
+                "bootstrap.servers": bs,
+                "subscribe": "t3",
+                "startingOffsets": '{"t3":{"0":20}}',
+                "endingOffsets": '{"t3":{"0":10}}',
+            },
+            "after ending",
+        ),
         ({"bootstrap.servers": bs, "subscribe": "t3", "startingTimestamp": str(BASE_TS * 2)}, "no record"),
     ]
     for opts, needle in cases:
@@ -185,14 +210,22 @@ def test_pushdown_narrows_planned_ranges(spark, layout_broker, t3):
     source = LogSource({"bootstrap.servers": bs, "subscribe": "t3,t3x"})
     reader = source.reader(source.schema())
     T = dt.datetime.fromtimestamp((BASE_TS + 12_000) / 1000, tz=dt.timezone.utc)
-    filters = [In(("partition",), (0, 2)), GreaterThanOrEqual(("timestamp",), T), LessThan(("offset",), 20), EqualTo(("topic",), "t3")]
+    filters = [
+        In(("partition",), (0, 2)),
+        GreaterThanOrEqual(("timestamp",), T),
+        LessThan(("offset",), 20),
+        EqualTo(("topic",), "t3"),
+    ]
     assert list(reader.pushFilters(filters)) == []
     assert reader.partitions() == [pl.OffsetRange("t3", 0, 12, 20), pl.OffsetRange("t3", 2, 12, 20)]
     # Without filters the same reader plans whole partitions of both topics.
     plain = source.reader(source.schema())
     assert [(r.topic, r.partition, r.start, r.end) for r in plain.partitions()] == [
-        ("t3", 0, 0, 30), ("t3", 1, 0, 30), ("t3", 2, 0, 30), ("t3x", 0, 0, 1),
-    ]  # fmt: skip
+        ("t3", 0, 0, 30),
+        ("t3", 1, 0, 30),
+        ("t3", 2, 0, 30),
+        ("t3x", 0, 0, 1),
+    ]
 
     # Through Spark with pushdown on: fewer tasks and the same answer as without.
     from pyspark_logsource import register
@@ -221,8 +254,11 @@ def test_pushdown_narrows_planned_ranges(spark, layout_broker, t3):
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
 
-@pytest.mark.xfail(reason="PySpark <= 4.3 reuses the read planned with pushed filters for later "
-                   "unfiltered queries of the same DataFrame (why register() leaves pushdown off)", strict=False)
+@pytest.mark.xfail(
+    reason="PySpark <= 4.3 reuses the read planned with pushed filters for later "
+    "unfiltered queries of the same DataFrame (why register() leaves pushdown off)",
+    strict=False,
+)
 def test_pushdown_result_does_not_leak_into_a_reused_dataframe(spark, layout_broker):
     bs = layout_broker.bootstrap
     Admin(bs).create_topic("leak", partitions=1, exist_ok=True)
@@ -244,7 +280,14 @@ def test_batch_and_stream_writes_read_back_exactly(spark, layout_broker, tmp_pat
     admin.create_topic("w1", partitions=2)
     admin.create_topic("w2", partitions=1)
     rows = [
-        (f"k{i}", f"v{i}", i % 2, [("h", str(i).encode())], "w1" if i < 8 else "w2" if i < 10 else None, ts(i))
+        (
+            f"k{i}",
+            f"v{i}",
+            i % 2,
+            [("h", str(i).encode())],
+            "w1" if i < 8 else "w2" if i < 10 else None,
+            ts(i),
+        )
         for i in range(12)
     ]
     schema = StructType(
@@ -257,10 +300,17 @@ def test_batch_and_stream_writes_read_back_exactly(spark, layout_broker, tmp_pat
             StructField("timestamp", TimestampType()),
         ]
     )
-    df = spark.createDataFrame(rows, schema).withColumn("partition", F.when(F.coalesce("topic", F.lit("w2")) == "w2", F.lit(0)).otherwise(F.col("partition")))
+    df = spark.createDataFrame(rows, schema).withColumn(
+        "partition", F.when(F.coalesce("topic", F.lit("w2")) == "w2", F.lit(0)).otherwise(F.col("partition"))
+    )
     df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "w2").mode("append").save()
     back = load(spark, bs, subscribe="w1,w2", includeHeaders="true").select(
-        F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "partition", "headers", "topic", "timestamp"
+        F.col("key").cast("string").alias("key"),
+        F.col("value").cast("string").alias("value"),
+        "partition",
+        "headers",
+        "topic",
+        "timestamp",
     )
     want = df.withColumn("topic", F.coalesce("topic", F.lit("w2")))
     assert_df_equality(back, want, ignore_row_order=True, ignore_nullable=True)
@@ -277,7 +327,9 @@ def test_batch_and_stream_writes_read_back_exactly(spark, layout_broker, tmp_pat
         with pytest.raises(Exception, match=needle):
             w.save()
     with pytest.raises(Exception, match="overwrite"):
-        df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "w1").mode("overwrite").save()
+        df.write.format("logsource").option("bootstrap.servers", bs).option("topic", "w1").mode(
+            "overwrite"
+        ).save()
     # the refused writes staged nothing; the one write left 4 records per partition (and its exactly-once
     # commit's transaction markers, which take offsets but hold no records)
     tps = [("w1", 0), ("w1", 1), ("w2", 0)]
@@ -326,7 +378,13 @@ def test_stream_reader_offsets_limits_and_new_partitions(layout_broker):
             p.send("s1", value=b"x", partition=part)
     p.flush()
     opts = parse_read_options(
-        {"bootstrap.servers": bs, "subscribePattern": "s[12]", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "30", "groupId": "g-s1"},
+        {
+            "bootstrap.servers": bs,
+            "subscribePattern": "s[12]",
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "30",
+            "groupId": "g-s1",
+        },
         streaming=True,
     )
     r = LogSourceStreamReader(opts)
@@ -356,7 +414,11 @@ def test_stream_reader_offsets_limits_and_new_partitions(layout_broker):
     ahead = {"s1": {"0": 500, "1": 3, "2": 0}, "s2": {"0": 1}}
     with pytest.raises(Exception, match="went backwards"):
         r.latestOffset(ahead, ReadAllAvailable())
-    lenient = LogSourceStreamReader(parse_read_options({"bootstrap.servers": bs, "subscribe": "s1", "failOnDataLoss": "false"}, streaming=True))
+    lenient = LogSourceStreamReader(
+        parse_read_options(
+            {"bootstrap.servers": bs, "subscribe": "s1", "failOnDataLoss": "false"}, streaming=True
+        )
+    )
     assert lenient.latestOffset({"s1": {"0": 500, "1": 3, "2": 0}}, ReadAllAvailable())["s1"]["0"] == 500
     p.close()
     r.stop()
@@ -377,7 +439,14 @@ def test_stream_keeps_up_with_live_producer(spark, layout_broker):
             seen.append(t)
 
     q = (
-        load_stream(spark, bs, subscribe="live", startingOffsets="earliest", maxOffsetsPerTrigger="40", groupId="live-q")
+        load_stream(
+            spark,
+            bs,
+            subscribe="live",
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger="40",
+            groupId="live-q",
+        )
         .writeStream.foreachBatch(sink)
         .trigger(processingTime="100 milliseconds")
         .start()
@@ -407,7 +476,9 @@ def test_stream_keeps_up_with_live_producer(spark, layout_broker):
         tables = list(seen)
     assert max(t.num_rows for t in tables) <= 40  # maxOffsetsPerTrigger honoured
     allrows = pa.concat_tables(tables)
-    assert sorted(allrows.column("value").to_pylist(), key=lambda s: int(s[1:])) == [f"m{i}" for i in range(total)]
+    assert sorted(allrows.column("value").to_pylist(), key=lambda s: int(s[1:])) == [
+        f"m{i}" for i in range(total)
+    ]
     # The query's progress is visible as the group's committed offsets (lag tooling). Spark commits a
     # micro-batch's offsets to the source when it plans the next batch, so they trail by at most one batch.
     ends = admin.list_offsets([("live", 0), ("live", 1)], "latest")
@@ -433,8 +504,19 @@ def test_kill_and_restart_exactly_once_into_file_sink(spark, layout_broker, tmp_
     produce(0, 3000)
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    cmd = [sys.executable, str(HELPERS / "stream_to_parquet.py"), bs, "kr", str(ckpt), str(out), "--max-per-trigger", "200"]
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    cmd = [
+        sys.executable,
+        str(HELPERS / "stream_to_parquet.py"),
+        bs,
+        "kr",
+        str(ckpt),
+        str(out),
+        "--max-per-trigger",
+        "200",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         # Kill -9 once a few micro-batches have been committed, mid-stream.
         commits = ckpt / "commits"
@@ -491,18 +573,28 @@ def test_fail_on_data_loss_both_ways_after_retention(spark, layout_broker):
     with pytest.raises(Exception, match="deleted before they were read"):
         load(spark, bs, subscribe="ret", startingOffsets='{"ret":{"0":0}}').collect()
     # ...or the surviving records, with failOnDataLoss=false.
-    rows = load(spark, bs, subscribe="ret", startingOffsets='{"ret":{"0":0}}', failOnDataLoss="false").select("offset").collect()
+    rows = (
+        load(spark, bs, subscribe="ret", startingOffsets='{"ret":{"0":0}}', failOnDataLoss="false")
+        .select("offset")
+        .collect()
+    )
     assert sorted(r.offset for r in rows) == list(range(log_start, end))
 
     # Streaming planning: a checkpointed start that retention overtook.
-    strict = LogSourceStreamReader(parse_read_options({"bootstrap.servers": bs, "subscribe": "ret"}, streaming=True))
+    strict = LogSourceStreamReader(
+        parse_read_options({"bootstrap.servers": bs, "subscribe": "ret"}, streaming=True)
+    )
     with pytest.raises(Exception, match="failOnDataLoss"):
         strict.partitions({"ret": {"0": 0}}, {"ret": {"0": end}})
     lenient = LogSourceStreamReader(
-        parse_read_options({"bootstrap.servers": bs, "subscribe": "ret", "failOnDataLoss": "false"}, streaming=True)
+        parse_read_options(
+            {"bootstrap.servers": bs, "subscribe": "ret", "failOnDataLoss": "false"}, streaming=True
+        )
     )
     with pytest.warns(UserWarning, match="retention"):
-        assert lenient.partitions({"ret": {"0": 0}}, {"ret": {"0": end}}) == [pl.OffsetRange("ret", 0, log_start, end)]
+        assert lenient.partitions({"ret": {"0": 0}}, {"ret": {"0": end}}) == [
+            pl.OffsetRange("ret", 0, log_start, end)
+        ]
 
     # A task whose planned range was deleted after planning (the executor path).
     from pyspark_logsource.datasource import read_offset_range

@@ -13,7 +13,9 @@ from pyspark_logsource.spark.write import split_by_topic, write_options
 
 
 def _table(topics: list[str | None]) -> pa.Table:
-    return pa.table({"topic": pa.array(topics, pa.string()), "value": [f"v{i}".encode() for i in range(len(topics))]})
+    return pa.table(
+        {"topic": pa.array(topics, pa.string()), "value": [f"v{i}".encode() for i in range(len(topics))]}
+    )
 
 
 def _values(t: pa.Table) -> list[bytes]:

@@ -21,11 +21,25 @@ from pyspark_logsource.protocol.primitives import ProtocolError
 # ------------------------------------------------------------------ coordinator (no sockets)
 
 
-def _join(member: str = "", instance: str | None = None, version: int = 5, session: int = 1000,
-          topics: tuple[str, ...] = ("t",), protocol: str = "range") -> g.JoinGroupRequest:  # fmt: skip
+def _join(
+    member: str = "",
+    instance: str | None = None,
+    version: int = 5,
+    session: int = 1000,
+    topics: tuple[str, ...] = ("t",),
+    protocol: str = "range",
+) -> g.JoinGroupRequest:
     sub = g.encode_subscription(g.Subscription(list(topics)))
-    return g.JoinGroupRequest("g", session, 1000, member, "consumer", [g.JoinGroupProtocol(protocol, sub)],
-                              instance, api_version=version)  # fmt: skip
+    return g.JoinGroupRequest(
+        "g",
+        session,
+        1000,
+        member,
+        "consumer",
+        [g.JoinGroupProtocol(protocol, sub)],
+        instance,
+        api_version=version,
+    )
 
 
 async def _stable_pair(c: GroupCoordinator) -> tuple[g.JoinGroupResponse, g.JoinGroupResponse]:
@@ -35,11 +49,14 @@ async def _stable_pair(c: GroupCoordinator) -> tuple[g.JoinGroupResponse, g.Join
     assert ra.error_code == rb.error_code == 0 and ra.member_id.startswith("ia-") and ra.generation_id == 1
     leader, follower = (ra, rb) if ra.leader == ra.member_id else (rb, ra)
     assert {m.group_instance_id for m in leader.members} == {"ia", "ib"}
-    plan = {ra.member_id: g.encode_assignment(g.Assignment([("t", 0)])),
-            rb.member_id: g.encode_assignment(g.Assignment([("t", 1)]))}  # fmt: skip
-    await asyncio.gather(c.sync(g.SyncGroupRequest("g", 1, leader.member_id, plan, leader_instance(leader, ra))),
-                         c.sync(g.SyncGroupRequest("g", 1, follower.member_id, {},
-                                                   leader_instance(follower, ra))))  # fmt: skip
+    plan = {
+        ra.member_id: g.encode_assignment(g.Assignment([("t", 0)])),
+        rb.member_id: g.encode_assignment(g.Assignment([("t", 1)])),
+    }
+    await asyncio.gather(
+        c.sync(g.SyncGroupRequest("g", 1, leader.member_id, plan, leader_instance(leader, ra))),
+        c.sync(g.SyncGroupRequest("g", 1, follower.member_id, {}, leader_instance(follower, ra))),
+    )
     assert c.state_of("g") == GroupState.STABLE
     return ra, rb
 
@@ -55,7 +72,9 @@ def test_static_rejoin_in_stable_group_gets_old_assignment_without_rebalance():
         records[gid] = value
 
     async def run() -> None:
-        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100), persist)
+        c = GroupCoordinator(
+            GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100), persist
+        )
         ra, rb = await _stable_pair(c)
         old_b = rb.member_id
         # b restarts: a new member id, the same generation, no rebalance, b's assignment back
@@ -123,12 +142,21 @@ def test_static_rejoin_rebalances_only_if_the_selected_protocol_changes():
         same = await c.join(_join(instance="solo", topics=("t", "u")), 5)
         assert same.generation_id == 1 and c.state_of("g") == GroupState.STABLE
         sub = g.encode_subscription(g.Subscription(["t"]))
-        req = g.JoinGroupRequest("g", 1000, 1000, "", "consumer",
-                                 [g.JoinGroupProtocol("roundrobin", sub), g.JoinGroupProtocol("range", sub)], "solo",
-                                 api_version=5)  # fmt: skip
+        req = g.JoinGroupRequest(
+            "g",
+            1000,
+            1000,
+            "",
+            "consumer",
+            [g.JoinGroupProtocol("roundrobin", sub), g.JoinGroupProtocol("range", sub)],
+            "solo",
+            api_version=5,
+        )
         changed = await c.join(req, 5)
         assert changed.generation_id == 2 and changed.protocol_name == "roundrobin"
-        assert changed.leader == changed.member_id and [m.group_instance_id for m in changed.members] == ["solo"]
+        assert changed.leader == changed.member_id and [m.group_instance_id for m in changed.members] == [
+            "solo"
+        ]
         with pytest.raises(FencedInstanceId):
             c.heartbeat(g.HeartbeatRequest("g", 1, same.member_id, "solo"))
         c.close()
@@ -142,8 +170,9 @@ def test_absent_static_member_stays_through_rebalance_until_its_session_expires(
         c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100))
         ra, rb = await _stable_pair(c)
         # a dynamic newcomer starts a rebalance; a rejoins, b (static) is told to but never does
-        newcomer = asyncio.ensure_future(c.join(g.JoinGroupRequest("g", 5000, 1000, "", "consumer", _join().protocols,
-                                                                   api_version=3), 3))  # fmt: skip
+        newcomer = asyncio.ensure_future(
+            c.join(g.JoinGroupRequest("g", 5000, 1000, "", "consumer", _join().protocols, api_version=3), 3)
+        )
         await asyncio.sleep(0.05)
         assert c.state_of("g") == GroupState.PREPARING_REBALANCE
         assert c.heartbeat(g.HeartbeatRequest("g", 1, ra.member_id, "ia")).error_code == 27
@@ -179,12 +208,16 @@ def test_static_rejoin_waits_for_the_replicated_record_and_is_undone_if_it_fails
         return fut
 
     async def run() -> None:
-        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100), persist)
+        c = GroupCoordinator(
+            GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100), persist
+        )
         ra, rb = await asyncio.gather(c.join(_join(instance="ia"), 5), c.join(_join(instance="ib"), 5))
         leader, follower = (ra, rb) if ra.leader == ra.member_id else (rb, ra)
         fi = "ia" if follower is ra else "ib"
-        syncs = asyncio.gather(c.sync(g.SyncGroupRequest("g", 1, leader.member_id, {}, None)),
-                               c.sync(g.SyncGroupRequest("g", 1, follower.member_id, {}, fi)))  # fmt: skip
+        syncs = asyncio.gather(
+            c.sync(g.SyncGroupRequest("g", 1, leader.member_id, {}, None)),
+            c.sync(g.SyncGroupRequest("g", 1, follower.member_id, {}, fi)),
+        )
         await asyncio.sleep(0.01)
         writes[-1].set_result(None)
         await syncs
@@ -236,8 +269,10 @@ def test_static_member_rejoins_a_restarted_coordinator_without_rebalance():
     records: dict[str, bytes] = {}
 
     async def first() -> tuple[str, str]:
-        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100),
-                             lambda gid, v: records.__setitem__(gid, v))  # fmt: skip
+        c = GroupCoordinator(
+            GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100),
+            lambda gid, v: records.__setitem__(gid, v),
+        )
         ra, rb = await _stable_pair(c)
         c.close()
         return ra.member_id, rb.member_id
@@ -245,8 +280,9 @@ def test_static_member_rejoins_a_restarted_coordinator_without_rebalance():
     a_id, b_id = asyncio.run(first())
 
     async def second() -> None:
-        c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100),
-                             restored=records)  # fmt: skip
+        c = GroupCoordinator(
+            GroupSettings(initial_rebalance_delay_ms=50, min_session_timeout_ms=100), restored=records
+        )
         nb = await c.join(_join(instance="ib"), 5)
         assert nb.generation_id == 1 and nb.member_id != b_id and c.state_of("g") == GroupState.STABLE
         s = await c.sync(g.SyncGroupRequest("g", 1, nb.member_id, {}, "ib"))
@@ -288,8 +324,13 @@ def test_fenced_instance_id_and_leave_by_instance_id_on_the_wire():
         sub = g.encode_subscription(g.Subscription(["t"]))
 
         def join(member: str = "", instance: str | None = "x", version: int = 5) -> g.JoinGroupResponse:
-            return _at(w, g.JoinGroupRequest("sg", 6000, 6000, member, "consumer", [g.JoinGroupProtocol("range", sub)],
-                                             instance), version)  # fmt: skip
+            return _at(
+                w,
+                g.JoinGroupRequest(
+                    "sg", 6000, 6000, member, "consumer", [g.JoinGroupProtocol("range", sub)], instance
+                ),
+                version,
+            )
 
         first = join()
         assert first.error_code == 0 and first.generation_id == 1 and first.leader == first.member_id
@@ -336,10 +377,18 @@ class _Static:
         from confluent_kafka import Consumer
 
         self.events: list[tuple[str, float, list[int]]] = []
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "static", "group.instance.id": instance,
-                           "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300,
-                           "partition.assignment.strategy": "range", "enable.auto.commit": False,
-                           "auto.offset.reset": "earliest"})  # fmt: skip
+        self.c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "static",
+                "group.instance.id": instance,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 300,
+                "partition.assignment.strategy": "range",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
         self.c.subscribe(["st"], on_assign=self._on("assign"), on_revoke=self._on("revoke"))
 
     def _on(self, what: str) -> Any:
@@ -370,16 +419,24 @@ def test_confluent_static_member_restarts_without_rebalance_and_expires_when_gon
             assert w.create_topic("st", 4) == 0
         one, two = _Static(b.bootstrap, "one"), _Static(b.bootstrap, "two")
         both = lambda: one.assigned() is not None and two.assigned() is not None  # noqa: E731
-        _poll_until([one, two], lambda: both() and sorted(one.assigned() + two.assigned()) == [0, 1, 2, 3], 30,
-                    "both static members assigned")  # fmt: skip
+        _poll_until(
+            [one, two],
+            lambda: both() and sorted(one.assigned() + two.assigned()) == [0, 1, 2, 3],
+            30,
+            "both static members assigned",
+        )
         before = one.assigned()
         seen_by_two = len(two.events)
         # librdkafka sends no LeaveGroup for a static member: the group keeps "one" through the restart
         one.c.close()
         again = _Static(b.bootstrap, "one")
-        took = _poll_until([again, two], lambda: again.assigned() is not None, 15, "the restarted member's assignment")
+        took = _poll_until(
+            [again, two], lambda: again.assigned() is not None, 15, "the restarted member's assignment"
+        )
         assert again.assigned() == before
-        assert took < SESSION_MS / 1000 / 2, f"the restarted static member waited {took:.1f}s for its partitions"
+        assert took < SESSION_MS / 1000 / 2, (
+            f"the restarted static member waited {took:.1f}s for its partitions"
+        )
         for _ in range(20):  # a second for a late rebalance to show up at the other member
             two.c.poll(0.05)
             again.c.poll(0.0)
@@ -387,14 +444,22 @@ def test_confluent_static_member_restarts_without_rebalance_and_expires_when_gon
         with WireClient(b.bootstrap) as w:
             d = _at(w, g.DescribeGroupsRequest(["static"]), 5).groups[0]
         assert d.state == "Stable" and sorted(m.group_instance_id for m in d.members) == ["one", "two"]
-        print(f"static member restart: partitions {before} back {took:.2f}s after the new consumer started "
-              f"(session {SESSION_MS} ms)")
+        print(
+            f"static member restart: partitions {before} back {took:.2f}s after the new consumer started "
+            f"(session {SESSION_MS} ms)"
+        )
         # now it goes for good: after its session timeout its partitions move to "two"
         again.c.close()
         t1 = time.monotonic()
-        moved = _poll_until([two], lambda: two.assigned() == [0, 1, 2, 3], SESSION_MS / 1000 + 15,
-                            "the absent static member's partitions moving")  # fmt: skip
-        assert moved >= SESSION_MS / 1000 - 1.5, f"partitions moved after {moved:.1f}s, before the session ended"
+        moved = _poll_until(
+            [two],
+            lambda: two.assigned() == [0, 1, 2, 3],
+            SESSION_MS / 1000 + 15,
+            "the absent static member's partitions moving",
+        )
+        assert moved >= SESSION_MS / 1000 - 1.5, (
+            f"partitions moved after {moved:.1f}s, before the session ended"
+        )
         assert any(e[0] == "revoke" and e[1] > t1 for e in two.events)
         print(f"absent static member: its partitions moved after {moved:.2f}s")
         two.c.close()

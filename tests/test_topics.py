@@ -8,7 +8,9 @@ from pyspark_logsource.errors import InvalidTopic, error_for_code
 from pyspark_logsource.topics import MAX_TOPIC_LENGTH, is_internal, validate_topic_name
 
 
-@pytest.mark.parametrize("name", ["clicks", "a", "A.b_c-9", "__consumer_offsets", "x" * MAX_TOPIC_LENGTH, "..a", ".a."])
+@pytest.mark.parametrize(
+    "name", ["clicks", "a", "A.b_c-9", "__consumer_offsets", "x" * MAX_TOPIC_LENGTH, "..a", ".a."]
+)
 def test_legal_names_are_returned(name):
     assert validate_topic_name(name) == name
 
@@ -16,10 +18,26 @@ def test_legal_names_are_returned(name):
 @pytest.mark.parametrize(
     "name",
     [
-        "", ".", "..", "../x", "a/b", "/etc", "a\\b", "x" * 250, "." * 250, "a b", "tab\t", "new\nline",
-        "caf\u00e9", "\u0661\u0662", "a\x00b", "a:b", "a*", "~home",
+        "",
+        ".",
+        "..",
+        "../x",
+        "a/b",
+        "/etc",
+        "a\\b",
+        "x" * 250,
+        "." * 250,
+        "a b",
+        "tab\t",
+        "new\nline",
+        "caf\u00e9",
+        "\u0661\u0662",
+        "a\x00b",
+        "a:b",
+        "a*",
+        "~home",
     ],
-)  # fmt: skip
+)
 def test_illegal_names_raise_invalid_topic(name):
     with pytest.raises(InvalidTopic) as e:
         validate_topic_name(name)

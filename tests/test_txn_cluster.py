@@ -36,8 +36,14 @@ from pyspark_logsource.protocol.coordinator_messages import FindCoordinatorReque
 TXN = "__transaction_state"
 
 
-def _stage(bs: str, txns: StagedTxns, write_id: str, values: list[bytes], timeout_ms: int = 60000,
-           partitions: tuple[int, ...] = (0, 1, 2)) -> tm.StagedProducer:  # fmt: skip
+def _stage(
+    bs: str,
+    txns: StagedTxns,
+    write_id: str,
+    values: list[bytes],
+    timeout_ms: int = 60000,
+    partitions: tuple[int, ...] = (0, 1, 2),
+) -> tm.StagedProducer:
     """One task attempt: register, stage ``values`` round-robin over t's ``partitions`` (acks=all), return its
     commit message."""
     p = TransactionalProducer(bs, acks=-1)
@@ -143,9 +149,18 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
             new = c.wait_leader(TXN, 0, not_in={coordinator})
             assert txns.coordinator("w-kill", refresh=True) == new
             # it loaded both writes and re-sent markers only for w-kill's decision (w's was recorded complete)
-            loaded = wait_for(lambda: re.findall(r"(\d+) writes committed, (\d+) decisions to complete, (\d+) writes "
-                                                 "with registered", c.broker_log(new)), 10, what="the state loaded")
-            assert loaded[-1] == ("2", "1", "1"), loaded  # w-idle is registered (w-kill's went with its decision)
+            loaded = wait_for(
+                lambda: re.findall(
+                    r"(\d+) writes committed, (\d+) decisions to complete, (\d+) writes "
+                    "with registered",
+                    c.broker_log(new),
+                ),
+                10,
+                what="the state loaded",
+            )
+            assert loaded[-1] == ("2", "1", "1"), (
+                loaded
+            )  # w-idle is registered (w-kill's went with its decision)
 
             # the driver retries batch 0 after its own crash: a re-run's data is aborted, nothing changes
             rerun = _stage(c.bootstrap, txns, "w-kill", [b"rerun-%d" % i for i in range(5)])
@@ -161,12 +176,16 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
         remote = tuple(q for q, leader in sorted(c.leaders("t").items()) if leader != new)
         assert remote, c.leaders("t")
         with StagedTxns(bs) as txns:
-            expired = _stage(bs, txns, "w-exp", [b"exp-%d" % i for i in range(4)], timeout_ms=1500, partitions=remote)
+            expired = _stage(
+                bs, txns, "w-exp", [b"exp-%d" % i for i in range(4)], timeout_ms=1500, partitions=remote
+            )
             wait_for(lambda: _stable_everywhere(bs), 30, what="the expired attempt aborted")
             with pytest.raises(InvalidTxnState, match="not a registered attempt"):
                 txns.commit("w-exp", 0, [expired])
         expected = [b"w0-%d" % i for i in range(9)] + batch1 + [b"k0-%d" % i for i in range(6)]
-        assert sorted(_read_committed(bs, 18)) == sorted(expected)  # each once: no dup, loser, lost, rerun, idle
+        assert sorted(_read_committed(bs, 18)) == sorted(
+            expected
+        )  # each once: no dup, loser, lost, rerun, idle
 
         # too few live brokers for min.insync.replicas of __transaction_state: CoordinatorNotAvailable
         for b in [b for b in c.running() if b != new]:
@@ -179,7 +198,9 @@ def test_a_replicated_coordinator_survives_kill_9_after_its_decision(zk_connect,
 
 @pytest.mark.cluster
 def test_no_coordinator_while_fewer_brokers_are_live_than_the_replication_factor(zk_connect, tmp_path):
-    with Cluster(zk_connect, tmp_path, brokers=2, config={"transaction.state.log.replication.factor": "3"}) as c:
+    with Cluster(
+        zk_connect, tmp_path, brokers=2, config={"transaction.state.log.replication.factor": "3"}
+    ) as c:
         net = NetworkClient(c.bootstrap)
         try:
             with pytest.raises(CoordinatorNotAvailable, match="needs 3 live brokers"):
@@ -206,8 +227,13 @@ def test_a_one_broker_cluster_holds_the_transaction_state_it_can(zk_connect, tmp
 def test_cluster_start_sizes_the_transaction_state_to_the_brokers():
     from pyspark_logsource.broker.cluster.local import cluster_defaults
 
-    got = [(cluster_defaults(n)["transaction.state.log.replication.factor"],
-            cluster_defaults(n)["transaction.state.log.min.isr"]) for n in (1, 2, 3, 5)]  # fmt: skip
+    got = [
+        (
+            cluster_defaults(n)["transaction.state.log.replication.factor"],
+            cluster_defaults(n)["transaction.state.log.min.isr"],
+        )
+        for n in (1, 2, 3, 5)
+    ]
     assert got == [("1", "1"), ("2", "1"), ("3", "2"), ("3", "2")]
 
 
@@ -222,8 +248,10 @@ def test_a_repeated_marker_appends_nothing_and_a_stale_commit_closes_nothing(tmp
             return resp.markers[0].errors
 
         def ends() -> tuple[int, int]:
-            return (a.list_offsets([("t", 0)], "latest")[("t", 0)],
-                    a.list_offsets([("t", 0)], "latest", read_committed=True)[("t", 0)])  # fmt: skip
+            return (
+                a.list_offsets([("t", 0)], "latest")[("t", 0)],
+                a.list_offsets([("t", 0)], "latest", read_committed=True)[("t", 0)],
+            )
 
         p = TransactionalProducer(b.bootstrap, acks=-1)
         pid, epoch = p.producer_id_and_epoch()
@@ -311,7 +339,9 @@ def test_a_fenced_coordinator_answers_not_coordinator(zk_connect, tmp_path):
             member = state.cluster
             member.loop.call_soon_threadsafe(member._fence, True, "lost its ZooKeeper session (test)")
             wait_for(lambda: state.fenced, 10, what="the broker fenced")
-            reg = tm.StagedTxnsRequest(tm.REGISTER, "w", 0, 60000, [tm.StagedProducer(1001, 0, {("t", 1): -1})])
+            reg = tm.StagedTxnsRequest(
+                tm.REGISTER, "w", 0, 60000, [tm.StagedProducer(1001, 0, {("t", 1): -1})]
+            )
             with pytest.raises(NotCoordinator):
                 net.request(reg)
             member.loop.call_soon_threadsafe(member._fence, False, "registered again (test)")

@@ -25,7 +25,9 @@ from pyspark_logsource.format import batch as fmt  # noqa: E402
 def main() -> None:
     parent, flush_messages, seed = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     rng = random.Random(seed)
-    config = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=1024, flush_messages=flush_messages, flush_ms=10**9)
+    config = LogConfig(
+        segment_bytes=64 * 1024, index_interval_bytes=1024, flush_messages=flush_messages, flush_ms=10**9
+    )
     log = PartitionLog(parent / "t-0", config, "t", 0)
     print(f"start {log.log_end_offset} {log.flushed_offset}", flush=True)
     while True:
@@ -33,7 +35,10 @@ def main() -> None:
         n = rng.randint(1, 40)
         size = rng.randint(12, 300)
         batch = fmt.encode(
-            [value_for(start + i, size) for i in range(n)], producer_id=1, producer_epoch=0, base_sequence=start
+            [value_for(start + i, size) for i in range(n)],
+            producer_id=1,
+            producer_epoch=0,
+            base_sequence=start,
         )
         log.append(batch)
         print(f"flushed {log.flushed_offset}", flush=True)

@@ -19,12 +19,18 @@ from pyspark.sql import SparkSession  # noqa: E402
 bootstrap, rows = sys.argv[1], int(sys.argv[2])
 # local[2,4]: in local mode the retry count is the master URL's second number (spark.task.maxFailures
 # is for cluster managers); both say 4
-spark = (SparkSession.builder.master("local[2,4]").config("spark.ui.enabled", "false")
-         .config("spark.task.maxFailures", "4").config("spark.speculation", "true")
-         .config("spark.speculation.interval", "100ms").config("spark.speculation.multiplier", "1.5")
-         .config("spark.speculation.quantile", "0.5").config("spark.speculation.minTaskRuntime", "200ms")
-         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
-         .getOrCreate())  # fmt: skip
+spark = (
+    SparkSession.builder.master("local[2,4]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.task.maxFailures", "4")
+    .config("spark.speculation", "true")
+    .config("spark.speculation.interval", "100ms")
+    .config("spark.speculation.multiplier", "1.5")
+    .config("spark.speculation.quantile", "0.5")
+    .config("spark.speculation.minTaskRuntime", "200ms")
+    .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+    .getOrCreate()
+)
 spark.sparkContext.setLogLevel("ERROR")
 
 
@@ -52,6 +58,8 @@ def flaky(batches):
 
 
 df = spark.range(0, rows, numPartitions=4).mapInArrow(flaky, "value string")
-df.write.format("logsource").option("bootstrap.servers", bootstrap).option("topic", "eos_batch").mode("append").save()
+df.write.format("logsource").option("bootstrap.servers", bootstrap).option("topic", "eos_batch").mode(
+    "append"
+).save()
 print("WROTE", flush=True)
 spark.stop()

@@ -31,6 +31,7 @@ def main() -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the support package
     from support.spark_jvm import driver_java_options
 

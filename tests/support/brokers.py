@@ -85,8 +85,13 @@ class BrokerError(Exception):
 class WireClient:
     """A blocking, one-connection client on top of the sans-IO codec (tests only)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 15.0, client_id: str = "wire-test",
-                 arrow_body: bool | None = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout: float = 15.0,
+        client_id: str = "wire-test",
+        arrow_body: bool | None = True,
+    ) -> None:
         """``arrow_body``: ask for Arrow-bodied fetches (True), Kafka's layout (False), or send no
         ApiVersions at all (None: the raw first request a fuzzer or old client would send)."""
         host, port = bootstrap.rsplit(":", 1)
@@ -167,8 +172,15 @@ class WireClient:
             return None
         return self.request(req).partitions[0]
 
-    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0,
-              min_bytes: int = 1) -> Any:  # fmt: skip
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> Any:
         """Fetch one partition; return its FetchPartitionResponse."""
         req = FetchRequest([FetchPartition(topic, partition, offset, max_bytes)], max_wait_ms, min_bytes)
         return self.request(req).partitions[0]
@@ -189,14 +201,18 @@ class WireClient:
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> Any:
         """ListOffsets for one partition; return its entry."""
-        return self.request(ListOffsetsRequest([ListOffsetsPartition(topic, partition, timestamp)])).partitions[0]
+        return self.request(
+            ListOffsetsRequest([ListOffsetsPartition(topic, partition, timestamp)])
+        ).partitions[0]
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int], metadata: str | None = None) -> Any:
         """OffsetCommit; return the response."""
         parts = [OffsetCommitPartition(t, p, o, metadata) for (t, p), o in offsets.items()]
         return self.request(OffsetCommitRequest(group, parts))
 
-    def committed(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], Any]:
+    def committed(
+        self, group: str, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], Any]:
         """OffsetFetch -> {(topic, partition): OffsetFetchPartitionResponse}."""
         resp = self.request(OffsetFetchRequest(group, partitions))
         return {(p.topic, p.partition): p for p in resp.partitions}

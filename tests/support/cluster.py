@@ -48,7 +48,9 @@ FAST_CLUSTER = {
 }
 
 
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
+def wait_for(
+    cond: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+) -> Any:
     """Poll ``cond`` until it returns something truthy; AssertionError with ``what`` on timeout."""
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
@@ -60,7 +62,10 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30.0, interval: float = 0
         except Exception as e:  # a transient error while a broker or ZooKeeper restarts
             last_exc = e
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}"
+                + (f" (last error: {last_exc!r})" if last_exc else "")
+            )
         time.sleep(interval)
 
 
@@ -108,9 +113,11 @@ class Cluster:
         self.zk_connect = zk_connect
         self.base_dir = Path(base_dir)
         # the internal topics' replication factor is Kafka's 3; a smaller cluster holds what it can
-        fits = {"offsets.topic.replication.factor": str(min(3, brokers)),
-                "transaction.state.log.replication.factor": str(min(3, brokers)),
-                "transaction.state.log.min.isr": "2" if brokers >= 3 else "1"}  # fmt: skip
+        fits = {
+            "offsets.topic.replication.factor": str(min(3, brokers)),
+            "transaction.state.log.replication.factor": str(min(3, brokers)),
+            "transaction.state.log.min.isr": "2" if brokers >= 3 else "1",
+        }
         self.config = {**FAST_CLUSTER, **fits, **{str(k): str(v) for k, v in (config or {}).items()}}
         self.brokers: dict[int, EmbeddedBroker] = {}
         in_thread = set(thread_brokers)
@@ -270,7 +277,9 @@ class Cluster:
 
         wait_for(ready, timeout, what=f"topic {topic} with leaders")
 
-    def wait_leader(self, topic: str, partition: int, not_in: Iterable[int] = (), timeout: float = 30.0) -> int:
+    def wait_leader(
+        self, topic: str, partition: int, not_in: Iterable[int] = (), timeout: float = 30.0
+    ) -> int:
         """Until the partition has a live leader not in ``not_in``; returns it."""
         bad = set(not_in)
 
@@ -293,22 +302,32 @@ class Cluster:
                     return False
             return True
 
-        wait_for(full, timeout, what=f"ISR of {topic} {'full' if min_size is None else f'>= {min_size}'}: "
-                 + str({p: self.isr(topic, p) for p in self.assignment(topic)}))  # fmt: skip
+        wait_for(
+            full,
+            timeout,
+            what=f"ISR of {topic} {'full' if min_size is None else f'>= {min_size}'}: "
+            + str({p: self.isr(topic, p) for p in self.assignment(topic)}),
+        )
 
     # ------------------------------------------------------------ admin
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None) -> None:
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None
+    ) -> None:
         """Create a topic through the Admin client and wait until all its partitions have leaders."""
         from pyspark_logsource.client import Admin
 
         with Admin(self.bootstrap) as admin:
-            admin.create_topic(name, partitions, replication_factor=replication_factor, config=dict(config or {}))
+            admin.create_topic(
+                name, partitions, replication_factor=replication_factor, config=dict(config or {})
+            )
         self.wait_topic(name, partitions)
 
     # ------------------------------------------------------------ logs on disk
 
-    def partition_bytes(self, broker_id: int, topic: str, partition: int, below: int | None = None) -> tuple[bytes, int]:
+    def partition_bytes(
+        self, broker_id: int, topic: str, partition: int, below: int | None = None
+    ) -> tuple[bytes, int]:
         """The record batches of one replica, from its segment files, in offset order: (bytes, end offset).
 
         ``below``: only the whole batches that end at or before this offset (e.g. the high watermark)."""
@@ -351,9 +370,14 @@ class Cluster:
                 if r == leader:
                     continue
                 got, end = self.partition_bytes(r, topic, p, below=hw)
-                assert end == ref_end, f"{topic}-{p}: replica {r} ends at {end}, leader {leader} at {ref_end} (HW {hw})"
+                assert end == ref_end, (
+                    f"{topic}-{p}: replica {r} ends at {end}, leader {leader} at {ref_end} (HW {hw})"
+                )
                 if got != ref:
-                    i = next((k for k in range(min(len(got), len(ref))) if got[k] != ref[k]), min(len(got), len(ref)))
+                    i = next(
+                        (k for k in range(min(len(got), len(ref))) if got[k] != ref[k]),
+                        min(len(got), len(ref)),
+                    )
                     raise AssertionError(
                         f"{topic}-{p}: replica {r} diverges from leader {leader} at byte {i} below HW {hw} "
                         f"({len(got)} vs {len(ref)} bytes)"
@@ -400,9 +424,18 @@ class Traffic:
         self.topic = topic
         self.partitions = partitions
         self.interval = 1.0 / rate
-        self.producer = Producer(bootstrap, acks="all", enable_idempotence=True, linger_ms=2,
-                                 delivery_timeout_ms=120000, request_timeout_ms=10000, retry_backoff_ms=50)  # fmt: skip
-        self.consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=200, request_timeout_ms=10000)
+        self.producer = Producer(
+            bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=2,
+            delivery_timeout_ms=120000,
+            request_timeout_ms=10000,
+            retry_backoff_ms=50,
+        )
+        self.consumer = Consumer(
+            bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=200, request_timeout_ms=10000
+        )
         self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset)
         self.failed: dict[bytes, BaseException] = {}
         self.sent = 0
@@ -411,8 +444,10 @@ class Traffic:
         self._lock = threading.Lock()
         self._producing = threading.Event()
         self._consuming = threading.Event()
-        self._threads = [threading.Thread(target=self._produce, daemon=True, name="traffic-producer"),
-                         threading.Thread(target=self._consume, daemon=True, name="traffic-consumer")]  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._produce, daemon=True, name="traffic-producer"),
+            threading.Thread(target=self._consume, daemon=True, name="traffic-consumer"),
+        ]
 
     def start(self) -> Traffic:
         self._producing.set()
@@ -474,7 +509,10 @@ class Traffic:
         """Until the consumer has read up to each partition's high watermark."""
 
         def done() -> bool:
-            return all((self.consumed[p][-1][0] + 1 if self.consumed[p] else 0) >= hw for p, hw in high_watermarks.items())
+            return all(
+                (self.consumed[p][-1][0] + 1 if self.consumed[p] else 0) >= hw
+                for p, hw in high_watermarks.items()
+            )
 
         wait_for(done, timeout, what=f"consumer at the high watermarks {dict(high_watermarks)}")
 
@@ -502,5 +540,7 @@ class Traffic:
         missing = {v: w for v, w in self.acked.items() if seen.get(v) != w}
         assert not missing, (
             f"{len(missing)} of {len(self.acked)} acknowledged messages were not consumed where acknowledged, e.g. "
-            + ", ".join(f"{v!r} acked at {w}, consumed at {seen.get(v)}" for v, w in list(missing.items())[:5])
+            + ", ".join(
+                f"{v!r} acked at {w}, consumed at {seen.get(v)}" for v, w in list(missing.items())[:5]
+            )
         )

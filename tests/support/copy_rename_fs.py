@@ -34,7 +34,9 @@ class CopyRenameFileSystem(HadoopFileSystem):
         if self.exists(dst):
             raise FileExistsError(17, "file exists", dst)
         util = self._jvm.org.apache.hadoop.fs.FileUtil
-        ok = self._call(util.copy, src, self._fs, self._path(src), self._fs, self._path(dst), False, self._conf)
+        ok = self._call(
+            util.copy, src, self._fs, self._path(src), self._fs, self._path(dst), False, self._conf
+        )
         if not ok:
             raise OSError(f"copy {src} -> {dst} failed")
         self.copies += 1

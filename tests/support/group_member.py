@@ -38,30 +38,52 @@ def _assigned(f: TextIO, partitions: list[int]) -> None:
 def run_ours(bootstrap: str, group: str, topic: str, f: TextIO, session: int, name: str) -> None:
     from pyspark_logsource.client.consumer import Consumer
 
-    c = Consumer(bootstrap, group_id=group, enable_auto_commit=False, session_timeout_ms=session,
-                 heartbeat_interval_ms=max(100, session // 6), max_poll_interval_ms=30000,
-                 client_id=f"member-{name}")  # fmt: skip
+    c = Consumer(
+        bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        session_timeout_ms=session,
+        heartbeat_interval_ms=max(100, session // 6),
+        max_poll_interval_ms=30000,
+        client_id=f"member-{name}",
+    )
     f.write(f"S {time.time():.3f}\n")  # benchmarks/groups.py: a join's rebalance is timed from here
     c.subscribe([topic], on_assign=lambda tps: _assigned(f, [p for _, p in tps]))
     while True:
         msgs = c.poll(200)
-        _record(f, [(m.partition, m.offset) for m in msgs or ()],
-                lambda nxt: c.commit({(topic, p): o for p, o in nxt.items()}))  # fmt: skip
+        _record(
+            f,
+            [(m.partition, m.offset) for m in msgs or ()],
+            lambda nxt: c.commit({(topic, p): o for p, o in nxt.items()}),
+        )
 
 
 def run_confluent(bootstrap: str, group: str, topic: str, f: TextIO, session: int, name: str) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"member-{name}",
-                  "session.timeout.ms": session, "heartbeat.interval.ms": max(100, session // 6),
-                  "partition.assignment.strategy": "range", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "max.poll.interval.ms": 30000})  # fmt: skip
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": f"member-{name}",
+            "session.timeout.ms": session,
+            "heartbeat.interval.ms": max(100, session // 6),
+            "partition.assignment.strategy": "range",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "max.poll.interval.ms": 30000,
+        }
+    )
     c.subscribe([topic], on_assign=lambda _c, tps: _assigned(f, [tp.partition for tp in tps]))
     while True:
         msgs = [m for m in c.consume(500, 0.2) if m.error() is None]
-        _record(f, [(m.partition(), m.offset()) for m in msgs],
-                lambda nxt: c.commit(offsets=[TopicPartition(topic, p, o) for p, o in nxt.items()],
-                                     asynchronous=False))  # fmt: skip
+        _record(
+            f,
+            [(m.partition(), m.offset()) for m in msgs],
+            lambda nxt: c.commit(
+                offsets=[TopicPartition(topic, p, o) for p, o in nxt.items()], asynchronous=False
+            ),
+        )
 
 
 def run_kafka_python(bootstrap: str, group: str, topic: str, f: TextIO, session: int, name: str) -> None:
@@ -75,18 +97,30 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, f: TextIO, session:
         def on_partitions_assigned(self, assigned: list) -> None:
             _assigned(f, [tp.partition for tp in c.assignment()])
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=f"member-{name}",
-                      session_timeout_ms=session, heartbeat_interval_ms=max(100, session // 6),
-                      partition_assignment_strategy=[RangePartitionAssignor], enable_auto_commit=False,
-                      auto_offset_reset="earliest", max_poll_interval_ms=30000)  # fmt: skip
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id=f"member-{name}",
+        session_timeout_ms=session,
+        heartbeat_interval_ms=max(100, session // 6),
+        partition_assignment_strategy=[RangePartitionAssignor],
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_interval_ms=30000,
+    )
     c.subscribe([topic], listener=Listener())
     while True:
         # long polls: kafka-python 3.0.12 drops a join that completes while no poll() is waiting
         # (README, "Kafka clients in a group"), so the member keeps a poll() open almost always
         batches = c.poll(timeout_ms=1000)
         recs = [(r.partition, r.offset) for rs in batches.values() for r in rs]
-        _record(f, recs, lambda nxt: c.commit({TopicPartition(topic, p): OffsetAndMetadata(o, None, -1)
-                                               for p, o in nxt.items()}))  # fmt: skip
+        _record(
+            f,
+            recs,
+            lambda nxt: c.commit(
+                {TopicPartition(topic, p): OffsetAndMetadata(o, None, -1) for p, o in nxt.items()}
+            ),
+        )
 
 
 KINDS = {"ours": run_ours, "confluent": run_confluent, "kafka-python": run_kafka_python}

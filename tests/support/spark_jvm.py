@@ -63,7 +63,9 @@ def examples_conf_dir(dest: Path, conf: Path = Path(__file__).resolve().parents[
     # the log4j property is the one spark_session() adds when the file has no extraJavaOptions line
     opts = f"{BASE_OPTIONS} -Dlog4j2.configurationFile={log4j.as_uri()}"
     text = (conf / "spark-defaults.conf").read_text()
-    (dest / "spark-defaults.conf").write_text(f"{text.rstrip()}\n\n# the tests' JVM options\nspark.driver.extraJavaOptions  {opts}\n")
+    (dest / "spark-defaults.conf").write_text(
+        f"{text.rstrip()}\n\n# the tests' JVM options\nspark.driver.extraJavaOptions  {opts}\n"
+    )
     return dest
 
 
@@ -81,8 +83,13 @@ def _ensure_archive(d: Path) -> Path | None:
         fd = os.open(d / BUILDING, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return None  # another process is writing it
-    p = subprocess.Popen([sys.executable, __file__, "build", str(d)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, __file__, "build", str(d)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     os.write(fd, str(p.pid).encode())
     os.close(fd)
     _builders.append(p)  # kept: a dropped Popen of a running child warns
@@ -106,12 +113,22 @@ def _build(d: Path) -> None:
     """Run the warm-up driver with -XX:ArchiveClassesAtExit; rename its archive into place, or note why not."""
     tmp = d / (ARCHIVE + ".tmp")
     opts = f"{BASE_OPTIONS} {LOG_TO_STDERR} -XX:ArchiveClassesAtExit={tmp}"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_SUBMIT_ARGS=f"--driver-java-options '{opts}' pyspark-shell")
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_SUBMIT_ARGS=f"--driver-java-options '{opts}' pyspark-shell",
+    )
     env.pop(CDS_DIR_ENV, None)
     # ~65 s of CPU; its wall time on a machine shared with other work can be many minutes
     try:
-        r = subprocess.run([sys.executable, __file__, "warm", str(d / "warm")], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=WARM_UP_TIMEOUT)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, __file__, "warm", str(d / "warm")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=WARM_UP_TIMEOUT,
+        )
         rc, out = r.returncode, r.stdout
     except subprocess.TimeoutExpired as e:
         rc, out = -1, f"timed out after {WARM_UP_TIMEOUT} s\n{e.output or ''}"
@@ -145,17 +162,29 @@ def _warm(work: str) -> None:
             for i in range(50):
                 yield (i % 3, i, f'{{"n": {i}}}'.encode())
 
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())  # fmt: skip
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
     spark.dataSource.register(_Rows)
     df = spark.read.format("warmrows").load()
-    df = df.withColumn("j", F.from_json(F.col("value").cast("string"), "n int")).withColumn("date", F.current_date())
+    df = df.withColumn("j", F.from_json(F.col("value").cast("string"), "n int")).withColumn(
+        "date", F.current_date()
+    )
     df.write.mode("overwrite").partitionBy("date", "partition").parquet(f"{work}/a")
     back = spark.read.parquet(f"{work}/a")
     back.groupBy("partition").agg(F.count("*"), F.max("offset")).collect()
     back.toPandas() if _has_pandas() else back.collect()
-    q = (spark.readStream.schema(back.schema).parquet(f"{work}/a").writeStream.format("parquet")
-         .option("checkpointLocation", f"{work}/ckpt").trigger(availableNow=True).start(f"{work}/b"))  # fmt: skip
+    q = (
+        spark.readStream.schema(back.schema)
+        .parquet(f"{work}/a")
+        .writeStream.format("parquet")
+        .option("checkpointLocation", f"{work}/ckpt")
+        .trigger(availableNow=True)
+        .start(f"{work}/b")
+    )
     q.awaitTermination()
     spark.read.parquet(f"{work}/b").count()
     spark.stop()
