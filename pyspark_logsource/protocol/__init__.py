@@ -3,7 +3,8 @@
 No sockets, no files: :class:`ClientConnection` and :class:`ServerConnection`
 turn bytes into events and messages into frame parts.
 
-- :mod:`.schemas`: Kafka's message schemas (transcribed from Kafka's JSON), and
+- :mod:`.schemas` (with :mod:`.group_schemas`, :mod:`.admin_schemas`, :mod:`.txn_schemas`):
+  Kafka's message schemas (transcribed from Kafka's JSON), and
   :mod:`.schema`, which compiles one codec per (API key, version);
 - :mod:`.codecs`: the table of codecs, request/response headers (v1/v2 and
   v0/v1), and the fast paths for Produce;

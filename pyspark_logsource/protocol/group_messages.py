@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from ..topics import TopicPartition
 from .api_keys import ApiKey
+from .group_schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
 from .primitives import ProtocolError, Reader, Writer
 from .schema import Codec
-from .schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

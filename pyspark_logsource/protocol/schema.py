@@ -26,6 +26,9 @@ Write = Callable[[Writer, Any], None]
 
 _INF = 1 << 15
 
+#: Kafka's default of an ``authorized_operations`` field: none requested or known.
+I32_MIN = -(1 << 31)
+
 
 def versions(spec: str) -> tuple[int, int]:
     """Parse Kafka's version spec: ``"3+"``, ``"0-4"``, ``"5"``, or ``"none"``."""
