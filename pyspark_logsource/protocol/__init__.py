@@ -9,7 +9,8 @@ turn bytes into events and messages into frame parts.
 - :mod:`.codecs`: the table of codecs, request/response headers (v1/v2 and
   v0/v1), and the fast paths for Produce;
 - :mod:`.messages`: the typed messages handlers and clients use;
-- :mod:`.adapters`: between typed messages and the schemas' nesting by topic.
+- :mod:`.adapters` (with :mod:`.coordinator_adapters`, :mod:`.group_adapters`,
+  :mod:`.admin_adapters`): between typed messages and the schemas' nesting by topic.
 
 Every length read from the network is bounded by the bytes left in the frame
 before anything is allocated. A frame must be consumed exactly: trailing bytes

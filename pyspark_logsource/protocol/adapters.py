@@ -3,6 +3,11 @@
 Kafka nests per-partition entries by topic; the typed messages keep them
 flat with the topic on each entry. One pair of functions per direction and
 API: ``to_wire(message, version) -> dict`` and ``from_wire(dict, version)``.
+
+This module holds the data-path APIs (ApiVersions, Metadata, Produce, Fetch,
+ListOffsets) and InitProducerId; the other families are beside their typed
+messages' modules: :mod:`.coordinator_adapters`, :mod:`.group_adapters`,
+:mod:`.admin_adapters` (and :mod:`.epoch_messages`, :mod:`.txn_messages`).
 """
 
 from __future__ import annotations
@@ -10,15 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import admin_messages as am
-from . import coordinator_messages as cm
 from . import messages as m
 from .primitives import ProtocolError
 
 Group = dict[str, list]
 
 
-def _group(entries: list, topic_of: Callable[[Any], str] = lambda e: e.topic) -> Group:
+def by_topic(entries: list, topic_of: Callable[[Any], str] = lambda e: e.topic) -> Group:
+    """The entries by topic (``topic_of``), in first-seen order: Kafka nests partitions by topic."""
     groups: Group = {}
     for e in entries:
         groups.setdefault(topic_of(e), []).append(e)
@@ -165,7 +169,7 @@ def produce_req_to(r: m.ProduceRequest, v: int) -> dict:
         "timeout_ms": r.timeout_ms,
         "topic_data": [
             {"name": t, "partition_data": [{"index": p.partition, "records": p.records} for p in ps]}
-            for t, ps in _group(r.partitions).items()
+            for t, ps in by_topic(r.partitions).items()
         ],
     }
 
@@ -197,7 +201,7 @@ def produce_resp_to(r: m.ProduceResponse, v: int) -> dict:
                     for p in ps
                 ],
             }
-            for t, ps in _group(r.partitions).items()
+            for t, ps in by_topic(r.partitions).items()
         ],
         "throttle_time_ms": r.throttle_time_ms,
     }
@@ -249,7 +253,7 @@ def fetch_req_to(r: m.FetchRequest, v: int) -> dict:
                     for p in ps
                 ],
             }
-            for t, ps in _group(r.partitions).items()
+            for t, ps in by_topic(r.partitions).items()
         ],
     }
 
@@ -313,7 +317,7 @@ def fetch_resp_to(r: m.FetchResponse, v: int) -> dict:
                     for p in ps
                 ],
             }
-            for t, ps in _group(r.partitions).items()
+            for t, ps in by_topic(r.partitions).items()
         ],
     }
 
@@ -363,7 +367,7 @@ def list_offsets_req_to(r: m.ListOffsetsRequest, v: int) -> dict:
                     for p in ps
                 ],
             }
-            for t, ps in _group(r.partitions).items()
+            for t, ps in by_topic(r.partitions).items()
         ],
     }
 
@@ -395,7 +399,7 @@ def list_offsets_resp_to(r: m.ListOffsetsResponse, v: int) -> dict:
                     for p in ps
                 ],
             }
-            for t, ps in _group(r.partitions).items()
+            for t, ps in by_topic(r.partitions).items()
         ],
     }
 
@@ -409,174 +413,6 @@ def list_offsets_resp_from(d: dict, v: int) -> m.ListOffsetsResponse:
         for p in t["partitions"]
     ]
     return m.ListOffsetsResponse(parts, d["throttle_time_ms"])
-
-
-# ------------------------------------------------------------------ FindCoordinator
-
-
-def find_coordinator_req_to(r: cm.FindCoordinatorRequest, v: int) -> dict:
-    return {"key": r.key, "key_type": r.key_type, "coordinator_keys": [r.key]}
-
-
-def find_coordinator_req_from(d: dict, v: int) -> cm.FindCoordinatorRequest:
-    if v >= 4:
-        keys = d["coordinator_keys"]
-        if len(keys) != 1:
-            # one key per request is what the clients send; batched lookups answer per key
-            return cm.FindCoordinatorRequest(keys[0] if keys else "", d["key_type"])
-        return cm.FindCoordinatorRequest(keys[0], d["key_type"])
-    return cm.FindCoordinatorRequest(d["key"], d["key_type"])
-
-
-def find_coordinator_resp_to(r: cm.FindCoordinatorResponse, v: int) -> dict:
-    one = {
-        "key": r.key,
-        "node_id": r.node_id,
-        "host": r.host,
-        "port": r.port,
-        "error_code": r.error_code,
-        "error_message": r.error_message,
-    }
-    return {"throttle_time_ms": r.throttle_time_ms, **one, "coordinators": [one]}
-
-
-def find_coordinator_resp_from(d: dict, v: int) -> cm.FindCoordinatorResponse:
-    src = d["coordinators"][0] if v >= 4 and d["coordinators"] else d
-    return cm.FindCoordinatorResponse(
-        src["error_code"],
-        src["error_message"],
-        src["node_id"],
-        src["host"],
-        src["port"],
-        d["throttle_time_ms"],
-        src.get("key", ""),
-    )
-
-
-# ------------------------------------------------------------------ OffsetCommit / OffsetFetch
-
-
-def offset_commit_req_to(r: cm.OffsetCommitRequest, v: int) -> dict:
-    return {
-        "group_id": r.group_id,
-        "generation_id_or_member_epoch": r.generation_id,
-        "member_id": r.member_id,
-        "group_instance_id": r.group_instance_id,
-        "retention_time_ms": -1,
-        "topics": [
-            {
-                "name": t,
-                "partitions": [
-                    {
-                        "partition_index": p.partition,
-                        "committed_offset": p.offset,
-                        "committed_leader_epoch": p.leader_epoch,
-                        "commit_timestamp": -1,
-                        "committed_metadata": p.metadata,
-                    }
-                    for p in ps
-                ],
-            }
-            for t, ps in _group(r.partitions).items()
-        ],
-    }
-
-
-def offset_commit_req_from(d: dict, v: int) -> cm.OffsetCommitRequest:
-    parts = [
-        cm.OffsetCommitPartition(
-            t["name"],
-            p["partition_index"],
-            p["committed_offset"],
-            p["committed_metadata"],
-            p["committed_leader_epoch"],
-        )
-        for t in d["topics"]
-        for p in t["partitions"]
-    ]
-    return cm.OffsetCommitRequest(
-        d["group_id"], parts, d["generation_id_or_member_epoch"], d["member_id"], d["group_instance_id"]
-    )
-
-
-def offset_commit_resp_to(r: cm.OffsetCommitResponse, v: int) -> dict:
-    return {
-        "throttle_time_ms": r.throttle_time_ms,
-        "topics": [
-            {
-                "name": t,
-                "partitions": [{"partition_index": p.partition, "error_code": p.error_code} for p in ps],
-            }
-            for t, ps in _group(r.partitions).items()
-        ],
-    }
-
-
-def offset_commit_resp_from(d: dict, v: int) -> cm.OffsetCommitResponse:
-    parts = [
-        cm.OffsetCommitPartitionResponse(t["name"], p["partition_index"], p["error_code"])
-        for t in d["topics"]
-        for p in t["partitions"]
-    ]
-    return cm.OffsetCommitResponse(parts, d["throttle_time_ms"])
-
-
-def offset_fetch_req_to(r: cm.OffsetFetchRequest, v: int) -> dict:
-    if r.partitions is None:
-        if v < 2:
-            raise ValueError("OffsetFetch v0/v1 cannot ask for all partitions")
-        topics = None
-    else:
-        topics = [
-            {"name": t, "partition_indexes": [tp[1] for tp in tps]}
-            for t, tps in _group(r.partitions, lambda tp: tp[0]).items()
-        ]
-    return {"group_id": r.group_id, "topics": topics, "require_stable": r.require_stable}
-
-
-def offset_fetch_req_from(d: dict, v: int) -> cm.OffsetFetchRequest:
-    topics = d["topics"]
-    parts = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-    return cm.OffsetFetchRequest(d["group_id"], parts, d["require_stable"])
-
-
-def offset_fetch_resp_to(r: cm.OffsetFetchResponse, v: int) -> dict:
-    return {
-        "throttle_time_ms": r.throttle_time_ms,
-        "error_code": r.error_code,
-        "topics": [
-            {
-                "name": t,
-                "partitions": [
-                    {
-                        "partition_index": p.partition,
-                        "committed_offset": p.offset,
-                        "committed_leader_epoch": p.leader_epoch,
-                        "metadata": p.metadata,
-                        "error_code": p.error_code,
-                    }
-                    for p in ps
-                ],
-            }
-            for t, ps in _group(r.partitions).items()
-        ],
-    }
-
-
-def offset_fetch_resp_from(d: dict, v: int) -> cm.OffsetFetchResponse:
-    parts = [
-        cm.OffsetFetchPartitionResponse(
-            t["name"],
-            p["partition_index"],
-            p["committed_offset"],
-            p["metadata"],
-            p["error_code"],
-            p["committed_leader_epoch"],
-        )
-        for t in d["topics"]
-        for p in t["partitions"]
-    ]
-    return cm.OffsetFetchResponse(parts, d["error_code"], d["throttle_time_ms"])
 
 
 # ------------------------------------------------------------------ InitProducerId
@@ -609,210 +445,4 @@ def init_pid_resp_to(r: m.InitProducerIdResponse, v: int) -> dict:
 def init_pid_resp_from(d: dict, v: int) -> m.InitProducerIdResponse:
     return m.InitProducerIdResponse(
         d["error_code"], d["producer_id"], d["producer_epoch"], d["throttle_time_ms"]
-    )
-
-
-# ------------------------------------------------------------------ CreateTopics / DeleteTopics
-
-
-def create_topics_req_to(r: am.CreateTopicsRequest, v: int) -> dict:
-    return {
-        "topics": [
-            {
-                "name": t.name,
-                "num_partitions": t.num_partitions,
-                "replication_factor": t.replication_factor,
-                "assignments": [{"partition_index": p, "broker_ids": b} for p, b in t.assignments.items()],
-                "configs": [{"name": k, "value": val} for k, val in t.config.items()],
-            }
-            for t in r.topics
-        ],
-        "timeout_ms": r.timeout_ms,
-        "validate_only": r.validate_only,
-    }
-
-
-def create_topics_req_from(d: dict, v: int) -> am.CreateTopicsRequest:
-    topics = [
-        am.CreatableTopic(
-            t["name"],
-            t["num_partitions"],
-            t["replication_factor"],
-            {c["name"]: c["value"] for c in t["configs"]},
-            {a["partition_index"]: a["broker_ids"] for a in t["assignments"]},
-        )
-        for t in d["topics"]
-    ]
-    return am.CreateTopicsRequest(topics, d["timeout_ms"], d["validate_only"])
-
-
-def create_topics_resp_to(r: am.CreateTopicsResponse, v: int) -> dict:
-    return {
-        "throttle_time_ms": r.throttle_time_ms,
-        "topics": [
-            {
-                "name": t.name,
-                "topic_id": None,
-                "error_code": t.error_code,
-                "error_message": t.error_message,
-                "num_partitions": t.num_partitions,
-                "replication_factor": t.replication_factor,
-                "configs": None if t.error_code else [],
-            }
-            for t in r.topics
-        ],
-    }
-
-
-def create_topics_resp_from(d: dict, v: int) -> am.CreateTopicsResponse:
-    topics = [
-        am.CreateTopicResult(
-            t["name"], t["error_code"], t["error_message"], t["num_partitions"], t["replication_factor"]
-        )
-        for t in d["topics"]
-    ]
-    return am.CreateTopicsResponse(topics, d["throttle_time_ms"])
-
-
-def delete_topics_req_to(r: am.DeleteTopicsRequest, v: int) -> dict:
-    return {
-        "topics": [{"name": t, "topic_id": None} for t in r.topics],
-        "topic_names": r.topics,
-        "timeout_ms": r.timeout_ms,
-    }
-
-
-def delete_topics_req_from(d: dict, v: int) -> am.DeleteTopicsRequest:
-    names = [t["name"] for t in d["topics"]] if v >= 6 else d["topic_names"]
-    return am.DeleteTopicsRequest([n if n is not None else "" for n in names], d["timeout_ms"])
-
-
-def delete_topics_resp_to(r: am.DeleteTopicsResponse, v: int) -> dict:
-    return {
-        "throttle_time_ms": r.throttle_time_ms,
-        "responses": [
-            {"name": t.name, "topic_id": None, "error_code": t.error_code, "error_message": t.error_message}
-            for t in r.topics
-        ],
-    }
-
-
-def delete_topics_resp_from(d: dict, v: int) -> am.DeleteTopicsResponse:
-    return am.DeleteTopicsResponse(
-        [am.DeleteTopicResult(t["name"], t["error_code"], t["error_message"]) for t in d["responses"]],
-        d["throttle_time_ms"],
-    )
-
-
-# ------------------------------------------------------------------ DescribeConfigs / DescribeCluster
-
-
-def describe_configs_req_to(r: am.DescribeConfigsRequest, v: int) -> dict:
-    return {
-        "resources": [
-            {"resource_type": x.resource_type, "resource_name": x.resource_name, "configuration_keys": x.keys}
-            for x in r.resources
-        ],
-        "include_synonyms": r.include_synonyms,
-        "include_documentation": r.include_documentation,
-    }
-
-
-def describe_configs_req_from(d: dict, v: int) -> am.DescribeConfigsRequest:
-    res = [
-        am.ConfigResource(x["resource_type"], x["resource_name"], x["configuration_keys"])
-        for x in d["resources"]
-    ]
-    return am.DescribeConfigsRequest(res, d["include_synonyms"], d["include_documentation"])
-
-
-def describe_configs_resp_to(r: am.DescribeConfigsResponse, v: int) -> dict:
-    return {
-        "throttle_time_ms": r.throttle_time_ms,
-        "results": [
-            {
-                "error_code": x.error_code,
-                "error_message": x.error_message,
-                "resource_type": x.resource_type,
-                "resource_name": x.resource_name,
-                "configs": [
-                    {
-                        "name": c.name,
-                        "value": c.value,
-                        "read_only": c.read_only,
-                        "is_default": c.source == 5,
-                        "config_source": c.source,
-                        "is_sensitive": c.is_sensitive,
-                        "synonyms": [],
-                        "config_type": c.config_type,
-                        "documentation": c.documentation,
-                    }
-                    for c in x.configs
-                ],
-            }
-            for x in r.results
-        ],
-    }
-
-
-def describe_configs_resp_from(d: dict, v: int) -> am.DescribeConfigsResponse:
-    results = [
-        am.DescribeConfigsResult(
-            x["resource_type"],
-            x["resource_name"],
-            x["error_code"],
-            x["error_message"],
-            [
-                am.ConfigEntry(
-                    c["name"],
-                    c["value"],
-                    c["read_only"],
-                    c["config_source"] if v >= 1 else (5 if c["is_default"] else 1),
-                    c["is_sensitive"],
-                    c["config_type"],
-                    c["documentation"],
-                )
-                for c in x["configs"]
-            ],
-        )
-        for x in d["results"]
-    ]
-    return am.DescribeConfigsResponse(results, d["throttle_time_ms"])
-
-
-def describe_cluster_req_to(r: m.DescribeClusterRequest, v: int) -> dict:
-    return {
-        "include_cluster_authorized_operations": r.include_cluster_authorized_operations,
-        "endpoint_type": r.endpoint_type,
-    }
-
-
-def describe_cluster_req_from(d: dict, v: int) -> m.DescribeClusterRequest:
-    return m.DescribeClusterRequest(d["include_cluster_authorized_operations"], d["endpoint_type"])
-
-
-def describe_cluster_resp_to(r: m.DescribeClusterResponse, v: int) -> dict:
-    return {
-        "throttle_time_ms": r.throttle_time_ms,
-        "error_code": r.error_code,
-        "error_message": r.error_message,
-        "endpoint_type": r.endpoint_type,
-        "cluster_id": r.cluster_id,
-        "controller_id": r.controller_id,
-        "brokers": [
-            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in r.brokers
-        ],
-        "cluster_authorized_operations": -(1 << 31),
-    }
-
-
-def describe_cluster_resp_from(d: dict, v: int) -> m.DescribeClusterResponse:
-    return m.DescribeClusterResponse(
-        d["error_code"],
-        d["error_message"],
-        d["cluster_id"],
-        d["controller_id"],
-        [m.BrokerMetadata(b["broker_id"], b["host"], b["port"], b["rack"]) for b in d["brokers"]],
-        d["throttle_time_ms"],
-        d["endpoint_type"],
     )

@@ -23,7 +23,9 @@ from typing import Any
 
 from ..errors import UnsupportedVersion
 from . import adapters as a
+from . import admin_adapters as aa
 from . import admin_messages as am
+from . import coordinator_adapters as ca
 from . import coordinator_messages as cm
 from . import epoch_messages as em
 from . import fetch_fast
@@ -96,13 +98,14 @@ APIS: dict[int, Api] = {
         Api(m.ApiKey.FETCH, m.FetchRequest, m.FetchResponse, "fetch"),
         Api(m.ApiKey.LIST_OFFSETS, m.ListOffsetsRequest, m.ListOffsetsResponse, "list_offsets"),
         Api(m.ApiKey.METADATA, m.MetadataRequest, m.MetadataResponse, "metadata"),
-        Api(m.ApiKey.OFFSET_COMMIT, cm.OffsetCommitRequest, cm.OffsetCommitResponse, "offset_commit"),
-        Api(m.ApiKey.OFFSET_FETCH, cm.OffsetFetchRequest, cm.OffsetFetchResponse, "offset_fetch"),
+        Api(m.ApiKey.OFFSET_COMMIT, cm.OffsetCommitRequest, cm.OffsetCommitResponse, "offset_commit", ca),
+        Api(m.ApiKey.OFFSET_FETCH, cm.OffsetFetchRequest, cm.OffsetFetchResponse, "offset_fetch", ca),
         Api(
             m.ApiKey.FIND_COORDINATOR,
             cm.FindCoordinatorRequest,
             cm.FindCoordinatorResponse,
             "find_coordinator",
+            ca,
         ),
         Api(m.ApiKey.JOIN_GROUP, gm.JoinGroupRequest, gm.JoinGroupResponse, "join_group", ga),
         Api(m.ApiKey.HEARTBEAT, gm.HeartbeatRequest, gm.HeartbeatResponse, "heartbeat", ga),
@@ -117,8 +120,8 @@ APIS: dict[int, Api] = {
         ),
         Api(m.ApiKey.LIST_GROUPS, gm.ListGroupsRequest, gm.ListGroupsResponse, "list_groups", ga),
         Api(m.ApiKey.API_VERSIONS, m.ApiVersionsRequest, m.ApiVersionsResponse, "api_versions"),
-        Api(m.ApiKey.CREATE_TOPICS, am.CreateTopicsRequest, am.CreateTopicsResponse, "create_topics"),
-        Api(m.ApiKey.DELETE_TOPICS, am.DeleteTopicsRequest, am.DeleteTopicsResponse, "delete_topics"),
+        Api(m.ApiKey.CREATE_TOPICS, am.CreateTopicsRequest, am.CreateTopicsResponse, "create_topics", aa),
+        Api(m.ApiKey.DELETE_TOPICS, am.DeleteTopicsRequest, am.DeleteTopicsResponse, "delete_topics", aa),
         Api(m.ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse, "init_pid"),
         Api(
             m.ApiKey.OFFSET_FOR_LEADER_EPOCH,
@@ -132,9 +135,14 @@ APIS: dict[int, Api] = {
             am.DescribeConfigsRequest,
             am.DescribeConfigsResponse,
             "describe_configs",
+            aa,
         ),
         Api(
-            m.ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse, "describe_cluster"
+            m.ApiKey.DESCRIBE_CLUSTER,
+            m.DescribeClusterRequest,
+            m.DescribeClusterResponse,
+            "describe_cluster",
+            aa,
         ),
         Api(
             m.ApiKey.WRITE_TXN_MARKERS,
