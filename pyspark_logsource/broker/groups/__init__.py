@@ -1,4 +1,5 @@
-"""The group coordinator: membership (:mod:`.coordinator`), committed offsets (:mod:`.offsets`) and which
+"""The group coordinator: membership (:mod:`.coordinator`, its rebalances in
+:mod:`.rebalance`), committed offsets (:mod:`.offsets`) and which
 groups this broker coordinates (:mod:`.ownership`: in a cluster, those of the ``__consumer_offsets``
 partitions it leads)."""
 

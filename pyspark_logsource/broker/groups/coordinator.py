@@ -1,19 +1,10 @@
-"""The group coordinator: Kafka's classic group membership protocol as a state machine.
+"""The group coordinator: the entry points of Kafka's classic group membership protocol.
 
-States (Kafka's names)::
-
-    Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance ──leader's sync──▶ Stable
-      ▲                 ▲   (members that did not rejoin are removed)                                  │
-      └── last member leaves or expires ◀───────────── join, leave, session expiry, new metadata ◀─────┘
-
-JoinGroup and SyncGroup are answered late: a member's join waits on a future
-resolved when the rebalance completes (when every known member has rejoined,
-or after the longest ``rebalance.timeout.ms``; an empty group first waits
-``group.initial.rebalance.delay.ms`` for more members, extended per newcomer,
-so a group started together forms in one generation). Every member has a
-session timer on the event loop (``loop.call_later``, re-armed by heartbeats
-and commits); when it fires the member is removed and the group rebalances.
-A member that is waiting in JoinGroup or SyncGroup is kept alive, as in Kafka.
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the commit checks arrive here; the
+group's states, the rebalance and the members' session timers are
+:class:`.rebalance.Rebalancer`'s (its module shows the state diagram). JoinGroup and
+SyncGroup are answered late: a member's join waits on a future resolved when the
+rebalance completes.
 
 Static members (KIP-345, ``group.instance.id``) follow Kafka's GroupCoordinator: a known instance
 joining with no member id takes over its old member (assignment included) under a new member id, and
@@ -36,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from ...errors import (
     CoordinatorNotAvailable,
@@ -53,9 +44,9 @@ from ...errors import (
     UnknownMemberId,
 )
 from ...protocol import group_messages as g
-from ..error_responses import error_fields
 from ..tasks import spawn
-from .membership import Group, GroupSettings, GroupState, Member, decode_record, encode_record
+from .membership import Group, GroupSettings, GroupState, Member, decode_record
+from .rebalance import Persist, Rebalancer, answer_parked, join_error
 
 __all__ = ["Group", "GroupCoordinator", "GroupSettings", "GroupState", "Member"]
 
@@ -75,13 +66,13 @@ class GroupCoordinator:
     def __init__(
         self,
         settings: GroupSettings | None = None,
-        persist: Callable[[str, bytes | None], Awaitable[None] | None] | None = None,
+        persist: Persist | None = None,
         restored: dict[str, bytes] | None = None,
     ) -> None:
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
-        self._persist = persist
         self._restored = dict(restored or {})
+        self._rebalance = Rebalancer(self.settings, persist, lambda grp: self.groups.get(grp.group_id) is grp)
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -120,7 +111,8 @@ class GroupCoordinator:
         if grp.state == GroupState.DEAD:
             raise CoordinatorNotAvailable(f"group {req.group_id!r} is being removed")
         if grp.members and (
-            grp.protocol_type != req.protocol_type or not self._common(grp) & {p.name for p in req.protocols}
+            grp.protocol_type != req.protocol_type
+            or not self._rebalance.common_protocols(grp) & {p.name for p in req.protocols}
         ):
             raise InconsistentGroupProtocol(
                 f"protocol type {req.protocol_type!r} or protocols "
@@ -155,7 +147,7 @@ class GroupCoordinator:
             grp.add(m)
             grp.protocol_type = req.protocol_type
             grp.new_since_delay = True
-            self._arm_session(grp, m)
+            self._rebalance.arm_session(grp, m)
             changed = True
         else:
             changed = m.protocols != protocols
@@ -165,17 +157,18 @@ class GroupCoordinator:
                 rebalance_ms,
             )
             if m.join is not None and not m.join.done():
-                m.join.set_result(self._join_error(RebalanceInProgress("superseded by a newer join")))
+                m.join.set_result(join_error(RebalanceInProgress("superseded by a newer join")))
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         m.join = fut
         if grp.state == GroupState.COMPLETING_REBALANCE and not changed:
-            fut.set_result(self._join_response(grp, m))  # it lost our answer: the same generation again
+            # it lost our answer: the same generation again
+            fut.set_result(self._rebalance.join_response(grp, m))
         elif grp.state == GroupState.STABLE and not changed and mid != grp.leader:
-            fut.set_result(self._join_response(grp, m))
+            fut.set_result(self._rebalance.join_response(grp, m))
         elif grp.state == GroupState.PREPARING_REBALANCE:
-            self._try_complete_join(grp)
+            self._rebalance.try_complete_join(grp)
         else:
-            self._prepare_rebalance(grp, f"member {mid} joined")
+            self._rebalance.prepare(grp, f"member {mid} joined")
         return await fut
 
     async def _static_rejoin(
@@ -197,8 +190,8 @@ class GroupCoordinator:
             f"member {m.member_id} of group {grp.group_id!r} was replaced by {new_id} "
             f"with the same group.instance.id {m.instance_id!r}"
         )
-        _answer(m, "join", self._join_error(fenced, m.member_id))
-        _answer(m, "sync", g.SyncGroupResponse(fenced.code, error_message=str(fenced)))
+        answer_parked(m, "join", join_error(fenced, m.member_id))
+        answer_parked(m, "sync", g.SyncGroupResponse(fenced.code, error_message=str(fenced)))
         old_id = grp.rename(m, new_id)
         log.info(
             "group %s: static member %s rejoined as %s (was %s) in state %s",
@@ -208,7 +201,7 @@ class GroupCoordinator:
             old_id,
             grp.state.value,
         )
-        self._arm_session(grp, m)
+        self._rebalance.arm_session(grp, m)
         before = (m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms)
         m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = (
             protocols,
@@ -217,10 +210,9 @@ class GroupCoordinator:
         )
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         m.join = fut
-        if grp.state == GroupState.STABLE and self._select_protocol(grp) == grp.protocol:
-            pending = self._store(
-                grp, GroupState.STABLE
-            )  # the new member id must survive a coordinator change
+        if grp.state == GroupState.STABLE and self._rebalance.select_protocol(grp) == grp.protocol:
+            # the new member id must survive a coordinator change
+            pending = self._rebalance.store(grp, GroupState.STABLE)
             answer = self._static_join_response(grp, m, leader_before, version)
             if pending is None:
                 fut.set_result(answer)
@@ -230,9 +222,9 @@ class GroupCoordinator:
                     name="group-static-rejoin",
                 )
         elif grp.state == GroupState.PREPARING_REBALANCE:
-            self._try_complete_join(grp)
+            self._rebalance.try_complete_join(grp)
         else:  # Stable with a new protocol, or CompletingRebalance: the leader may be assigning the old id
-            self._prepare_rebalance(grp, f"static member {m.instance_id} rejoined as {new_id}")
+            self._rebalance.prepare(grp, f"static member {m.instance_id} rejoined as {new_id}")
         return await fut
 
     def _static_join_response(
@@ -248,7 +240,7 @@ class GroupCoordinator:
                 grp.protocol,
                 grp.leader or "",
                 m.member_id,
-                self._members_of(grp) if leads else [],
+                Rebalancer.members_of(grp) if leads else [],
                 grp.protocol_type,
                 leads,
             )
@@ -291,8 +283,8 @@ class GroupCoordinator:
         )
         m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = before
         grp.rename(m, old_id)
-        self._arm_session(grp, m)
-        fut.set_result(self._join_error(error))
+        self._rebalance.arm_session(grp, m)
+        fut.set_result(join_error(error))
 
     def _check_member(self, grp: Group, member_id: str, instance_id: str | None) -> None:
         """Kafka's validateCurrentMember: a static member's instance id must map to this member id
@@ -308,120 +300,6 @@ class GroupCoordinator:
                 )
         elif member_id not in grp.members:
             raise UnknownMemberId(f"group {grp.group_id!r} has no member {member_id!r}")
-
-    def _common(self, grp: Group) -> set[str]:
-        sets = [{n for n, _ in m.protocols} for m in grp.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def _prepare_rebalance(self, grp: Group, why: str) -> None:
-        loop = asyncio.get_running_loop()
-        if grp.state == GroupState.COMPLETING_REBALANCE:
-            for m in grp.members.values():  # their syncs belong to a generation that will not be
-                m.assignment = b""
-                _answer(m, "sync", g.SyncGroupResponse(RebalanceInProgress.code))
-        was_empty = grp.state == GroupState.EMPTY
-        grp.state = GroupState.PREPARING_REBALANCE
-        log.info("group %s: preparing rebalance (generation %d): %s", grp.group_id, grp.generation, why)
-        if grp.timer is not None:
-            grp.timer.cancel()
-        delay = self.settings.initial_rebalance_delay_ms / 1000
-        if was_empty and delay > 0:
-            longest = max(m.rebalance_timeout_ms for m in grp.members.values()) / 1000
-            grp.initial_until = loop.time() + max(delay, longest)
-            grp.new_since_delay = False
-            grp.timer = loop.call_later(delay, self._on_initial_delay, grp)
-        else:
-            grp.initial_until = 0.0
-            longest = max((m.rebalance_timeout_ms for m in grp.members.values()), default=0) / 1000
-            grp.timer = loop.call_later(longest, self._complete_join, grp)
-            self._try_complete_join(grp)
-
-    def _on_initial_delay(self, grp: Group) -> None:
-        loop = asyncio.get_running_loop()
-        delay = self.settings.initial_rebalance_delay_ms / 1000
-        if grp.new_since_delay and loop.time() + delay <= grp.initial_until:
-            grp.new_since_delay = False  # newcomers keep arriving: wait one more delay for the rest
-            grp.timer = loop.call_later(delay, self._on_initial_delay, grp)
-            return
-        grp.initial_until = 0.0
-        self._complete_join(grp)
-
-    def _try_complete_join(self, grp: Group) -> None:
-        if grp.state != GroupState.PREPARING_REBALANCE or grp.initial_until:
-            return
-        if all(m.join is not None and not m.join.done() for m in grp.members.values()):
-            self._complete_join(grp)
-
-    def _complete_join(self, grp: Group) -> None:
-        if grp.state != GroupState.PREPARING_REBALANCE:
-            return
-        if grp.timer is not None:
-            grp.timer.cancel()
-            grp.timer = None
-        grp.initial_until = 0.0
-        # static members that did not rejoin stay (as in Kafka): only their session timeout removes them
-        for m in [
-            m for m in grp.members.values() if (m.join is None or m.join.done()) and m.instance_id is None
-        ]:
-            log.info(
-                "group %s: member %s did not rejoin within the rebalance timeout; removed",
-                grp.group_id,
-                m.member_id,
-            )
-            self._drop(grp, m)
-        joined = [m.member_id for m in grp.members.values() if m.join is not None and not m.join.done()]
-        if grp.members and not joined:
-            # only absent static members: wait another rebalance timeout, until their sessions expire
-            log.info("group %s: no member rejoined; waiting for the static members' sessions", grp.group_id)
-            longest = max(m.rebalance_timeout_ms for m in grp.members.values()) / 1000
-            grp.timer = asyncio.get_running_loop().call_later(longest, self._complete_join, grp)
-            return
-        grp.pending.clear()
-        grp.generation += 1
-        if not grp.members:
-            self._to_empty(grp)
-            return
-        grp.protocol = self._select_protocol(grp)
-        if grp.leader not in joined:  # Kafka's maybeElectNewJoinedLeader
-            grp.leader = joined[0]
-        grp.state = GroupState.COMPLETING_REBALANCE
-        log.info(
-            "group %s: generation %d with %d members, protocol %s, leader %s",
-            grp.group_id,
-            grp.generation,
-            len(grp.members),
-            grp.protocol,
-            grp.leader,
-        )
-        for m in grp.members.values():
-            self._arm_session(grp, m)
-            _answer(m, "join", self._join_response(grp, m))
-
-    def _select_protocol(self, grp: Group) -> str:
-        common = self._common(grp)
-        votes: dict[str, int] = {}
-        for m in grp.members.values():
-            choice = next(n for n, _ in m.protocols if n in common)
-            votes[choice] = votes.get(choice, 0) + 1
-        return max(votes, key=lambda n: votes[n])
-
-    @staticmethod
-    def _members_of(grp: Group) -> list[g.JoinGroupMember]:
-        return [
-            g.JoinGroupMember(x.member_id, x.metadata(grp.protocol), x.instance_id)
-            for x in grp.members.values()
-        ]
-
-    def _join_response(self, grp: Group, m: Member) -> g.JoinGroupResponse:
-        members = self._members_of(grp) if m.member_id == grp.leader else []
-        return g.JoinGroupResponse(
-            0, grp.generation, grp.protocol, grp.leader or "", m.member_id, members, grp.protocol_type
-        )
-
-    @staticmethod
-    def _join_error(e: LogSourceError, member_id: str = "") -> g.JoinGroupResponse:
-        code, message = error_fields(e)
-        return g.JoinGroupResponse(code, member_id=member_id, error_message=message)
 
     # ------------------------------------------------------------ SyncGroup
 
@@ -453,59 +331,17 @@ class GroupCoordinator:
         if grp.state == GroupState.PREPARING_REBALANCE:
             raise RebalanceInProgress(f"group {grp.group_id!r} is rebalancing; rejoin")
         if grp.state == GroupState.STABLE:
-            return self._sync_response(grp, m)
+            return self._rebalance.sync_response(grp, m)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         if m.sync is not None and not m.sync.done():
             m.sync.set_result(g.SyncGroupResponse(RebalanceInProgress.code))
         m.sync = fut
-        self._arm_session(grp, m)
+        self._rebalance.arm_session(grp, m)
         if m.member_id == grp.leader:
             for x in grp.members.values():
                 x.assignment = req.assignments.get(x.member_id, b"")
-            pending = self._store(grp, GroupState.STABLE)
-            if pending is None:
-                self._to_stable(grp)
-            else:
-                spawn(self._stable_once_stored(grp, grp.generation, pending), name="group-generation-write")
+            self._rebalance.complete_sync(grp)
         return await fut
-
-    def _to_stable(self, grp: Group) -> None:
-        grp.state = GroupState.STABLE
-        log.info("group %s: generation %d is stable", grp.group_id, grp.generation)
-        for x in grp.members.values():
-            _answer(x, "sync", self._sync_response(grp, x))
-
-    async def _stable_once_stored(self, grp: Group, generation: int, pending: Awaitable[None]) -> None:
-        """Cluster: the assignments go out once the membership record is replicated; if it is not, the
-        members get the error (NotCoordinator, CoordinatorNotAvailable: they find the coordinator again)
-        and the group rebalances, as in Kafka."""
-        error: LogSourceError | None = None
-        try:
-            await pending
-        except LogSourceError as e:
-            error = e
-        except Exception:  # a bug: the members must not wait forever for it
-            log.exception("group %s: storing generation %d failed", grp.group_id, generation)
-            error = CoordinatorNotAvailable("storing the group failed")  # the bug's text stays in the log
-        if (
-            self.groups.get(grp.group_id) is not grp
-            or grp.state != GroupState.COMPLETING_REBALANCE
-            or grp.generation != generation
-        ):
-            return  # a rebalance or an unload answered the syncs meanwhile
-        if error is None:
-            self._to_stable(grp)
-            return
-        log.warning("group %s: generation %d not stored (%s); rebalancing", grp.group_id, generation, error)
-        code, message = error_fields(error)
-        for x in grp.members.values():
-            x.assignment = b""
-            _answer(x, "sync", g.SyncGroupResponse(code, error_message=message))
-        self._prepare_rebalance(grp, "its membership record was not replicated")
-
-    @staticmethod
-    def _sync_response(grp: Group, m: Member) -> g.SyncGroupResponse:
-        return g.SyncGroupResponse(0, m.assignment, grp.protocol_type, grp.protocol)
 
     # ------------------------------------------------------------ Heartbeat, LeaveGroup, commits
 
@@ -513,7 +349,7 @@ class GroupCoordinator:
         """Keep the session alive; REBALANCE_IN_PROGRESS tells the member to rejoin."""
         self._loop()
         grp, m = self._member(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
-        self._arm_session(grp, m)
+        self._rebalance.arm_session(grp, m)
         if grp.state == GroupState.PREPARING_REBALANCE:
             return g.HeartbeatResponse(RebalanceInProgress.code)
         return g.HeartbeatResponse()
@@ -534,7 +370,7 @@ class GroupCoordinator:
                 current = grp.static.get(iid) if iid is not None else None
                 code = UnknownMemberId.code if current is None else 0
                 if current is not None:
-                    self._remove(grp, grp.members[current], "was removed by its group.instance.id")
+                    self._rebalance.remove(grp, grp.members[current], "was removed by its group.instance.id")
             elif mid in grp.pending:
                 grp.pending.discard(mid)
                 code = 0
@@ -545,7 +381,7 @@ class GroupCoordinator:
                     code = e.code
                 else:
                     code = 0
-                    self._remove(grp, grp.members[mid], "left the group")
+                    self._rebalance.remove(grp, grp.members[mid], "left the group")
             out.append(g.LeaveGroupMemberResponse(mid, code, iid))
         return g.LeaveGroupResponse(0, out)
 
@@ -565,73 +401,9 @@ class GroupCoordinator:
         if grp.state == GroupState.COMPLETING_REBALANCE:
             raise RebalanceInProgress(f"group {group_id!r} is completing a rebalance")
         grp, m = self._member(group_id, member_id, generation, instance_id)
-        self._arm_session(grp, m)  # a commit shows the member is alive, as in Kafka
+        self._rebalance.arm_session(grp, m)  # a commit shows the member is alive, as in Kafka
 
-    # ------------------------------------------------------------ members leaving and expiring
-
-    def _arm_session(self, grp: Group, m: Member) -> None:
-        if m.timer is not None:
-            m.timer.cancel()
-        m.timer = asyncio.get_running_loop().call_later(m.session_timeout_ms / 1000, self._expire, grp, m)
-
-    def _expire(self, grp: Group, m: Member) -> None:
-        if grp.members.get(m.member_id) is not m:
-            return
-        if (m.join is not None and not m.join.done()) or (m.sync is not None and not m.sync.done()):
-            self._arm_session(grp, m)  # parked in JoinGroup/SyncGroup: it is waiting on us, not dead
-            return
-        log.info(
-            "group %s: member %s missed its session timeout (%d ms)",
-            grp.group_id,
-            m.member_id,
-            m.session_timeout_ms,
-        )
-        self._remove(grp, m, "session timeout expired")
-
-    def _drop(self, grp: Group, m: Member) -> None:
-        if m.timer is not None:
-            m.timer.cancel()
-        grp.remove(m)
-        err = UnknownMemberId(f"member {m.member_id} was removed from group {grp.group_id!r}")
-        _answer(m, "join", self._join_error(err))
-        code, message = error_fields(err)
-        _answer(m, "sync", g.SyncGroupResponse(code, error_message=message))
-
-    def _remove(self, grp: Group, m: Member, why: str) -> None:
-        self._drop(grp, m)
-        if grp.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(grp, f"member {m.member_id} {why}")
-        elif grp.state == GroupState.PREPARING_REBALANCE:
-            if not grp.members and not grp.initial_until:
-                self._complete_join(grp)
-            else:
-                self._try_complete_join(grp)
-
-    def _to_empty(self, grp: Group) -> None:
-        grp.state, grp.leader, grp.protocol = GroupState.EMPTY, None, None
-        log.info("group %s: empty (generation %d)", grp.group_id, grp.generation)
-        pending = self._store(grp, GroupState.EMPTY)
-        if pending is not None:
-            spawn(self._log_failure(grp.group_id, pending), name="group-empty-write")
-
-    @staticmethod
-    async def _log_failure(group_id: str, pending: Awaitable[None]) -> None:
-        try:
-            await pending
-        except LogSourceError as e:  # the next rebalance writes the group again
-            log.warning("group %s: empty membership record not stored: %s", group_id, e)
-
-    # ------------------------------------------------------------ persistence
-
-    def _store(self, grp: Group, state: GroupState) -> Awaitable[None] | None:
-        """Write the group's membership as of ``state``; None when stored, else what to await."""
-        if self._persist is None:
-            return None
-        try:
-            return self._persist(grp.group_id, encode_record(grp, state))
-        except LogSourceError as e:  # the offsets log is unwritable: membership still works in memory
-            log.warning("group %s: cannot persist membership: %s", grp.group_id, e)
-            return None
+    # ------------------------------------------------------------ takeover and restore
 
     def load(self, restored: dict[str, bytes]) -> None:
         """Take over these groups (their last membership records): this broker now coordinates them."""
@@ -650,7 +422,7 @@ class GroupCoordinator:
             self._restored.pop(gid, None)
             grp = self.groups.pop(gid, None)
             if grp is not None:
-                self._cancel(grp, NotCoordinator(f"group {gid!r} moved to another coordinator"))
+                self._rebalance.cancel(grp, NotCoordinator(f"group {gid!r} moved to another coordinator"))
         if group_ids:
             log.info("unloaded %d groups (coordinated elsewhere now)", len(group_ids))
 
@@ -664,7 +436,7 @@ class GroupCoordinator:
         grp.state = GroupState.STABLE if grp.members else GroupState.EMPTY
         self.groups[gid] = grp
         for m in grp.members.values():
-            self._arm_session(grp, m)
+            self._rebalance.arm_session(grp, m)
         log.info("group %s: restored generation %d with %d members", gid, grp.generation, len(grp.members))
 
     # ------------------------------------------------------------ introspection
@@ -700,19 +472,4 @@ class GroupCoordinator:
     def close(self) -> None:
         """Cancel every timer and answer every parked request (the broker is stopping)."""
         for grp in self.groups.values():
-            self._cancel(grp, CoordinatorNotAvailable("the coordinator is shutting down"))
-
-    def _cancel(self, grp: Group, err: LogSourceError) -> None:
-        if grp.timer is not None:
-            grp.timer.cancel()
-        for m in grp.members.values():
-            if m.timer is not None:
-                m.timer.cancel()
-            _answer(m, "join", self._join_error(err))
-            _answer(m, "sync", g.SyncGroupResponse(err.code))
-
-
-def _answer(m: Member, which: str, resp: object) -> None:
-    fut = getattr(m, which)
-    if fut is not None and not fut.done():
-        fut.set_result(resp)
+            self._rebalance.cancel(grp, CoordinatorNotAvailable("the coordinator is shutting down"))
