@@ -21,7 +21,7 @@ decoding of one small batch with warm caches against evicted ones: the per-batch
 work of this row runs every couple of milliseconds, between other threads'.
 
 The stage points are taken by wrapping two private methods
-(``Producer._send_rounds`` and ``Consumer._on_fetch``): a diagnostic, not an API.
+(``Sender._send_rounds`` and ``Consumer._on_fetch``): a diagnostic, not an API.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from paper import paced_send  # benchmarks/ is sys.path[0] when run as a script
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.client import consumer as consumer_mod
-from pyspark_logsource.client import producer as producer_mod
+from pyspark_logsource.client import sender as sender_mod
 
 MSG = 200
 STAGES = ("send -> drain", "drain -> written", "written -> fetched", "fetched -> polled")
@@ -68,16 +68,16 @@ class StageClock:
         self.writes: list[tuple[int, int, int]] = []  # (drained at, written at, records written so far)
         self.fetches: list[tuple[int, int]] = []  # (answer's callback started at, fetch position after it)
         self._sent = 0
-        self._orig = (producer_mod.Producer._send_rounds, consumer_mod.Consumer._on_fetch)
+        self._orig = (sender_mod.Sender._send_rounds, consumer_mod.Consumer._on_fetch)
 
     def __enter__(self) -> StageClock:
         send_rounds, on_fetch = self._orig
         clock = self
 
-        def timed_send_rounds(prod, rounds):  # noqa: ANN001, ANN202 - the wrapped method's own signature
+        def timed_send_rounds(sender, rounds):  # noqa: ANN001, ANN202 - the wrapped method's own signature
             k = sum(b.record_count for r in rounds for run in r for b in run)
             t = time.perf_counter_ns()
-            result = send_rounds(prod, rounds)
+            result = send_rounds(sender, rounds)
             clock._sent += k
             clock.writes.append((t, time.perf_counter_ns(), clock._sent))
             return result
@@ -88,12 +88,12 @@ class StageClock:
             clock.fetches.append((t, reqs[0][1].fetch_position or 0))
             return result
 
-        producer_mod.Producer._send_rounds = timed_send_rounds
+        sender_mod.Sender._send_rounds = timed_send_rounds
         consumer_mod.Consumer._on_fetch = timed_on_fetch
         return self
 
     def __exit__(self, *exc: object) -> None:
-        producer_mod.Producer._send_rounds, consumer_mod.Consumer._on_fetch = self._orig
+        sender_mod.Sender._send_rounds, consumer_mod.Consumer._on_fetch = self._orig
 
 
 def run(bootstrap: str, broker_pid: int, topic: str, rate: int, seconds: float) -> None:

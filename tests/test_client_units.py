@@ -191,17 +191,19 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
         for b in (ok, other, failed):
             b.record_count = 2
             acc.incomplete.add(b)
-        cb = p._callback({ok.tp: [ok]})
+        cb = p._sender._callback({ok.tp: [ok]})
         assert isinstance(cb, _OneBatchAnswer)
         cb(ProduceResponse([ProducePartitionResponse("t", 0, 0, 41)]), None)
         assert ok.outcome == ((0, 41, 42), None)
-        p._callback({other.tp: [other]})(ProduceResponse([ProducePartitionResponse("t", 1, 0, 7)]), None)
-        p._callback({failed.tp: [failed]})(
+        p._sender._callback({other.tp: [other]})(
+            ProduceResponse([ProducePartitionResponse("t", 1, 0, 7)]), None
+        )
+        p._sender._callback({failed.tp: [failed]})(
             ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None
         )  # retriable
         assert other.outcome is None and failed.outcome is None  # put back for a retry, as _on_response does
         assert set(acc.ready[("t", 0)]) == {other, failed}
-        two = p._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})
+        two = p._sender._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})
         assert not isinstance(two, _OneBatchAnswer)
     finally:
         with p._acc.lock:

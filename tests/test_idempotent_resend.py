@@ -104,7 +104,7 @@ def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> N
             first = producer.send(TOPIC, b"first", partition=0).result(10)
             relay.swallow.set()
             # The sender numbers batches under this lock: all (one record each) are ready when it goes on.
-            with producer._seq_lock:
+            with producer._sender._seq_lock:
                 futures = [producer.send(TOPIC, str(i).encode(), partition=0) for i in range(COUNT)]
                 time.sleep(0.2)
             deadline = time.monotonic() + 10
@@ -152,20 +152,20 @@ def test_a_request_never_skips_an_unanswered_sequence() -> None:
             return b
 
         retried, unanswered, new = batch(0), batch(1), batch(None)
-        producer._assigned[tp] = [retried, unanswered]
-        producer._next_seq[tp] = 2
+        producer._sender._assigned[tp] = [retried, unanswered]
+        producer._sender._next_seq[tp] = 2
         held: dict = {}
-        assert producer._sendable([retried, new], held) == [retried]
+        assert producer._sender._sendable([retried, new], held) == [retried]
         assert held[tp][1] == [new] and new.base_sequence is None
         # consecutive sequences travel together, up to the unanswered limit
-        producer._assigned[tp] = [retried]
-        producer._next_seq[tp] = 1
+        producer._sender._assigned[tp] = [retried]
+        producer._sender._next_seq[tp] = 1
         held = {}
-        assert producer._sendable([retried, new], held) == [retried, new] and not held
-        producer._assigned[tp] = [batch(i) for i in range(MAX_UNANSWERED_BATCHES)]
-        producer._next_seq[tp] = MAX_UNANSWERED_BATCHES
+        assert producer._sender._sendable([retried, new], held) == [retried, new] and not held
+        producer._sender._assigned[tp] = [batch(i) for i in range(MAX_UNANSWERED_BATCHES)]
+        producer._sender._next_seq[tp] = MAX_UNANSWERED_BATCHES
         held = {}
-        assert producer._sendable([new], held) == [] and held[tp][1] == [new]
+        assert producer._sender._sendable([new], held) == [] and held[tp][1] == [new]
     finally:
-        producer._assigned.clear()
+        producer._sender._assigned.clear()
         producer.close()

@@ -13,7 +13,10 @@ partition's records; every batch carries id, epoch and base sequence, so a
 retried batch that the broker already appended is recognised and answered
 with its original offsets instead of being appended twice.
 
-The sender thread and the sequence bookkeeping are in :mod:`.sender`.
+The sender thread and the sequence bookkeeping (the producer id, the
+unanswered batches) are owned by a :class:`~.sender.Sender`, which the
+producer holds as ``_sender`` and hands the accumulator, the network client,
+its frozen settings and a metadata refresh.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordA
 from .metadata import Bootstrap
 from .network import NetworkClient
 from .partitioner import Partitioner, StickyPartitioner, hash_partitions
-from .sender import MAX_UNANSWERED_BATCHES, ProducerSenderMixin, restamp_producer  # noqa: F401
+from .sender import MAX_UNANSWERED_BATCHES, Sender, SenderSettings, restamp_producer  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +79,7 @@ def _as_headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return out
 
 
-class Producer(ProducerSenderMixin):
+class Producer:
     """Publish records to topics; thread-safe, blocking only when memory is full.
 
     ``acks``: 0 (no answer, offsets -1), 1 or -1/"all" (the leader appended).
@@ -91,6 +94,9 @@ class Producer(ProducerSenderMixin):
     of a partition (a run, appended atomically; 1 = one batch per request,
     as Kafka does).
     """
+
+    #: the sender a producer makes (TransactionalProducer's marks every batch transactional)
+    _sender_type: type[Sender] = Sender
 
     def __init__(
         self,
@@ -146,22 +152,19 @@ class Producer(ProducerSenderMixin):
         self._sticky = StickyPartitioner()
         self._nparts: dict[str, int] = {}
         self._meta_lock = threading.Lock()
-        self._producer_id = -1
-        self._producer_epoch = -1
-        self._next_seq: dict[tuple[str, int], int] = {}
-        self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
-        self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
-        self._drain_mark = 0  # RecordAccumulator.answered when the sender last drained
-        self._resets: set[tuple[str, int]] = (
-            set()
-        )  # partitions whose sequences restart (see _reset_sequences)
-        self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
-        self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}
-        self._seq_lock = threading.Lock()
-        self._refresh_needed = False
         self._closed = False
-        self._arrow_body: bool | None = None  # learnt from the broker's ApiVersions on first use
-        self._sender = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
+        settings = SenderSettings(
+            idempotent=self.idempotent,
+            acks=acks,
+            codec=self.codec,
+            retries=retries,
+            retry_backoff=self.retry_backoff,
+            delivery_timeout=self.delivery_timeout,
+            request_timeout_ms=request_timeout_ms,
+            max_request_size=max_request_size,
+            max_batches_per_request=self.max_batches_per_request,
+        )
+        self._sender = self._sender_type(self._acc, self._client, settings, self._refresh_metadata)
         self._sender.start()
 
     # ------------------------------------------------------------------ public API
@@ -377,7 +380,7 @@ class Producer(ProducerSenderMixin):
         futures = []
         for p, sub in groups:
             for chunk in self._chunks(sub):
-                data = self._in_broker_layout(encode_arrow(chunk, codec=self.codec))
+                data = self._sender.in_broker_layout(encode_arrow(chunk, codec=self.codec))
                 futures.append(self._enqueue_encoded(topic, p, data, chunk.num_rows))
         return futures
 
@@ -435,7 +438,7 @@ class Producer(ProducerSenderMixin):
                 acc.sticky.clear()  # send() now takes the path that checks ``closed``
                 acc.wakeup.notify_all()
                 acc.space.notify_all()
-            self._sender.join(timeout=5.0)
+            self._sender.join(5.0)
             with acc.lock:
                 leftover = list(acc.incomplete)
             for b in leftover:
@@ -455,6 +458,11 @@ class Producer(ProducerSenderMixin):
             return {"buffer_used": self._acc.used, "incomplete_batches": len(self._acc.incomplete)}
 
     # ------------------------------------------------------------------ internals: metadata
+
+    def _refresh_metadata(self, topics: list[str]) -> None:
+        """Refresh ``topics``' leaders (the sender's retries after a leader moved)."""
+        with self._meta_lock:
+            self._client.refresh_metadata(topics)
 
     def _topic_partitions(self, topic: str) -> int:
         validate_topic_name(topic)

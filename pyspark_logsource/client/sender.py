@@ -8,16 +8,24 @@ sequence bookkeeping lives here too: which batches are unanswered per
 partition, how a failed batch gives its numbers back, and how a partition
 whose broker lost this producer's state restarts at sequence 0.
 
-It is a mixin of :class:`~.producer.Producer` (kept apart so the producer
-module stays readable): it uses the producer's settings, network client,
-accumulator and locks.
+:class:`Sender` owns that state (the producer id and epoch, the sequence
+numbers, the unanswered batches, the sender thread and its loop). The
+:class:`~.producer.Producer` holds one as ``_sender`` and hands it, at
+construction, what it uses of the producer and nothing more: the accumulator
+(the producer's ``send()`` fills it, the sender drains it), the network
+client, the frozen :class:`SenderSettings` and a ``refresh_metadata(topics)``
+callable (the producer owns the metadata lock). The producer asks it for the
+producer id (``producer_id_and_epoch``) and for the broker's batch layout
+(``in_broker_layout``), and starts and joins its thread.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -32,8 +40,9 @@ from ..errors import (
 )
 from ..format import arrow_to_kafka, set_producer
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
-from .accumulator import ProducerBatch
+from .accumulator import ProducerBatch, RecordAccumulator
 from .encoding import encode_records
+from .network import NetworkClient
 
 #: the producer's logger: users configure one logger for the producer and its sender
 log = logging.getLogger(__package__ + ".producer")
@@ -51,14 +60,83 @@ def restamp_producer(buf: bytearray, producer_id: int, epoch: int, base_sequence
     set_producer(buf, producer_id, epoch, base_sequence)
 
 
-class ProducerSenderMixin:
-    """The sender thread and sequence bookkeeping of Producer."""
+@dataclass(frozen=True, slots=True)
+class SenderSettings:
+    """The producer settings the sender reads (see :class:`~.producer.Producer` for their meaning)."""
 
-    def _in_broker_layout(self, data: bytearray) -> bytearray:
+    idempotent: bool
+    acks: int
+    codec: int
+    retries: int
+    retry_backoff: float  # seconds
+    delivery_timeout: float  # seconds
+    request_timeout_ms: float
+    max_request_size: int
+    max_batches_per_request: int
+
+
+class Sender:
+    """The producer's sender thread and sequence bookkeeping (one per producer; see the module docstring)."""
+
+    def __init__(
+        self,
+        acc: RecordAccumulator,
+        client: NetworkClient,
+        settings: SenderSettings,
+        refresh_metadata: Callable[[list[str]], None],
+    ) -> None:
+        self._acc = acc
+        self._client = client
+        self.settings = settings
+        # The settings unpacked: the per-batch methods read them with one attribute lookup each, as when they
+        # were the producer's attributes.
+        self.idempotent = settings.idempotent
+        self.acks = settings.acks
+        self.codec = settings.codec
+        self.retries = settings.retries
+        self.retry_backoff = settings.retry_backoff
+        self.delivery_timeout = settings.delivery_timeout
+        self.request_timeout_ms = settings.request_timeout_ms
+        self.max_request_size = settings.max_request_size
+        self.max_batches_per_request = settings.max_batches_per_request
+        self._refresh_metadata = refresh_metadata
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_seq: dict[tuple[str, int], int] = {}
+        self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
+        self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
+        self._drain_mark = 0  # RecordAccumulator.answered when the sender last drained
+        self._resets: set[tuple[str, int]] = set()  # partitions whose sequences restart (_reset_sequences)
+        self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
+        self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}  # unanswered, numbered batches
+        self._seq_lock = threading.Lock()
+        self._refresh_needed = False
+        self._arrow_body: bool | None = None  # learnt from the broker's ApiVersions on first use
+        self._thread = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
+
+    # ------------------------------------------------------------------ what the producer calls
+
+    def start(self) -> None:
+        """Start the sender thread: it runs until the accumulator is closed and has nothing pending."""
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the sender thread to end (close the accumulator first)."""
+        self._thread.join(timeout=timeout)
+
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """This producer's id and epoch, asked of the broker (InitProducerId) on first use."""
+        if self._producer_id < 0:
+            self._init_producer_id()
+        return self._producer_id, self._producer_epoch
+
+    def in_broker_layout(self, data: bytearray) -> bytearray:
         """Our Arrow-bodied batch as is, or in Kafka's layout for a broker without our extension."""
         if self._arrow_body is None:
             self._arrow_body = self._client.arrow_body
         return data if self._arrow_body else arrow_to_kafka(data)
+
+    # ------------------------------------------------------------------ the sender thread
 
     def _init_producer_id(self) -> None:
         resp = self._client.request(InitProducerIdRequest())
@@ -119,7 +197,7 @@ class ProducerSenderMixin:
             if self.idempotent:
                 self._stamped[id(b)] = pid
             if b.encoded is None:
-                b.encoded = self._in_broker_layout(
+                b.encoded = self.in_broker_layout(
                     encode_records(
                         b.values,
                         b.keys if b.has_keys else None,
@@ -180,8 +258,7 @@ class ProducerSenderMixin:
         if self._refresh_needed:
             self._refresh_needed = False
             try:
-                with self._meta_lock:
-                    self._client.refresh_metadata(list({run[0].topic for r in rounds for run in r}))
+                self._refresh_metadata(list({run[0].topic for r in rounds for run in r}))
             except LogSourceError:
                 pass
         # node -> requests in round order; a round holds at most one run per partition
@@ -442,7 +519,7 @@ class _OneBatchAnswer:
 
     __slots__ = ("sender", "batch")
 
-    def __init__(self, sender: ProducerSenderMixin, batch: ProducerBatch) -> None:
+    def __init__(self, sender: Sender, batch: ProducerBatch) -> None:
         self.sender = sender
         self.batch = batch
 

@@ -1,8 +1,9 @@
 """Transactional pieces of the clients: staged writes and the read_committed filter.
 
 * :class:`TransactionalProducer` stages: every batch carries the
-  transactional attribute, so ``read_committed`` readers see nothing of it
-  until the coordinator writes a COMMIT marker.
+  transactional attribute (set by its :class:`TransactionalSender`), so
+  ``read_committed`` readers see nothing of it until the coordinator writes
+  a COMMIT marker.
 * :class:`StagedTxns` talks to the coordinator (our StagedTxns API): register
   an attempt's partitions, commit a write's winners under a batch id, abort.
 * :class:`CommittedFilter` (in :mod:`.committed`, re-exported here) is Kafka's
@@ -31,6 +32,7 @@ from .connection import raise_for_response
 from .metadata import BrokerInfo
 from .network import NetworkClient, Retry
 from .producer import Producer
+from .sender import Sender
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +46,8 @@ _RETRIABLE = (
 )
 
 
-class TransactionalProducer(Producer):
-    """An idempotent producer whose batches are staged (transactional) until a coordinator decides."""
-
-    def __init__(self, bootstrap: str, **kwargs: Any) -> None:
-        kwargs["enable_idempotence"] = True
-        super().__init__(bootstrap, **kwargs)
-
-    def producer_id_and_epoch(self) -> tuple[int, int]:
-        """Get (once) and return this producer's id and epoch; register them before sending."""
-        if self._producer_id < 0:
-            self._init_producer_id()
-        return self._producer_id, self._producer_epoch
+class TransactionalSender(Sender):
+    """The sender of a TransactionalProducer: every batch it sends carries the transactional attribute."""
 
     def _prepare(self, b: Any) -> None:
         if b.encoded is not None:
@@ -64,6 +56,20 @@ class TransactionalProducer(Producer):
         else:
             super()._prepare(b)
             set_transactional(b.encoded)
+
+
+class TransactionalProducer(Producer):
+    """An idempotent producer whose batches are staged (transactional) until a coordinator decides."""
+
+    _sender_type = TransactionalSender
+
+    def __init__(self, bootstrap: str, **kwargs: Any) -> None:
+        kwargs["enable_idempotence"] = True
+        super().__init__(bootstrap, **kwargs)
+
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """Get (once) and return this producer's id and epoch; register them before sending."""
+        return self._sender.producer_id_and_epoch()
 
 
 class StagedTxns:
