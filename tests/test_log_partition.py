@@ -133,17 +133,20 @@ def test_roll_by_ms(tmp_path):
 
 
 def test_roll_when_an_index_is_full_and_after_truncating_it(tmp_path):
-    # 3 offset index entries per segment, one per batch after the first: a segment holds 4 batches
+    # 3 offset index entries per segment, one per batch after the first: a segment holds 4 batches.
+    # One timestamp for every record: the time index (2 entries of 12 bytes) gets an entry only when the
+    # largest timestamp grows, so clock ticks between appends would fill it first and roll early.
     log = open_log(tmp_path, segment_index_bytes=8 * 3, index_interval_bytes=0)
-    fill(log, 10, per_batch=2)
+    same_ms = {"timestamps": [1_764_000_000_000] * 2}
+    fill(log, 10, per_batch=2, **same_ms)
     assert [s.base_offset for s in log.segments] == [0, 8, 16]
     log.truncate_to(12)  # the middle segment keeps 2 batches: its indexes have room again
     active = log.active_segment
     assert active.base_offset == 8 and not (active.offset_index.is_full or active.time_index.is_full)
     while not (active.offset_index.is_full or active.time_index.is_full):
-        fill(log, 1, per_batch=2)
+        fill(log, 1, per_batch=2, **same_ms)
         assert log.active_segment is active
-    fill(log, 1, per_batch=2)  # the next append rolls
+    fill(log, 1, per_batch=2, **same_ms)  # the next append rolls
     assert log.active_segment.base_offset == log.log_end_offset - 2
     assert [r.offset for r in all_records(log)] == list(range(log.log_end_offset))
 
