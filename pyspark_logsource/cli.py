@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from datetime import datetime
 
-from .client.metadata import DEFAULT_BOOTSTRAP
+from .cli_args import add_common, key_values, print_table
 from .errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopicOrPartition
 
 #: name -> (module with ``main(argv) -> int``, one-line help). Add a line to add a command.
@@ -35,47 +34,6 @@ DELEGATED: dict[str, tuple[str, str]] = {
 }
 
 
-def _bootstrap_default() -> str:
-    return os.environ.get("LOGSOURCE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--bootstrap-servers",
-        "-b",
-        default=_bootstrap_default(),
-        metavar="HOST:PORT[,HOST:PORT]",
-        help=f"broker addresses (default: $LOGSOURCE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})",
-    )
-    p.add_argument(
-        "--timeout",
-        type=_seconds,
-        default=30.0,
-        metavar="SECONDS",
-        help="give up with an error when the brokers do not answer (or acknowledge) within this time (default 30)",
-    )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"a positive number of seconds, got {text!r}")
-    return value
-
-
-def _kv(items: Sequence[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            raise ConfigError(f"expected key=value, got {item!r}")
-        out[k.strip()] = v.strip()
-    return out
-
-
 # ------------------------------------------------------------------ topics
 
 
@@ -88,7 +46,10 @@ def _topics(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--partitions must be 1 or more, got {args.partitions}")
             try:
                 admin.create_topic(
-                    args.topic, args.partitions, _kv(args.config), replication_factor=args.replication_factor
+                    args.topic,
+                    args.partitions,
+                    key_values(args.config),
+                    replication_factor=args.replication_factor,
                 )
             except TopicAlreadyExists:
                 if not args.if_not_exists:
@@ -372,7 +333,7 @@ def _groups(args: argparse.Namespace) -> int:
 
     with Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000) as admin:
         if args.action == "list":
-            _table(
+            print_table(
                 [("GROUP", "STATE", "PROTOCOL-TYPE")]
                 + [(x.group_id, x.state, x.protocol_type or "-") for x in admin.list_groups()]
             )
@@ -391,7 +352,7 @@ def _groups(args: argparse.Namespace) -> int:
                 args.group, args.topic, to, partitions=args.partition, dry_run=args.dry_run
             )
             print(f"GROUP {args.group}: {'would reset' if args.dry_run else 'reset'} offsets of {args.topic}")
-            _table(
+            print_table(
                 [("TOPIC", "PARTITION", "NEW-OFFSET")] + [(t, str(p), str(o)) for (t, p), o in new.items()]
             )
     return 0
@@ -416,10 +377,10 @@ def _describe_group(d) -> None:
                 m.client_id if m else "-",
             )
         )
-    _table([header] + rows)
+    print_table([header] + rows)
     if d.members:
         print()
-        _table(
+        print_table(
             [("MEMBER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")]
             + [
                 (
@@ -431,12 +392,6 @@ def _describe_group(d) -> None:
                 for m in d.members
             ]
         )
-
-
-def _table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 # ------------------------------------------------------------------ parser
@@ -466,17 +421,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", action="append", metavar="KEY=VALUE", help="topic config override (repeatable)"
     )
     c.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists already")
-    _common(c)
+    add_common(c)
     c = tsub.add_parser("list", help="list topic names")
     c.add_argument("--include-internal", action="store_true", help="also list internal __ topics")
-    _common(c)
+    add_common(c)
     c = tsub.add_parser("describe", help="partitions, leaders and offsets of a topic (all when omitted)")
     c.add_argument("topic", nargs="?")
     c.add_argument("--include-internal", action="store_true", help="with no topic: include internal topics")
-    _common(c)
+    add_common(c)
     c = tsub.add_parser("delete", help="delete a topic and its data")
     c.add_argument("topic")
-    _common(c)
+    add_common(c)
     t.set_defaults(func=_topics)
 
     c = sub.add_parser("produce", help="send lines from stdin, one message per line")
@@ -492,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--linger-ms", type=float, default=5.0, help="batching delay (default 5)")
     c.add_argument("--batch-size", type=int, default=16384, help="batch size in bytes (default 16384)")
     c.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
-    _common(c)
+    add_common(c)
     c.set_defaults(func=_produce)
 
     c = sub.add_parser("consume", help="print messages to stdout, one per line")
@@ -511,16 +466,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--key-separator", default="\t", help="separator for --print-key/--print-offset (default TAB)"
     )
     c.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
-    _common(c)
+    add_common(c)
     c.set_defaults(func=_consume)
 
     g = sub.add_parser("groups", help="consumer groups: list, describe, reset offsets")
     gsub = g.add_subparsers(dest="action", metavar="ACTION", required=True)
     c = gsub.add_parser("list", help="every group with its state")
-    _common(c)
+    add_common(c)
     c = gsub.add_parser("describe", help="state, members, assignment, committed and log end offsets, lag")
     c.add_argument("group")
-    _common(c)
+    add_common(c)
     c = gsub.add_parser("reset-offsets", help="set an empty group's committed offsets of a topic")
     c.add_argument("group")
     c.add_argument("--topic", required=True)
@@ -532,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--to-datetime", metavar="ISO", help="the first offset at or after this time (naive: local)"
     )
     c.add_argument("--dry-run", action="store_true", help="print the new offsets without committing them")
-    _common(c)
+    add_common(c)
     g.set_defaults(func=_groups)
     return p
 
