@@ -136,7 +136,7 @@ def describe_configs_resp_to(r: am.DescribeConfigsResponse, v: int) -> dict:
                         "is_default": c.source == 5,
                         "config_source": c.source,
                         "is_sensitive": c.is_sensitive,
-                        "synonyms": [],
+                        "synonyms": [{"name": n, "value": val, "source": src} for n, val, src in c.synonyms],
                         "config_type": c.config_type,
                         "documentation": c.documentation,
                     }
@@ -164,6 +164,7 @@ def describe_configs_resp_from(d: dict, v: int) -> am.DescribeConfigsResponse:
                     c["is_sensitive"],
                     c["config_type"],
                     c["documentation"],
+                    [(y["name"], y["value"], y["source"]) for y in c["synonyms"]],
                 )
                 for c in x["configs"]
             ],

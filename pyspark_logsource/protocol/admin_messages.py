@@ -114,6 +114,8 @@ class ConfigEntry:
     is_sensitive: bool = False
     config_type: int = 0
     documentation: str | None = None
+    #: (name, value, source) of each setting that gives this one its value, highest precedence first
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,9 @@ from typing import Any
 from ..errors import UnsupportedVersion
 from . import adapters as a
 from . import admin_adapters as aa
+from . import admin_config_adapters as aca
+from . import admin_config_messages as acm
+from . import admin_config_schemas as acs
 from . import admin_messages as am
 from . import coordinator_adapters as ca
 from . import coordinator_messages as cm
@@ -150,6 +153,30 @@ APIS: dict[int, Api] = {
             tm.WriteTxnMarkersResponse,
             "write_txn_markers",
             tm,
+        ),
+        Api(
+            m.ApiKey.CREATE_PARTITIONS,
+            acm.CreatePartitionsRequest,
+            acm.CreatePartitionsResponse,
+            "create_partitions",
+            aca,
+            (acs.CREATE_PARTITIONS_REQUEST, acs.CREATE_PARTITIONS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.ALTER_CONFIGS,
+            acm.AlterConfigsRequest,
+            acm.AlterConfigsResponse,
+            "alter_configs",
+            aca,
+            (acs.ALTER_CONFIGS_REQUEST, acs.ALTER_CONFIGS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            acm.IncrementalAlterConfigsRequest,
+            acm.IncrementalAlterConfigsResponse,
+            "incremental_alter_configs",
+            aca,
+            (acs.INCREMENTAL_ALTER_CONFIGS_REQUEST, acs.INCREMENTAL_ALTER_CONFIGS_RESPONSE),
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(
