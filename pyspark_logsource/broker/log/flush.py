@@ -61,6 +61,12 @@ class FlushState:
         self.scheduled = bool(scheduled)
         self._rearm()
 
+    def set_config(self, config: LogConfig) -> None:
+        """A dynamic config change: the rule uses the new flush.messages and flush.ms from now on."""
+        self._messages = config.flush_messages
+        self._ms = config.flush_ms
+        self._rearm()
+
     def set_recovery_point(self, offset: int) -> None:
         """The recovery point moved (a roll fsynced a segment, a truncation cut below it)."""
         self.recovery_point = offset

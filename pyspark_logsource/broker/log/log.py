@@ -102,6 +102,17 @@ class PartitionLog:
         self._flush = FlushState(config, loaded.recovery_point, loaded.loaded_ms)
         self.recovery_info = loaded.info
 
+    def set_config(self, config: LogConfig) -> None:
+        """Apply a dynamic config change (AlterConfigs) to the live log: the append checks
+        (max.message.bytes, cleanup.policy), the roll bounds, retention and the flush rule use it from now
+        on. Only the log manager calls this (it owns each log's config)."""
+        with self._lock:
+            self.config = config
+            self._log_append_time = config.log_append_time
+            self._validator = AppendValidator(self.name, self.topic, config)
+            self._segments.set_config(config)
+            self._flush.set_config(config)
+
     @property
     def name(self) -> str:
         """``topic-partition``, as the directory is named."""

@@ -250,6 +250,44 @@ class LogManager:
             overrides = self._overrides.get(topic, {})
             return self.default_config.with_overrides(overrides).to_properties(overrides) if overrides else {}
 
+    def alter_topic_config(
+        self, topic: str, overrides: Mapping[str, object], validate_only: bool = False
+    ) -> None:
+        """Replace a topic's overrides (AlterConfigs): validated (InvalidConfig naming the key), written to
+        each of its partitions' ``config.properties`` (so it survives a restart) and applied to its live logs.
+        A topic without a log here keeps them for the logs made later (cluster mode: a replica to come)."""
+        new = _with_internal_defaults(topic, {str(k): str(v) for k, v in overrides.items()})
+        config = self.default_config.with_overrides(new)
+        if validate_only:
+            return
+        with self._lock:
+            self._check_open()
+            self._overrides[topic] = new
+            for (t, _), lg in self._logs.items():
+                if t != topic:
+                    continue
+                path = lg.directory / TOPIC_CONFIG_FILE
+                try:
+                    if new:
+                        _write_properties(path, config.to_properties(new))
+                    else:
+                        path.unlink(missing_ok=True)
+                except OSError as e:
+                    raise StorageError(f"cannot write {path}: {e}") from e
+                lg.set_config(config)
+        log.info("topic %s: config overrides now %s", topic, new)
+
+    def set_default_config(self, config: LogConfig) -> None:
+        """A dynamic broker config change (``log.retention.ms`` ...): every log without its own override of a
+        setting takes the new default at once."""
+        with self._lock:
+            self.default_config = config
+            for (t, _), lg in self._logs.items():
+                try:
+                    lg.set_config(config.with_overrides(self._overrides.get(t, {})))
+                except InvalidConfig as e:  # an override the new default makes invalid: keep the old config
+                    log.warning("%s keeps its config: %s", lg.name, e)
+
     def delete_log(self, topic: str, partition: int) -> None:
         """Remove one partition's log (a replica moved away or its topic was deleted in the cluster);
         its files go after ``file.delete.delay.ms``. Absent is fine."""

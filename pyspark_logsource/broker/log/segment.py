@@ -104,6 +104,14 @@ class LogSegment:
         self._created_ms = value
         self.roll_ms = float("inf") if value is None else value + self.config.segment_ms
 
+    def set_config(self, config: LogConfig) -> None:
+        """A dynamic config change (segment.bytes, segment.ms, ...): the roll bounds follow it at once, as
+        Kafka's active segment rolls by the log's current config; the index sizes stay as made."""
+        self.config = config
+        self.created_ms = self._created_ms  # roll_ms from the new segment.ms
+        if self.roll_size != -1:
+            self.roll_size = config.segment_bytes
+
     def _check_index_room(self) -> None:
         """A full index makes the next append roll (Kafka's rule), through ``roll_size``."""
         full = self.offset_index.is_full or self.time_index.is_full

@@ -72,6 +72,12 @@ class SegmentList:
 
     # ------------------------------------------------------------ changes (under the log's lock)
 
+    def set_config(self, config: LogConfig) -> None:
+        """A dynamic config change: new segments, retention and the active segment's roll bounds use it."""
+        self.config = config
+        for seg in self.view.segments:
+            seg.set_config(config)
+
     def roll(self, offset: int) -> LogSegment:
         """Seal the active segment (final time index entry, fsynced) and start a new, empty one at ``offset``."""
         self.active.on_roll()
