@@ -59,6 +59,8 @@ def _topics(args: argparse.Namespace) -> int:
                 return 0
             rf = "" if args.replication_factor is None else f", replication factor {args.replication_factor}"
             print(f"Created topic {args.topic} with {args.partitions} partition(s){rf}.")
+        elif args.action == "alter":
+            return _alter_topic(admin, args)
         elif args.action == "delete":
             admin.delete_topic(args.topic)
             print(f"Deleted topic {args.topic}.")
@@ -83,6 +85,22 @@ def _topics(args: argparse.Namespace) -> int:
                         f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
                         f"\tLogStartOffset: {starts.get(tp, '-')}\tLogEndOffset: {ends.get(tp, '-')}"
                     )
+    return 0
+
+
+def _alter_topic(admin, args: argparse.Namespace) -> int:
+    from .protocol.admin_messages import RESOURCE_TOPIC
+
+    config, delete = key_values(args.config), list(args.delete_config or [])
+    if args.partitions is None and not config and not delete:
+        raise ConfigError("nothing to alter: give --partitions, --config or --delete-config")
+    if args.partitions is not None:
+        admin.create_partitions(args.topic, args.partitions)
+        print(f"Topic {args.topic} now has {args.partitions} partition(s).")
+    if config or delete:
+        admin.incremental_alter_configs(RESOURCE_TOPIC, args.topic, config, delete)
+        changed = [f"{k}={v}" for k, v in sorted(config.items())] + [f"-{k}" for k in delete]
+        print(f"Altered the config of topic {args.topic}: {', '.join(changed)}.")
     return 0
 
 
@@ -406,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (_, help_) in DELEGATED.items():
         sub.add_parser(name, help=help_, add_help=False)
 
-    t = sub.add_parser("topics", help="create, list, describe and delete topics")
+    t = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
     tsub = t.add_subparsers(dest="action", metavar="ACTION", required=True)
     c = tsub.add_parser("create", help="create a topic")
     c.add_argument("topic")
@@ -428,6 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = tsub.add_parser("describe", help="partitions, leaders and offsets of a topic (all when omitted)")
     c.add_argument("topic", nargs="?")
     c.add_argument("--include-internal", action="store_true", help="with no topic: include internal topics")
+    add_common(c)
+    c = tsub.add_parser("alter", help="add partitions to a topic, or set or delete its config overrides")
+    c.add_argument("topic")
+    c.add_argument("--partitions", type=int, default=None, help="the new (larger) number of partitions")
+    c.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a topic config (repeatable)")
+    c.add_argument(
+        "--delete-config", action="append", metavar="KEY", help="remove a topic config override (repeatable)"
+    )
     add_common(c)
     c = tsub.add_parser("delete", help="delete a topic and its data")
     c.add_argument("topic")

@@ -12,6 +12,7 @@ broker joins its cluster.
 
 from __future__ import annotations
 
+from .dynamic_config import BrokerDynamicConfig
 from .groups import GroupCoordinator, GroupOffsetStore
 from .groups.coordinator import GroupSettings
 from .groups.ownership import GroupOwnership
@@ -35,6 +36,9 @@ def open_state(state: BrokerState) -> None:
         raise
     try:
         state.load_meta()
+        state.dynamic = BrokerDynamicConfig(c.broker_id, c.properties, state.logs)
+        if not c.cluster_mode:  # in a cluster they are in ZooKeeper (read when the broker joins)
+            state.dynamic.load_local(c.log_dirs[0])
         # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
         state.groups = GroupOffsetStore(
             state.logs,

@@ -40,15 +40,12 @@ from ..protocol import (
     ARROW_BODY_FEATURE,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    RESOURCE_BROKER,
-    RESOURCE_TOPIC,
     SUPPORTED_VERSIONS,
     ApiKey,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
-    ConfigEntry,
     CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -57,9 +54,6 @@ from ..protocol import (
     DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    DescribeConfigsResult,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
@@ -80,6 +74,7 @@ from ..protocol import (
     TopicMetadata,
 )
 from ..topics import check_deletable, is_internal, validate_topic_name
+from .admin.handlers import AdminHandlers
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
@@ -112,10 +107,10 @@ class Handlers:
             ApiKey.DELETE_TOPICS: self.delete_topics,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
-            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         self.by_key.update(GroupHandlers(state).by_key())
+        self.by_key.update(AdminHandlers(state).by_key())
         self.by_key.update(EpochHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())
@@ -496,38 +491,6 @@ class Handlers:
         if addr is None:
             raise CoordinatorNotAvailable(f"coordinator broker {node} of {req.key!r} is not live")
         return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
-
-    def describe_configs(self, req: DescribeConfigsRequest, session: Session) -> DescribeConfigsResponse:
-        """A topic's effective log settings (overrides have source 1, defaults 5) or the broker's settings."""
-        out = []
-        topics = self.state.topics()
-        for res in req.resources:
-            r = DescribeConfigsResult(res.resource_type, res.resource_name)
-            try:
-                if res.resource_type == RESOURCE_TOPIC:
-                    if res.resource_name not in topics:
-                        raise topic_error(res.resource_name)
-                    overrides, effective = self.state.topic_config(res.resource_name)
-                    entries = [
-                        ConfigEntry(k, v, False, 1 if k in overrides else 5)
-                        for k, v in sorted(effective.items())
-                    ]
-                elif res.resource_type == RESOURCE_BROKER:
-                    if res.resource_name not in ("", str(self.config.broker_id)):
-                        raise InvalidRequest(f"unknown broker {res.resource_name!r}")
-                    entries = [ConfigEntry(k, v, True, 4) for k, v in sorted(self.config.properties.items())]
-                else:
-                    raise InvalidRequest(
-                        f"resource type {res.resource_type} is not supported (2 topic, 4 broker)"
-                    )
-                if res.keys is not None:
-                    wanted = set(res.keys)
-                    entries = [e for e in entries if e.name in wanted]
-                r.configs = entries
-            except LogSourceError as e:
-                r.error_code, r.error_message = error_fields(e)
-            out.append(r)
-        return DescribeConfigsResponse(out)
 
     def describe_cluster(self, req: DescribeClusterRequest, session: Session) -> DescribeClusterResponse:
         """The cluster id, the controller, and the live brokers."""

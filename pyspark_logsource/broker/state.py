@@ -40,6 +40,7 @@ from .waiters import FetchWaiters
 
 if TYPE_CHECKING:
     from ..protocol import FetchRequest, FetchResponse
+    from .dynamic_config import BrokerDynamicConfig
     from .groups import GroupCoordinator, GroupOffsetStore
     from .log import LogManager
     from .log.log import PartitionLog
@@ -196,6 +197,8 @@ class BrokerState:
     #: the exclusive locks on the log dirs (:mod:`.log.dir_lock`), held from :func:`.builder.open_state` to
     #: :meth:`close`
     dir_locks: list[DirLock] = field(default_factory=list)
+    #: the dynamic broker configs (AlterConfigs on a BROKER resource), made by :func:`.builder.open_state`
+    dynamic: BrokerDynamicConfig | None = None
 
     def __post_init__(self) -> None:
         if self.cluster_id is None:

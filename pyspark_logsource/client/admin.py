@@ -7,7 +7,18 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..errors import ConfigError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from ..protocol.admin_config_messages import (
+    OP_DELETE,
+    OP_SET,
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    IncrementalAlterConfigsRequest,
+)
 from ..protocol.admin_messages import (
+    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigResource,
     CreatableTopic,
@@ -154,6 +165,64 @@ class Admin(GroupAdmin):
                 )
             out.update((c.name, c.value) for c in r.configs if not overrides_only or c.source == 1)
         return out
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow ``name`` to ``count`` partitions (CreatePartitions, through the controller); ``assignments``:
+        the new partitions' replicas (default: placed as Kafka places them). InvalidPartitions when
+        ``count`` is not larger than the partitions it has."""
+        req = CreatePartitionsRequest(
+            [CreatePartitionsTopic(name, int(count), assignments)], self.request_timeout_ms, validate_only
+        )
+        resp = self._client.controller_request(req)
+        for r in resp.results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message or f"cannot add partitions to {name!r}")
+        self._client.cluster.topics.pop(name, None)
+
+    def alter_configs(
+        self, resource_type: int, name: str, config: dict[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Replace every dynamic config of a topic (2) or broker (4; name "" for the cluster default) with
+        ``config`` (AlterConfigs; a key left out goes back to its default)."""
+        res = AlterConfigsResource(
+            resource_type, name, [AlterableConfig(str(k), str(v)) for k, v in config.items()]
+        )
+        self._alter(AlterConfigsRequest([res], validate_only), resource_type, name)
+
+    def incremental_alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        set_: dict[str, str] | None = None,
+        delete: Iterable[str] = (),
+        *,
+        ops: list[tuple[str, int, str | None]] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Set the keys of ``set_`` and delete those of ``delete`` (IncrementalAlterConfigs); ``ops``: more
+        (key, operation, value) changes (operations 0 set, 1 delete, 2 append, 3 subtract)."""
+        changes = [AlterableConfig(str(k), str(v), OP_SET) for k, v in (set_ or {}).items()]
+        changes += [AlterableConfig(str(k), None, OP_DELETE) for k in delete]
+        changes += [AlterableConfig(k, v, op) for k, op, v in ops or []]
+        res = AlterConfigsResource(resource_type, name, changes)
+        self._alter(IncrementalAlterConfigsRequest([res], validate_only), resource_type, name)
+
+    def _alter(self, req: object, resource_type: int, name: str) -> None:
+        # a broker's own configs go to that broker (Kafka's clients do the same); the rest to any broker
+        if resource_type == RESOURCE_BROKER and name:
+            resp = self._client.request(req, node_id=int(name))
+        else:
+            resp = self._client.request(req)
+        for r in resp.results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message or f"cannot alter the configs of {name!r}")
 
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic``; raises UnknownTopicOrPartition."""

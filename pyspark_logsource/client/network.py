@@ -359,7 +359,7 @@ class NetworkClient:
             retry.wait(err)
 
     def controller_request(self, request: Any, timeout: float | None = None) -> Any:
-        """Send a topic-admin request (CreateTopics, DeleteTopics) to the controller, as Kafka's Admin does.
+        """Send a topic-admin request (CreateTopics, DeleteTopics, CreatePartitions) to the controller, as Kafka's Admin does.
 
         NOT_CONTROLLER on any topic, or a controller that is gone, refreshes
         the metadata (which names the controller) and retries.
@@ -373,7 +373,8 @@ class NetworkClient:
                     node = self.cluster.controller_id
                 resp = self.request(request, node if node in self.cluster.brokers else None)
                 if not any(
-                    getattr(r, "error_code", 0) == NOT_CONTROLLER for r in getattr(resp, "topics", ())
+                    getattr(r, "error_code", 0) == NOT_CONTROLLER
+                    for r in getattr(resp, "topics", None) or getattr(resp, "results", ())
                 ):
                     return resp
                 err: LogSourceError = error_for_code(NOT_CONTROLLER, f"broker {node} is not the controller")

@@ -509,6 +509,14 @@ class Controller:
             )
             return plan
 
+    def write_fenced(self, ops: list[tuple[str, tuple]]) -> None:
+        """Run ``ops`` as the controller, after the epoch check (admin writes planned elsewhere, e.g.
+        :mod:`.partition_adds`): NotController on another broker, ConditionFailed when a version moved."""
+        with self._lock:
+            if not self.active:
+                raise NotController(f"broker {self.broker_id} is not the controller")
+            self._fenced(ops)
+
     def request_delete(self, name: str) -> None:
         """Mark a topic for deletion (``/admin/delete_topics/<t>``); the controller thread deletes it."""
         with self._lock:

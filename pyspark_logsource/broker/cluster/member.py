@@ -29,7 +29,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from ...errors import LogSourceError, RequestTimedOut, TopicAlreadyExists
 from ...topics import is_internal
 from ..state import BrokerState, PartitionRole
-from . import paths
+from . import config_changes, paths
 from .controller import Controller, assign_replicas, write_topic
 from .registry import BrokerRegistry
 from .zk import ConditionFailed, NodeExistsError, ZkClient, ZnodeStat
@@ -73,6 +73,8 @@ class ClusterMember:
         self._address: tuple[str, int] = ("", 0)
         self._lost = False
         self._closing = False
+        #: dynamic configs: every broker applies a change announced under /config/changes
+        self.config_changes = config_changes.ConfigChangeListener(self.zk, self._on_config_change)
 
     # ------------------------------------------------------------ lifecycle (blocking: run off the loop)
 
@@ -91,6 +93,8 @@ class ClusterMember:
         self.zk.add_listener(self._on_session)
         self.registry.watch()
         ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, self._on_topics)
+        self.config_changes.start()
+        self.broker_configs_changed()
         self.registry.register(host, port)
         self.loop.call_soon_threadsafe(self._fence, False, "registered")
         self.controller.start()
@@ -123,6 +127,7 @@ class ClusterMember:
     def stop(self) -> None:
         """Resign as controller and close the session (the registration goes with it)."""
         self._closing = True
+        self.config_changes.stop()
         try:
             self.controller.stop()
         finally:
@@ -166,6 +171,45 @@ class ClusterMember:
     def topic_config(self, topic: str) -> dict[str, str]:
         with self._lock:
             return dict(self._configs.get(topic, {}))
+
+    # ------------------------------------------------------------ dynamic configs (blocking)
+
+    def _on_config_change(self, entity_type: str, name: str) -> None:
+        if entity_type == config_changes.TOPICS:
+            self.topic_config_changed(name)
+        elif entity_type == config_changes.BROKERS:
+            self.broker_configs_changed()
+
+    def topic_config_changed(self, topic: str) -> None:
+        """Re-read ``/config/topics/<t>``: the metadata cache and this broker's logs of the topic take it."""
+        config = config_changes.read_entity(self.zk, config_changes.TOPICS, topic)
+        with self._lock:
+            if topic not in self._assignments:
+                return
+            self._configs[topic] = config
+        self.loop.call_soon_threadsafe(self._apply_topic_config, topic, config)
+
+    def broker_configs_changed(self) -> None:
+        """Re-read ``/config/brokers/<default>`` and ``/config/brokers/<id>`` and apply them."""
+        default = config_changes.read_entity(self.zk, config_changes.BROKERS, config_changes.DEFAULT_BROKER)
+        mine = config_changes.read_entity(self.zk, config_changes.BROKERS, str(self.broker_id))
+        self.loop.call_soon_threadsafe(self._apply_broker_configs, default, mine)
+
+    def _apply_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        if self.state.logs is None:
+            return  # stopping
+        try:
+            self.state.logs.alter_topic_config(topic, config)
+        except LogSourceError as e:
+            log.warning("broker %d: topic %s keeps its config: %s", self.broker_id, topic, e)
+
+    def _apply_broker_configs(self, default: dict[str, str], mine: dict[str, str]) -> None:
+        if self.state.dynamic is None or self.state.logs is None:
+            return
+        try:
+            self.state.dynamic.apply(default, mine)
+        except LogSourceError as e:
+            log.warning("broker %d keeps its dynamic configs: %s", self.broker_id, e)
 
     def is_controller(self) -> bool:
         return self.controller.active

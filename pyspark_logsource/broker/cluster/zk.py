@@ -150,11 +150,17 @@ class ZkClient:
         self._call(self.client.ensure_path, path)
 
     def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        makepath: bool = False,
+        sequence: bool = False,
     ) -> None:
         """Create a node; NodeExistsError if it exists. A retry after a lost reply may find the node made by
         the first attempt: callers that care compare the node's owner (ephemeral) or content."""
-        self._call(self.client.create, path, data, ephemeral=ephemeral, makepath=makepath)
+        self._call(self.client.create, path, data, ephemeral=ephemeral, makepath=makepath, sequence=sequence)
 
     def set_if(self, path: str, data: bytes, version: int) -> ZnodeStat:
         """Set ``path`` only if its version is still ``version``; ConditionFailed otherwise. Returns the new stat."""
