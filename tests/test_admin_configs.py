@@ -37,7 +37,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning"),
 ]
 
-MESSAGE_TOO_LARGE, UNKNOWN_TOPIC, INVALID_CONFIG, INVALID_REQUEST = 10, 3, 40, 42
+MESSAGE_TOO_LARGE, UNKNOWN_TOPIC, NOT_ENOUGH_REPLICAS, INVALID_CONFIG, INVALID_REQUEST = 10, 3, 19, 40, 42
 DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
 
 
@@ -190,7 +190,7 @@ def test_bad_config_changes(broker, topic_name):
 
 
 def test_dynamic_broker_configs_and_restart(broker_factory, topic_name):
-    b = broker_factory({"log.retention.check.interval.ms": "200"})
+    b = broker_factory({"log.retention.check.interval.ms": "200", "log.roll.ms": "3600000"})
     topic, kept = topic_name("brokercfg"), topic_name("brokercfg-own")
     with Admin(b.bootstrap) as admin:
         admin.create_topic(topic, 1)
@@ -214,7 +214,13 @@ def test_dynamic_broker_configs_and_restart(broker_factory, topic_name):
         ]
     topic_entry = _describe(a, "topic", topic)["max.message.bytes"]
     assert (topic_entry.value, topic_entry.source) == ("2000", DYNAMIC_BROKER)
-    assert _describe(a, "broker", "0")["broker.id"].is_read_only
+    static = _describe(a, "broker", "0")
+    assert static["broker.id"].is_read_only
+    assert (static["log.roll.ms"].value, static["log.roll.ms"].source) == ("3600000", STATIC)
+    assert static["log.retention.check.interval.ms"].source == STATIC
+    assert (static["log.retention.ms"].value, static["log.retention.ms"].source) == ("604800000", DEFAULT)
+    segment_ms = _describe(a, "topic", topic)["segment.ms"]
+    assert (segment_ms.value, segment_ms.source) == ("3600000", STATIC)
     # applied to the live logs without a topic override of their own
     assert [e.code() for e in _produce(b.bootstrap, topic, [b"x" * 4000])] == [MESSAGE_TOO_LARGE]
     assert _produce(b.bootstrap, kept, [b"x" * 4000]) == [None]
@@ -318,6 +324,23 @@ def test_cluster_config_change_applies_everywhere(zk_connect, tmp_path):
                 timeout=2,
             )
         assert _produce(c.bootstrap, "cfg", [b"ok"], 0, acks="all") == [None]
+        # min.insync.replicas above the replicas: the leaders refuse acks=all at once
+        _alter(via, _set("cfg", min_insync_replicas="4"))
+        for p in range(3):  # (librdkafka retries NOT_ENOUGH_REPLICAS: ask the leader directly)
+            with WireClient(c.brokers[c.leader("cfg", p)].bootstrap) as w:
+                wait_for(
+                    lambda w=w, p=p: (
+                        w.produce("cfg", p, fmt.encode([b"x"]), acks=-1).error_code == NOT_ENOUGH_REPLICAS
+                    ),
+                    timeout=3,
+                )
+        assert _produce(c.bootstrap, "cfg", [b"acks=1 goes on"], 0) == [None]
+        # a change made while a broker is down reaches its logs when it is back
+        c.stop(3)
+        _alter(via, _set("cfg", max_message_bytes="2000"))
+        c.start(3)
+        props = c.log_dir(3) / "cfg-0" / "config.properties"
+        wait_for(lambda: "max.message.bytes=2000" in props.read_text(), timeout=10)
         # bad input through a cluster broker
         code, msg = _error(via.incremental_alter_configs([r := _set("cfg", segment_bytes="1")])[r])
         assert code == INVALID_CONFIG and "segment.bytes" in msg

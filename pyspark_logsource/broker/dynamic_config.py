@@ -99,7 +99,8 @@ class BrokerDynamicConfig:
         config = self.log_config(self.default, self.mine)
         built_in = LogConfig()
         out = []
-        for key in sorted(set(DEFAULTS) | set(BROKER_KEY_OF.values())):
+        given = {k for k in self.static if k in _ALIASES}  # broker-wide log settings (log.cleaner.enable ...)
+        for key in sorted(set(DEFAULTS) | set(BROKER_KEY_OF.values()) | given):
             syn = self.synonyms(key)
             if key in DEFAULTS and key not in DYNAMIC_KEYS:
                 value = self.static.get(key, DEFAULTS[key])

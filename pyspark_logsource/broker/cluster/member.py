@@ -282,9 +282,12 @@ class ClusterMember:
             known = set(self._assignments)
         for t in sorted(set(children) - known):
             got = self.zk.get(paths.topic_config_path(t))
+            config = paths.decode_topic_config(got[0]) if got else {}
             with self._lock:
-                self._configs[t] = paths.decode_topic_config(got[0]) if got else {}
+                self._configs[t] = config
                 self._assignments.setdefault(t, {})
+            if config:  # logs kept from before a restart take a change made while this broker was away
+                self.loop.call_soon_threadsafe(self._apply_topic_config, t, config)
             DataWatch(self.zk.client, paths.topic_path(t), self._assignment_watcher(t))
         return True
 
