@@ -107,14 +107,14 @@ class AdminHandlers:
                         self.config.max_partitions_per_topic,
                         req.validate_only,
                     )
-                    if not req.validate_only:
+                    if not req.validate_only and req.timeout_ms > 0:  # 0: answer without waiting, as Kafka
                         made.append((r, t.count))
             except LogSourceError as e:
                 r.error_code, r.error_message = error_fields(e)
             out.append(r)
         for r, count in made:
             try:
-                await self._wait_led(r.name, count, max(req.timeout_ms, 0) / 1000)
+                await self._wait_led(r.name, count, req.timeout_ms / 1000)
             except RequestTimedOut as e:
                 r.error_code, r.error_message = error_fields(e)
         return CreatePartitionsResponse(out)
