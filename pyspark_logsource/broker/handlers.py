@@ -80,10 +80,12 @@ from ..protocol import (
     TopicMetadata,
 )
 from ..topics import check_deletable, is_internal, validate_topic_name
+from .admin.records import RecordsAdminHandlers
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
+from .groups.admin_handlers import GroupAdminHandlers
 from .groups.handlers import GroupHandlers
 from .session import Session
 from .state import topic_error
@@ -116,6 +118,8 @@ class Handlers:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         self.by_key.update(GroupHandlers(state).by_key())
+        self.by_key.update(GroupAdminHandlers(state).by_key())
+        self.by_key.update(RecordsAdminHandlers(state).by_key())
         self.by_key.update(EpochHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())

@@ -1,0 +1,1 @@
+"""Admin APIs that act on logs: DeleteRecords and DescribeLogDirs (:mod:`.records`)."""
