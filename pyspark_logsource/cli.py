@@ -64,6 +64,13 @@ def _topics(args: argparse.Namespace) -> int:
         elif args.action == "delete":
             admin.delete_topic(args.topic)
             print(f"Deleted topic {args.topic}.")
+        elif args.action == "delete-records":
+            parts = args.partition if args.partition is not None else admin.partitions_for(args.topic)
+            starts = admin.delete_records({(args.topic, p): args.before for p in parts})
+            print_table(
+                [("TOPIC", "PARTITION", "LOG-START-OFFSET")]
+                + [(t, str(p), str(o)) for (t, p), o in starts.items()]
+            )
         elif args.action == "list":
             for name in admin.list_topics(include_internal=args.include_internal):
                 print(name)
@@ -357,6 +364,20 @@ def _groups(args: argparse.Namespace) -> int:
             )
         elif args.action == "describe":
             _describe_group(admin.describe_group(args.group))
+        elif args.action == "delete":
+            failed = 0
+            for gid in args.group:
+                try:
+                    admin.delete_group(gid)
+                    print(f"Deleted group {gid}.")
+                except LogSourceError as e:
+                    failed += 1
+                    print(f"error: group {gid}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1 if failed else 0
+        elif args.action == "delete-offsets":
+            gone = admin.delete_group_offsets(args.group, args.topic, args.partition)
+            print(f"GROUP {args.group}: deleted the committed offsets of {args.topic}")
+            print_table([("TOPIC", "PARTITION")] + [(t, str(p)) for t, p in gone])
         else:
             to: str | datetime = "earliest" if args.to_earliest else "latest"
             if args.to_datetime is not None:
@@ -458,6 +479,13 @@ def build_parser() -> argparse.ArgumentParser:
     c = tsub.add_parser("delete", help="delete a topic and its data")
     c.add_argument("topic")
     add_common(c)
+    c = tsub.add_parser("delete-records", help="delete the records before an offset (moves the log start)")
+    c.add_argument("topic")
+    c.add_argument(
+        "--partition", type=int, action="append", help="only this partition (repeatable; default all)"
+    )
+    c.add_argument("--before", type=int, required=True, help="first offset to keep; -1: the high watermark")
+    add_common(c)
     t.set_defaults(func=_topics)
 
     c = sub.add_parser("produce", help="send lines from stdin, one message per line")
@@ -501,6 +529,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(c)
     c = gsub.add_parser("describe", help="state, members, assignment, committed and log end offsets, lag")
     c.add_argument("group")
+    add_common(c)
+    c = gsub.add_parser("delete", help="delete empty groups and their committed offsets")
+    c.add_argument("group", nargs="+")
+    add_common(c)
+    c = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of a topic")
+    c.add_argument("group")
+    c.add_argument("--topic", required=True)
+    c.add_argument("--partition", type=int, action="append", help="only this partition (repeatable)")
     add_common(c)
     c = gsub.add_parser("reset-offsets", help="set an empty group's committed offsets of a topic")
     c.add_argument("group")

@@ -356,6 +356,12 @@ class GroupMaxSizeReached(LogSourceError):
     code = 81
 
 
+class GroupSubscribedToTopic(LogSourceError):
+    """OffsetDelete: the group's members are subscribed to the topic, its offsets are in use."""
+
+    code = 86
+
+
 class FencedInstanceId(LogSourceError):
     """KIP-345: a newer member with this ``group.instance.id`` replaced the requesting member id."""
 

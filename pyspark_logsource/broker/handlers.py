@@ -75,10 +75,12 @@ from ..protocol import (
 )
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .admin.handlers import AdminHandlers
+from .admin.records import RecordsAdminHandlers
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
+from .groups.admin_handlers import GroupAdminHandlers
 from .groups.handlers import GroupHandlers
 from .session import Session
 from .state import topic_error
@@ -111,6 +113,8 @@ class Handlers:
         }
         self.by_key.update(GroupHandlers(state).by_key())
         self.by_key.update(AdminHandlers(state).by_key())
+        self.by_key.update(GroupAdminHandlers(state).by_key())
+        self.by_key.update(RecordsAdminHandlers(state).by_key())
         self.by_key.update(EpochHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())

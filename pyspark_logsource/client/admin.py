@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..errors import ConfigError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from ..protocol import records_admin_messages as ra
 from ..protocol.admin_config_messages import (
     OP_DELETE,
     OP_SET,
@@ -270,6 +271,26 @@ class Admin(GroupAdmin):
             if tp not in out:
                 raise UnknownTopicOrPartition(f"broker did not answer for {tp[0]}-{tp[1]}")
         return out
+
+    def delete_records(self, offsets: dict[tuple[str, int], int]) -> dict[TopicPartition, int]:
+        """Delete the records below each offset (-1: below the high watermark) with DeleteRecords; returns each
+        partition's new log start offset. OffsetOutOfRange beyond the high watermark."""
+        want = {(str(t), int(p)): int(o) for (t, p), o in offsets.items()}
+        answers = self._client.for_leaders(
+            list(want),
+            lambda items: ra.DeleteRecordsRequest(
+                [ra.DeleteRecordsPartition(t, p, want[(t, p)]) for t, p in items], self.request_timeout_ms
+            ),
+        )
+        out: dict[TopicPartition, int] = {}
+        for (t, p), r in answers.items():
+            if r.error_code:
+                raise error_for_code(r.error_code, f"cannot delete records of {t}-{p} before {want[(t, p)]}")
+            out[(t, p)] = r.low_watermark
+        for tp in want:
+            if tp not in out:
+                raise UnknownTopicOrPartition(f"broker did not answer for {tp[0]}-{tp[1]}")
+        return dict(sorted(out.items()))
 
     # ------------------------------------------------------------------ groups
 

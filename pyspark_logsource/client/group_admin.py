@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import ConfigError, GroupIdNotFound, NonEmptyGroup, error_for_code
 from ..protocol import group_messages as g
+from ..protocol import records_admin_messages as ra
 from ..protocol.primitives import ProtocolError
 from ..topics import TopicPartition
 
@@ -148,3 +149,31 @@ class GroupAdmin:
         if not dry_run:
             self.commit_group_offsets(group, offsets)  # type: ignore[attr-defined]
         return offsets
+
+    def delete_group(self, group: str) -> None:
+        """Delete an empty group and its committed offsets (DeleteGroups): NonEmptyGroup while it has
+        members, GroupIdNotFound when there is no such group."""
+        self._coordinator(group)
+        resp = self._client.coordinator_request(group, ra.DeleteGroupsRequest([group]))
+        for gid, code in resp.results:
+            if code:
+                raise error_for_code(code, f"cannot delete group {gid!r}")
+
+    def delete_group_offsets(
+        self, group: str, topic: str, partitions: list[int] | None = None
+    ) -> list[TopicPartition]:
+        """Delete the group's committed offsets of ``topic`` (every partition, or ``partitions``) with
+        OffsetDelete; GroupSubscribedToTopic while its members consume the topic. Returns the partitions
+        that had an offset."""
+        self._coordinator(group)
+        parts = self.partitions_for(topic) if partitions is None else sorted(set(partitions))  # type: ignore[attr-defined]
+        had = [tp for tp in self.group_offsets(group) if tp[0] == topic and tp[1] in parts]  # type: ignore[attr-defined]
+        resp = self._client.coordinator_request(
+            group, ra.OffsetDeleteRequest(group, [(topic, p) for p in parts])
+        )
+        if resp.error_code:
+            raise error_for_code(resp.error_code, f"cannot delete the offsets of group {group!r}")
+        for t, p, code in resp.partitions:
+            if code:
+                raise error_for_code(code, f"cannot delete the offset of group {group!r} in {t}-{p}")
+        return had

@@ -25,6 +25,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     WRITE_TXN_MARKERS = 27
     OFFSET_FOR_LEADER_EPOCH = 23
@@ -32,6 +33,9 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_LOG_DIRS = 35
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
     STAGED_TXNS = 10100

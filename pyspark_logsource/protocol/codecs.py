@@ -35,6 +35,8 @@ from . import fetch_fast
 from . import group_adapters as ga
 from . import group_messages as gm
 from . import messages as m
+from . import records_admin_messages as ram
+from . import records_admin_schemas as ras
 from . import txn_messages as tm
 from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
@@ -177,6 +179,38 @@ APIS: dict[int, Api] = {
             "incremental_alter_configs",
             aca,
             (acs.INCREMENTAL_ALTER_CONFIGS_REQUEST, acs.INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.DELETE_RECORDS,
+            ram.DeleteRecordsRequest,
+            ram.DeleteRecordsResponse,
+            "delete_records",
+            ram,
+            (ras.DELETE_RECORDS_REQUEST, ras.DELETE_RECORDS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.DESCRIBE_LOG_DIRS,
+            ram.DescribeLogDirsRequest,
+            ram.DescribeLogDirsResponse,
+            "describe_log_dirs",
+            ram,
+            (ras.DESCRIBE_LOG_DIRS_REQUEST, ras.DESCRIBE_LOG_DIRS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.DELETE_GROUPS,
+            ram.DeleteGroupsRequest,
+            ram.DeleteGroupsResponse,
+            "delete_groups",
+            ram,
+            (ras.DELETE_GROUPS_REQUEST, ras.DELETE_GROUPS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.OFFSET_DELETE,
+            ram.OffsetDeleteRequest,
+            ram.OffsetDeleteResponse,
+            "offset_delete",
+            ram,
+            (ras.OFFSET_DELETE_REQUEST, ras.OFFSET_DELETE_RESPONSE),
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(

@@ -74,7 +74,9 @@ class ReplicaFetchHandler:
                 f"{fp.topic}-{fp.partition}: follower fetch offset {fp.fetch_offset} is "
                 f"outside [{lg.log_start_offset}, {leo}]"
             )
-        self.manager.update_follower(fp.topic, fp.partition, req.replica_id, fp.fetch_offset)
+        self.manager.update_follower(
+            fp.topic, fp.partition, req.replica_id, fp.fetch_offset, fp.log_start_offset
+        )
         return lg, lg.high_watermark
 
     def _read(self, req: FetchRequest) -> tuple[FetchResponse, int, bool]:

@@ -93,6 +93,7 @@ class FollowerReplica:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start: int = -1  # its log start offset, as its last fetch said (unknown until it fetches)
 
     def on_fetch(self, fetch_offset: int, leader_leo: int, now: int) -> None:
         # Kafka's rule: caught up now if it asked for the leader's end; or caught up as of its
@@ -144,8 +145,11 @@ class Partition:
         for b in [b for b in self.followers if b not in wanted]:
             del self.followers[b]
 
-    def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> FollowerReplica:
-        """A follower fetched at ``fetch_offset`` (its LEO); NotLeaderOrFollower if it is no replica."""
+    def update_follower(
+        self, replica_id: int, fetch_offset: int, now: int, log_start: int = -1
+    ) -> FollowerReplica:
+        """A follower fetched at ``fetch_offset`` (its LEO) with ``log_start`` (its log start offset, -1:
+        not sent); NotLeaderOrFollower if it is no replica."""
         f = self.followers.get(replica_id)
         if f is None:
             raise NotLeaderOrFollower(
@@ -153,7 +157,19 @@ class Partition:
                 f"{self.role.partition} (replicas {self.role.replicas})"
             )
         f.on_fetch(fetch_offset, self.log.log_end_offset, now)
+        if log_start >= 0:
+            f.log_start = log_start
         return f
+
+    def low_watermark(self) -> int:
+        """The smallest log start offset of the ISR (Kafka's low watermark, over the replicas a new
+        leader is elected from): a DeleteRecords is answered once it reached the new log start."""
+        low = self.log.log_start_offset
+        for b in self.role.isr:
+            if b != self.broker_id:
+                f = self.followers.get(b)
+                low = min(low, f.log_start if f is not None else -1)
+        return low
 
     # ------------------------------------------------------------ ISR transitions
 
@@ -236,5 +252,7 @@ class LeaderPartitions(Protocol):
     def leader_partition(self, topic: str, partition: int) -> Partition:
         """The partition as this broker leads it; NotLeaderOrFollower otherwise."""
 
-    def update_follower(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> Partition:
-        """A follower fetched at ``fetch_offset``: move its state, the ISR and the HW."""
+    def update_follower(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int, log_start: int = -1
+    ) -> Partition:
+        """A follower fetched at ``fetch_offset`` with its log start offset: move its state, the ISR and the HW."""

@@ -83,6 +83,8 @@ class ReplicaFetcher:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._failed: dict[tuple[str, int], str] = {}  # last error per partition, logged once
+        #: the leader's high watermark per partition as its last answer said (DescribeLogDirs' offset lag)
+        self.leader_hw: dict[tuple[str, int], int] = {}
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(broker {self.settings.broker_id} <- {self.leader_id} at {self.address})"
@@ -105,6 +107,7 @@ class ReplicaFetcher:
 
     def remove_partition(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
+        self.leader_hw.pop(key, None)
         self._failed.pop(key, None)
 
     def set_address(self, host: str, port: int) -> None:
@@ -254,6 +257,9 @@ class ReplicaFetcher:
             except (CorruptRecord, InvalidRecord) as e:
                 raise type(e)(f"{lg.name}: leader {self.leader_id}'s data refused: {e}") from e
         follow_high_watermark(lg, r.high_watermark)
+        self.leader_hw[(lg.topic, lg.partition)] = r.high_watermark
+        if r.log_start_offset > lg.log_start_offset:  # DeleteRecords on the leader: move ours too
+            lg.follow_log_start_offset(r.log_start_offset)
 
     def _truncate(self, lg: PartitionLog, epoch: int, end_offset: int) -> None:
         """Truncate where the leader says our logs diverge (Kafka's getOffsetTruncationState)."""

@@ -277,10 +277,42 @@ class ReplicaManager:
                 f"min.insync.replicas={need} before the write was committed"
             )
 
-    def update_follower(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> Partition:
+    def offset_lag(self, topic: str, partition: int, lg: PartitionLog) -> int:
+        """How far this replica's log end is behind its leader's (DescribeLogDirs): 0 as the leader; as a
+        follower, behind the leader's high watermark its last fetch answer carried (Kafka's own lag)."""
+        key = (topic, partition)
+        if key in self.leaders:
+            return 0
+        for f in self.fetchers.values():
+            hw = f.leader_hw.get(key)
+            if hw is not None:
+                return max(0, hw - lg.log_end_offset)
+        return max(0, lg.high_watermark - lg.log_end_offset)
+
+    async def wait_for_log_start(self, topic: str, partition: int, offset: int, timeout_ms: int) -> None:
+        """Wait until every ISR replica's log start offset reached ``offset`` (a DeleteRecords: followers
+        take the leader's from their fetch answers and report theirs in their next fetch; a parked follower
+        fetch is woken so that it does not wait out ``replica.fetch.wait.max.ms``). RequestTimedOut after
+        ``timeout_ms``; NotLeaderOrFollower if leadership moves meanwhile."""
+        deadline = self.loop.time() + max(timeout_ms, 0) / 1000
+        self.state.notify(topic, partition)
+        while True:
+            lp = self.leader_partition(topic, partition)
+            if lp.low_watermark() >= offset:
+                return
+            if self.loop.time() >= deadline:
+                raise RequestTimedOut(
+                    f"{topic}-{partition}: the ISR {lp.role.isr} did not reach log start offset {offset} "
+                    f"within {timeout_ms} ms (low watermark {lp.low_watermark()})"
+                )
+            await asyncio.sleep(0.01)
+
+    def update_follower(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int, log_start: int = -1
+    ) -> Partition:
         """A follower fetched at ``fetch_offset`` (its LEO): move its state, the ISR and the HW."""
         lp = self.leader_partition(topic, partition)
-        f = lp.update_follower(replica_id, fetch_offset, now_ms())
+        f = lp.update_follower(replica_id, fetch_offset, now_ms(), log_start)
         if lp.should_expand(f):
             self.isr.request_expand(lp, replica_id)
         self.maybe_advance_hw(lp)

@@ -39,13 +39,14 @@ from ...errors import (
     InvalidSessionTimeout,
     LogSourceError,
     MemberIdRequired,
+    NonEmptyGroup,
     NotCoordinator,
     RebalanceInProgress,
     UnknownMemberId,
 )
 from ...protocol import group_messages as g
 from ..tasks import spawn
-from .membership import Group, GroupSettings, GroupState, Member, decode_record
+from .membership import Group, GroupSettings, GroupState, Member, decode_record, subscription_topics
 from .rebalance import Persist, Rebalancer, answer_parked, join_error
 
 __all__ = ["Group", "GroupCoordinator", "GroupSettings", "GroupState", "Member"]
@@ -438,6 +439,37 @@ class GroupCoordinator:
         for m in grp.members.values():
             self._rebalance.arm_session(grp, m)
         log.info("group %s: restored generation %d with %d members", gid, grp.generation, len(grp.members))
+
+    # ------------------------------------------------------------ deletion (DeleteGroups, OffsetDelete)
+
+    def remove_empty(self, group_id: str) -> bool:
+        """DeleteGroups: forget the group's membership (it becomes Dead); NonEmptyGroup while it has members.
+        Returns whether the coordinator had the group (its offsets are the offset store's)."""
+        self._loop()
+        grp = self.groups.get(group_id)
+        if grp is None:
+            return False
+        if grp.members:
+            raise NonEmptyGroup(f"group {group_id!r} has {len(grp.members)} members")
+        grp.state = GroupState.DEAD
+        self._rebalance.cancel(grp, CoordinatorNotAvailable(f"group {group_id!r} was deleted"))
+        del self.groups[group_id]
+        return True
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """OffsetDelete: the topics the group's members subscribe to (consumer protocol), None when the
+        group has no members (every offset may go); NonEmptyGroup for members of another protocol type,
+        whose subscriptions the coordinator cannot read."""
+        self._loop()
+        grp = self.groups.get(group_id)
+        if grp is None or not grp.members:
+            return None
+        if grp.protocol_type != "consumer":
+            raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {grp.protocol_type!r}")
+        topics: set[str] = set()
+        for m in grp.members.values():
+            topics.update(subscription_topics(m.metadata(grp.protocol)))
+        return topics
 
     # ------------------------------------------------------------ introspection
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 from base64 import b64decode, b64encode
 from dataclasses import dataclass, field
 from enum import Enum
@@ -93,6 +94,21 @@ class GroupSettings:
     min_session_timeout_ms: int = 500
     max_session_timeout_ms: int = 1_800_000
     max_size: int = 2**31 - 1
+
+
+def subscription_topics(metadata: bytes) -> list[str]:
+    """The topics of a consumer protocol subscription (Kafka's ConsumerProtocolSubscription: version
+    int16, then an array of topic names, each an int16 length and UTF-8); [] if it does not parse."""
+    try:
+        (n,) = struct.unpack_from(">i", metadata, 2)
+        pos, out = 6, []
+        for _ in range(max(n, 0)):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            out.append(bytes(metadata[pos + 2 : pos + 2 + size]).decode())
+            pos += 2 + size
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []
 
 
 def encode_record(grp: Group, state: GroupState) -> bytes:

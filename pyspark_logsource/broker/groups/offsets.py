@@ -298,6 +298,27 @@ class GroupOffsetStore:
             self.group_meta[group] = value
         return info.last_offset + 1
 
+    def delete(self, group: str, partitions: list[tuple[str, int]] | None) -> int:
+        """Write tombstones for the group's committed offsets of ``partitions`` (None: every one, and its
+        membership record: the group is deleted) in one batch, and forget them; returns the log end offset
+        after the batch (in a cluster the deletion counts once the ISR has it), -1 if nothing was written."""
+        if partitions is None:
+            keys = [k for k in self.offsets if k[0] == group]
+        else:
+            keys = [(group, t, p) for t, p in partitions if (group, t, p) in self.offsets]
+        raw_keys = [_encode_key(*k) for k in keys]
+        if partitions is None:
+            raw_keys.append(_encode_group_key(group))
+        if not raw_keys:
+            return -1
+        info = self._log(group).append(fmt.encode([None] * len(raw_keys), raw_keys))
+        for k in keys:
+            self.offsets.pop(k, None)
+            self._applied_at[k] = info.base_offset  # a commit appended before the tombstone never wins
+        if partitions is None:
+            self.group_meta.pop(group, None)
+        return info.last_offset + 1
+
     def fetch(
         self, group: str, partitions: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], CommittedOffset]:

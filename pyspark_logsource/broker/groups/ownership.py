@@ -249,6 +249,23 @@ class GroupOwnership:
         await self._replicated(w.partition, w.end_offset)
         store.apply(w)
 
+    async def delete(self, group: str, partitions: list[tuple[str, int]] | None) -> None:
+        """Tombstone the group's offsets of ``partitions`` (None: all, and its membership record); in a
+        cluster this returns once the ISR has the tombstones (a new coordinator then has them too)."""
+        store = self.state.groups
+        if not self.clustered:
+            store.delete(group, partitions)
+            return
+        self._leader_append(group)
+        try:
+            end = store.delete(group, partitions)
+        except LogSourceError as e:
+            raise coordinator_error(e) from None
+        if end >= 0:
+            p = self.partition_for(group)
+            self._appended(p)
+            await self._replicated(p, end)
+
     def persist(self, group: str, value: bytes | None) -> Awaitable[None] | None:
         """The coordinator's membership writes: stored at once on a single broker (None), else an awaitable
         that completes once the ISR has the record."""

@@ -111,6 +111,17 @@ class SegmentList:
             self._remove(segs[:n], segs[n:])
         return n
 
+    def delete_below(self, offset: int) -> int:
+        """Remove the segments wholly below ``offset`` (the next one starts at or below it; never the
+        active one): the log start moved there. Returns how many went."""
+        bases, segs = self.view
+        n = 0
+        while n < len(segs) - 1 and bases[n + 1] <= offset:
+            n += 1
+        if n:
+            self._remove(segs[:n], segs[n:])
+        return n
+
     def replace(self, old: list[LogSegment], new: LogSegment) -> bool:
         """Swap the cleaned segment ``new`` (files ``*.cleaned``) in for ``old``: Kafka's suffix protocol.
 
