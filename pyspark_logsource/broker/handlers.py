@@ -144,9 +144,12 @@ class Handlers:
         out = []
         repl = self.state.replication
         commits = []  # (response, topic, partition, end offset) awaiting the ISR (acks=all)
+        refused = self.txn.producer.check_produce(req) if req.transactional_id is not None else {}
         for p in req.partitions:
             r = ProducePartitionResponse(p.topic, p.partition)
             try:
+                if refused and (p.topic, p.partition) in refused:
+                    raise refused[(p.topic, p.partition)]
                 lg = self._produce_log(p.topic, p.partition, req.acks)
                 self._check_records(p.records)
                 if repl is not None and req.acks == -1:
@@ -470,7 +473,9 @@ class Handlers:
     def init_producer_id(self, req: InitProducerIdRequest, session: Session) -> InitProducerIdResponse:
         """A producer id unique across restarts, and its epoch (bumped when the id is passed back)."""
         if req.transactional_id is not None:
-            raise InvalidRequest("transactions are not supported; send transactional_id=null")
+            return self.txn.producer.init_producer_id(
+                req
+            )  # a coroutine: the transaction coordinator's answer
         pid, epoch = self.state.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
         return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
 

@@ -1,0 +1,187 @@
+"""Request handlers of Kafka's transactional producer: InitProducerId with a transactional id,
+AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) at the transaction coordinator, and
+TxnOffsetCommit (28) at the group's coordinator; plus the produce check of KIP-890 part 1.
+
+The state machine is :class:`.producer_txns.ProducerTxns`, held by the transaction
+coordinator (:class:`.coordinator.TxnCoordinator`); these handlers find the coordinator
+(NotCoordinator / CoordinatorLoadInProgress as for StagedTxns) and turn typed errors into
+Kafka's codes. Group offsets stay with the group coordinator's store
+(:meth:`..groups.offsets.GroupOffsetStore.append_txn_offsets`), which applies them when the
+transaction's COMMIT marker reaches the group's ``__consumer_offsets`` partition.
+
+Fencing: every version answers PRODUCER_FENCED (90) where Kafka does; Kafka maps it to
+INVALID_PRODUCER_EPOCH (47) for versions older than the one that introduced it (librdkafka
+and Kafka's Java client treat both as fenced).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from ...errors import (
+    InvalidGroupId,
+    InvalidRequest,
+    LogSourceError,
+    OperationNotAttempted,
+    UnknownTopicOrPartition,
+)
+from ...format.header import read_header
+from ...protocol import messages as m
+from ...protocol import producer_txn_messages as ptm
+from ...topics import OFFSETS_TOPIC
+from .. import internal_topics
+from ..error_responses import error_fields
+from .coordinator import TxnCoordinator
+
+if TYPE_CHECKING:
+    from ..state import BrokerState
+
+log = logging.getLogger(__name__)
+
+
+class ProducerTxnHandlers:
+    """Kafka's transactional producer APIs of one broker."""
+
+    def __init__(
+        self,
+        state: BrokerState,
+        coordinator_here: Callable[[], Awaitable[TxnCoordinator]],
+        current: Callable[[], TxnCoordinator | None],
+    ) -> None:
+        self.state = state
+        self._coordinator_here = coordinator_here
+        self._current = current
+
+    def by_key(self) -> dict[int, Callable]:
+        return {
+            m.ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
+            m.ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
+            m.ApiKey.END_TXN: self.end_txn,
+            m.ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
+        }
+
+    async def init_producer_id(self, req: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
+        """InitProducerId with a transactional id: its producer id and a new epoch (the older instance fenced)."""
+        try:
+            c = await self._coordinator_here()
+            pid, epoch = await c.producer_txns.init_producer_id(
+                req.transactional_id or "", req.transaction_timeout_ms, req.producer_id, req.producer_epoch
+            )
+            return m.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+        except LogSourceError as e:
+            log.info("InitProducerId(%r) failed: %s", req.transactional_id, e)
+            return m.InitProducerIdResponse(error_fields(e).code)
+
+    async def add_partitions_to_txn(
+        self, req: ptm.AddPartitionsToTxnRequest, session: object
+    ) -> ptm.AddPartitionsToTxnResponse:
+        """Add partitions to the ongoing transaction; a missing one fails alone, the rest are not attempted."""
+        parts = list(dict.fromkeys(req.partitions))
+        try:
+            c = await self._coordinator_here()
+            unknown = c.producer_txns.unknown_partitions(parts)
+            if unknown:
+                codes = {
+                    tp: (UnknownTopicOrPartition.code if tp in unknown else OperationNotAttempted.code)
+                    for tp in parts
+                }
+                return ptm.AddPartitionsToTxnResponse(codes)
+            await c.producer_txns.add_partitions(
+                req.transactional_id, req.producer_id, req.producer_epoch, set(parts)
+            )
+            return ptm.AddPartitionsToTxnResponse({tp: 0 for tp in parts})
+        except LogSourceError as e:
+            code = error_fields(e).code
+            return ptm.AddPartitionsToTxnResponse({tp: code for tp in parts})
+
+    async def add_offsets_to_txn(
+        self, req: ptm.AddOffsetsToTxnRequest, session: object
+    ) -> ptm.AddOffsetsToTxnResponse:
+        """Add the group's offsets partition to the transaction."""
+        try:
+            c = await self._coordinator_here()
+            await c.producer_txns.add_offsets(
+                req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
+            )
+            return ptm.AddOffsetsToTxnResponse()
+        except LogSourceError as e:
+            return ptm.AddOffsetsToTxnResponse(error_fields(e).code)
+
+    async def end_txn(self, req: ptm.EndTxnRequest, session: object) -> ptm.EndTxnResponse:
+        """Commit or abort: answered once the decision is durable (its local markers are written too)."""
+        c = None
+        try:
+            c = await self._coordinator_here()
+            await c.producer_txns.end_txn(
+                req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+            )
+            resp = ptm.EndTxnResponse()
+        except LogSourceError as e:
+            resp = ptm.EndTxnResponse(error_fields(e).code)
+        if c is not None and c.remote:
+            await self.flush_remote(c)
+        return resp
+
+    #: set by TxnHandlers: sends the coordinator's queued markers to other leaders (WriteTxnMarkers)
+    flush_remote: Callable[[TxnCoordinator], Awaitable[None]]
+
+    async def txn_offset_commit(
+        self, req: ptm.TxnOffsetCommitRequest, session: object
+    ) -> ptm.TxnOffsetCommitResponse:
+        """Store the offsets as the producer's transactional records in the group's partition (pending until
+        the transaction commits); in a cluster answered once the ISR has them."""
+        parts = [(o.topic, o.partition) for o in req.offsets]
+        try:
+            if not req.group_id:
+                raise InvalidGroupId("group id is empty")
+            self.state.check_group_coordinator(req.group_id)
+            if req.generation_id >= 0 or req.member_id:  # a consumer group member's commit (KIP-447)
+                self.state.coordinator.validate_commit(
+                    req.group_id, req.generation_id, req.member_id, req.group_instance_id
+                )
+            topics = self.state.topics()
+            codes: dict[tuple[str, int], int] = {}
+            entries = []
+            for o in req.offsets:
+                n = topics.get(o.topic)
+                if n is None or not 0 <= o.partition < n:
+                    codes[(o.topic, o.partition)] = UnknownTopicOrPartition.code
+                elif o.offset < 0:
+                    codes[(o.topic, o.partition)] = InvalidRequest.code
+                else:
+                    codes[(o.topic, o.partition)] = 0
+                    entries.append((o.topic, o.partition, o.offset, o.metadata))
+            if entries:
+                w = self.state.groups.append_txn_offsets(
+                    req.group_id, req.producer_id, req.producer_epoch, entries
+                )
+                if self.state.replication is not None:
+                    self.state.replication.after_append(OFFSETS_TOPIC, w.partition)
+                    await internal_topics.wait_replicated(
+                        self.state, OFFSETS_TOPIC, w.partition, w.end_offset
+                    )
+            return ptm.TxnOffsetCommitResponse(codes)
+        except LogSourceError as e:
+            code = error_fields(e).code
+            return ptm.TxnOffsetCommitResponse({tp: code for tp in parts})
+
+    def check_produce(self, req: m.ProduceRequest) -> dict[tuple[str, int], LogSourceError]:
+        """KIP-890 part 1: the partitions of a transactional produce its transaction does not have, with the
+        error to answer them (INVALID_TXN_STATE). Checked where this broker coordinates transactions (a
+        single broker; in a cluster, the leader of ``__transaction_state-0``)."""
+        c = self._current()
+        if c is None:
+            return {}
+        out: dict[tuple[str, int], LogSourceError] = {}
+        for p in req.partitions:
+            if not p.records:
+                continue
+            try:
+                h = read_header(p.records)
+                if h.is_transactional:
+                    c.producer_txns.check_produce(h.producer_id, h.producer_epoch, p.topic, p.partition)
+            except LogSourceError as e:
+                out[(p.topic, p.partition)] = e
+        return out
