@@ -30,8 +30,6 @@ from ...errors import (
 from ...format.header import read_header
 from ...protocol import messages as m
 from ...protocol import producer_txn_messages as ptm
-from ...topics import OFFSETS_TOPIC
-from .. import internal_topics
 from ..error_responses import error_fields
 from .coordinator import TxnCoordinator
 
@@ -154,14 +152,9 @@ class ProducerTxnHandlers:
                     codes[(o.topic, o.partition)] = 0
                     entries.append((o.topic, o.partition, o.offset, o.metadata))
             if entries:
-                w = self.state.groups.append_txn_offsets(
+                await self.state.group_ownership.commit_transactional(
                     req.group_id, req.producer_id, req.producer_epoch, entries
                 )
-                if self.state.replication is not None:
-                    self.state.replication.after_append(OFFSETS_TOPIC, w.partition)
-                    await internal_topics.wait_replicated(
-                        self.state, OFFSETS_TOPIC, w.partition, w.end_offset
-                    )
             return ptm.TxnOffsetCommitResponse(codes)
         except LogSourceError as e:
             code = error_fields(e).code
