@@ -244,16 +244,16 @@ def test_bad_transaction_requests_get_kafkas_codes_and_the_broker_keeps_serving(
         )
         # AddPartitionsToTxn with a missing topic: that one fails, the rest is not attempted
         r = w.request(
-            ptm.AddPartitionsToTxnRequest(tid, pid, epoch, [(t, 0), ("no-such-topic", 0)]), check=False
+            ptm.AddPartitionsToTxnRequest.single(tid, pid, epoch, [(t, 0), ("no-such-topic", 0)]), check=False
         )
         assert r.errors == {
             (t, 0): OperationNotAttempted.code,
             ("no-such-topic", 0): UnknownTopicOrPartition.code,
         }
         # a partition out of range is unknown too
-        r = w.request(ptm.AddPartitionsToTxnRequest(tid, pid, epoch, [(t, 7)]), check=False)
+        r = w.request(ptm.AddPartitionsToTxnRequest.single(tid, pid, epoch, [(t, 7)]), check=False)
         assert r.errors == {(t, 7): UnknownTopicOrPartition.code}
-        r = w.request(ptm.AddPartitionsToTxnRequest(tid, pid, epoch, [(t, 0)]), check=False)
+        r = w.request(ptm.AddPartitionsToTxnRequest.single(tid, pid, epoch, [(t, 0)]), check=False)
         assert r.errors == {(t, 0): 0}
         # KIP-890 part 1: produce outside the transaction's partitions is refused, inside is appended
         produce = ProduceRequest(
@@ -283,9 +283,9 @@ def test_bad_transaction_requests_get_kafkas_codes_and_the_broker_keeps_serving(
             InvalidProducerIdMapping.code
         )
         # the current instance still works, and nothing of the fenced one was committed
-        assert w.request(ptm.AddPartitionsToTxnRequest(tid, pid2, epoch2, [(t, 1)]), check=False).errors == {
-            (t, 1): 0
-        }
+        assert w.request(
+            ptm.AddPartitionsToTxnRequest.single(tid, pid2, epoch2, [(t, 1)]), check=False
+        ).errors == {(t, 1): 0}
         produce = ProduceRequest(
             [ProducePartitionData(t, 1, _txn_batch(pid2, epoch2, b"second"))], acks=-1, transactional_id=tid
         )
@@ -316,7 +316,8 @@ def test_a_broker_killed_after_a_kafka_commit_decision_completes_it_on_restart(t
         with WireClient(bs) as w:
             pid, epoch = _init(w, tid)
             assert w.request(
-                ptm.AddPartitionsToTxnRequest(tid, pid, epoch, [("crash", 0), ("crash", 1)]), check=False
+                ptm.AddPartitionsToTxnRequest.single(tid, pid, epoch, [("crash", 0), ("crash", 1)]),
+                check=False,
             ).errors == {("crash", 0): 0, ("crash", 1): 0}
             for part in (0, 1):
                 produce = ProduceRequest(

@@ -14,9 +14,15 @@ import time
 from typing import Any
 
 import pytest
+from support.brokers import WireClient
 from support.cluster import Cluster
 
+from pyspark_logsource import format as fmt
+from pyspark_logsource.errors import InvalidTxnState
 from pyspark_logsource.faults import FAULT_ENV
+from pyspark_logsource.format.control import set_transactional
+from pyspark_logsource.protocol import producer_txn_messages as ptm
+from pyspark_logsource.protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -67,6 +73,35 @@ def _producer(bs: str, txn_id: str) -> Any:
     )
 
 
+def _txn_batch(pid: int, epoch: int, value: bytes, seq: int = 0) -> bytearray:
+    b = fmt.encode([value], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    set_transactional(b)
+    return b
+
+
+def _produce_outside_the_transaction_is_refused_by_every_leader(c: Cluster, coordinator: int) -> None:
+    leaders = c.leaders("t")
+    added, other = [q for q, b in sorted(leaders.items()) if b != coordinator][:2]
+    tid = "tx-verify"
+    with WireClient(c.brokers[coordinator].bootstrap) as w:
+        r = w.request(InitProducerIdRequest(tid, 60000), check=False)
+        assert r.error_code == 0
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert w.request(
+            ptm.AddPartitionsToTxnRequest.single(tid, pid, epoch, [("t", added)]), check=False
+        ).errors == {("t", added): 0}
+    for q, want in ((other, InvalidTxnState.code), (added, 0)):
+        with WireClient(c.brokers[leaders[q]].bootstrap) as w:
+            req = ProduceRequest(
+                [ProducePartitionData("t", q, _txn_batch(pid, epoch, b"v-%d" % q))],
+                acks=-1,
+                transactional_id=tid,
+            )
+            assert w.request(req, check=False).partitions[0].error_code == want, (q, leaders, coordinator)
+    with WireClient(c.brokers[coordinator].bootstrap) as w:
+        assert w.request(ptm.EndTxnRequest(tid, pid, epoch, False), check=False).error_code == 0
+
+
 def test_kafka_transactions_across_leaders_and_a_coordinator_killed_after_its_decision(
     zk_connect, tmp_path, monkeypatch
 ):
@@ -100,6 +135,9 @@ def test_kafka_transactions_across_leaders_and_a_coordinator_killed_after_its_de
         finally:
             consumer.close()
         assert sorted(_read_committed(bs, "t", 3, 9)) == sorted(b"a-%d" % i for i in range(9))
+
+        # KIP-890 part 1 where the partition's leader is not the coordinator: it asks the coordinator
+        _produce_outside_the_transaction_is_refused_by_every_leader(c, coordinator)
 
         # the coordinator dies once the commit's prepare record is on the ISR, before any marker
         k = _producer(bs, "tx-kill")

@@ -97,18 +97,12 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return g.DescribeGroupsResponse(
             [g.DescribedGroup(gid, code, error_message=message) for gid in req.groups]
         )
-    if api_key in (k.ADD_PARTITIONS_TO_TXN, k.TXN_OFFSET_COMMIT):
-        parts = (
-            req.partitions
-            if api_key == k.ADD_PARTITIONS_TO_TXN
-            else [(o.topic, o.partition) for o in req.offsets]
+    if api_key == k.ADD_PARTITIONS_TO_TXN:
+        return ptm.AddPartitionsToTxnResponse(
+            {x.transactional_id: dict.fromkeys(x.partitions, code) for x in req.transactions}
         )
-        cls = (
-            ptm.AddPartitionsToTxnResponse
-            if api_key == k.ADD_PARTITIONS_TO_TXN
-            else ptm.TxnOffsetCommitResponse
-        )
-        return cls({tp: code for tp in parts})
+    if api_key == k.TXN_OFFSET_COMMIT:
+        return ptm.TxnOffsetCommitResponse({(o.topic, o.partition): code for o in req.offsets})
     if api_key == k.ADD_OFFSETS_TO_TXN:
         return ptm.AddOffsetsToTxnResponse(code)
     if api_key == k.END_TXN:

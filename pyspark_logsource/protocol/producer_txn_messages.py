@@ -23,69 +23,138 @@ def _by_topic(items: dict[tuple[str, int], int] | list[tuple[str, int]]) -> dict
 
 
 @dataclass(slots=True)
-class AddPartitionsToTxnRequest:
-    """Add partitions to the producer's ongoing transaction (v0-3: one transaction per request)."""
+class TxnPartitions:
+    """One transaction of a batched (v4, broker to coordinator) AddPartitionsToTxn."""
 
-    API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
     transactional_id: str
     producer_id: int
     producer_epoch: int
     partitions: list[tuple[str, int]] = field(default_factory=list)
+    #: only check that the partitions are in the ongoing transaction (a leader's KIP-890 verification)
+    verify_only: bool = False
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnRequest:
+    """Add partitions to producers' ongoing transactions: one transaction from a client (v0-3), several
+    from a partition leader (v4, with ``verify_only``)."""
+
+    API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+    transactions: list[TxnPartitions] = field(default_factory=list)
+
+    @classmethod
+    def single(
+        cls, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> AddPartitionsToTxnRequest:
+        """A client's request (what v0-3 carry)."""
+        return cls([TxnPartitions(transactional_id, producer_id, producer_epoch, partitions)])
 
 
 @dataclass(slots=True)
 class AddPartitionsToTxnResponse:
-    """An error code per partition."""
+    """An error code per transactional id and partition (v0-3 carry one transaction, without its id)."""
 
-    errors: dict[tuple[str, int], int] = field(default_factory=dict)
+    results: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     throttle_time_ms: int = 0
+    #: v4: an error of the whole request
+    top_error_code: int = 0
 
     @property
-    def error_code(self) -> int:  # for raise_for_response: the first partition's error
-        return next((c for c in self.errors.values() if c), 0)
+    def errors(self) -> dict[tuple[str, int], int]:
+        """Every partition's code (a client's request has one transaction)."""
+        return {tp: c for r in self.results.values() for tp, c in r.items()}
+
+    @property
+    def error_code(self) -> int:  # for raise_for_response: the top-level error only (per partition: errors)
+        return self.top_error_code
+
+
+def _topics(parts: list[tuple[str, int]]) -> list[dict]:
+    return [{"name": t, "partitions": ps} for t, ps in _by_topic(parts).items()]
+
+
+def _partition_results(errors: dict[tuple[str, int], int]) -> list[dict]:
+    topics: dict[str, list[dict]] = {}
+    for (t, p), code in errors.items():
+        topics.setdefault(t, []).append({"partition_index": p, "partition_error_code": code})
+    return [{"name": t, "results_by_partition": ps} for t, ps in topics.items()]
+
+
+def _errors_of(topics: list[dict]) -> dict[tuple[str, int], int]:
+    return {
+        (t["name"], p["partition_index"]): p["partition_error_code"]
+        for t in topics
+        for p in t["results_by_partition"]
+    }
 
 
 def add_partitions_req_to(r: AddPartitionsToTxnRequest, v: int) -> dict:
+    first = r.transactions[0] if r.transactions else TxnPartitions("", -1, -1)
     return {
-        "transactions": [],
-        "v3_and_below_transactional_id": r.transactional_id,
-        "v3_and_below_producer_id": r.producer_id,
-        "v3_and_below_producer_epoch": r.producer_epoch,
-        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in _by_topic(r.partitions).items()],
+        "transactions": [
+            {
+                "transactional_id": x.transactional_id,
+                "producer_id": x.producer_id,
+                "producer_epoch": x.producer_epoch,
+                "verify_only": x.verify_only,
+                "topics": _topics(x.partitions),
+            }
+            for x in r.transactions
+        ],
+        "v3_and_below_transactional_id": first.transactional_id,
+        "v3_and_below_producer_id": first.producer_id,
+        "v3_and_below_producer_epoch": first.producer_epoch,
+        "v3_and_below_topics": _topics(first.partitions),
     }
 
 
 def add_partitions_req_from(d: dict, v: int) -> AddPartitionsToTxnRequest:
+    def parts(topics: list[dict]) -> list[tuple[str, int]]:
+        return [(t["name"], p) for t in topics for p in t["partitions"]]
+
+    if v < 4:
+        return AddPartitionsToTxnRequest.single(
+            d["v3_and_below_transactional_id"],
+            d["v3_and_below_producer_id"],
+            d["v3_and_below_producer_epoch"],
+            parts(d["v3_and_below_topics"]),
+        )
     return AddPartitionsToTxnRequest(
-        d["v3_and_below_transactional_id"],
-        d["v3_and_below_producer_id"],
-        d["v3_and_below_producer_epoch"],
-        [(t["name"], p) for t in d["v3_and_below_topics"] for p in t["partitions"]],
+        [
+            TxnPartitions(
+                x["transactional_id"],
+                x["producer_id"],
+                x["producer_epoch"],
+                parts(x["topics"]),
+                x["verify_only"],
+            )
+            for x in d["transactions"]
+        ]
     )
 
 
 def add_partitions_resp_to(r: AddPartitionsToTxnResponse, v: int) -> dict:
-    topics: dict[str, list[dict]] = {}
-    for (t, p), code in r.errors.items():
-        topics.setdefault(t, []).append({"partition_index": p, "partition_error_code": code})
+    first = next(iter(r.results.values()), {})
     return {
         "throttle_time_ms": r.throttle_time_ms,
-        "error_code": 0,
-        "results_by_transaction": [],
-        "results_by_topic_v3_and_below": [
-            {"name": t, "results_by_partition": ps} for t, ps in topics.items()
+        "error_code": r.top_error_code,
+        "results_by_transaction": [
+            {"transactional_id": tid, "topic_results": _partition_results(errors)}
+            for tid, errors in r.results.items()
         ],
+        "results_by_topic_v3_and_below": _partition_results(first),
     }
 
 
 def add_partitions_resp_from(d: dict, v: int) -> AddPartitionsToTxnResponse:
+    if v < 4:
+        return AddPartitionsToTxnResponse(
+            {"": _errors_of(d["results_by_topic_v3_and_below"])}, d["throttle_time_ms"]
+        )
     return AddPartitionsToTxnResponse(
-        {
-            (t["name"], p["partition_index"]): p["partition_error_code"]
-            for t in d["results_by_topic_v3_and_below"]
-            for p in t["results_by_partition"]
-        },
+        {x["transactional_id"]: _errors_of(x["topic_results"]) for x in d["results_by_transaction"]},
         d["throttle_time_ms"],
+        d["error_code"],
     )
 
 
@@ -218,9 +287,6 @@ class TxnOffsetCommitResponse:
     errors: dict[tuple[str, int], int] = field(default_factory=dict)
     throttle_time_ms: int = 0
 
-    @property
-    def error_code(self) -> int:
-        return next((c for c in self.errors.values() if c), 0)
 
 
 def txn_offset_commit_req_to(r: TxnOffsetCommitRequest, v: int) -> dict:

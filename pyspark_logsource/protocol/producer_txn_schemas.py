@@ -4,8 +4,9 @@ EndTxn (26), TxnOffsetCommit (28).
 Transcribed from Kafka's message JSON (clients/src/main/resources/common/message), field for
 field; conventions as in :mod:`.schemas`. ``valid`` is the range this broker serves:
 
-* AddPartitionsToTxn 0-3: the versions clients send (v4+ batch transactions and carry
-  VerifyOnly; Kafka reserves them for brokers). Their fields are transcribed all the same.
+* AddPartitionsToTxn 0-4: v0-3 are the versions clients send; v4 batches transactions and carries
+  VerifyOnly, which a partition leader sends the coordinator (KIP-890 part 1); Kafka's clients cap at 3.
+  v5 differs only in an error code of Transactions V2.
 * EndTxn 0-4: v5 is Transactions V2 (KIP-890 part 2), which a client only uses when the
   broker finalizes the ``transaction.version`` feature; this broker does not (V1 for everyone).
 * AddOffsetsToTxn 0-4 and TxnOffsetCommit 0-4 (TxnOffsetCommit v5 is V2's, as EndTxn v5).
@@ -19,7 +20,7 @@ from .schema import F, message
 
 ADD_PARTITIONS_TO_TXN_REQUEST = message(
     "AddPartitionsToTxnRequest",
-    "0-3",
+    "0-4",
     "3+",
     F(
         "transactions",
@@ -56,7 +57,7 @@ _PARTITION_RESULTS = (
 
 ADD_PARTITIONS_TO_TXN_RESPONSE = message(
     "AddPartitionsToTxnResponse",
-    "0-3",
+    "0-4",
     "3+",
     F("throttle_time_ms", "int32"),
     F("error_code", "int16", "4+"),

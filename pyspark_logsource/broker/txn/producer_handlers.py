@@ -16,22 +16,28 @@ and Kafka's Java client treat both as fenced).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ...errors import (
+    CoordinatorNotAvailable,
     InvalidGroupId,
     InvalidRequest,
+    InvalidTxnState,
     LogSourceError,
+    NotEnoughReplicas,
     OperationNotAttempted,
     UnknownTopicOrPartition,
+    error_for_code,
 )
 from ...format.header import read_header
 from ...protocol import messages as m
 from ...protocol import producer_txn_messages as ptm
+from .. import internal_topics
 from ..error_responses import error_fields
-from .coordinator import TxnCoordinator
+from .coordinator import TXN_TOPIC, TxnCoordinator
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -76,7 +82,11 @@ class ProducerTxnHandlers:
         self, req: ptm.AddPartitionsToTxnRequest, session: object
     ) -> ptm.AddPartitionsToTxnResponse:
         """Add partitions to the ongoing transaction; a missing one fails alone, the rest are not attempted."""
-        parts = list(dict.fromkeys(req.partitions))
+        txns = req.transactions
+        if len(txns) != 1 or txns[0].verify_only:  # v4: a partition leader's verification
+            return await self._add_partitions_batched(req)
+        x = txns[0]
+        parts = list(dict.fromkeys(x.partitions))
         try:
             c = await self._coordinator_here()
             unknown = c.producer_txns.unknown_partitions(parts)
@@ -85,14 +95,38 @@ class ProducerTxnHandlers:
                     tp: (UnknownTopicOrPartition.code if tp in unknown else OperationNotAttempted.code)
                     for tp in parts
                 }
-                return ptm.AddPartitionsToTxnResponse(codes)
-            await c.producer_txns.add_partitions(
-                req.transactional_id, req.producer_id, req.producer_epoch, set(parts)
-            )
-            return ptm.AddPartitionsToTxnResponse({tp: 0 for tp in parts})
+            else:
+                await c.producer_txns.add_partitions(
+                    x.transactional_id, x.producer_id, x.producer_epoch, set(parts)
+                )
+                codes = dict.fromkeys(parts, 0)
         except LogSourceError as e:
-            code = error_fields(e).code
-            return ptm.AddPartitionsToTxnResponse({tp: code for tp in parts})
+            codes = dict.fromkeys(parts, error_fields(e).code)
+        return ptm.AddPartitionsToTxnResponse({x.transactional_id: codes})
+
+    async def _add_partitions_batched(
+        self, req: ptm.AddPartitionsToTxnRequest
+    ) -> ptm.AddPartitionsToTxnResponse:
+        try:
+            c = await self._coordinator_here()
+        except LogSourceError as e:
+            return ptm.AddPartitionsToTxnResponse(top_error_code=error_fields(e).code)
+        results: dict[str, dict[tuple[str, int], int]] = {}
+        for x in req.transactions:
+            parts = list(dict.fromkeys(x.partitions))
+            if x.verify_only:
+                results[x.transactional_id] = c.producer_txns.verify(
+                    x.transactional_id, x.producer_id, x.producer_epoch, parts
+                )
+                continue
+            try:
+                await c.producer_txns.add_partitions(
+                    x.transactional_id, x.producer_id, x.producer_epoch, set(parts)
+                )
+                results[x.transactional_id] = dict.fromkeys(parts, 0)
+            except LogSourceError as e:
+                results[x.transactional_id] = dict.fromkeys(parts, error_fields(e).code)
+        return ptm.AddPartitionsToTxnResponse(results)
 
     async def add_offsets_to_txn(
         self, req: ptm.AddOffsetsToTxnRequest, session: object
@@ -160,21 +194,95 @@ class ProducerTxnHandlers:
             code = error_fields(e).code
             return ptm.TxnOffsetCommitResponse({tp: code for tp in parts})
 
-    def check_produce(self, req: m.ProduceRequest) -> dict[tuple[str, int], LogSourceError]:
+    def check_produce(
+        self, req: m.ProduceRequest
+    ) -> dict[tuple[str, int], LogSourceError] | Awaitable[dict[tuple[str, int], LogSourceError]]:
         """KIP-890 part 1: the partitions of a transactional produce its transaction does not have, with the
-        error to answer them (INVALID_TXN_STATE). Checked where this broker coordinates transactions (a
-        single broker; in a cluster, the leader of ``__transaction_state-0``)."""
-        c = self._current()
-        if c is None:
-            return {}
-        out: dict[tuple[str, int], LogSourceError] = {}
+        error to answer them (INVALID_TXN_STATE). Where this broker coordinates transactions (a single broker;
+        in a cluster, the leader of ``__transaction_state-0``) it is checked here; elsewhere a coroutine asks
+        the coordinator (AddPartitionsToTxn v4 ``verify_only``) for the partitions where the producer has no
+        transaction open yet at this epoch, as Kafka's leader does."""
+        batches = []
         for p in req.partitions:
             if not p.records:
                 continue
             try:
                 h = read_header(p.records)
-                if h.is_transactional:
-                    c.producer_txns.check_produce(h.producer_id, h.producer_epoch, p.topic, p.partition)
-            except LogSourceError as e:
-                out[(p.topic, p.partition)] = e
-        return out
+            except LogSourceError:
+                continue  # the append refuses it with its own error
+            if h.is_transactional and not h.is_control:
+                batches.append((p.topic, p.partition, h.producer_id, h.producer_epoch))
+        if not batches:
+            return {}
+        c = self._current()
+        if c is not None:
+            out: dict[tuple[str, int], LogSourceError] = {}
+            for t, q, pid, epoch in batches:
+                try:
+                    c.producer_txns.check_produce(pid, epoch, t, q)
+                except LogSourceError as e:
+                    out[(t, q)] = e
+            return out
+        if self.state.cluster is None:
+            return {}
+        need = [b for b in batches if not self._open_here(*b)]
+        return self._verify_remote(req.transactional_id or "", need) if need else {}
+
+    def _open_here(self, topic: str, partition: int, pid: int, epoch: int) -> bool:
+        """Whether the producer's transaction is already open in this partition at this epoch (verified)."""
+        try:
+            o = self.state.logs.get_log(topic, partition).txns.open.get(pid)
+        except LogSourceError:
+            return True  # not a partition of this broker: the append answers that
+        return o is not None and o.producer_epoch == epoch
+
+    async def _verify_remote(
+        self, transactional_id: str, batches: list[tuple[str, int, int, int]]
+    ) -> dict[tuple[str, int], LogSourceError]:
+        """Ask the coordinator whether the partitions are in the producer's ongoing transaction. A coordinator
+        that cannot answer makes the produce retriable (NOT_ENOUGH_REPLICAS, as Kafka's leader answers)."""
+        by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for t, q, pid, epoch in batches:
+            by_producer.setdefault((pid, epoch), []).append((t, q))
+        req = ptm.AddPartitionsToTxnRequest(
+            transactions=[
+                ptm.TxnPartitions(transactional_id, pid, epoch, parts, verify_only=True)
+                for (pid, epoch), parts in by_producer.items()
+            ]
+        )
+        every = [(t, q) for t, q, _, _ in batches]
+        try:
+            leader = internal_topics.leader_of(self.state, TXN_TOPIC, 0)
+            address = self.state.broker_address(leader) if leader >= 0 else None
+            if address is None:
+                raise CoordinatorNotAvailable(f"{TXN_TOPIC}-0 has no live leader")
+            loop = asyncio.get_running_loop()
+            resp = await loop.run_in_executor(
+                None, _request, address, req, f"txn-verify-{self.state.broker_id}"
+            )
+        except Exception as e:  # the coordinator is down or moving: the producer retries
+            log.info("transaction verification for %s failed: %s", transactional_id, e)
+            return {tp: NotEnoughReplicas(f"the transaction coordinator cannot verify: {e}") for tp in every}
+        if resp.top_error_code:
+            err = NotEnoughReplicas(f"the transaction coordinator answered error {resp.top_error_code}")
+            return dict.fromkeys(every, err)
+        codes: dict[tuple[str, int], int] = {}
+        for errors in resp.results.values():
+            codes.update(errors)
+        return {
+            tp: error_for_code(
+                code, f"{tp[0]}-{tp[1]} is not in the ongoing transaction of {transactional_id!r}"
+            )
+            for tp in every
+            if (code := codes.get(tp, InvalidTxnState.code))
+        }
+
+
+def _request(address: tuple[str, int], req: object, client_id: str) -> ptm.AddPartitionsToTxnResponse:
+    from ...client.network import NetworkClient  # blocking client: runs in an executor thread
+
+    client = NetworkClient(f"{address[0]}:{address[1]}", client_id=client_id, threaded=False)
+    try:
+        return client.request(req)
+    finally:
+        client.close()

@@ -43,6 +43,7 @@ from typing import Protocol
 
 from ...errors import (
     ConcurrentTransactions,
+    InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -193,6 +194,19 @@ class ProducerTxns:
                 f"transactional id {tid!r} (producer {producer_id}) has no ongoing transaction with "
                 f"{topic}-{partition}: AddPartitionsToTxn must come first"
             )
+
+    def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn v4 ``verify_only`` from a partition leader: per partition 0 if it is in the
+        ongoing transaction, else Kafka's code (49 another producer, 47 an older epoch, 48 not added)."""
+        m = self._txns.get(transactional_id)
+        if m is None or m.producer_id != producer_id:
+            return dict.fromkeys(partitions, InvalidProducerIdMapping.code)
+        if producer_epoch < m.producer_epoch:
+            return dict.fromkeys(partitions, InvalidProducerEpoch.code)  # Kafka's leader answers fencing so
+        ok = m.state == TxnState.ONGOING and producer_epoch == m.producer_epoch
+        return {tp: 0 if ok and tp in m.partitions else InvalidTxnState.code for tp in partitions}
 
     # ------------------------------------------------------------ load
 
