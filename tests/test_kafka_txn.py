@@ -338,3 +338,41 @@ def test_a_broker_killed_after_a_kafka_commit_decision_completes_it_on_restart(t
                 InvalidTxnState.code
             )
             assert _init(w, tid) == (pid, epoch + 1)
+
+
+def test_transactional_offsets_survive_a_restart_as_decided(tmp_path):
+    """The group's offsets are rebuilt from ``__consumer_offsets`` after kill -9: a committed transaction's
+    offsets count, an aborted one's do not, an open one's stay pending until its transaction is decided."""
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        _create(bs, "src")
+        _create(bs, "out")
+        consumer = ck.Consumer(
+            {"bootstrap.servers": bs, "group.id": "g-restart", "enable.auto.commit": False}
+        )
+        meta = consumer.consumer_group_metadata()
+        consumer.close()
+        p = _producer(bs, "id-restart")
+        p.init_transactions(30)
+        for offset, commit in ((42, True), (50, False)):
+            p.begin_transaction()
+            p.produce("out", value=b"%d" % offset)
+            p.send_offsets_to_transaction([ck.TopicPartition("src", 0, offset)], meta, 30)
+            p.commit_transaction(30) if commit else p.abort_transaction(30)
+        p.begin_transaction()  # left open across the crash
+        p.produce("out", value=b"60")
+        p.send_offsets_to_transaction([ck.TopicPartition("src", 0, 60)], meta, 30)
+        p.flush(30)
+        b.kill()
+        b.restart()
+        assert _committed(bs, "group-restart-probe", "src", 0) < 0
+        assert _committed(bs, "g-restart", "src", 0) == 42
+        q = _producer(bs, "id-restart")  # a new instance aborts the open transaction: 60 never counts
+        q.init_transactions(30)
+        assert _committed(bs, "g-restart", "src", 0) == 42
+        q.begin_transaction()
+        q.produce("out", value=b"70")
+        q.send_offsets_to_transaction([ck.TopicPartition("src", 0, 70)], meta, 30)
+        q.commit_transaction(30)
+        assert _committed(bs, "g-restart", "src", 0) == 70
+        assert sorted(_read_committed(bs, "out", 1, 2)) == [b"42", b"70"]
