@@ -254,6 +254,43 @@ class InvalidTxnState(LogSourceError):
     code = 48
 
 
+class InvalidProducerIdMapping(LogSourceError):
+    """The transactional id has no producer id, or not the one the request names."""
+
+    code = 49
+
+
+class InvalidTransactionTimeout(LogSourceError):
+    """transaction.timeout.ms is above the broker's transaction.max.timeout.ms (or not positive)."""
+
+    code = 50
+
+
+class ConcurrentTransactions(LogSourceError):
+    """The transactional id's previous transaction is still being completed; retry."""
+
+    code = 51
+    retriable = True
+
+
+class OperationNotAttempted(LogSourceError):
+    """Not attempted because another part of the same request failed."""
+
+    code = 55
+
+
+class ProducerFenced(LogSourceError):
+    """A newer producer with the same transactional id bumped the epoch: this one is fenced."""
+
+    code = 90
+
+
+class TransactionalIdNotFound(LogSourceError):
+    """The transactional id is unknown to the coordinator."""
+
+    code = 105
+
+
 class StorageError(LogSourceError):
     """The broker could not read or write its log directory."""
 

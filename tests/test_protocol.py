@@ -78,6 +78,7 @@ from pyspark_logsource.protocol import (
     is_region,
     part_length,
 )
+from pyspark_logsource.protocol import producer_txn_messages as ptm
 from pyspark_logsource.protocol import txn_messages as tm
 from pyspark_logsource.protocol.primitives import Reader
 
@@ -126,6 +127,25 @@ REQUESTS = [
         7,
         30000,
         [tm.StagedProducer(5, 1, {("a", 0): 10, ("b", 2): 3}), tm.StagedProducer(6, 0, {})],
+    ),
+    ptm.AddPartitionsToTxnRequest.single("tx", 7, 3, [("a", 0), ("a", 2), ("b", 1)]),
+    ptm.AddPartitionsToTxnRequest(
+        [
+            ptm.TxnPartitions("tx", 7, 3, [("a", 0), ("b", 1)], verify_only=True),
+            ptm.TxnPartitions("ty", 8, 0, [("c", 2)]),
+        ]
+    ),
+    ptm.AddOffsetsToTxnRequest("tx", 7, 3, "g"),
+    ptm.EndTxnRequest("tx", 7, 3, True),
+    ptm.TxnOffsetCommitRequest(
+        "tx",
+        "g",
+        7,
+        3,
+        [ptm.TxnOffset("a", 0, 12, "m", 4), ptm.TxnOffset("b", 1, 5, None, 2)],
+        9,
+        "m-1",
+        "i-1",
     ),
     tm.WriteTxnMarkersRequest(
         [
@@ -180,6 +200,11 @@ RESPONSES = [
     ),
     DescribeClusterResponse(0, None, "cluster", 0, [BrokerMetadata(0, "h", 1, None)]),
     tm.StagedTxnsResponse(48, "staged data was aborted", 6, False),
+    ptm.AddPartitionsToTxnResponse({"tx": {("a", 0): 0, ("a", 2): 55, ("b", 1): 3}}, 5),
+    ptm.AddPartitionsToTxnResponse({"tx": {("a", 0): 0, ("b", 1): 48}, "ty": {("c", 2): 49}}, 0, 0),
+    ptm.AddOffsetsToTxnResponse(90, 5),
+    ptm.EndTxnResponse(48, -1, -1, 5),
+    ptm.TxnOffsetCommitResponse({("a", 0): 0, ("b", 1): 47}, 5),
     tm.WriteTxnMarkersResponse(
         [tm.TxnMarkerResult(5, {("a", 0): 0, ("a", 1): 6}), tm.TxnMarkerResult(6, {("a", 2): 0})]
     ),

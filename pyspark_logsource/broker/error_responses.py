@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .. import protocol as p
 from ..errors import UnknownServerError, code_of
 from ..protocol import group_messages as g
+from ..protocol import producer_txn_messages as ptm
 
 #: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
 UNKNOWN_SERVER_ERROR_MESSAGE = "the broker hit an unexpected error; its log has the details"
@@ -96,4 +97,14 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return g.DescribeGroupsResponse(
             [g.DescribedGroup(gid, code, error_message=message) for gid in req.groups]
         )
+    if api_key == k.ADD_PARTITIONS_TO_TXN:
+        return ptm.AddPartitionsToTxnResponse(
+            {x.transactional_id: dict.fromkeys(x.partitions, code) for x in req.transactions}
+        )
+    if api_key == k.TXN_OFFSET_COMMIT:
+        return ptm.TxnOffsetCommitResponse({(o.topic, o.partition): code for o in req.offsets})
+    if api_key == k.ADD_OFFSETS_TO_TXN:
+        return ptm.AddOffsetsToTxnResponse(code)
+    if api_key == k.END_TXN:
+        return ptm.EndTxnResponse(code)
     raise ValueError(f"no error response for api key {api_key}")

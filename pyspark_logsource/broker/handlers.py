@@ -12,6 +12,7 @@ except a bug, which the server answers with UnknownServerError.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 from collections.abc import Callable
@@ -140,12 +141,25 @@ class Handlers:
         (NotEnoughReplicas) and is answered once the high watermark passed the batches
         (a coroutine; RequestTimedOut after ``timeout_ms``). On a single broker acks=all is acks=1.
         """
+        refused = self.txn.producer.check_produce(req) if req.transactional_id is not None else {}
+        if not isinstance(refused, dict):  # a coroutine: the coordinator (another broker) verifies (KIP-890)
+            return self._produce_verified(req, refused)
+        return self._produce(req, refused)
+
+    async def _produce_verified(self, req: ProduceRequest, verifying: Any) -> Any:
+        resp = self._produce(req, await verifying)
+        return await resp if inspect.isawaitable(resp) else resp
+
+    def _produce(self, req: ProduceRequest, refused: dict) -> Any:
+        """Produce once the transactional partitions are checked: ``refused`` maps a partition to its error."""
         out = []
         repl = self.state.replication
         commits = []  # (response, topic, partition, end offset) awaiting the ISR (acks=all)
         for p in req.partitions:
             r = ProducePartitionResponse(p.topic, p.partition)
             try:
+                if refused and (p.topic, p.partition) in refused:
+                    raise refused[(p.topic, p.partition)]
                 lg = self._produce_log(p.topic, p.partition, req.acks)
                 self._check_records(p.records)
                 if repl is not None and req.acks == -1:
@@ -469,7 +483,9 @@ class Handlers:
     def init_producer_id(self, req: InitProducerIdRequest, session: Session) -> InitProducerIdResponse:
         """A producer id unique across restarts, and its epoch (bumped when the id is passed back)."""
         if req.transactional_id is not None:
-            raise InvalidRequest("transactions are not supported; send transactional_id=null")
+            return self.txn.producer.init_producer_id(
+                req
+            )  # a coroutine: the transaction coordinator's answer
         pid, epoch = self.state.producer_ids.init_producer_id(req.producer_id, req.producer_epoch)
         return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
 

@@ -133,6 +133,18 @@ class GroupPlacement(Protocol):
     def check(self, group: str) -> None:
         """NotCoordinator / CoordinatorLoadInProgress unless this broker coordinates ``group`` now."""
 
+    def partition_for(self, group: str) -> int:
+        """The ``__consumer_offsets`` partition holding ``group``."""
+
+    async def commit_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        entries: list[tuple[str, int, int, str | None]],
+    ) -> None:
+        """TxnOffsetCommit: offsets pending until the producer's transaction commits (replicated in a cluster)."""
+
     async def commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> None:
         """Write committed offsets of ``group`` (counted once the ISR has them)."""
 

@@ -35,6 +35,7 @@ from . import fetch_fast
 from . import group_adapters as ga
 from . import group_messages as gm
 from . import messages as m
+from . import producer_txn_messages as ptm
 from . import records_admin_messages as ram
 from . import records_admin_schemas as ras
 from . import txn_messages as tm
@@ -211,6 +212,28 @@ APIS: dict[int, Api] = {
             "offset_delete",
             ram,
             (ras.OFFSET_DELETE_REQUEST, ras.OFFSET_DELETE_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.ADD_PARTITIONS_TO_TXN,
+            ptm.AddPartitionsToTxnRequest,
+            ptm.AddPartitionsToTxnResponse,
+            "add_partitions",
+            ptm,
+        ),
+        Api(
+            m.ApiKey.ADD_OFFSETS_TO_TXN,
+            ptm.AddOffsetsToTxnRequest,
+            ptm.AddOffsetsToTxnResponse,
+            "add_offsets",
+            ptm,
+        ),
+        Api(m.ApiKey.END_TXN, ptm.EndTxnRequest, ptm.EndTxnResponse, "end_txn", ptm),
+        Api(
+            m.ApiKey.TXN_OFFSET_COMMIT,
+            ptm.TxnOffsetCommitRequest,
+            ptm.TxnOffsetCommitResponse,
+            "txn_offset_commit",
+            ptm,
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(

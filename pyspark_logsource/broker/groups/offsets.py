@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ... import format as fmt
 from ...errors import LogSourceError, TopicAlreadyExists
+from ...format.control import COMMIT, set_transactional
 from ...topics import OFFSETS_TOPIC
 from ..log import LogManager
 
@@ -146,6 +147,9 @@ class GroupOffsetStore:
         #: replicated: the log offset of the record each applied key comes from (a late write never wins)
         self._applied_at: dict[tuple[str, str, int], int] = {}
         self.num_partitions = num_partitions
+        #: producer id -> offsets of its open transaction (TxnOffsetCommit), applied by its COMMIT marker
+        self.pending: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
+        self._pending_loaded: dict[int, dict[int, dict[tuple[str, str, int], CommittedOffset]]] = {}
         if replicated:
             return
         if OFFSETS_TOPIC not in logs.topics():
@@ -184,6 +188,8 @@ class GroupOffsetStore:
         # last value per raw key wins, as compaction would keep it; dict.update over
         # Arrow columns does that in C, so only the surviving keys are decoded in Python
         latest: dict[bytes | None, bytes | None] = {}
+        # a transaction's offsets (TxnOffsetCommit) count from its COMMIT marker on, at the marker's place
+        open_txns: dict[int, dict[bytes | None, bytes | None]] = {}
         offset, end = lg.log_start_offset, lg.log_end_offset
         while offset < end:
             data = lg.read_checked(offset, 8 << 20)
@@ -193,8 +199,26 @@ class GroupOffsetStore:
             for rb in batches:
                 t = rb.to_arrow()
                 records += t.num_rows
-                latest.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
+                h = rb.header
+                pairs = zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True)
+                if h.is_control:
+                    done = open_txns.pop(h.producer_id, {})
+                    key = t.column("key")[0].as_py()
+                    if key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == COMMIT:
+                        latest.update(done)
+                elif h.is_transactional:
+                    open_txns.setdefault(h.producer_id, {}).update(pairs)
+                else:
+                    latest.update(pairs)
             offset = batches[-1].header.next_offset
+        self._pending_loaded[partition] = {
+            pid: {
+                k: v
+                for k, v in ((_decode_key(rk), _decode_value(rv)) for rk, rv in kv.items() if rk and rv)
+                if k and v
+            }
+            for pid, kv in open_txns.items()
+        }
         for raw_key, raw_value in latest.items():
             if raw_key is None:
                 continue
@@ -221,6 +245,8 @@ class GroupOffsetStore:
         self.unload_partition(partition)
         self.offsets.update(offsets)
         self.group_meta.update(group_meta)
+        for pid, kv in self._pending_loaded.pop(partition, {}).items():
+            self.pending.setdefault(pid, {}).update(kv)
         self.loaded.add(partition)
 
     def load_partition(self, partition: int, num_partitions: int) -> dict[str, bytes]:
@@ -243,6 +269,9 @@ class GroupOffsetStore:
                 self._applied_at.pop(key, None)
             for g in gone:
                 self.group_meta.pop(g, None)
+            for kv in self.pending.values():
+                for key in [k for k in kv if k[0] in gone]:
+                    del kv[key]
         return gone
 
     def is_loaded(self, group: str) -> bool:
@@ -286,6 +315,54 @@ class GroupOffsetStore:
             if self._applied_at.get(key, -1) <= w.base_offset:
                 self._applied_at[key] = w.base_offset
                 self.offsets[key] = CommittedOffset(o, m, w.timestamp)
+
+    # ------------------------------------------------------------ transactional offsets (TxnOffsetCommit)
+
+    def append_txn_offsets(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        entries: list[tuple[str, int, int, str | None]],
+    ) -> OffsetWrite:
+        """Append offsets as a transactional batch of the producer; they stay pending (invisible to
+        OffsetFetch) until :meth:`complete_txn` sees the transaction's COMMIT marker, and are dropped on ABORT.
+        The log's producer state checks the epoch (an older one is InvalidProducerEpoch)."""
+        lg = self._log(group)
+        entry = lg.producer_state.producers.get(producer_id)
+        seq = 0 if entry is None or entry.epoch != producer_epoch else (entry.last_seq + 1) & 0x7FFFFFFF
+        now = int(time.time() * 1000)
+        keys = [_encode_key(group, t, p) for t, p, _, _ in entries]
+        values = [_encode_value(o, m, now) for _, _, o, m in entries]
+        batch = fmt.encode(
+            values, keys, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq
+        )
+        set_transactional(batch)
+        info = lg.append(batch)
+        pending = self.pending.setdefault(producer_id, {})
+        for t, p, o, m in entries:
+            pending[(group, t, p)] = CommittedOffset(o, m, now)
+        return OffsetWrite(
+            group, self.partition_for(group), info.base_offset, info.last_offset + 1, entries, now
+        )
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool, marker_offset: int) -> int:
+        """A COMMIT / ABORT marker of ``producer_id`` was written to ``partition``: its pending offsets there
+        become the groups' committed offsets (COMMIT) or are dropped; returns how many were committed."""
+        pending = self.pending.get(producer_id)
+        if not pending:
+            return 0
+        mine = [k for k in pending if self.partition_for(k[0]) == partition]
+        n = 0
+        for key in mine:
+            value = pending.pop(key)
+            if commit and self._applied_at.get(key, -1) <= marker_offset:
+                self._applied_at[key] = marker_offset
+                self.offsets[key] = value
+                n += 1
+        if not pending:
+            del self.pending[producer_id]
+        return n
 
     def store_group(self, group: str, value: bytes | None) -> int:
         """Append the group's membership record (``None``: a tombstone, the group is gone); returns the log end

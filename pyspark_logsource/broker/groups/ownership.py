@@ -266,6 +266,28 @@ class GroupOwnership:
             self._appended(p)
             await self._replicated(p, end)
 
+    async def commit_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        entries: list[tuple[str, int, int, str | None]],
+    ) -> None:
+        """TxnOffsetCommit: append the offsets as the producer's transactional records; they stay pending until
+        the transaction's COMMIT marker (:meth:`.offsets.GroupOffsetStore.complete_txn`). In a cluster this
+        returns once the ISR has them."""
+        store = self.state.groups
+        if not self.clustered:
+            store.append_txn_offsets(group, producer_id, producer_epoch, entries)
+            return
+        self._leader_append(group)
+        try:
+            w = store.append_txn_offsets(group, producer_id, producer_epoch, entries)
+        except LogSourceError as e:
+            raise coordinator_error(e) from None
+        self._appended(w.partition)
+        await self._replicated(w.partition, w.end_offset)
+
     def persist(self, group: str, value: bytes | None) -> Awaitable[None] | None:
         """The coordinator's membership writes: stored at once on a single broker (None), else an awaitable
         that completes once the ISR has the record."""

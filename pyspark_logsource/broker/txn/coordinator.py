@@ -51,8 +51,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,9 +71,11 @@ from ...errors import (
 )
 from ...faults import fault_point
 from ...format.control import ABORT, COMMIT
+from ...topics import OFFSETS_TOPIC
 from .. import internal_topics
 from ..tasks import spawn
 from .markers import Marker, append_marker, replicated
+from .producer_txns import KEY_KIND, ProducerTxns
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -109,6 +111,8 @@ class _Completion:
     values: list[bytes | None]
     #: a decision's write: its last committed batch is recorded too (the value current when appended)
     write_id: str | None = None
+    #: called once the records are appended (Kafka's transactions: the state becomes Complete*)
+    on_done: Callable[[], None] | None = None
 
 
 # Record keys (the topic is compacted, so the latest value per key is the state):
@@ -158,6 +162,15 @@ class TxnCoordinator:
         #: write id -> producer ids its last decision committed (a retried commit must not abort them)
         self._last_winners: dict[str, set[int]] = {}
         self._log = state.logs.get_log(TXN_TOPIC, 0)
+        #: Kafka's transactions (the second front door): their state machine, on this coordinator's log
+        self.producer_txns = ProducerTxns(
+            self,
+            lambda: state.producer_ids.init_producer_id()[0],
+            state.topics,
+            lambda group: (OFFSETS_TOPIC, state.group_ownership.partition_for(group)),
+            max_timeout_ms,
+            fsync_decisions=state.cluster is None,
+        )
         self._loaded = self._replay()
 
     # ------------------------------------------------------------ durable records
@@ -179,6 +192,9 @@ class TxnCoordinator:
         incomplete = []
         for key, value in latest.items():
             if key is None or value is None:
+                continue
+            if key.startswith(KEY_KIND.encode() + b"\x00"):  # a transactional id of a Kafka client
+                self.producer_txns.load(key[2:].decode(), value)
                 continue
             kind, write_id, *rest = key.decode().split("\x00")
             v = json.loads(value)
@@ -212,6 +228,7 @@ class TxnCoordinator:
         todo, self._loaded = self._loaded, []
         for write_id, d, key in todo:
             self._write_markers(write_id, d, key)
+        self.producer_txns.complete_loaded()
 
     def _append(self, keys: list[bytes], values: list[bytes | None], fsync: bool = False) -> int:
         """Append records as the leader of ``__transaction_state-0``; return the log end after them."""
@@ -315,13 +332,14 @@ class TxnCoordinator:
         keys: list[bytes],
         values: list[bytes | None],
         write_id: str | None = None,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
         """Write ``markers``; append ``keys``/``values`` once every one of them is written or acknowledged."""
         if not self.active:  # a resigned coordinator's ABORT could close what its successor just committed
             raise NotCoordinator(f"broker {self.state.broker_id} no longer coordinates transactions")
         cid = self._next_completion
         self._next_completion += 1
-        self._completions[cid] = _Completion(set(), keys, values, write_id)
+        self._completions[cid] = _Completion(set(), keys, values, write_id, on_done)
         for m in markers:
             self._marker(m, cid)
         self._maybe_complete(cid)
@@ -345,6 +363,9 @@ class TxnCoordinator:
                 self._append(keys, values)  # not awaited: a lost completion only makes a successor re-send
             except LogSourceError as e:
                 log.info("completion record not written (%s): the next coordinator re-sends its markers", e)
+                return
+        if c.on_done is not None:
+            c.on_done()
 
     async def confirm(self, m: Marker, completion: int) -> None:
         """A marker this broker appended as leader is done once on the ISR; else its leader gets it again."""
@@ -546,8 +567,34 @@ class TxnCoordinator:
         return n
 
     def registered_producers(self) -> set[int]:
-        """Producer ids of every registered attempt (their own timeouts apply, not the maximum)."""
-        return {pid for regs in self.registrations.values() for pid in regs}
+        """Producer ids of every registered attempt and open Kafka transaction (their own timeouts apply)."""
+        return {
+            pid for regs in self.registrations.values() for pid in regs
+        } | self.producer_txns.open_producers()
+
+    # ------------------------------------------------------------ for Kafka's transactions (TxnStateLog)
+
+    def append_state(self, keys: list[bytes], values: list[bytes | None], fsync: bool = False) -> int:
+        """Append records to ``__transaction_state-0`` as its leader; the log end after them."""
+        return self._append(keys, values, fsync)
+
+    async def state_replicated(self, end_offset: int) -> None:
+        """Wait until the records below ``end_offset`` are on the ISR."""
+        await self._replicated(end_offset)
+
+    def write_markers(
+        self,
+        markers: list[Marker],
+        keys: list[bytes],
+        values: list[bytes | None],
+        on_done: Callable[[], None],
+    ) -> None:
+        """Write markers; once all are on their ISR append ``keys``/``values``, then call ``on_done``."""
+        self._with_completion(markers, keys, values, None, on_done)
+
+    def txn_lock(self, name: str) -> AbstractAsyncContextManager[None]:
+        """One request per name at a time (the lock StagedTxns uses per write id)."""
+        return self._write_lock(name)
 
 
 def winners_of(producers: list[Any]) -> Winners:

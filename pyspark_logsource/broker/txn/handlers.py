@@ -40,6 +40,7 @@ from ..session import Session
 from ..tasks import spawn
 from .coordinator import TXN_TOPIC, TxnCoordinator, transaction_state_topic, winners_of
 from .markers import Marker, abort_forgotten, append_marker, replicated
+from .producer_handlers import ProducerTxnHandlers
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -74,9 +75,16 @@ class TxnHandlers:
         self._flush_lock: asyncio.Lock | None = None
         self._expiring = False
         state.leadership_listeners[TXN_TOPIC] = self
+        #: Kafka's transactional producer APIs (the coordinator's second front door)
+        self.producer = ProducerTxnHandlers(state, self._coordinator_here, self._current)
+        self.producer.flush_remote = self._flush_remote
 
     def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
-        return {tm.STAGED_TXNS_KEY: self.staged_txns, tm.ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers}
+        return {
+            tm.STAGED_TXNS_KEY: self.staged_txns,
+            tm.ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers,
+            **self.producer.by_key(),
+        }
 
     # ------------------------------------------------------------ lifecycle
 
@@ -163,6 +171,7 @@ class TxnHandlers:
         self._expiring = True
         try:
             await c.expire()
+            await c.producer_txns.expire()
         except LogSourceError as e:
             log.info("transaction timeouts not applied yet: %s", e)
         except Exception:

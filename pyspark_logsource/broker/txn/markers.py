@@ -25,7 +25,8 @@ import time
 from typing import TYPE_CHECKING
 
 from ...errors import LogSourceError
-from ...format.control import ABORT, encode_marker
+from ...format.control import ABORT, COMMIT, encode_marker
+from ...topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -72,7 +73,13 @@ def append_marker(
     if not marker_needed(state, topic, partition, pid, epoch, kind):
         return False
     role = state.role(topic, partition)
-    lg.append(encode_marker(kind, pid, epoch), role.leader_epoch if role is not None else 0, control=True)
+    info = lg.append(
+        encode_marker(kind, pid, epoch), role.leader_epoch if role is not None else 0, control=True
+    )
+    if (
+        topic == OFFSETS_TOPIC and state.groups is not None
+    ):  # the group coordinator applies or drops its offsets
+        state.groups.complete_txn(partition, pid, kind == COMMIT, info.base_offset)
     state.notify(topic, partition)
     if state.replication is not None:
         state.replication.after_append(topic, partition)  # an ISR of the leader alone moves the HW now
