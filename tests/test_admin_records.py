@@ -13,6 +13,7 @@ from kafka.protocol import consumer as kp_consumer
 from support.brokers import WireClient, broker_process
 from support.logdata import all_records, make_batch, open_log
 
+from pyspark_logsource.broker.log.start_offset import LOG_START_OFFSET_FILE, write_log_start_offset
 from pyspark_logsource.errors import OffsetOutOfRange
 from pyspark_logsource.protocol import ClientConnection, RequestReceived, ServerConnection, frame_bytes
 from pyspark_logsource.protocol import records_admin_messages as ra
@@ -183,6 +184,27 @@ def test_log_start_above_the_high_watermark_is_refused_and_follower_caps_at_its_
     lg.append(make_batch(50, 3))
     assert [r.offset for r in all_records(lg)] == [50, 51, 52]
     lg.close()
+
+
+def test_a_crash_between_the_checkpoint_and_the_deletes_is_finished_at_opening(tmp_path):
+    lg = open_log(tmp_path, segment_bytes=1024)
+    _fill(lg, 20)
+    bases = [s.base_offset for s in lg.segments]
+    lg.close()
+    write_log_start_offset(tmp_path / "t-0", bases[3] + 1)  # the checkpoint written, no segment deleted yet
+    again = open_log(tmp_path, segment_bytes=1024)
+    assert again.log_start_offset == bases[3] + 1
+    assert [s.base_offset for s in again.segments] == bases[3:]
+    again.close()
+    # a checkpoint beyond the log end (it cannot be written so, but a damaged disk could) is capped
+    write_log_start_offset(tmp_path / "t-0", 10_000)
+    capped = open_log(tmp_path, segment_bytes=1024)
+    assert capped.log_start_offset == capped.log_end_offset == 200
+    capped.close()
+    (tmp_path / "t-0" / LOG_START_OFFSET_FILE).write_text("garbage\n")  # unreadable: the first segment's base
+    damaged = open_log(tmp_path, segment_bytes=1024)
+    assert damaged.log_start_offset == damaged.segments[0].base_offset
+    damaged.close()
 
 
 def test_truncating_fully_moves_the_start_and_persists_it(tmp_path):
