@@ -5,6 +5,8 @@ NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -48,7 +50,9 @@ def _confluent_read(bootstrap: str, expect: int) -> list[int]:
 
 
 def test_delete_records_and_groups_survive_failover(zk_connect, tmp_path):
-    with Cluster(zk_connect, tmp_path, brokers=3, config={"min.insync.replicas": "2"}) as c:
+    # a long replica.lag.time.max.ms: a stopped follower stays in the ISR while DeleteRecords waits for it
+    config = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "15000"}
+    with Cluster(zk_connect, tmp_path, brokers=3, config=config) as c:
         c.create_topic(TOPIC, partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
         c.wait_full_isr(TOPIC)
         with Producer(c.bootstrap, acks="all") as p:
@@ -75,6 +79,22 @@ def test_delete_records_and_groups_survive_failover(zk_connect, tmp_path):
                 ra.DeleteRecordsRequest([ra.DeleteRecordsPartition(TOPIC, 0, 301)]), leader
             )
             assert [(r.error_code, r.low_watermark) for r in resp.partitions] == [(1, -1)]
+
+            # -- an ISR replica that does not fetch: REQUEST_TIMED_OUT after timeout_ms; it catches up after
+            os.kill(c.pid(followers[0]), signal.SIGSTOP)
+            try:
+                resp = admin._client.request(
+                    ra.DeleteRecordsRequest([ra.DeleteRecordsPartition(TOPIC, 0, 125)], timeout_ms=300),
+                    leader,
+                )
+                assert [(r.error_code, r.low_watermark) for r in resp.partitions] == [(7, -1)]
+                assert followers[0] in c.isr(TOPIC, 0)
+            finally:
+                os.kill(c.pid(followers[0]), signal.SIGCONT)
+            wait_for(
+                lambda: read_log_start_offset(c.log_dir(followers[0]) / f"{TOPIC}-0") == 125,
+                what="the resumed follower taking log start 125",
+            )
 
             # -- DescribeLogDirs on each replica: the partition with its size, lag 0 once caught up
             for b in c.assignment(TOPIC)[0]:
@@ -110,8 +130,8 @@ def test_delete_records_and_groups_survive_failover(zk_connect, tmp_path):
         c.kill(leader)
         new = c.wait_leader(TOPIC, 0, not_in={leader})
         with Admin(c.bootstrap) as admin:
-            assert wait_for(lambda: admin.list_offsets([(TOPIC, 0)], "earliest")) == {(TOPIC, 0): 120}
-        assert _confluent_read(c.bootstrap, 180) == list(range(120, 300))
+            assert wait_for(lambda: admin.list_offsets([(TOPIC, 0)], "earliest")) == {(TOPIC, 0): 125}
+        assert _confluent_read(c.bootstrap, 175) == list(range(125, 300))
         assert _confluent_delete_records(c.bootstrap, 200) == 200  # the new leader and the remaining ISR
         assert read_log_start_offset(c.log_dir(new) / f"{TOPIC}-0") == 200
 
