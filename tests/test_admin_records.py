@@ -133,6 +133,22 @@ def test_codecs_write_kafka_pythons_bytes(msg, version, kp_cls):
     tps.test_codec_matches_kafka_python(msg, version, kp_cls)
 
 
+def test_a_failing_handler_is_answered_in_each_apis_shape():
+    from pyspark_logsource.broker.error_responses import error_response
+
+    for req in REQUESTS:
+        resp = error_response(int(req.API_KEY), req, 2, "boom")  # CORRUPT_MESSAGE: any code
+        codes = (
+            [p.error_code for p in resp.partitions]
+            if isinstance(resp, ra.DeleteRecordsResponse)
+            else [c for _, c in resp.results]
+            if isinstance(resp, ra.DeleteGroupsResponse)
+            else [resp.error_code]
+        )
+        assert codes and set(codes) == {2}, req
+        assert _wire_response(req, resp, APIS[int(req.API_KEY)].max_version) == resp
+
+
 # ---------------------------------------------------------------- the log
 
 
