@@ -525,30 +525,27 @@ class PartitionLog:
             raise OffsetOutOfRange(
                 f"cannot delete records of {self.name} before {offset}: the high watermark is {hw}"
             )
-        if offset <= self.log_start_offset:
-            return self.log_start_offset
         self.flush(offset)
-        with self._flush_lock, self._lock:
-            self._check_open()
-            return self._move_log_start(offset)
+        return self._move_log_start(offset)
 
     def follow_log_start_offset(self, leader_log_start: int) -> int:
         """A follower: take the leader's log start offset (from a fetch answer), capped by this replica's
         high watermark, persisted and with the segments below it removed; return the log start."""
-        with self._flush_lock, self._lock:
-            self._check_open()
-            target = min(leader_log_start, self.high_watermark)
-            if target <= self.log_start_offset:
-                return self.log_start_offset
-            return self._move_log_start(target)
+        return self._move_log_start(min(leader_log_start, self.high_watermark))
 
     def _move_log_start(self, offset: int) -> int:
-        # under the flush lock and the partition lock; the checkpoint first: a crash after it deletes
-        # the segments at the next load (see __init__)
-        self._start.set(offset)
-        n = self._segments.delete_below(offset)
-        if self._hw is not None and self._hw < offset:
-            self._hw = offset
+        # The flush lock orders moves against each other, truncation and close; the checkpoint's fsyncs
+        # run outside the partition lock (appends go on), and before the segments go: a crash between
+        # the two deletes them at the next load (see __init__).
+        with self._flush_lock:
+            self._check_open()
+            if offset <= self.log_start_offset:
+                return self.log_start_offset
+            self._start.set(offset)
+            with self._lock:
+                n = self._segments.delete_below(offset)
+                if self._hw is not None and self._hw < offset:
+                    self._hw = offset
         log.info("%s: log start offset moved to %d (%d segments deleted)", self.name, offset, n)
         self._segments.run_pending_deletes()
         return self.log_start_offset
