@@ -7,12 +7,17 @@ import subprocess
 import time
 
 import pytest
+import test_protocol_schemas as tps
+from kafka.protocol import admin as kp_admin
+from kafka.protocol import consumer as kp_consumer
 from support.brokers import WireClient, broker_process
 from support.logdata import all_records, make_batch, open_log
 
+from pyspark_logsource.broker.log.start_offset import LOG_START_OFFSET_FILE, write_log_start_offset
 from pyspark_logsource.errors import OffsetOutOfRange
 from pyspark_logsource.protocol import ClientConnection, RequestReceived, ServerConnection, frame_bytes
 from pyspark_logsource.protocol import records_admin_messages as ra
+from pyspark_logsource.protocol import records_admin_schemas as ras
 from pyspark_logsource.protocol.codecs import APIS
 from pyspark_logsource.protocol.messages import RequestHeader
 
@@ -84,7 +89,7 @@ def test_responses_round_trip_at_every_version(resp):
 
 def test_describe_log_dirs_sizes_only_from_v4_and_error_code_from_v3():
     req = ra.DescribeLogDirsRequest(None)
-    assert _versions(35) == [0, 1, 2, 3, 4]
+    assert _versions(35) == [1, 2, 3, 4, 5]
     assert _wire_response(req, LOG_DIRS, 4) == LOG_DIRS
     older = _wire_response(req, LOG_DIRS, 3)
     assert (older.results[0].total_bytes, older.results[0].usable_bytes) == (-1, -1)
@@ -95,9 +100,53 @@ def test_api_versions_advertises_the_new_apis():
     from pyspark_logsource.protocol import SUPPORTED_VERSIONS
 
     assert SUPPORTED_VERSIONS[21] == (0, 2)
-    assert SUPPORTED_VERSIONS[35] == (0, 4)
+    assert SUPPORTED_VERSIONS[35] == (1, 5)
     assert SUPPORTED_VERSIONS[42] == (0, 2)
     assert SUPPORTED_VERSIONS[47] == (0, 0)
+
+
+# the schemas against Kafka's JSON (as kafka-python ships it) and kafka-python's encoders, with the helpers
+# of test_protocol_schemas (which checks the schemas of protocol/schemas.py the same way)
+SCHEMAS = [
+    (ras.DELETE_RECORDS_REQUEST, kp_admin.DeleteRecordsRequest),
+    (ras.DELETE_RECORDS_RESPONSE, kp_admin.DeleteRecordsResponse),
+    (ras.DESCRIBE_LOG_DIRS_REQUEST, kp_admin.DescribeLogDirsRequest),
+    (ras.DESCRIBE_LOG_DIRS_RESPONSE, kp_admin.DescribeLogDirsResponse),
+    (ras.DELETE_GROUPS_REQUEST, kp_admin.DeleteGroupsRequest),
+    (ras.DELETE_GROUPS_RESPONSE, kp_admin.DeleteGroupsResponse),
+    (ras.OFFSET_DELETE_REQUEST, kp_consumer.OffsetDeleteRequest),
+    (ras.OFFSET_DELETE_RESPONSE, kp_consumer.OffsetDeleteResponse),
+]
+
+
+@pytest.mark.parametrize("msg", [m for m, _ in SCHEMAS], ids=lambda m: m.name)
+def test_schemas_match_kafka_json(msg):
+    tps.test_fields_match_kafka_json(msg)
+
+
+@pytest.mark.parametrize(
+    "msg,version,kp_cls",
+    [(m, v, k) for m, k in SCHEMAS for v in range(m.version_range()[0], m.version_range()[1] + 1)],
+    ids=lambda x: getattr(x, "name", str(x)),
+)
+def test_codecs_write_kafka_pythons_bytes(msg, version, kp_cls):
+    tps.test_codec_matches_kafka_python(msg, version, kp_cls)
+
+
+def test_a_failing_handler_is_answered_in_each_apis_shape():
+    from pyspark_logsource.broker.error_responses import error_response
+
+    for req in REQUESTS:
+        resp = error_response(int(req.API_KEY), req, 2, "boom")  # CORRUPT_MESSAGE: any code
+        codes = (
+            [p.error_code for p in resp.partitions]
+            if isinstance(resp, ra.DeleteRecordsResponse)
+            else [c for _, c in resp.results]
+            if isinstance(resp, ra.DeleteGroupsResponse)
+            else [resp.error_code]
+        )
+        assert codes and set(codes) == {2}, req
+        assert _wire_response(req, resp, APIS[int(req.API_KEY)].max_version) == resp
 
 
 # ---------------------------------------------------------------- the log
@@ -151,6 +200,27 @@ def test_log_start_above_the_high_watermark_is_refused_and_follower_caps_at_its_
     lg.append(make_batch(50, 3))
     assert [r.offset for r in all_records(lg)] == [50, 51, 52]
     lg.close()
+
+
+def test_a_crash_between_the_checkpoint_and_the_deletes_is_finished_at_opening(tmp_path):
+    lg = open_log(tmp_path, segment_bytes=1024)
+    _fill(lg, 20)
+    bases = [s.base_offset for s in lg.segments]
+    lg.close()
+    write_log_start_offset(tmp_path / "t-0", bases[3] + 1)  # the checkpoint written, no segment deleted yet
+    again = open_log(tmp_path, segment_bytes=1024)
+    assert again.log_start_offset == bases[3] + 1
+    assert [s.base_offset for s in again.segments] == bases[3:]
+    again.close()
+    # a checkpoint beyond the log end (it cannot be written so, but a damaged disk could) is capped
+    write_log_start_offset(tmp_path / "t-0", 10_000)
+    capped = open_log(tmp_path, segment_bytes=1024)
+    assert capped.log_start_offset == capped.log_end_offset == 200
+    capped.close()
+    (tmp_path / "t-0" / LOG_START_OFFSET_FILE).write_text("garbage\n")  # unreadable: the first segment's base
+    damaged = open_log(tmp_path, segment_bytes=1024)
+    assert damaged.log_start_offset == damaged.segments[0].base_offset
+    damaged.close()
 
 
 def test_truncating_fully_moves_the_start_and_persists_it(tmp_path):

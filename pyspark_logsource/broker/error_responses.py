@@ -16,6 +16,7 @@ from .. import protocol as p
 from ..errors import UnknownServerError, code_of
 from ..protocol import group_messages as g
 from ..protocol import producer_txn_messages as ptm
+from ..protocol import records_admin_messages as ra
 
 #: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
 UNKNOWN_SERVER_ERROR_MESSAGE = "the broker hit an unexpected error; its log has the details"
@@ -107,4 +108,14 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return ptm.AddOffsetsToTxnResponse(code)
     if api_key == k.END_TXN:
         return ptm.EndTxnResponse(code)
+    if api_key == k.DELETE_RECORDS:
+        return ra.DeleteRecordsResponse(
+            [ra.DeleteRecordsPartitionResult(x.topic, x.partition, -1, code) for x in req.partitions]
+        )
+    if api_key == k.DESCRIBE_LOG_DIRS:
+        return ra.DescribeLogDirsResponse(error_code=code)
+    if api_key == k.DELETE_GROUPS:
+        return ra.DeleteGroupsResponse([(gid, code) for gid in req.groups])
+    if api_key == k.OFFSET_DELETE:
+        return ra.OffsetDeleteResponse(code)
     raise ValueError(f"no error response for api key {api_key}")

@@ -182,6 +182,7 @@ def describe_log_dirs_resp_to(r: DescribeLogDirsResponse, v: int) -> dict:
                 ],
                 "total_bytes": d.total_bytes,
                 "usable_bytes": d.usable_bytes,
+                "is_cordoned": False,  # no cordoning of log dirs here (KIP-1066)
             }
             for d in r.results
         ],

@@ -3,7 +3,7 @@ DeleteGroups (42) and OffsetDelete (47).
 
 Transcribed from Kafka's ``clients/src/main/resources/common/message/*.json`` (4.x); typed messages
 and adapters: :mod:`.records_admin_messages`. Conventions as in :mod:`.schemas`. ``valid`` is every
-version Kafka 4.x brokers accept (DescribeLogDirs v0 too: kafka-python sends it).
+version Kafka 4.x brokers accept (DescribeLogDirs from v1: Kafka 4.0 removed v0; v5 adds ``IsCordoned``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ DELETE_RECORDS_RESPONSE = message(
 
 DESCRIBE_LOG_DIRS_REQUEST = message(
     "DescribeLogDirsRequest",
-    "0-4",
+    "1-5",
     "2+",
     F(
         "topics",
@@ -69,7 +69,7 @@ DESCRIBE_LOG_DIRS_REQUEST = message(
 )
 DESCRIBE_LOG_DIRS_RESPONSE = message(
     "DescribeLogDirsResponse",
-    "0-4",
+    "1-5",
     "2+",
     F("throttle_time_ms", "int32"),
     F("error_code", "int16", "3+"),
@@ -96,6 +96,7 @@ DESCRIBE_LOG_DIRS_RESPONSE = message(
         ),
         F("total_bytes", "int64", "4+", default=-1),
         F("usable_bytes", "int64", "4+", default=-1),
+        F("is_cordoned", "bool", "5+"),
     ),
 )
 

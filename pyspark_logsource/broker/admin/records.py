@@ -41,8 +41,8 @@ class RecordsAdminHandlers:
 
     # ------------------------------------------------------------ DeleteRecords
 
-    def _delete_one(self, p: ra.DeleteRecordsPartition) -> int:
-        """Move one partition's log start offset as its leader; the new log start offset."""
+    def _checked(self, p: ra.DeleteRecordsPartition) -> tuple[Any, int]:
+        """The partition's log (this broker leads it) and the offset its start is to move to."""
         if is_internal(p.topic):
             raise InvalidTopic(f"cannot delete records of internal topic {p.topic!r}")
         self.state.check_leader(p.topic, p.partition)
@@ -54,7 +54,7 @@ class RecordsAdminHandlers:
         offset = hw if p.offset == ra.HIGH_WATERMARK else p.offset
         if offset < 0:
             raise OffsetOutOfRange(f"{p.topic}-{p.partition}: cannot delete records before offset {p.offset}")
-        return lg.delete_records_before(offset)
+        return lg, offset
 
     async def delete_records(
         self, req: ra.DeleteRecordsRequest, session: Session
@@ -67,7 +67,12 @@ class RecordsAdminHandlers:
         for p in req.partitions:
             r = ra.DeleteRecordsPartitionResult(p.topic, p.partition)
             try:
-                r.low_watermark = self._delete_one(p)
+                lg, offset = self._checked(p)
+                # on a worker thread: the flush and the checkpoint's fsyncs take milliseconds, and
+                # this event loop serves every other client meanwhile
+                r.low_watermark = await asyncio.get_running_loop().run_in_executor(
+                    None, lg.delete_records_before, offset
+                )
                 if self.state.replication is not None:
                     waits.append((r, p))
             except LogSourceError as e:

@@ -59,7 +59,7 @@ from .loader import CLEAN_SHUTDOWN_FILE, LogLoader, replay_producer_state
 from .producer_state import ProducerAppend, ProducerStateManager
 from .segment import FileRegion, LogSegment
 from .segment_list import SegmentList
-from .start_offset import read_log_start_offset, write_log_start_offset
+from .start_offset import LogStartOffset
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +102,9 @@ class PartitionLog:
         self._leo = loaded.next_offset
         self._flush = FlushState(config, loaded.recovery_point, loaded.loaded_ms)
         self.recovery_info = loaded.info
-        #: moved by DeleteRecords (and a follower after its leader); read it as :attr:`log_start_offset`
-        self._log_start = min(read_log_start_offset(self.directory) or 0, self._leo)
-        self._segments.delete_below(self._log_start)  # a crash after the checkpoint, before the deletes
+        #: moved by DeleteRecords (a follower: by its leader's); see log_start_offset
+        self._start = LogStartOffset(self.directory, self._leo)
+        self._segments.delete_below(self._start.offset)  # a crash after the checkpoint, before the deletes
 
     def set_config(self, config: LogConfig) -> None:
         """Apply a dynamic config change (AlterConfigs) to the live log: the append checks
@@ -131,7 +131,7 @@ class PartitionLog:
     def log_start_offset(self) -> int:
         """First offset still in the log: the first segment's base, or above it after DeleteRecords."""
         base = self._segments.view.segments[0].base_offset
-        start = self._log_start
+        start = self._start.offset
         return start if start > base else base
 
     @property
@@ -415,8 +415,8 @@ class PartitionLog:
         leo = self._leo
         bases, segs = self._segments.view
         start = segs[0].base_offset
-        if self._log_start > start:
-            start = self._log_start
+        if self._start.offset > start:
+            start = self._start.offset
         if offset < start or offset > leo:
             raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {leo}] of {self.name}")
         if offset == leo or (max_offset is not None and offset >= max_offset):
@@ -525,14 +525,10 @@ class PartitionLog:
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (never back), persist it, and remove
-        the segments wholly below it; return the log start offset.
+        the segments wholly below it (the active one stays, as in Kafka); return the log start offset.
 
-        OffsetOutOfRange if ``offset`` is beyond the high watermark (what every in-sync replica has).
-        The records below ``offset`` are fsynced first and the checkpoint is written before this
-        returns, so neither a ``kill -9`` nor a machine crash can bring back a log ending below its
-        start; the active segment stays (Kafka deletes only segments whose successor starts at or
-        below the new start), its records below the start are no longer served.
-        """
+        OffsetOutOfRange beyond the high watermark. The records below ``offset`` are fsynced before the
+        checkpoint is written: no crash brings back a log ending below its start."""
         if offset < 0:
             raise OffsetOutOfRange(f"cannot delete records of {self.name} before negative offset {offset}")
         hw = self.high_watermark
@@ -540,31 +536,27 @@ class PartitionLog:
             raise OffsetOutOfRange(
                 f"cannot delete records of {self.name} before {offset}: the high watermark is {hw}"
             )
-        if offset <= self.log_start_offset:
-            return self.log_start_offset
         self.flush(offset)
-        with self._flush_lock, self._lock:
-            self._check_open()
-            return self._move_log_start(offset)
+        return self._move_log_start(offset)
 
     def follow_log_start_offset(self, leader_log_start: int) -> int:
         """A follower: take the leader's log start offset (from a fetch answer), capped by this replica's
         high watermark, persisted and with the segments below it removed; return the log start."""
-        with self._flush_lock, self._lock:
-            self._check_open()
-            target = min(leader_log_start, self.high_watermark)
-            if target <= self.log_start_offset:
-                return self.log_start_offset
-            return self._move_log_start(target)
+        return self._move_log_start(min(leader_log_start, self.high_watermark))
 
     def _move_log_start(self, offset: int) -> int:
-        # under the flush lock and the partition lock; the checkpoint first: a crash after it deletes
-        # the segments at the next load (see __init__)
-        write_log_start_offset(self.directory, offset)
-        self._log_start = offset
-        n = self._segments.delete_below(offset)
-        if self._hw is not None and self._hw < offset:
-            self._hw = offset
+        # The flush lock orders moves against each other, truncation and close; the checkpoint's fsyncs
+        # run outside the partition lock (appends go on), and before the segments go: a crash between
+        # the two deletes them at the next load (see __init__).
+        with self._flush_lock:
+            self._check_open()
+            if offset <= self.log_start_offset:
+                return self.log_start_offset
+            self._start.set(offset)
+            with self._lock:
+                n = self._segments.delete_below(offset)
+                if self._hw is not None and self._hw < offset:
+                    self._hw = offset
         log.info("%s: log start offset moved to %d (%d segments deleted)", self.name, offset, n)
         self._segments.run_pending_deletes()
         return self.log_start_offset
@@ -589,9 +581,8 @@ class PartitionLog:
             if offset >= self._leo:
                 return self._leo
             leo = self._leo = self._segments.truncate_to(offset)
-            if self._log_start > leo:  # as Kafka's truncateTo below the log start
-                self._log_start = leo
-                write_log_start_offset(self.directory, leo)
+            if self._start.offset > leo:  # as Kafka's truncateTo below the log start
+                self._start.set(leo)
             self._flush.set_recovery_point(min(self._flush.recovery_point, leo))
             write_recovery_point(self.directory, self._flush.recovery_point)
             self.epochs.truncate_from_end(leo)
@@ -608,9 +599,7 @@ class PartitionLog:
             self._check_open()
             self._segments.reset_at(offset)
             self._leo = offset
-            if self._log_start != offset:
-                self._log_start = offset
-                write_log_start_offset(self.directory, offset)
+            self._start.set(offset)
             self._flush.set_recovery_point(offset)
             write_recovery_point(self.directory, offset)
             self.epochs.clear()

@@ -40,3 +40,19 @@ def read_log_start_offset(directory: Path) -> int | None:
 def write_log_start_offset(directory: Path, offset: int) -> None:
     """Replace the partition's checkpoint with ``offset``, durably."""
     write_checkpoint(Path(directory) / LOG_START_OFFSET_FILE, [(offset,)])
+
+
+class LogStartOffset:
+    """A partition's log start offset as DeleteRecords (or, on a follower, its leader) set it, persisted in
+    the checkpoint on every change; read at opening, at most the log end ``log_end``."""
+
+    def __init__(self, directory: Path, log_end: int) -> None:
+        self.directory = Path(directory)
+        #: 0 until a DeleteRecords; the log's start is the larger of this and its first segment's base
+        self.offset = min(read_log_start_offset(self.directory) or 0, log_end)
+
+    def set(self, offset: int) -> None:
+        """Make ``offset`` the log start offset, durably (the checkpoint first)."""
+        if offset != self.offset:
+            write_log_start_offset(self.directory, offset)
+            self.offset = offset
