@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .. import protocol as p
 from ..errors import UnknownServerError, code_of
 from ..protocol import group_messages as g
+from ..protocol import reassign_messages as rm
 
 #: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
 UNKNOWN_SERVER_ERROR_MESSAGE = "the broker hit an unexpected error; its log has the details"
@@ -96,4 +97,11 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return g.DescribeGroupsResponse(
             [g.DescribedGroup(gid, code, error_message=message) for gid in req.groups]
         )
+    if api_key == k.ELECT_LEADERS:
+        parts = [(t, q) for t, qs in (req.topic_partitions or {}).items() for q in qs]
+        return rm.ElectLeadersResponse([rm.PartitionError(t, q, code, message) for t, q in parts], code)
+    if api_key == k.ALTER_PARTITION_REASSIGNMENTS:
+        return rm.AlterPartitionReassignmentsResponse([], code, message)
+    if api_key == k.LIST_PARTITION_REASSIGNMENTS:
+        return rm.ListPartitionReassignmentsResponse([], code, message)
     raise ValueError(f"no error response for api key {api_key}")

@@ -32,6 +32,7 @@ from . import fetch_fast
 from . import group_adapters as ga
 from . import group_messages as gm
 from . import messages as m
+from . import reassign_messages as rm
 from . import txn_messages as tm
 from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
@@ -150,6 +151,30 @@ APIS: dict[int, Api] = {
             tm.WriteTxnMarkersResponse,
             "write_txn_markers",
             tm,
+        ),
+        Api(
+            m.ApiKey.ELECT_LEADERS,
+            rm.ElectLeadersRequest,
+            rm.ElectLeadersResponse,
+            "elect_leaders",
+            rm,
+            (rm.ELECT_LEADERS_REQUEST, rm.ELECT_LEADERS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            rm.AlterPartitionReassignmentsRequest,
+            rm.AlterPartitionReassignmentsResponse,
+            "alter_reassignments",
+            rm,
+            (rm.ALTER_PARTITION_REASSIGNMENTS_REQUEST, rm.ALTER_PARTITION_REASSIGNMENTS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            rm.ListPartitionReassignmentsRequest,
+            rm.ListPartitionReassignmentsResponse,
+            "list_reassignments",
+            rm,
+            (rm.LIST_PARTITION_REASSIGNMENTS_REQUEST, rm.LIST_PARTITION_REASSIGNMENTS_RESPONSE),
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(
