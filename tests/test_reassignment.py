@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -207,3 +209,244 @@ def test_target_checks(target, allow, error):
     else:
         with pytest.raises(error):
             validate_target(target, {1, 2, 3, 4}, current, allow)
+
+
+# ------------------------------------------------------------------ one broker
+
+
+def test_a_single_broker_answers_as_kafka_with_one_broker(broker, topic_name):
+    from confluent_kafka import ElectionType, KafkaError
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient
+
+    from pyspark_logsource.client import Admin
+    from pyspark_logsource.errors import NoReassignmentInProgress, UnknownTopicOrPartition
+
+    t = topic_name("single")
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(t, 2)
+        (me,) = admin.cluster().brokers  # the one broker id
+        got = admin.elect_leaders([(t, 0), (t, 1), ("missing-topic", 0)])
+        assert isinstance(got[(t, 0)], ElectionNotNeeded) and isinstance(got[(t, 1)], ElectionNotNeeded)
+        assert isinstance(got[("missing-topic", 0)], UnknownTopicOrPartition)
+        assert admin.elect_leaders(None) == {}  # all partitions: none needed one
+        res = admin.alter_partition_reassignments({(t, 0): [me], (t, 1): [me, 7], ("missing-topic", 0): [me]})
+        assert res[(t, 0)] is None  # already so
+        assert isinstance(res[(t, 1)], InvalidReplicaAssignment) and "not alive" in str(res[(t, 1)])
+        assert isinstance(res[("missing-topic", 0)], UnknownTopicOrPartition)
+        assert isinstance(
+            admin.alter_partition_reassignments({(t, 0): None})[(t, 0)], NoReassignmentInProgress
+        )
+        assert admin.list_partition_reassignments() == {}
+    # confluent-kafka's elect_leaders (librdkafka sends ElectLeaders v2)
+    ca = AdminClient({"bootstrap.servers": broker.bootstrap})
+    out = ca.elect_leaders(ElectionType.PREFERRED, [CTP(t, 0)]).result(30)
+    (err,) = out.values()
+    assert isinstance(err, KafkaError) and err.code() == KafkaError.ELECTION_NOT_NEEDED
+
+
+# ------------------------------------------------------------------ a cluster
+
+TOPIC = "moved"
+
+
+def _topic_znode(c: Any) -> dict:
+    return c._json(f"/brokers/topics/{TOPIC}") or {}
+
+
+def _partition_dirs(c: Any, broker_id: int) -> list[str]:
+    return sorted(d.name for d in c.log_dir(broker_id).glob(f"{TOPIC}-0*"))
+
+
+def _wait_reassigned(c: Any, target: list[int], timeout: float = 90.0) -> None:
+    from support.cluster import wait_for
+
+    def done() -> bool:
+        z = _topic_znode(c)
+        return (
+            z.get("partitions", {}).get("0") == target
+            and not z.get("adding_replicas")
+            and not z.get("removing_replicas")
+            and set(c.isr(TOPIC, 0)) <= set(target)
+        )
+
+    wait_for(done, timeout, what=f"{TOPIC}-0 reassigned to {target}: {_topic_znode(c)}")
+
+
+@pytest.mark.cluster
+def test_reassignment_onto_a_fourth_broker_under_acks_all_with_the_leader_killed(zk_connect, tmp_path):
+    from confluent_kafka import ElectionType, KafkaError
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+    from support.cluster import Cluster, Traffic, wait_for
+
+    from pyspark_logsource.client import Admin, Producer
+    from pyspark_logsource.errors import NoReassignmentInProgress, UnknownTopicOrPartition
+
+    # no automatic rebalance: leadership goes back to the preferred replica only when asked
+    config = {"auto.leader.rebalance.enable": "false", "min.insync.replicas": "2"}
+    with Cluster(zk_connect, tmp_path, brokers=4, config=config) as c:
+        ca = AdminClient({"bootstrap.servers": c.bootstrap})
+        (fut,) = ca.create_topics(
+            [
+                NewTopic(
+                    TOPIC,
+                    num_partitions=1,
+                    replica_assignment=[[1, 2, 3]],
+                    config={"file.delete.delay.ms": "0"},
+                )
+            ]
+        ).values()
+        fut.result(60)
+        c.wait_full_isr(TOPIC)
+        assert c.leader(TOPIC, 0) == 1
+        # some data for broker 4 to copy, then an idempotent acks=all producer and a consumer throughout
+        with Producer(c.bootstrap, acks="all") as p:
+            for i in range(3000):
+                p.send(TOPIC, b"pre-%d-" % i + b"x" * 1000, partition=0)
+            p.flush(60)
+        traffic = Traffic(c.bootstrap, TOPIC, partitions=1, rate=200).start()
+        try:
+            traffic.wait_acked(100)
+            with Admin(c.bootstrap) as admin:
+                # -- phase 1 starts: [1, 2, 3] -> [2, 3, 4]; the leader (1) is killed -9 while 4 copies
+                assert admin.alter_partition_reassignments({(TOPIC, 0): [2, 3, 4]}) == {(TOPIC, 0): None}
+                z = _topic_znode(c)
+                assert (z["partitions"]["0"], z["adding_replicas"], z["removing_replicas"]) == (
+                    [2, 3, 4, 1],
+                    {"0": [4]},
+                    {"0": [1]},
+                ), "the reassignment was not in progress at the kill"
+                c.kill(1)
+                ongoing = admin.list_partition_reassignments()  # from the controller, a new one if it was 1
+                if ongoing:  # (4 may have joined the ISR meanwhile: then it is done)
+                    o = ongoing[(TOPIC, 0)]
+                    assert (o.replicas, o.adding, o.removing) == ([2, 3, 4, 1], [4], [1])
+                _wait_reassigned(c, [2, 3, 4])
+                traffic.wait_acked(300)
+            traffic.stop_producing()
+            hw = c.high_watermark(TOPIC, 0)
+            traffic.wait_consumed({0: hw})
+            traffic.check()  # every acknowledged record consumed where it was acknowledged
+        finally:
+            traffic.close()
+        # every acknowledged record is on each new replica, byte for byte below the high watermark
+        assert c.assert_replicas_identical(TOPIC)[0] == hw >= 3000 + len(traffic.acked)
+        with Admin(c.bootstrap) as admin:
+            assert admin.describe_topic(TOPIC).partitions[0].replicas == [2, 3, 4]  # Metadata: the target
+            assert admin.list_partition_reassignments() == {}
+        # the old replica was down at the end: when it returns, its log is set aside, never served
+        c.start(1)
+        wait_for(lambda: f"{TOPIC}-0" not in _partition_dirs(c, 1), 30, what="broker 1's old log set aside")
+
+        # -- a live removed replica deletes its log: [2, 3, 4] -> [1, 3, 4] (kafka-python's admin)
+        kp = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            kp.alter_partition_reassignments({KTP(TOPIC, 0): [1, 3, 4]})
+            _wait_reassigned(c, [1, 3, 4])
+            wait_for(
+                lambda: _partition_dirs(c, 2) == [],
+                30,
+                what=f"broker 2's log deleted: {_partition_dirs(c, 2)}",
+            )
+            assert c.assert_replicas_identical(TOPIC)[0] == hw
+            assert not kp.list_partition_reassignments()  # kafka-python reads ListPartitionReassignments
+
+            # -- preferred leader election after a failover
+            with Admin(c.bootstrap) as admin:
+                if c.leader(TOPIC, 0) != 1:
+                    assert admin.elect_leaders([(TOPIC, 0)]) == {(TOPIC, 0): None}
+                    assert c.leader(TOPIC, 0) == 1
+                c.kill(1)
+                moved = c.wait_leader(TOPIC, 0, not_in={1})
+                got = admin.elect_leaders([(TOPIC, 0)])
+                assert isinstance(got[(TOPIC, 0)], PreferredLeaderNotAvailable)  # 80: 1 is down
+                c.start(1)
+                c.wait_full_isr(TOPIC)
+                assert c.leader(TOPIC, 0) == moved  # nothing moves it back by itself
+                # all partitions: the answer names those elected (or failed), here ours
+                assert admin.elect_leaders(None)[(TOPIC, 0)] is None
+                assert c.leader(TOPIC, 0) == 1
+                # answered once Metadata shows it
+                assert admin.describe_topic(TOPIC).partitions[0].leader == 1
+            # a new client: one whose metadata names the old controller gets NOT_CONTROLLER (41), which
+            # librdkafka does not retry for ElectLeaders (as against Kafka in ZooKeeper mode)
+            ca = AdminClient({"bootstrap.servers": c.bootstrap})
+            (err,) = ca.elect_leaders(ElectionType.PREFERRED, [CTP(TOPIC, 0)]).result(30).values()
+            assert err.code() == KafkaError.ELECTION_NOT_NEEDED  # 84
+
+            # -- bad input, each with Kafka's code; nothing changes
+            with Admin(c.bootstrap) as admin:
+                bad = admin.alter_partition_reassignments(
+                    {(TOPIC, 0): [1, 3, 9]}, allow_replication_factor_change=True
+                )
+                assert isinstance(bad[(TOPIC, 0)], InvalidReplicaAssignment) and "9" in str(bad[(TOPIC, 0)])
+                assert isinstance(
+                    admin.alter_partition_reassignments({(TOPIC, 0): [3, 3, 4]})[(TOPIC, 0)],
+                    InvalidReplicaAssignment,
+                )
+                assert isinstance(
+                    admin.alter_partition_reassignments({(TOPIC, 0): [2, 3]}, False)[(TOPIC, 0)],
+                    InvalidReplicationFactor,
+                )
+                assert isinstance(
+                    admin.alter_partition_reassignments({("no-such-topic", 0): [1]})[("no-such-topic", 0)],
+                    UnknownTopicOrPartition,
+                )
+                assert isinstance(
+                    admin.alter_partition_reassignments({(TOPIC, 5): [1]})[(TOPIC, 5)],
+                    UnknownTopicOrPartition,
+                )
+                assert isinstance(
+                    admin.alter_partition_reassignments({(TOPIC, 0): None})[(TOPIC, 0)],
+                    NoReassignmentInProgress,
+                )
+                assert c.assignment(TOPIC) == {0: [1, 3, 4]} and admin.list_partition_reassignments() == {}
+
+                # -- cancel: a reassignment that cannot finish (its new replica is gone) is rolled back
+                if c.controller() == 2:  # the stopped broker must not be the one that answers
+                    c.restart(2)
+                    wait_for(lambda: c.controller() not in (None, 2), 30, what="another controller")
+                # stopped, broker 2 stays registered for its 2 s session: the move is accepted; killed while
+                # stopped, it never copies anything
+                os.kill(c.pid(2), signal.SIGSTOP)
+                try:
+                    assert admin.alter_partition_reassignments({(TOPIC, 0): [1, 3, 2]}) == {(TOPIC, 0): None}
+                finally:
+                    c.kill(2)
+                o = admin.list_partition_reassignments()[(TOPIC, 0)]
+                assert (o.replicas, o.adding, o.removing) == ([1, 3, 2, 4], [2], [4])
+                assert admin.alter_partition_reassignments({(TOPIC, 0): None}) == {(TOPIC, 0): None}
+                _wait_reassigned(c, [1, 3, 4])
+                assert admin.list_partition_reassignments() == {}
+                c.start(2)
+                wait_for(
+                    lambda: _partition_dirs(c, 2) == [],
+                    30,
+                    what="broker 2 holds no log of the cancelled move",
+                )
+            # the cluster works on: every replica in sync, acks=all writes committed
+            with Producer(c.bootstrap, acks="all") as p:
+                assert p.send(TOPIC, b"after", partition=0).result(30)[1] == hw
+            c.wait_full_isr(TOPIC)
+            assert c.assert_replicas_identical(TOPIC)[0] == hw + 1
+        finally:
+            kp.close()
+
+
+def test_a_truncation_at_the_log_end_drops_an_empty_last_epoch(tmp_path):
+    """Found by the cluster test below: a broker that led an epoch and wrote nothing in it keeps that epoch
+    at its log end; as a follower it asks with it, the new leader answers "diverged at an older epoch,
+    ending at your log end", and a truncation that cut nothing must still drop the empty epoch (Kafka's
+    truncateTo), or the follower asks again forever and never rejoins the ISR."""
+    from support.logdata import make_batch, open_log
+
+    log = open_log(tmp_path)
+    log.epochs.assign(1, 0)
+    log.append(make_batch(0, 5))
+    log.epochs.assign(3, 5)  # led epoch 3 from offset 5, wrote nothing
+    assert log.epochs.entries() == [(1, 0), (3, 5)]
+    assert log.truncate_to(5) == 5
+    assert log.epochs.entries() == [(1, 0)] and log.epochs.latest_epoch == 1

@@ -81,6 +81,7 @@ from ..protocol import (
 )
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
+from .cluster.replica_admin import ReplicaAdminHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
@@ -117,6 +118,7 @@ class Handlers:
         }
         self.by_key.update(GroupHandlers(state).by_key())
         self.by_key.update(EpochHandlers(state).by_key())
+        self.by_key.update(ReplicaAdminHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())
         self.txn = TxnHandlers(state)
