@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from typing import Any
@@ -274,7 +275,9 @@ def _wait_reassigned(c: Any, target: list[int], timeout: float = 90.0) -> None:
 
 
 @pytest.mark.cluster
-def test_reassignment_onto_a_fourth_broker_under_acks_all_with_the_leader_killed(zk_connect, tmp_path):
+def test_reassignment_onto_a_fourth_broker_under_acks_all_with_the_leader_killed(
+    zk_connect, tmp_path, capsys
+):
     from confluent_kafka import ElectionType, KafkaError
     from confluent_kafka import TopicPartition as CTP
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -418,6 +421,11 @@ def test_reassignment_onto_a_fourth_broker_under_acks_all_with_the_leader_killed
                     c.kill(2)
                 o = admin.list_partition_reassignments()[(TOPIC, 0)]
                 assert (o.replicas, o.adding, o.removing) == ([1, 3, 2, 4], [2], [4])
+                from pyspark_logsource import reassign
+
+                assert reassign.main(["list", "-b", c.bootstrap, "--timeout", "20"]) == 0
+                listed = capsys.readouterr().out.splitlines()
+                assert listed[1].split() == [TOPIC, "0", "1,3,2,4", "2", "4"], listed
                 assert admin.alter_partition_reassignments({(TOPIC, 0): None}) == {(TOPIC, 0): None}
                 _wait_reassigned(c, [1, 3, 4])
                 assert admin.list_partition_reassignments() == {}
@@ -450,3 +458,39 @@ def test_a_truncation_at_the_log_end_drops_an_empty_last_epoch(tmp_path):
     assert log.epochs.entries() == [(1, 0), (3, 5)]
     assert log.truncate_to(5) == 5
     assert log.epochs.entries() == [(1, 0)] and log.epochs.latest_epoch == 1
+
+
+def test_the_reassign_command(broker, topic_name, tmp_path, capsys):
+    from pyspark_logsource import cli, reassign
+    from pyspark_logsource.client import Admin
+
+    t = topic_name("cli")
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(t, 2)
+        (me,) = admin.cluster().brokers
+    b = ["-b", broker.bootstrap, "--timeout", "10"]
+
+    def run(*argv: str) -> tuple[int, str]:
+        rc = cli.main(["reassign", *argv])
+        out = capsys.readouterr()
+        return rc, out.out + out.err
+
+    rc, out = run("execute", *b, "--topic", t, "--partition", "0", "--replicas", f"{me},42")
+    assert rc == 1 and "InvalidReplicaAssignment (39)" in out and "42" in out
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": t, "partition": 1, "replicas": [me]}]})
+    )
+    rc, out = run("execute", *b, "--file", str(plan))
+    assert rc == 0 and "started" in out
+    rc, out = run("cancel", *b, "--topic", t, "--partition", "1")
+    assert rc == 1 and "NoReassignmentInProgress (85)" in out
+    assert run("list", *b) == (0, "no reassignment in progress\n")
+    rc, out = run("elect-leaders", *b, "--topic", t)
+    assert rc == 1 and out.count("ElectionNotNeeded (84)") == 2
+    assert run("elect-leaders", *b) == (0, "every partition is led by its preferred replica\n")
+    # usage errors
+    rc, out = run("execute", *b, "--topic", t, "--partition", "0", "--replicas", "a,b")
+    assert rc == 1 and "--replicas must be broker ids" in out
+    with pytest.raises(SystemExit):
+        reassign.main(["nope"])
