@@ -274,6 +274,15 @@ def _wait_reassigned(c: Any, target: list[int], timeout: float = 90.0) -> None:
     wait_for(done, timeout, what=f"{TOPIC}-0 reassigned to {target}: {_topic_znode(c)}")
 
 
+def _not_controller(c: Any, broker_id: int) -> None:
+    """Move the controller off ``broker_id`` (a clean bounce) so that stopping it does not stop the answers."""
+    from support.cluster import wait_for
+
+    if c.controller() == broker_id:
+        c.restart(broker_id)
+        wait_for(lambda: c.controller() not in (None, broker_id), 30, what="another controller")
+
+
 @pytest.mark.cluster
 def test_reassignment_onto_a_fourth_broker_under_acks_all_with_the_leader_killed(
     zk_connect, tmp_path, capsys
@@ -408,32 +417,49 @@ def test_reassignment_onto_a_fourth_broker_under_acks_all_with_the_leader_killed
                 )
                 assert c.assignment(TOPIC) == {0: [1, 3, 4]} and admin.list_partition_reassignments() == {}
 
-                # -- cancel: a reassignment that cannot finish (its new replica is gone) is rolled back
-                if c.controller() == 2:  # the stopped broker must not be the one that answers
-                    c.restart(2)
-                    wait_for(lambda: c.controller() not in (None, 2), 30, what="another controller")
-                # stopped, broker 2 stays registered for its 2 s session: the move is accepted; killed while
-                # stopped, it never copies anything
+                from pyspark_logsource import reassign
+
+                # -- the controller killed -9 in phase 1: the next one carries the move on from ZooKeeper
+                _not_controller(c, 2)
+                assert admin.cluster().controller_id != 2  # the client's view too: it asks the controller
+                old = c.controller()
+                # stopped, broker 2 stays registered for its 2 s session: the move is accepted, and nothing
+                # is copied before the controller that took it is dead
                 os.kill(c.pid(2), signal.SIGSTOP)
                 try:
                     assert admin.alter_partition_reassignments({(TOPIC, 0): [1, 3, 2]}) == {(TOPIC, 0): None}
+                    c.kill(old, wait_deregistered=False)
                 finally:
-                    c.kill(2)
-                o = admin.list_partition_reassignments()[(TOPIC, 0)]
-                assert (o.replicas, o.adding, o.removing) == ([1, 3, 2, 4], [2], [4])
-                from pyspark_logsource import reassign
+                    os.kill(c.pid(2), signal.SIGCONT)
+                _wait_reassigned(c, [1, 3, 2])
+                assert c.controller() not in (None, old)
+                c.wait_deregistered(old)
+                c.start(old)
+                wait_for(lambda: f"{TOPIC}-0" not in _partition_dirs(c, 4), 30, what="broker 4's log gone")
+                c.wait_full_isr(TOPIC)
 
+                # -- cancel: a reassignment that cannot finish (its new replica is gone) is rolled back
+                _not_controller(c, 4)
+                assert admin.cluster().controller_id != 4  # the client's view too: it asks the controller
+                os.kill(c.pid(4), signal.SIGSTOP)  # accepted while registered; killed before it copies
+                try:
+                    assert admin.alter_partition_reassignments({(TOPIC, 0): [1, 3, 4]}) == {(TOPIC, 0): None}
+                finally:
+                    c.kill(4)
+                o = admin.list_partition_reassignments()[(TOPIC, 0)]
+                assert (o.replicas, o.adding, o.removing) == ([1, 3, 4, 2], [4], [2])
+                capsys.readouterr()
                 assert reassign.main(["list", "-b", c.bootstrap, "--timeout", "20"]) == 0
                 listed = capsys.readouterr().out.splitlines()
-                assert listed[1].split() == [TOPIC, "0", "1,3,2,4", "2", "4"], listed
+                assert listed[1].split() == [TOPIC, "0", "1,3,4,2", "4", "2"], listed
                 assert admin.alter_partition_reassignments({(TOPIC, 0): None}) == {(TOPIC, 0): None}
-                _wait_reassigned(c, [1, 3, 4])
+                _wait_reassigned(c, [1, 3, 2])
                 assert admin.list_partition_reassignments() == {}
-                c.start(2)
+                c.start(4)
                 wait_for(
-                    lambda: _partition_dirs(c, 2) == [],
+                    lambda: f"{TOPIC}-0" not in _partition_dirs(c, 4),
                     30,
-                    what="broker 2 holds no log of the cancelled move",
+                    what="broker 4 holds no log of the cancelled move",
                 )
             # the cluster works on: every replica in sync, acks=all writes committed
             with Producer(c.bootstrap, acks="all") as p:
