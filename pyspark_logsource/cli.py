@@ -31,6 +31,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "pyspark_logsource.broker.cluster.local",
         "start|stop|status a local cluster: ZooKeeper and N brokers",
     ),
+    "reassign": ("pyspark_logsource.reassign", "execute|list|cancel replica moves, elect-leaders"),
 }
 
 

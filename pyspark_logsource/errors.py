@@ -405,6 +405,33 @@ class FencedInstanceId(LogSourceError):
     code = 82
 
 
+# Replica administration: ElectLeaders, AlterPartitionReassignments (Kafka's codes).
+
+
+class PreferredLeaderNotAvailable(LogSourceError):
+    """A preferred election: the preferred replica is not alive or not in the ISR."""
+
+    code = 80
+
+
+class EligibleLeadersNotAvailable(LogSourceError):
+    """An unclean election: no live replica may lead."""
+
+    code = 83
+
+
+class ElectionNotNeeded(LogSourceError):
+    """The election would change nothing (the preferred replica leads; a live leader exists)."""
+
+    code = 84
+
+
+class NoReassignmentInProgress(LogSourceError):
+    """A reassignment was cancelled where none is in progress."""
+
+    code = 85
+
+
 # Client-side errors: they never travel on the wire, so their codes are
 # outside Kafka's range.
 

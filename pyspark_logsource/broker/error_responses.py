@@ -16,6 +16,7 @@ from .. import protocol as p
 from ..errors import UnknownServerError, code_of
 from ..protocol import group_messages as g
 from ..protocol import producer_txn_messages as ptm
+from ..protocol import reassign_messages as rm
 from ..protocol import records_admin_messages as ra
 
 #: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
@@ -118,4 +119,11 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return ra.DeleteGroupsResponse([(gid, code) for gid in req.groups])
     if api_key == k.OFFSET_DELETE:
         return ra.OffsetDeleteResponse(code)
+    if api_key == k.ELECT_LEADERS:
+        parts = [(t, q) for t, qs in (req.topic_partitions or {}).items() for q in qs]
+        return rm.ElectLeadersResponse([rm.PartitionError(t, q, code, message) for t, q in parts], code)
+    if api_key == k.ALTER_PARTITION_REASSIGNMENTS:
+        return rm.AlterPartitionReassignmentsResponse([], code, message)
+    if api_key == k.LIST_PARTITION_REASSIGNMENTS:
+        return rm.ListPartitionReassignmentsResponse([], code, message)
     raise ValueError(f"no error response for api key {api_key}")

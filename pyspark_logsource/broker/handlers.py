@@ -78,6 +78,7 @@ from ..topics import check_deletable, is_internal, validate_topic_name
 from .admin.handlers import AdminHandlers
 from .admin.records import RecordsAdminHandlers
 from .cluster.handlers import EpochHandlers
+from .cluster.replica_admin import ReplicaAdminHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
@@ -117,6 +118,7 @@ class Handlers:
         self.by_key.update(GroupAdminHandlers(state).by_key())
         self.by_key.update(RecordsAdminHandlers(state).by_key())
         self.by_key.update(EpochHandlers(state).by_key())
+        self.by_key.update(ReplicaAdminHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())
         self.txn = TxnHandlers(state)

@@ -1,12 +1,12 @@
-"""The Admin client: topics, offsets by time, group offsets and lag."""
+"""The Admin client: topics, offsets by time, group offsets and lag, leader elections and reassignments."""
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from ..errors import ConfigError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from ..errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from ..protocol import records_admin_messages as ra
 from ..protocol.admin_config_messages import (
     OP_DELETE,
@@ -34,6 +34,14 @@ from ..protocol.messages import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     MetadataRequest,
+)
+from ..protocol.reassign_messages import (
+    PREFERRED,
+    UNCLEAN,
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+    OngoingReassignment,
 )
 from ..topics import TopicPartition, is_internal
 from .group_admin import GroupAdmin
@@ -330,6 +338,71 @@ class Admin(GroupAdmin):
         return [
             GroupLag(t, p, off, ends[(t, p)], max(0, ends[(t, p)] - off)) for (t, p), off in committed.items()
         ]
+
+    # ------------------------------------------------------------------ replicas (sent to the controller)
+
+    def elect_leaders(
+        self, partitions: Iterable[tuple[str, int]] | None = None, election_type: str | int = "preferred"
+    ) -> dict[tuple[str, int], LogSourceError | None]:
+        """Elect leaders (ElectLeaders): ``"preferred"`` gives each partition back to its preferred replica
+        (the first of its assignment), ``"unclean"`` gives a leaderless partition a live replica even out of
+        the ISR. ``partitions`` None: all of them (then only those elected, or failed, are in the answer).
+        Per partition: None (elected) or the typed error (ElectionNotNeeded, PreferredLeaderNotAvailable...)."""
+        kind = {"preferred": PREFERRED, "unclean": UNCLEAN}.get(str(election_type).lower(), election_type)
+        if kind not in (PREFERRED, UNCLEAN):
+            raise ConfigError(f"election type must be 'preferred' or 'unclean', got {election_type!r}")
+        asked: dict[str, list[int]] | None = None
+        if partitions is not None:
+            asked = {}
+            for t, p in partitions:
+                asked.setdefault(t, []).append(int(p))
+        resp = self._client.controller_request(ElectLeadersRequest(int(kind), asked, self.request_timeout_ms))
+        return {
+            (r.topic, r.partition): error_for_code(r.error_code, r.error_message or "")
+            if r.error_code
+            else None
+            for r in resp.results
+        }
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[tuple[str, int], LogSourceError | None]:
+        """Move partitions to new replicas: (topic, partition) -> target broker ids (the first one the
+        preferred leader), or None to cancel the reassignment in progress. The brokers copy the data; the
+        old replicas go once the new ones are in sync (see :meth:`list_partition_reassignments`).
+        Per partition: None (started) or the typed error (InvalidReplicaAssignment,
+        NoReassignmentInProgress, UnknownTopicOrPartition...)."""
+        req = AlterPartitionReassignmentsRequest(
+            {
+                (t, int(p)): (None if r is None else [int(b) for b in r])
+                for (t, p), r in reassignments.items()
+            },
+            self.request_timeout_ms,
+            allow_replication_factor_change,
+        )
+        resp = self._client.controller_request(req)
+        return {
+            (r.topic, r.partition): error_for_code(r.error_code, r.error_message or "")
+            if r.error_code
+            else None
+            for r in resp.results
+        }
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], OngoingReassignment]:
+        """The reassignments in progress (of ``partitions``, or all): replicas, adding and removing."""
+        asked: dict[str, list[int]] | None = None
+        if partitions is not None:
+            asked = {}
+            for t, p in partitions:
+                asked.setdefault(t, []).append(int(p))
+        resp = self._client.controller_request(
+            ListPartitionReassignmentsRequest(asked, self.request_timeout_ms)
+        )
+        return {(o.topic, o.partition): o for o in resp.reassignments}
 
     # ------------------------------------------------------------------ lifecycle
 

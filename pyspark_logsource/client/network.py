@@ -28,6 +28,7 @@ from ..errors import (
     LeaderNotAvailable,
     LogSourceError,
     NetworkError,
+    NotController,
     NotCoordinator,
     NotLeaderOrFollower,
     OffsetNotAvailable,
@@ -359,9 +360,10 @@ class NetworkClient:
             retry.wait(err)
 
     def controller_request(self, request: Any, timeout: float | None = None) -> Any:
-        """Send a topic-admin request (CreateTopics, DeleteTopics, CreatePartitions) to the controller, as Kafka's Admin does.
+        """Send an admin request (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, reassignments) to
+        the controller, as Kafka's Admin does.
 
-        NOT_CONTROLLER on any topic, or a controller that is gone, refreshes
+        NOT_CONTROLLER (on any topic, or top-level), or a controller that is gone, refreshes
         the metadata (which names the controller) and retries.
         """
         retry = Retry(self._timeout(timeout))
@@ -378,7 +380,7 @@ class NetworkClient:
                 ):
                     return resp
                 err: LogSourceError = error_for_code(NOT_CONTROLLER, f"broker {node} is not the controller")
-            except NetworkError as e:
+            except (NetworkError, NotController) as e:
                 err = e
             self.cluster = ClusterMetadata(
                 self.cluster.brokers, self.cluster.topics, -1, self.cluster.cluster_id

@@ -40,6 +40,9 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
     #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
     STAGED_TXNS = 10100

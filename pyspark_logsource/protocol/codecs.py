@@ -36,6 +36,7 @@ from . import group_adapters as ga
 from . import group_messages as gm
 from . import messages as m
 from . import producer_txn_messages as ptm
+from . import reassign_messages as rm
 from . import records_admin_messages as ram
 from . import records_admin_schemas as ras
 from . import txn_messages as tm
@@ -234,6 +235,30 @@ APIS: dict[int, Api] = {
             ptm.TxnOffsetCommitResponse,
             "txn_offset_commit",
             ptm,
+        ),
+        Api(
+            m.ApiKey.ELECT_LEADERS,
+            rm.ElectLeadersRequest,
+            rm.ElectLeadersResponse,
+            "elect_leaders",
+            rm,
+            (rm.ELECT_LEADERS_REQUEST, rm.ELECT_LEADERS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            rm.AlterPartitionReassignmentsRequest,
+            rm.AlterPartitionReassignmentsResponse,
+            "alter_reassignments",
+            rm,
+            (rm.ALTER_PARTITION_REASSIGNMENTS_REQUEST, rm.ALTER_PARTITION_REASSIGNMENTS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            rm.ListPartitionReassignmentsRequest,
+            rm.ListPartitionReassignmentsResponse,
+            "list_reassignments",
+            rm,
+            (rm.LIST_PARTITION_REASSIGNMENTS_REQUEST, rm.LIST_PARTITION_REASSIGNMENTS_RESPONSE),
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(

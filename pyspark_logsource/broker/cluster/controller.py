@@ -22,6 +22,8 @@ import queue
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NoNodeError
@@ -36,11 +38,15 @@ from ...errors import (
     UnknownTopicOrPartition,
 )
 from . import paths
+from .election import LeaderElections
 from .paths import LeaderAndIsr
+from .reassignment import Reassignments
 from .registry import BrokerRegistry
 from .zk import ZK_UNAVAILABLE, ConditionFailed, NodeExistsError, ZkClient
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: How long a stopping controller waits for each ZooKeeper reply when it resigns (best effort).
 RESIGN_TIMEOUT_S = 2.0
@@ -169,6 +175,15 @@ class Controller:
         self._registrations: dict[int, int] = {}  # live broker -> registration czxid, as last handled
         self._topics: set[str] = set()
         self._lock = threading.RLock()  # the controller's ZooKeeper work vs. request threads
+        # ElectLeaders and reassignments (KIP-455): collaborators run on the event thread (see call())
+        self.elections = LeaderElections(zk, registry, self._fenced, lambda: self.epoch)
+        self.reassignments = Reassignments(
+            zk,
+            registry,
+            self._fenced,
+            lambda: self.epoch,
+            lambda t, p: self._events.put(("reassign", (t, p))),
+        )
 
     # ------------------------------------------------------------ lifecycle
 
@@ -243,11 +258,36 @@ class Controller:
                 if not self._stopped.is_set():
                     # ZooKeeper away past the retry deadline, say: look at everything again in a second
                     log.exception("controller event %s failed; reconciling again in 1 s", kind)
-                    retry = (kind if kind in ("elect", "deletes") else "brokers", None)
+                    retry = (
+                        (kind, arg)
+                        if kind == "reassign"
+                        else (kind if kind in ("elect", "deletes") else "brokers", None)
+                    )
                     threading.Timer(1.0, self._events.put, (retry,)).start()
 
+    def call(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the controller's event thread (as Kafka's ControllerEvent); its future raises
+        NotController on a broker that is not (or no longer) the controller."""
+        fut: Future[T] = Future()
+        self._events.put(("call", (fn, fut)))
+        return fut
+
+    def _call(self, fn: Callable[[], Any], fut: Future) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            if not self.active:
+                raise NotController(f"broker {self.broker_id} is not the controller")
+            fut.set_result(fn())
+        except StaleControllerEpoch as e:
+            fut.set_exception(NotController(str(e)))
+        except BaseException as e:  # the caller gets it
+            fut.set_exception(e)
+
     def _handle(self, kind: str, arg: object) -> None:
-        if kind == "lost":
+        if kind == "call":
+            self._call(*arg)
+        elif kind == "lost":
             if self.active:
                 log.warning("broker %d lost its ZooKeeper session: no longer the controller", self.broker_id)
             self.active = False
@@ -264,6 +304,8 @@ class Controller:
                 self._reconcile(sorted(new))
         elif kind == "rebalance":
             self._rebalance_leaders()
+        elif kind == "reassign":
+            self.reassignments.check(*arg)
         elif kind == "deletes":
             for t in self.zk.children(paths.DELETE_TOPICS):
                 self._delete_topic(t)
@@ -317,6 +359,7 @@ class Controller:
         self._on_brokers_changed()  # every topic against the live brokers
         for t in self.zk.children(paths.DELETE_TOPICS):
             self._delete_topic(t)
+        self.reassignments.resume()
 
     # ------------------------------------------------------------ fenced writes
 

@@ -6,7 +6,8 @@ znode                                                   data
 ``/brokers/ids/<id>`` (ephemeral)                       ``{"version":4,"host":"h","port":p,"endpoints":["PLAINTEXT://h:p"],
                                                         "jmx_port":-1,"timestamp":"<ms>"}``
 ``/brokers/topics/<t>``                                 ``{"version":3,"topic_id":"<22 chars>","partitions":{"0":[1,2,3],...},
-                                                        "adding_replicas":{},"removing_replicas":{}}``
+                                                        "adding_replicas":{"0":[4]},"removing_replicas":{"0":[1]}}``
+                                                        (a reassignment in progress, KIP-455: see :mod:`.reassignment`)
 ``/brokers/topics/<t>/partitions/<p>/state``            ``{"controller_epoch":E,"leader":L,"version":1,
                                                         "leader_epoch":LE,"isr":[...]}``
 ``/controller`` (ephemeral)                             ``{"version":1,"brokerid":id,"timestamp":"<ms>"}``
@@ -131,16 +132,31 @@ def new_topic_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def encode_assignment(assignment: dict[int, list[int]], topic_id: str) -> bytes:
-    return _dumps(
-        {
-            "version": 3,
-            "topic_id": topic_id,
-            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-            "adding_replicas": {},
-            "removing_replicas": {},
-        }
-    )
+def encode_assignment(
+    assignment: dict[int, list[int]],
+    topic_id: str | None,
+    adding: dict[int, list[int]] | None = None,
+    removing: dict[int, list[int]] | None = None,
+) -> bytes:
+    """A topic znode; ``adding`` / ``removing``: partition -> replicas joining / leaving it during a
+    reassignment (KIP-455; ``partitions`` then holds the full set, target and original)."""
+    d: dict[str, Any] = {"version": 3}
+    if topic_id is not None:
+        d["topic_id"] = topic_id
+    d["partitions"] = {str(p): list(r) for p, r in sorted(assignment.items())}
+    d["adding_replicas"] = {str(p): list(r) for p, r in sorted((adding or {}).items()) if r}
+    d["removing_replicas"] = {str(p): list(r) for p, r in sorted((removing or {}).items()) if r}
+    return _dumps(d)
+
+
+def decode_reassigning(data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(adding, removing) of a topic znode: partition -> replicas, for the partitions being reassigned."""
+    d = _loads(data)
+
+    def parts(key: str) -> dict[int, list[int]]:
+        return {int(p): [int(b) for b in r] for p, r in (d.get(key) or {}).items() if r}
+
+    return parts("adding_replicas"), parts("removing_replicas")
 
 
 def decode_topic_id(data: bytes) -> str | None:

@@ -579,6 +579,10 @@ class PartitionLog:
         with self._flush_lock, self._lock:  # no flush may write an older recovery point after ours
             self._check_open()
             if offset >= self._leo:
+                # nothing to cut, but the epoch cache may end with an epoch that starts at the log end and
+                # holds no record (this broker led it and wrote nothing): drop it, as Kafka's truncateTo
+                # does, or the follower keeps asking with it and the leader keeps answering "diverged"
+                self.epochs.truncate_from_end(self._leo)
                 return self._leo
             leo = self._leo = self._segments.truncate_to(offset)
             if self._start.offset > leo:  # as Kafka's truncateTo below the log start
