@@ -178,7 +178,7 @@ class KafkaServer:
             fmt = self._java(
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), heap="256m"
             )
-            proc = subprocess.run(fmt, capture_output=True, text=True, timeout=self.start_timeout)
+            proc = subprocess.run(fmt, capture_output=True, text=True, timeout=120)
             if proc.returncode != 0:
                 raise KafkaStartError(
                     f"kafka-storage format failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
@@ -216,11 +216,17 @@ class KafkaServer:
             return False
 
     def last_log_lines(self, n: int = 20) -> str:
+        """The log's first ERROR/FATAL line (the cause; a shutdown logs many lines after it) and its last
+        ``n`` lines."""
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
         except FileNotFoundError:
             return "(no log)"
-        return "\n".join(lines[-n:]) or "(empty log)"
+        first = next((i for i, ln in enumerate(lines) if "] ERROR " in ln or "] FATAL " in ln), None)
+        tail = "\n".join(lines[-n:]) or "(empty log)"
+        if first is None or first >= len(lines) - n:
+            return tail
+        return "\n".join(lines[first : first + 3]) + "\n...\n" + tail
 
     @property
     def pid(self) -> int | None:
