@@ -47,6 +47,8 @@ from pyspark_logsource import Admin  # noqa: E402
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
 
 MSG = 200
+#: the perf tools' JVM as kafka-run-class.sh starts them (full JIT; -Xmx512M as the perf-test scripts)
+CLIENT_JVM = ("-Xmx512m", "-XX:+UseG1GC")
 _TICK = 100
 
 
@@ -80,6 +82,7 @@ def producer_perf(bs: str, topic: str, n: int, linger: int) -> float:
         f"bootstrap.servers={bs}",
         f"linger.ms={linger}",
         timeout=600,
+        jvm=CLIENT_JVM,
     ).stdout
     last = [ln for ln in out.splitlines() if "records sent" in ln][-1]
     return float(re.search(r"([\d.]+) records/sec", last).group(1))  # type: ignore[union-attr]
@@ -98,6 +101,7 @@ def consumer_perf(bs: str, topic: str, n: int) -> float:
         "--timeout",
         "120000",
         timeout=600,
+        jvm=CLIENT_JVM,
     ).stdout
     lines = [ln for ln in out.splitlines() if ln.strip()]
     header = [h.strip() for h in lines[-2].split(",")]

@@ -186,7 +186,7 @@ def test_spark_stream_read_max_offsets_per_trigger(spark, real_kafka, topic_name
 
 
 @pytest.mark.spark
-def test_spark_write_at_least_once_and_exactly_once_refused(spark, real_kafka, topic_name):
+def test_spark_write_at_least_once_and_exactly_once_refused(spark, real_kafka, topic_name, tmp_path):
     bs = real_kafka.bootstrap
     t = topic_name("swrite")
     with Admin(bs) as admin:
@@ -202,3 +202,20 @@ def test_spark_write_at_least_once_and_exactly_once_refused(spark, real_kafka, t
         df.write.format("logsource").option("bootstrap.servers", bs).option("topic", t).mode("append").save()
     assert "StagedTxns" in str(e.value)
     assert read(spark, bs, subscribe=t).count() == 40  # nothing written by the refused write
+    # the same for a streaming write: the query stops with the reason
+    q = (
+        spark.readStream.format("logsource")
+        .option("bootstrap.servers", bs)
+        .option("subscribe", t)
+        .load()
+        .select("value")
+        .writeStream.format("logsource")
+        .option("bootstrap.servers", bs)
+        .option("topic", t)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match="exactlyOnce=true needs .*staged.*exactlyOnce=false"):
+        q.awaitTermination(120)
+    assert read(spark, bs, subscribe=t).count() == 40

@@ -77,17 +77,17 @@ def kafka_tool(
     input: str | None = None,
     timeout: float = 60.0,
     check: bool = True,
+    jvm: tuple[str, ...] = ("-Xmx256m", "-XX:TieredStopAtLevel=1"),
 ) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's command-line tools (``org.apache.kafka.tools.<tool>``, or a full class name) from
-    the fetched jars, as kafka-topics.sh etc. do; its log goes to stderr at WARN."""
+    the fetched jars, as kafka-topics.sh etc. do; its log goes to stderr at WARN. The default ``jvm``
+    options start fast (C1 only): a benchmark's client passes its own."""
     main = tool if "." in tool else f"org.apache.kafka.tools.{tool}"
     conf_dir = Path(os.environ.get("TMPDIR", "/tmp"))
     log4j = _log4j_config(conf_dir, "logsource-kafka-tools-log4j2.properties", "WARN", "SYSTEM_ERR")
     cmd = [
         "java",
-        "-Xmx256m",
-        "-XX:TieredStopAtLevel=1",
-        "-Xshare:auto",
+        *jvm,
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",
         kafka_classpath(),
