@@ -74,7 +74,12 @@ PEERS = {
         Peer(
             "hadoop-minicluster",
             HADOOP_VERSION,
-            ("org.apache.hadoop:hadoop-client-minicluster",),
+            (
+                "org.apache.hadoop:hadoop-client-minicluster",
+                # MiniDFSClusterManager (the minicluster's command line) loads JUnit's assertions
+                "org.junit.jupiter:junit-jupiter-api:5.11.4",
+                "junit:junit:4.13.2",
+            ),
             "Hadoop's MiniDFSCluster (hdfs:// tests)",
         ),
     )
@@ -117,9 +122,10 @@ def ensure_maven() -> str:
 
 def fetch(peer: Peer, mvn: str) -> None:
     """Resolve ``peer`` with its runtime dependencies into ``peer.dir`` unless it is already there."""
-    if (peer.dir / STAMP).exists():
-        return
     coords = ", ".join(a if a.count(":") == 2 else f"{a}:{peer.version}" for a in peer.artifacts)
+    stamp = peer.dir / STAMP
+    if stamp.exists() and stamp.read_text().strip() == coords:
+        return  # fetched before, with the same list of artifacts
     print(f"peers: fetching {coords} with Maven into {peer.dir}", file=sys.stderr)
     deps = "\n".join(
         DEP.format(group=g, artifact=a, version=v[0] if v else peer.version)

@@ -66,6 +66,19 @@ def real_kafka(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def hdfs(tmp_path_factory):
+    """One MiniDFSCluster (the fetched hadoop-client-minicluster) for the test session: ``hdfs.url``."""
+    from support.hdfs_peer import HdfsServer, HdfsStartError
+
+    try:
+        server = HdfsServer(tmp_path_factory.mktemp("minidfs")).start()
+    except HdfsStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def spark_class_data_dir(tmp_path_factory):
     """Where the tests' short-lived Spark drivers share one class-data archive (tests/support/spark_jvm.py):
