@@ -171,6 +171,18 @@ def test_kafka_configs_describe(broker, tools, topic_name):
     ).stdout
     assert f"Dynamic configs for topic {t} are:" in out, out
     assert "retention.ms=7200000" in out and "cleanup.policy=compact" in out, out
+    out = tools(
+        "kafka.admin.ConfigCommand",
+        "--bootstrap-server",
+        bs,
+        "--describe",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "0",
+        "--all",
+    ).stdout
+    assert "All configs for broker 0 are:" in out and "broker.id=0 sensitive=false" in out, out
 
 
 # --------------------------------------------------------------------------- Spark's Kafka connector
