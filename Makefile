@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench install java kcat zookeeper clean
+.PHONY: demo test lint bench install java kcat zookeeper peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,15 @@ kcat:
 zookeeper:
 	@bash scripts/ensure-zookeeper.sh
 
+# Apache Kafka, Spark's Kafka connector and Hadoop's minicluster, fetched with Maven (Debian's maven when
+# mvn is missing) into .cache/peers/ (git-ignored, kept between runs): the tests against the real peers.
+peers: java
+	@$(PYTHON) scripts/peers.py fetch
+
 demo: install java
 	$(BIN)/logsource demo $(DEMO_ARGS)
 
-test: lint java kcat zookeeper
+test: lint java kcat zookeeper peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Style (ruff), formatting (ruff format), the import layers (lint-imports, contracts in pyproject.toml)

@@ -509,10 +509,16 @@ class LogSource(DataSource):
             raise ConfigError(
                 "save mode overwrite is not supported by logsource (a log is append-only); use append"
             )
-        return LogSourceWriter(write_options(self.options, schema))
+        opts = write_options(self.options, schema)
+        if opts.exactly_once:
+            _sink().require_staged_commits(opts)
+        return LogSourceWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> LogSourceStreamWriter:
-        return LogSourceStreamWriter(write_options(self.options, schema), schema)
+        opts = write_options(self.options, schema)
+        if opts.exactly_once:
+            _sink().require_staged_commits(opts)
+        return LogSourceStreamWriter(opts, schema)
 
 
 class DefaultSource(LogSource):

@@ -26,8 +26,12 @@ def spark():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    connector = _spark_kafka_connector_jars()
+    if connector:  # Spark's own Kafka connector (format("kafka")), when make peers fetched it
+        builder = builder.config("spark.jars", ",".join(connector))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("pyspark-logsource-tests")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
@@ -37,6 +41,42 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def _spark_kafka_connector_jars() -> list[str]:
+    """Spark's Kafka connector and the jars it needs that pyspark does not ship (kafka-clients,
+    commons-pool2, spark-token-provider), from .cache/peers/; empty when they are not fetched."""
+    import pyspark
+    from support.kafka_peer import peers
+
+    return peers().spark_kafka_jars(os.path.join(os.path.dirname(pyspark.__file__), "jars"))
+
+
+@pytest.fixture(scope="session")
+def real_kafka(tmp_path_factory):
+    """One single-node Apache Kafka (KRaft, the fetched jars) for the whole test session, on free loopback
+    ports; fails (with its last log lines) when the jars are missing or it does not start in time."""
+    from support.kafka_peer import KafkaServer, KafkaStartError
+
+    try:
+        server = KafkaServer(tmp_path_factory.mktemp("apache-kafka"), start_timeout=90.0).start()
+    except (KafkaStartError, RuntimeError) as e:
+        pytest.fail(str(e), pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def hdfs(tmp_path_factory):
+    """One MiniDFSCluster (the fetched hadoop-client-minicluster) for the test session: ``hdfs.url``."""
+    from support.hdfs_peer import HdfsServer, HdfsStartError
+
+    try:
+        server = HdfsServer(tmp_path_factory.mktemp("minidfs")).start()
+    except HdfsStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -214,6 +214,10 @@ class BrokerConnection:
             return
         raise UnsupportedVersion(f"no ApiVersions version in common with broker {self.address}")
 
+    def supports(self, api_key: int) -> bool:
+        """True if the broker offers ``api_key`` at a version we speak (as ApiVersions told)."""
+        return api_key in self._proto.versions
+
     @property
     def arrow_body(self) -> bool:
         """True if the broker stores and serves our Arrow-bodied batches (else: Kafka's layout only)."""

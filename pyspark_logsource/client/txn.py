@@ -92,6 +92,10 @@ class StagedTxns:
         )
         self._node: int | None = None
 
+    def offered(self) -> bool:
+        """True if the broker offers the StagedTxns API: ours, which Apache Kafka does not have."""
+        return self._client.any_connection().supports(tm.STAGED_TXNS_KEY)
+
     def coordinator(self, write_id: str, refresh: bool = False) -> int:
         """Node id of the transaction coordinator (FindCoordinator, cached until ``refresh``; retried while
         there is none, until the request timeout)."""

@@ -64,6 +64,21 @@ def streaming_write_id() -> str:
     return f"spark-query-{qid}"
 
 
+def require_staged_commits(opts: Any) -> None:
+    """Refuse (before any task runs) an exactly-once write to a broker without our staged commits."""
+    from ..client.txn import StagedTxns
+
+    with StagedTxns(opts.bootstrap, opts.client_id) as t:
+        if t.offered():
+            return
+    raise ConfigError(
+        "exactlyOnce=true needs the logsource broker's staged commits (its StagedTxns API, which "
+        f"publishes each batch once), and the broker at {opts.bootstrap} does not offer them (Apache Kafka "
+        "has no such API); set exactlyOnce=false to write at-least-once, or use 'logsource etl' for "
+        "exactly-once output from any Kafka broker"
+    )
+
+
 def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) -> StagedCommitMessage:
     """Stage Spark Arrow batches under a fresh transactional producer (the work of one write task)."""
     from ..client import Admin
