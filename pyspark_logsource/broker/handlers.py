@@ -84,6 +84,7 @@ from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
+from .fetch_sessions import FetchSessionCache
 from .groups.handlers import GroupHandlers
 from .session import Session
 from .state import topic_error
@@ -102,6 +103,10 @@ class Handlers:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
         self.config = state.config
+        #: KIP-227's fetch sessions of this broker's consumers
+        self.fetch_sessions = FetchSessionCache(
+            state.config.fetch_session_cache_slots, state.config.fetch_session_eviction_ms
+        )
         self.by_key: dict[int, Callable[[Any, Session], Any]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -271,7 +276,8 @@ class Handlers:
     async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
         """Long poll (:func:`.fetch.long_poll`): answer at once if min_bytes are there (or an error), else
         when an append brings them. A follower's fetch (``replica_id`` >= 0, in a cluster) goes to the
-        replica manager.
+        replica manager. A consumer's fetch session (KIP-227) gives the partitions to read and shapes the
+        answer (:mod:`.fetch_sessions`).
 
         A coroutine even when the answer is ready: the server writes what it queued before awaiting it,
         so the previous answer's last bytes leave at once. Answered directly (tried), they waited behind
@@ -279,7 +285,11 @@ class Handlers:
         """
         if req.replica_id >= 0 and self.state.replication is not None:
             return await self.state.replication.follower_fetch(req)
-        return await long_poll(req, lambda: self._read(req, session), self.state.waiters)
+        ctx = self.fetch_sessions.new_context(req)
+        if ctx.error:
+            return self.fetch_sessions.error_response(ctx)
+        full = ctx.request
+        return ctx.respond(await long_poll(full, lambda: self._read(full, session), self.state.waiters))
 
     # ------------------------------------------------------------ ListOffsets
 
