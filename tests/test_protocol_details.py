@@ -6,9 +6,13 @@ Real clients (confluent-kafka, kafka-python, kcat) against a real broker process
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 from support.brokers import WireClient
 
+from pyspark_logsource import format as fmt
 from pyspark_logsource.errors import UnknownTopicOrPartition
 
 pytestmark = [
@@ -87,3 +91,79 @@ def test_a_broker_with_auto_create_disabled_creates_nothing(no_auto_broker, topi
     assert len(errors) == 1 and errors[0] is not None  # never delivered: the topic does not exist
     with WireClient(bs) as w:
         assert topic not in {t.name for t in w.metadata().topics}
+
+
+# ------------------------------------------------------------------ a fetch inside a batch
+
+
+def test_a_fetch_inside_a_batch_returns_the_whole_batch(broker, topic_name):
+    """Kafka answers a fetch at an offset inside a batch with the whole batch (from its base offset);
+    the client skips the records before its position."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bs, topic = broker.bootstrap, topic_name("mid-batch")
+    values = [f"v{i}".encode() for i in range(10)]
+    with WireClient(bs) as w:
+        assert w.create_topic(topic, 1) == 0
+        assert w.produce(topic, 0, fmt.encode_kafka(values)).error_code == 0  # one batch, offsets 0-9
+        assert w.produce(topic, 0, fmt.encode_kafka([b"next"])).error_code == 0  # offset 10
+        p = w.fetch(topic, 0, 5)
+        batches = fmt.decode_all(bytes(p.records))
+        assert [b.header.base_offset for b in batches] == [0, 10]
+        assert [r.value for r in batches[0].records()] == values
+
+    # kcat from offset 5: offsets 5..10, nothing before
+    r = subprocess.run(
+        ["kcat", "-C", "-b", bs, "-t", topic, "-p", "0", "-o", "5", "-e", "-f", "%o:%s\\n"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split() == [f"{i}:v{i}" for i in range(5, 10)] + ["10:next"]
+
+    # confluent-kafka assigned at offset 7
+    c = Consumer({"bootstrap.servers": bs, "group.id": topic, "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 7)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 4 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value()))
+        assert got == [(7, b"v7"), (8, b"v8"), (9, b"v9"), (10, b"next")]
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------------ OffsetCommit's metadata
+
+
+def test_offset_commit_metadata_comes_back_in_offset_fetch(broker, topic_name):
+    from confluent_kafka import Consumer, TopicPartition
+
+    bs, topic = broker.bootstrap, topic_name("commit-meta")
+    with WireClient(bs) as w:
+        assert w.create_topic(topic, 2) == 0
+    group = f"{topic}-g"
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(
+            offsets=[
+                TopicPartition(topic, 0, 3, metadata="checkpoint-a"),
+                TopicPartition(topic, 1, 0, metadata=""),
+            ],
+            asynchronous=False,
+        )
+        got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+        assert [(t.partition, t.offset, t.metadata) for t in got] == [(0, 3, "checkpoint-a"), (1, 0, "")]
+    finally:
+        c.close()
+    # the raw protocol: a null metadata (v2+ allow it on the wire) reads back as Kafka stores it (empty),
+    # a long one byte for byte
+    with WireClient(bs) as w:
+        long = "m" * 4000
+        assert w.commit(group, {(topic, 0): 4}, metadata=long).partitions[0].error_code == 0
+        assert w.committed(group, [(topic, 0)])[(topic, 0)].metadata == long
+        assert w.commit(group, {(topic, 1): 5}, metadata=None).partitions[0].error_code == 0
+        assert w.committed(group, [(topic, 1)])[(topic, 1)].metadata == ""

@@ -127,7 +127,8 @@ class GroupHandlers:
             elif p.offset < 0:
                 r.error_code = InvalidRequest.code
             else:
-                entries.append((p.topic, p.partition, p.offset, p.metadata))
+                # a null metadata is stored as Kafka stores it (OffsetAndMetadata.NO_METADATA: empty)
+                entries.append((p.topic, p.partition, p.offset, "" if p.metadata is None else p.metadata))
             out.append(r)
         if self.state.cluster is not None and entries:
             return self._replicated_commit(req.group_id, entries, out)
