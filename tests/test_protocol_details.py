@@ -13,7 +13,7 @@ import pytest
 from support.brokers import WireClient
 
 from pyspark_logsource import format as fmt
-from pyspark_logsource.errors import UnknownTopicOrPartition
+from pyspark_logsource.errors import InvalidRequest, UnknownTopicOrPartition
 
 pytestmark = [
     pytest.mark.kafka_clients,
@@ -167,3 +167,34 @@ def test_offset_commit_metadata_comes_back_in_offset_fetch(broker, topic_name):
         assert w.committed(group, [(topic, 0)])[(topic, 0)].metadata == long
         assert w.commit(group, {(topic, 1): 5}, metadata=None).partitions[0].error_code == 0
         assert w.committed(group, [(topic, 1)])[(topic, 1)].metadata == ""
+
+
+# ------------------------------------------------------------------ ListOffsets v7-v10
+
+
+def test_list_offsets_max_timestamp_local_start_and_tiered(broker, topic_name):
+    """KIP-734's MAX_TIMESTAMP (-3): the first record with the largest timestamp; KIP-405's
+    EARLIEST_LOCAL (-4) is the log start and KIP-1005's LATEST_TIERED (-5) is -1 without tiered storage."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    bs, topic = broker.bootstrap, topic_name("max-ts")
+    with WireClient(bs) as w:
+        assert w.create_topic(topic, 2) == 0
+        assert w.api_versions is not None
+        assert (
+            w.produce(topic, 0, fmt.encode_kafka([b"a", b"b", b"c"], timestamps=[100, 300, 200])).error_code
+            == 0
+        )
+        assert w.produce(topic, 0, fmt.encode_kafka([b"d", b"e"], timestamps=[300, 50])).error_code == 0
+        got = w.list_offset(topic, 0, -3)
+        assert (got.error_code, got.offset, got.timestamp) == (0, 1, 300)
+        assert (w.list_offset(topic, 0, -4).offset, w.list_offset(topic, 0, -5).offset) == (0, -1)
+        empty = w.list_offset(topic, 1, -3)  # no record: Kafka answers -1, -1
+        assert (empty.error_code, empty.offset, empty.timestamp) == (0, -1, -1)
+        assert w.list_offset(topic, 0, -6).error_code == InvalidRequest.code  # not a sentinel Kafka has
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    futs = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.max_timestamp()}, request_timeout=30)
+    res = next(iter(futs.values())).result(30)
+    assert (res.offset, res.timestamp) == (1, 300)

@@ -79,6 +79,7 @@ from ..protocol import (
     SupportedFeature,
     TopicMetadata,
 )
+from ..protocol.messages import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, MAX_TIMESTAMP
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .cluster.handlers import EpochHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
@@ -294,7 +295,9 @@ class Handlers:
     # ------------------------------------------------------------ ListOffsets
 
     def list_offsets(self, req: ListOffsetsRequest, session: Session) -> ListOffsetsResponse:
-        """Earliest (-2), latest (-1) or first offset with timestamp >= T (-1 when none)."""
+        """Earliest (-2), latest (-1), first offset with timestamp >= T (-1 when none), the record with the
+        largest timestamp (-3), the local log start (-4: the log start, no tiered storage) or the last
+        tiered offset (-5: -1, none), as Kafka answers without remote storage."""
         out = []
         for p in req.partitions:
             r = ListOffsetsPartitionResponse(p.topic, p.partition)
@@ -309,8 +312,14 @@ class Handlers:
                     self._check_epoch_start(p.topic, p.partition, r.offset, req.replica_id)
                     if req.isolation_level:  # read_committed: latest is the last stable offset
                         r.offset = lg.txns.last_stable_offset(r.offset)
+                elif p.timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                    r.offset = lg.log_start_offset
+                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+                    r.offset = -1
+                elif p.timestamp == MAX_TIMESTAMP:
+                    r.timestamp, r.offset = self._max_timestamp(p.topic, p.partition, lg, req.isolation_level)
                 elif p.timestamp < 0:
-                    raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
+                    raise InvalidRequest(f"timestamp {p.timestamp} is not one of -5..-1 nor a time in ms")
                 else:
                     found = lg.offset_for_timestamp(p.timestamp)
                     if found is not None:
@@ -321,6 +330,19 @@ class Handlers:
                 r.error_code = error_fields(e).code
             out.append(r)
         return ListOffsetsResponse(partitions=out)
+
+    def _max_timestamp(self, topic: str, partition: int, lg: Any, isolation_level: int) -> tuple[int, int]:
+        """KIP-734: (timestamp, offset) of the first record with the log's largest timestamp; (-1, -1) when
+        none, or when that record is not yet readable (at or past the high watermark / LSO), as Kafka."""
+        found = lg.max_timestamp()
+        if found is None:
+            return -1, -1
+        ts, base = found
+        offset = _offset_with_timestamp(lg, base, ts)
+        bound = self.state.high_watermark(topic, partition, lg)
+        if isolation_level:
+            bound = lg.txns.last_stable_offset(bound)
+        return (ts, offset) if 0 <= offset < bound else (-1, -1)
 
     def _check_epoch_start(self, topic: str, partition: int, hw: int, replica_id: int) -> None:
         """KIP-207: a new leader's high watermark may trail what it held when elected, until its
@@ -549,12 +571,21 @@ class Handlers:
 
 def _timestamp_at(lg: Any, offset: int) -> int:
     """Timestamp of the record at ``offset`` (what Kafka reports with a by-time lookup); -1 if unreadable."""
+    return _lookup(lg, offset, "offset", offset, "timestamp")
+
+
+def _offset_with_timestamp(lg: Any, base: int, timestamp: int) -> int:
+    """Offset of the first record with ``timestamp`` in the batch at ``base``; -1 if there is none."""
+    return _lookup(lg, base, "timestamp", timestamp, "offset")
+
+
+def _lookup(lg: Any, offset: int, column: str, value: int, want: str) -> int:
+    """``want`` of the first record whose ``column`` is ``value`` in the batch holding ``offset``; -1 if none."""
     try:
         region = lg.read(offset, 1)
-        data = os.pread(region.file.fileno(), region.length, region.position)
-        table = fmt.to_arrow(data)
-        ts = table.filter(pc.equal(table.column("offset"), offset)).column("timestamp")
-        return ts.cast(pa.int64())[0].as_py() if len(ts) else -1
+        table = fmt.to_arrow(os.pread(region.file.fileno(), region.length, region.position))
+        hits = table.filter(pc.equal(table.column(column).cast(pa.int64()), value)).column(want)
+        return hits.cast(pa.int64())[0].as_py() if len(hits) else -1
     except (LogSourceError, OSError, ValueError, IndexError):
         return -1
 

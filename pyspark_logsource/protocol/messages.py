@@ -385,3 +385,10 @@ __all__ = [
     name for name in dir() if not name.startswith("_") and name not in ("annotations", "Any", "IntEnum")
 ]
 _ = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)  # re-exported for the protocol's users
+
+#: ListOffsets v7+ (KIP-734): the record with the largest timestamp
+MAX_TIMESTAMP = -3
+#: ListOffsets v8+ (KIP-405): the local log start (the log start here: no tiered storage)
+EARLIEST_LOCAL_TIMESTAMP = -4
+#: ListOffsets v9+ (KIP-1005): the last offset in tiered storage (-1 here: none)
+LATEST_TIERED_TIMESTAMP = -5

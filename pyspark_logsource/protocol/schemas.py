@@ -347,7 +347,7 @@ FETCH_RESPONSE = message(
 
 LIST_OFFSETS_REQUEST = message(
     "ListOffsetsRequest",
-    "1-6",
+    "1-10",
     "6+",
     F("replica_id", "int32"),
     F("isolation_level", "int8", "2+"),
@@ -366,10 +366,11 @@ LIST_OFFSETS_REQUEST = message(
             F("max_num_offsets", "int32", "0", default=1),
         ),
     ),
+    F("timeout_ms", "int32", "10+"),
 )
 LIST_OFFSETS_RESPONSE = message(
     "ListOffsetsResponse",
-    "1-6",
+    "1-10",
     "6+",
     F("throttle_time_ms", "int32", "2+"),
     F(
