@@ -235,3 +235,46 @@ def test_eviction_prefers_stale_then_smaller_old_sessions():
 
 def test_next_epoch_wraps_to_one():
     assert [next_epoch(e) for e in (0, 1, 0x7FFFFFFF, -1)] == [1, 2, 1, -1]
+
+
+@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+def test_kafka_python_uses_incremental_sessions_and_reads_everything_once(broker, topic_name, caplog):
+    """kafka-python 3.0 keeps fetch sessions as Kafka's Java client does (FetchSessionHandler): a full
+    fetch, then incremental ones; the broker's answers must satisfy its checks (no extra partitions, a
+    full answer naming every partition) while it reads 20 partitions written in rounds."""
+    import logging
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    t, n = topic_name("kp-sessions"), 20
+    with WireClient(broker.bootstrap) as w:
+        assert w.create_topic(t, n) == 0
+        c = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+        )
+        caplog.set_level(logging.DEBUG, logger="kafka.consumer.fetcher")
+        try:
+            c.assign([TopicPartition(t, p) for p in range(n)])
+            want: set[tuple[int, bytes]] = set()
+            got: list[tuple[int, bytes]] = []
+            for rnd in range(5):
+                for p in range(rnd, n, 3):  # a different subset of partitions each round
+                    v = f"r{rnd}-p{p}".encode()
+                    assert w.produce(t, p, encode_kafka([v])).error_code == 0
+                    want.add((p, v))
+                for _ in range(40):
+                    for recs in c.poll(timeout_ms=100).values():
+                        got.extend((r.partition, r.value) for r in recs)
+                    if len(got) >= len(want):
+                        break
+            assert sorted(got) == sorted(want)  # every record once
+        finally:
+            c.close()
+    text = caplog.text
+    assert "created a new incremental fetch session" in text
+    assert "sent an incremental fetch response for session" in text
+    for bad in ("unable to process the fetch request", "invalid full fetch response", "invalid incremental"):
+        assert bad not in text
