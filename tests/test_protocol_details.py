@@ -13,7 +13,7 @@ import pytest
 from support.brokers import WireClient
 
 from pyspark_logsource import format as fmt
-from pyspark_logsource.errors import InvalidRequest, UnknownTopicOrPartition
+from pyspark_logsource.errors import InvalidRequest, OffsetMetadataTooLarge, UnknownTopicOrPartition
 
 pytestmark = [
     pytest.mark.kafka_clients,
@@ -165,6 +165,11 @@ def test_offset_commit_metadata_comes_back_in_offset_fetch(broker, topic_name):
         long = "m" * 4000
         assert w.commit(group, {(topic, 0): 4}, metadata=long).partitions[0].error_code == 0
         assert w.committed(group, [(topic, 0)])[(topic, 0)].metadata == long
+        # longer than offset.metadata.max.bytes (4096): OFFSET_METADATA_TOO_LARGE, nothing stored; the
+        # same for every partition of the commit
+        r = w.commit(group, {(topic, 0): 9, (topic, 1): 9}, metadata="m" * 4097)
+        assert [p.error_code for p in r.partitions] == [OffsetMetadataTooLarge.code] * 2
+        assert w.committed(group, [(topic, 0)])[(topic, 0)].offset == 4
         assert w.commit(group, {(topic, 1): 5}, metadata=None).partitions[0].error_code == 0
         assert w.committed(group, [(topic, 1)])[(topic, 1)].metadata == ""
 

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, str] = {
     "min.incremental.fetch.session.eviction.ms": "120000",
     "offsets.topic.num.partitions": "1",
     "offsets.retention.minutes": str(7 * 24 * 60),
+    "offset.metadata.max.bytes": "4096",
     "max.partitions.per.topic": "10000",
     # group coordinator; Kafka's initial delay is 3000 ms, ours is short so a group forms quickly
     "group.initial.rebalance.delay.ms": "300",
@@ -189,6 +190,7 @@ class BrokerConfig:
     fetch_session_eviction_ms: int = 120_000
     offsets_topic_num_partitions: int = 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
     max_partitions_per_topic: int = 10000
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 500
@@ -260,6 +262,7 @@ class BrokerConfig:
             fetch_session_eviction_ms=_int(p, "min.incremental.fetch.session.eviction.ms", 0),
             offsets_topic_num_partitions=_int(p, "offsets.topic.num.partitions", 1),
             offsets_retention_ms=_int(p, "offsets.retention.minutes", 1) * 60_000,
+            offset_metadata_max_bytes=_int(p, "offset.metadata.max.bytes", 0),
             max_partitions_per_topic=_int(p, "max.partitions.per.topic", 1),
             group_initial_rebalance_delay_ms=_int(p, "group.initial.rebalance.delay.ms", 0),
             group_min_session_timeout_ms=_int(p, "group.min.session.timeout.ms", 1),

@@ -33,11 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import FetchSessionIdNotFound, InvalidFetchSessionEpoch
 from ..protocol import FetchPartition, FetchPartitionResponse, FetchRequest, FetchResponse
 
-#: Kafka's error codes for the two session errors (top-level in the FetchResponse)
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
+#: the two session errors' codes (top-level in the FetchResponse)
+FETCH_SESSION_ID_NOT_FOUND = FetchSessionIdNotFound.code
+INVALID_FETCH_SESSION_EPOCH = InvalidFetchSessionEpoch.code
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
