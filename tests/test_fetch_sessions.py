@@ -170,6 +170,7 @@ def test_a_full_cache_evicts_the_least_recently_used_idle_session(evicting_broke
         assert fetch(w, [], c, 1).error_code == 0
 
 
+@pytest.mark.kafka_clients
 def test_librdkafka_fetches_sessionless_and_reads(broker, topic_name):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -237,6 +238,7 @@ def test_next_epoch_wraps_to_one():
     assert [next_epoch(e) for e in (0, 1, 0x7FFFFFFF, -1)] == [1, 2, 1, -1]
 
 
+@pytest.mark.kafka_clients
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 def test_kafka_python_uses_incremental_sessions_and_reads_everything_once(broker, topic_name, caplog):
     """kafka-python 3.0 keeps fetch sessions as Kafka's Java client does (FetchSessionHandler): a full
