@@ -170,6 +170,26 @@ class UnknownLeaderEpoch(LogSourceError):
     retriable = True
 
 
+class OffsetMetadataTooLarge(LogSourceError):
+    """A committed offset's metadata is longer than offset.metadata.max.bytes."""
+
+    code = 12
+
+
+class FetchSessionIdNotFound(LogSourceError):
+    """An incremental fetch names a fetch session the broker does not have (KIP-227)."""
+
+    code = 70
+    retriable = True
+
+
+class InvalidFetchSessionEpoch(LogSourceError):
+    """An incremental fetch's epoch is not the one its fetch session expects (KIP-227)."""
+
+    code = 71
+    retriable = True
+
+
 class InvalidRequiredAcks(LogSourceError):
     """The acks value is not supported."""
 

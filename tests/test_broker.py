@@ -572,7 +572,7 @@ def test_group_offsets_and_producer_ids_survive_restart_and_kill(tmp_path):
         with WireClient(b.bootstrap) as c:
             got = c.committed("billing")
             assert {k: (v.offset, v.metadata) for k, v in got.items()} == {
-                ("orders", 0): (7, None),
+                ("orders", 0): (7, ""),  # committed without metadata: Kafka's NO_METADATA, ""
                 ("orders", 2): (10, "run-1"),
             }
             one = c.committed("billing", [("orders", 1), ("orders", 2)])

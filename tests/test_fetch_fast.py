@@ -327,6 +327,30 @@ def test_shapes_the_fast_paths_leave_to_the_schema_codec():
     assert fast_decode(fetch_fast.decode_request, body, 12) is None
     got = codecs.decode_request_body(m.RequestHeader(FETCH, 12, 1), Reader(b"\x00" + body))
     assert got.partitions == [m.FetchPartition("t", 0, 1)]
+    assert got.forgotten == [("gone", 1)]
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 7])
+def test_an_incremental_fetch_with_forgotten_partitions_takes_the_schema_codec(version):
+    # KIP-227: an incremental fetch names its session and epoch (fast path) and may forget partitions
+    # (the schema codec); both round-trip through the public entry points
+    header = m.RequestHeader(FETCH, version, 7, "c")
+    incremental = m.FetchRequest([m.FetchPartition("t", 0, 5)], session_id=1234, session_epoch=3)
+    assert fetch_fast.encode_request(header, incremental) is not None
+    check_request(header, incremental)
+    forgetting = m.FetchRequest(
+        [m.FetchPartition("t", 0, 5)],
+        session_id=1234,
+        session_epoch=4,
+        forgotten=[("t", 1), ("u", 0), ("t", 2)],
+    )
+    assert fetch_fast.encode_request(header, forgetting) is None
+    parts = codecs.encode_request(header, forgetting)
+    body = request_body(parts, version)
+    assert fast_decode(fetch_fast.decode_request, body, version) is None
+    got = codecs.decode_request_body(header, Reader(body if version < 12 else b"\x00" + body))
+    assert got.forgotten == [("t", 1), ("t", 2), ("u", 0)]  # nested by topic on the wire
+    assert (got.session_id, got.session_epoch, got.partitions) == (1234, 4, forgetting.partitions)
 
 
 # ------------------------------------------------------------------ fuzzed bytes

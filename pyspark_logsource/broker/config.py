@@ -35,8 +35,12 @@ DEFAULTS: dict[str, str] = {
     "socket.send.buffer.bytes": "-1",
     "socket.receive.buffer.bytes": "-1",
     "fetch.max.bytes": str(55 * 1024 * 1024),
+    # fetch sessions (KIP-227): how many the broker keeps, and how long one is safe from eviction
+    "max.incremental.fetch.session.cache.slots": "1000",
+    "min.incremental.fetch.session.eviction.ms": "120000",
     "offsets.topic.num.partitions": "1",
     "offsets.retention.minutes": str(7 * 24 * 60),
+    "offset.metadata.max.bytes": "4096",
     "max.partitions.per.topic": "10000",
     # group coordinator; Kafka's initial delay is 3000 ms, ours is short so a group forms quickly
     "group.initial.rebalance.delay.ms": "300",
@@ -182,8 +186,11 @@ class BrokerConfig:
     socket_send_buffer_bytes: int = -1
     socket_receive_buffer_bytes: int = -1
     fetch_max_bytes: int = 55 * 1024 * 1024
+    fetch_session_cache_slots: int = 1000
+    fetch_session_eviction_ms: int = 120_000
     offsets_topic_num_partitions: int = 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
     max_partitions_per_topic: int = 10000
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 500
@@ -251,8 +258,11 @@ class BrokerConfig:
             socket_send_buffer_bytes=_int(p, "socket.send.buffer.bytes", -1),
             socket_receive_buffer_bytes=_int(p, "socket.receive.buffer.bytes", -1),
             fetch_max_bytes=_int(p, "fetch.max.bytes", 1024),
+            fetch_session_cache_slots=_int(p, "max.incremental.fetch.session.cache.slots", 0),
+            fetch_session_eviction_ms=_int(p, "min.incremental.fetch.session.eviction.ms", 0),
             offsets_topic_num_partitions=_int(p, "offsets.topic.num.partitions", 1),
             offsets_retention_ms=_int(p, "offsets.retention.minutes", 1) * 60_000,
+            offset_metadata_max_bytes=_int(p, "offset.metadata.max.bytes", 0),
             max_partitions_per_topic=_int(p, "max.partitions.per.topic", 1),
             group_initial_rebalance_delay_ms=_int(p, "group.initial.rebalance.delay.ms", 0),
             group_min_session_timeout_ms=_int(p, "group.min.session.timeout.ms", 1),

@@ -74,6 +74,7 @@ from ..protocol import (
     SupportedFeature,
     TopicMetadata,
 )
+from ..protocol.messages import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, MAX_TIMESTAMP
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .admin.handlers import AdminHandlers
 from .admin.records import RecordsAdminHandlers
@@ -82,6 +83,7 @@ from .cluster.replica_admin import ReplicaAdminHandlers
 from .cluster.topic_handlers import ClusterTopicHandlers
 from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
+from .fetch_sessions import FetchSessionCache
 from .groups.admin_handlers import GroupAdminHandlers
 from .groups.handlers import GroupHandlers
 from .session import Session
@@ -101,6 +103,10 @@ class Handlers:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
         self.config = state.config
+        #: KIP-227's fetch sessions of this broker's consumers
+        self.fetch_sessions = FetchSessionCache(
+            state.config.fetch_session_cache_slots, state.config.fetch_session_eviction_ms
+        )
         self.by_key: dict[int, Callable[[Any, Session], Any]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -286,7 +292,8 @@ class Handlers:
     async def fetch(self, req: FetchRequest, session: Session) -> FetchResponse:
         """Long poll (:func:`.fetch.long_poll`): answer at once if min_bytes are there (or an error), else
         when an append brings them. A follower's fetch (``replica_id`` >= 0, in a cluster) goes to the
-        replica manager.
+        replica manager. A consumer's fetch session (KIP-227) gives the partitions to read and shapes the
+        answer (:mod:`.fetch_sessions`).
 
         A coroutine even when the answer is ready: the server writes what it queued before awaiting it,
         so the previous answer's last bytes leave at once. Answered directly (tried), they waited behind
@@ -294,12 +301,18 @@ class Handlers:
         """
         if req.replica_id >= 0 and self.state.replication is not None:
             return await self.state.replication.follower_fetch(req)
-        return await long_poll(req, lambda: self._read(req, session), self.state.waiters)
+        ctx = self.fetch_sessions.new_context(req)
+        if ctx.error:
+            return self.fetch_sessions.error_response(ctx)
+        full = ctx.request
+        return ctx.respond(await long_poll(full, lambda: self._read(full, session), self.state.waiters))
 
     # ------------------------------------------------------------ ListOffsets
 
     def list_offsets(self, req: ListOffsetsRequest, session: Session) -> ListOffsetsResponse:
-        """Earliest (-2), latest (-1) or first offset with timestamp >= T (-1 when none)."""
+        """Earliest (-2), latest (-1), first offset with timestamp >= T (-1 when none), the record with the
+        largest timestamp (-3), the local log start (-4: the log start, no tiered storage) or the last
+        tiered offset (-5: -1, none), as Kafka answers without remote storage."""
         out = []
         for p in req.partitions:
             r = ListOffsetsPartitionResponse(p.topic, p.partition)
@@ -314,8 +327,14 @@ class Handlers:
                     self._check_epoch_start(p.topic, p.partition, r.offset, req.replica_id)
                     if req.isolation_level:  # read_committed: latest is the last stable offset
                         r.offset = lg.txns.last_stable_offset(r.offset)
+                elif p.timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                    r.offset = lg.log_start_offset
+                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+                    r.offset = -1
+                elif p.timestamp == MAX_TIMESTAMP:
+                    r.timestamp, r.offset = self._max_timestamp(p.topic, p.partition, lg, req.isolation_level)
                 elif p.timestamp < 0:
-                    raise InvalidRequest(f"timestamp {p.timestamp} is neither -2, -1 nor a time in ms")
+                    raise InvalidRequest(f"timestamp {p.timestamp} is not one of -5..-1 nor a time in ms")
                 else:
                     found = lg.offset_for_timestamp(p.timestamp)
                     if found is not None:
@@ -326,6 +345,19 @@ class Handlers:
                 r.error_code = error_fields(e).code
             out.append(r)
         return ListOffsetsResponse(partitions=out)
+
+    def _max_timestamp(self, topic: str, partition: int, lg: Any, isolation_level: int) -> tuple[int, int]:
+        """KIP-734: (timestamp, offset) of the first record with the log's largest timestamp; (-1, -1) when
+        none, or when that record is not yet readable (at or past the high watermark / LSO), as Kafka."""
+        found = lg.max_timestamp()
+        if found is None:
+            return -1, -1
+        ts, base = found
+        offset = _offset_with_timestamp(lg, base, ts)
+        bound = self.state.high_watermark(topic, partition, lg)
+        if isolation_level:
+            bound = lg.txns.last_stable_offset(bound)
+        return (ts, offset) if 0 <= offset < bound else (-1, -1)
 
     def _check_epoch_start(self, topic: str, partition: int, hw: int, replica_id: int) -> None:
         """KIP-207: a new leader's high watermark may trail what it held when elected, until its
@@ -524,12 +556,21 @@ class Handlers:
 
 def _timestamp_at(lg: Any, offset: int) -> int:
     """Timestamp of the record at ``offset`` (what Kafka reports with a by-time lookup); -1 if unreadable."""
+    return _lookup(lg, offset, "offset", offset, "timestamp")
+
+
+def _offset_with_timestamp(lg: Any, base: int, timestamp: int) -> int:
+    """Offset of the first record with ``timestamp`` in the batch at ``base``; -1 if there is none."""
+    return _lookup(lg, base, "timestamp", timestamp, "offset")
+
+
+def _lookup(lg: Any, offset: int, column: str, value: int, want: str) -> int:
+    """``want`` of the first record whose ``column`` is ``value`` in the batch holding ``offset``; -1 if none."""
     try:
         region = lg.read(offset, 1)
-        data = os.pread(region.file.fileno(), region.length, region.position)
-        table = fmt.to_arrow(data)
-        ts = table.filter(pc.equal(table.column("offset"), offset)).column("timestamp")
-        return ts.cast(pa.int64())[0].as_py() if len(ts) else -1
+        table = fmt.to_arrow(os.pread(region.file.fileno(), region.length, region.position))
+        hits = table.filter(pc.equal(table.column(column).cast(pa.int64()), value)).column(want)
+        return hits.cast(pa.int64())[0].as_py() if len(hits) else -1
     except (LogSourceError, OSError, ValueError, IndexError):
         return -1
 

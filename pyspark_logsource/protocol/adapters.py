@@ -236,7 +236,10 @@ def fetch_req_to(r: m.FetchRequest, v: int) -> dict:
         "isolation_level": r.isolation_level,
         "session_id": r.session_id,
         "session_epoch": r.session_epoch,
-        "forgotten_topics_data": [],
+        "forgotten_topics_data": [
+            {"topic": t, "partitions": [p for _, p in ps]}
+            for t, ps in by_topic(r.forgotten, lambda e: e[0]).items()
+        ],
         "rack_id": r.rack_id,
         "topics": [
             {
@@ -282,6 +285,7 @@ def fetch_req_from(d: dict, v: int) -> m.FetchRequest:
         d["session_id"],
         d["session_epoch"],
         d["rack_id"],
+        [(t["topic"], p) for t in d["forgotten_topics_data"] for p in t["partitions"]],
     )
 
 

@@ -8,7 +8,8 @@ run of fields. They cover every shape our clients, followers and Kafka's
 clients send: any number of topics and partitions, null (written empty) or
 present records and aborted transactions (read_committed), replica fetches (``replica_id``
 >= 0, ``last_fetched_epoch``), no forgotten topics and no tagged fields (a
-diverging epoch, sent to a follower whose log differs, is a tagged field). Anything else returns None
+diverging epoch, sent to a follower whose log differs, is a tagged field); session ids and epochs are
+plain fields, and a fetch session's forgotten topics take the schema codec. Anything else returns None
 and the caller uses the schema codec, which also reports every error: a fast
 decoder accepts exactly the bytes the schema codec accepts, with the same
 result (the tests compare both, byte for byte and on fuzzed input).
@@ -42,6 +43,7 @@ KNOWN_FIELDS = {
         "session_id",
         "session_epoch",
         "rack_id",
+        "forgotten",
     ),
     m.FetchPartition: (
         "topic",
@@ -156,8 +158,8 @@ def encode_request(header: m.RequestHeader, req: m.FetchRequest) -> list[Any] | 
 def _encode_request(header: m.RequestHeader, req: m.FetchRequest) -> list[Any] | None:
     v = header.api_version
     flex = v >= FLEXIBLE_FROM
-    if req.rack_id is None:
-        return None
+    if req.rack_id is None or req.forgotten:
+        return None  # forgotten topics (an incremental fetch session's) are the schema codec's
     out = bytearray(_REQ_FRAME_HEAD.pack(0, header.api_key, v, header.correlation_id))
     if header.client_id is None:
         out += b"\xff\xff"
@@ -202,7 +204,7 @@ def _encode_request(header: m.RequestHeader, req: m.FetchRequest) -> list[Any] |
         if flex:
             out += b"\x00"
     if v >= 7:
-        out += _count(0, flex)  # no forgotten topics (we keep no fetch sessions)
+        out += _count(0, flex)  # no forgotten topics (a request with some went to the schema codec)
     if v >= 11:
         rack = req.rack_id.encode("utf-8")
         if len(rack) > 0x7FFF:

@@ -14,7 +14,7 @@ from .schema import I32_MIN, F, message
 
 FIND_COORDINATOR_REQUEST = message(
     "FindCoordinatorRequest",
-    "0-4",
+    "0-6",
     "3+",
     F("key", "string", "0-3"),
     F("key_type", "int8", "1+"),
@@ -22,7 +22,7 @@ FIND_COORDINATOR_REQUEST = message(
 )
 FIND_COORDINATOR_RESPONSE = message(
     "FindCoordinatorResponse",
-    "0-4",
+    "0-6",
     "3+",
     F("throttle_time_ms", "int32", "1+"),
     F("error_code", "int16", "0-3"),

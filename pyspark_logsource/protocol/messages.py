@@ -225,8 +225,9 @@ class FetchPartition:
 class FetchRequest:
     """Long-poll fetch: answer when ``min_bytes`` are available or ``max_wait_ms`` passed.
 
-    Fetch sessions (KIP-227) are not kept: ``session_id`` 0 and epoch -1 are
-    full fetches, which every client copes with.
+    Fetch sessions (KIP-227, :mod:`pyspark_logsource.broker.fetch_sessions`): ``session_id`` 0 and epoch
+    -1 is a sessionless full fetch; epoch 0 opens a session, later epochs are incremental and may name
+    ``forgotten`` (topic, partition) pairs to drop from it.
     """
 
     API_KEY = ApiKey.FETCH
@@ -239,6 +240,8 @@ class FetchRequest:
     session_id: int = 0
     session_epoch: int = -1
     rack_id: str = ""
+    #: (topic, partition) pairs an incremental fetch removes from its session (v7+)
+    forgotten: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -382,3 +385,10 @@ __all__ = [
     name for name in dir() if not name.startswith("_") and name not in ("annotations", "Any", "IntEnum")
 ]
 _ = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)  # re-exported for the protocol's users
+
+#: ListOffsets v7+ (KIP-734): the record with the largest timestamp
+MAX_TIMESTAMP = -3
+#: ListOffsets v8+ (KIP-405): the local log start (the log start here: no tiered storage)
+EARLIEST_LOCAL_TIMESTAMP = -4
+#: ListOffsets v9+ (KIP-1005): the last offset in tiered storage (-1 here: none)
+LATEST_TIERED_TIMESTAMP = -5

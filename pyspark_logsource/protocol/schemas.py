@@ -121,7 +121,7 @@ API_VERSIONS_RESPONSE = message(
 
 METADATA_REQUEST = message(
     "MetadataRequest",
-    "0-12",
+    "0-13",
     "9+",
     F(
         "topics",
@@ -137,7 +137,7 @@ METADATA_REQUEST = message(
 )
 METADATA_RESPONSE = message(
     "MetadataResponse",
-    "0-12",
+    "0-13",
     "9+",
     F("throttle_time_ms", "int32", "3+"),
     F(
@@ -174,13 +174,14 @@ METADATA_RESPONSE = message(
         F("topic_authorized_operations", "int32", "8+", default=I32_MIN),
     ),
     F("cluster_authorized_operations", "int32", "8-10", default=I32_MIN),
+    F("error_code", "int16", "13+"),
 )
 
 # ------------------------------------------------------------------ Produce (0)
 
 PRODUCE_REQUEST = message(
     "ProduceRequest",
-    "3-9",
+    "3-10",
     "9+",
     F("transactional_id", "string", "3+", nullable="3+", default="null"),
     F("acks", "int16"),
@@ -201,7 +202,7 @@ PRODUCE_REQUEST = message(
 )
 PRODUCE_RESPONSE = message(
     "ProduceResponse",
-    "3-9",
+    "3-10",
     "9+",
     F(
         "responses",
@@ -225,9 +226,29 @@ PRODUCE_RESPONSE = message(
                 F("batch_index_error_message", "string", "8+", nullable="8+", default="null"),
             ),
             F("error_message", "string", "8+", nullable="8+", default="null"),
+            F(
+                "current_leader",
+                "LeaderIdAndEpoch",
+                "10+",
+                F("leader_id", "int32", "10+", default=-1),
+                F("leader_epoch", "int32", "10+", default=-1),
+                tag=0,
+                tagged="10+",
+            ),
         ),
     ),
     F("throttle_time_ms", "int32", "1+"),
+    F(
+        "node_endpoints",
+        "[]NodeEndpoint",
+        "10+",
+        F("node_id", "int32", "10+"),
+        F("host", "string", "10+"),
+        F("port", "int32", "10+"),
+        F("rack", "string", "10+", nullable="10+", default="null"),
+        tag=0,
+        tagged="10+",
+    ),
 )
 
 # ------------------------------------------------------------------ Fetch (1)
@@ -336,7 +357,7 @@ FETCH_RESPONSE = message(
 
 LIST_OFFSETS_REQUEST = message(
     "ListOffsetsRequest",
-    "1-6",
+    "1-10",
     "6+",
     F("replica_id", "int32"),
     F("isolation_level", "int8", "2+"),
@@ -355,10 +376,11 @@ LIST_OFFSETS_REQUEST = message(
             F("max_num_offsets", "int32", "0", default=1),
         ),
     ),
+    F("timeout_ms", "int32", "10+"),
 )
 LIST_OFFSETS_RESPONSE = message(
     "ListOffsetsResponse",
-    "1-6",
+    "1-10",
     "6+",
     F("throttle_time_ms", "int32", "2+"),
     F(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSourceError
+from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSourceError, OffsetMetadataTooLarge
 from ...protocol import coordinator_messages as cm
 from ...protocol import group_messages as g
 from ...protocol.messages import ApiKey
@@ -126,8 +126,11 @@ class GroupHandlers:
                 r.error_code = error_fields(topic_error(p.topic)).code
             elif p.offset < 0:
                 r.error_code = InvalidRequest.code
+            elif p.metadata is not None and len(p.metadata) > self.state.config.offset_metadata_max_bytes:
+                r.error_code = OffsetMetadataTooLarge.code  # Kafka's offset.metadata.max.bytes (4096)
             else:
-                entries.append((p.topic, p.partition, p.offset, p.metadata))
+                # a null metadata is stored as Kafka stores it (OffsetAndMetadata.NO_METADATA: empty)
+                entries.append((p.topic, p.partition, p.offset, "" if p.metadata is None else p.metadata))
             out.append(r)
         if self.state.cluster is not None and entries:
             return self._replicated_commit(req.group_id, entries, out)

@@ -453,6 +453,15 @@ class PartitionLog:
                     return max(found, self.log_start_offset)
         return None
 
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(the largest record timestamp, the base offset of the first batch holding it); None when no
+        record has a timestamp (ListOffsets' MAX_TIMESTAMP, KIP-734)."""
+        best: tuple[int, int] | None = None
+        for seg in self._segments.view.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]):
+                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+        return best
+
     # ------------------------------------------------------------ flush and roll
 
     def flush(self, up_to: int | None = None) -> int:
