@@ -32,7 +32,13 @@ class OptionalBuildExt(build_ext):
             _warn(e, ext.name)
 
 
+_warned: list = []
+
+
 def _warn(error: Exception, name: str = "the compiled core") -> None:
+    if _warned:  # one failure is enough to say (a failed compile also fails the copy that follows)
+        return
+    _warned.append(error)
     print(
         f"WARNING: could not build {name} ({error}); pyspark-logsource installs with its pure-Python "
         "path (slower; same results)",
