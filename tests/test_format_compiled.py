@@ -397,9 +397,13 @@ class guarded:
 def _parse_direct(data, ends, counts, lods, consecutive):
     k = len(counts)
     z = np.zeros(k, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    starts = np.zeros(len(e), dtype=np.int64)
+    starts[1:] = e[:-1]
     return ck.parse_records(
         data,
-        np.asarray(ends, dtype=np.int64),
+        starts,
+        e,
         np.asarray(counts, dtype=np.int64),
         np.asarray(lods, dtype=np.int64),
         consecutive,
@@ -430,6 +434,11 @@ def test_no_read_past_the_buffer(buf, data):
 def test_inconsistent_arguments_are_refused():
     data = bytes(F.encode_kafka([b"a"])[F.HEADER_SIZE :])
     assert _parse_direct(data, [len(data) + 1], [1], [0], True) is None  # section past the buffer
+    z = np.zeros(1, dtype=np.int64)
+    one = np.ones(1, dtype=np.int64)
+    for starts, ends in (([-1], [len(data)]), ([2], [1]), ([0], [len(data)] * 2)):
+        s, e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        assert ck.parse_records(data, s, e, one, z, True, z, z, z, np.zeros(1, dtype=np.uint8)) is None
     assert _parse_direct(data, [len(data)], [-1], [0], True) is None
     assert _parse_direct(data, [len(data)], [10**9], [0], True) is None
     assert ck.walk(np.zeros(70, dtype=np.int32), F.BatchHeader, crc32c, True, 1 << 62, False) is None

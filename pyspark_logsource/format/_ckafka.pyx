@@ -169,6 +169,7 @@ cdef inline int read_int32(const uint8_t* d, int64_t* q, int64_t stop, int64_t* 
 
 def parse_records(
     data,
+    const int64_t[::1] section_starts,
     const int64_t[::1] section_ends,
     const int64_t[::1] counts,
     const int64_t[::1] lods,
@@ -178,7 +179,8 @@ def parse_records(
     const int64_t[::1] max_ts,
     const uint8_t[::1] log_append,
 ):
-    """Every record of records sections laid end to end in ``data``, as Arrow-ready buffers, or None.
+    """Every record of the records sections ``data[section_starts[s]:section_ends[s]]``, as Arrow-ready
+    buffers, or None.
 
     Accepts exactly what ``kafka_decode._parse`` accepts (``consecutive``: offset
     deltas 0..n-1; otherwise increasing within [0, lods[b]]). Returns
@@ -205,15 +207,18 @@ def parse_records(
     if n > view.shape[0]:  # every record takes at least one byte
         return None
     if (
-        section_ends.shape[0] != nsec
+        section_starts.shape[0] != nsec
+        or section_ends.shape[0] != nsec
         or lods.shape[0] != nsec
         or base.shape[0] != nsec
         or base_ts.shape[0] != nsec
         or max_ts.shape[0] != nsec
         or log_append.shape[0] != nsec
-        or (nsec and section_ends[nsec - 1] > view.shape[0])
     ):
         return None
+    for s in range(section_starts.shape[0]):
+        if section_starts[s] < 0 or section_starts[s] > section_ends[s] or section_ends[s] > view.shape[0]:
+            return None
     key_start_a = np.empty(n, dtype=np.int64)
     key_len_a = np.empty(n, dtype=np.int64)
     val_start_a = np.empty(n, dtype=np.int64)
@@ -234,6 +239,7 @@ def parse_records(
     cdef int64_t v
     i = 0
     for s in range(nsec):
+        p = section_starts[s]
         e = section_ends[s]
         c = counts[s]
         prev = -1

@@ -311,12 +311,18 @@ def _headers_from_spans(data: pa.Buffer, n: int, header_counts: np.ndarray, span
     )
 
 
-def _table_compiled(sections: list, headers: Sequence[BatchHeader]) -> pa.Table | None:
-    """``_table(_parse(...))`` by the compiled core (``_ckafka.parse_records``), or None if it refuses."""
-    data = b"".join([*sections, bytes(_PAD)])
+def _table_compiled(
+    buf, sections: list, headers: Sequence[BatchHeader], positions: Sequence[int]
+) -> pa.Table | None:
+    """``_table(_parse(...))`` by the compiled core (``_ckafka.parse_records``), or None if it refuses.
+
+    Uncompressed sections are parsed where they are in ``buf`` (no joined copy).
+    """
     hs = np.array(
         [
             (
+                p,
+                h.size,
                 h.record_count,
                 h.last_offset_delta,
                 h.base_offset,
@@ -324,21 +330,30 @@ def _table_compiled(sections: list, headers: Sequence[BatchHeader]) -> pa.Table 
                 h.max_timestamp,
                 h.attributes,
             )
-            for h in headers
+            for h, p in zip(headers, positions, strict=True)
         ],
         dtype=np.int64,
-    ).reshape(-1, 6)
-    counts, lods = hs[:, 0].copy(), hs[:, 1].copy()
+    ).reshape(-1, 8)
+    if (hs[:, 7] & CODEC_MASK).any():
+        data = b"".join(sections)
+        ends = np.cumsum([len(s) for s in sections], dtype=np.int64)
+        starts = ends - [len(s) for s in sections]
+    else:
+        data = buf
+        starts = hs[:, 0] + HEADER_SIZE
+        ends = hs[:, 0] + hs[:, 1]
+    counts, lods = hs[:, 2].copy(), hs[:, 3].copy()
     r = ckafka.parse_records(
         data,
-        np.cumsum([len(s) for s in sections], dtype=np.int64),
+        starts,
+        ends,
         counts,
         lods,
         bool((lods == counts - 1).all()),
-        hs[:, 2].copy(),
-        hs[:, 3].copy(),
         hs[:, 4].copy(),
-        ((hs[:, 5] & TIMESTAMP_TYPE_BIT) != 0).astype(np.uint8),
+        hs[:, 5].copy(),
+        hs[:, 6].copy(),
+        ((hs[:, 7] & TIMESTAMP_TYPE_BIT) != 0).astype(np.uint8),
     )
     if r is None:
         return None
@@ -382,7 +397,7 @@ def decode_kafka_run(
         return ARROW_SCHEMA.empty_table()
     sections = _sections(buf, headers, positions, max_uncompressed)
     if ckafka is not None:
-        table = _table_compiled(sections, headers)
+        table = _table_compiled(buf, sections, headers, positions)
         if table is not None:
             return table
     # the reference (and, when the compiled parse refused the input, the precise CorruptRecord)
