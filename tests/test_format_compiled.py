@@ -447,3 +447,11 @@ def test_inconsistent_arguments_are_refused():
 
 def test_implementation_switch():
     assert _speedups.IMPLEMENTATION == ("python" if _speedups.DISABLED else "compiled")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=5000))
+def test_the_walks_c_level_crc_is_crc32c(data):
+    """The crc32c package's C function the walk calls directly (when wired) gives crc32c()'s values."""
+    got = ck.crc32c_direct(data)
+    assert got is None or got == crc32c(data)

@@ -14,7 +14,7 @@ belongs to.
 
 from cpython.buffer cimport PyBUF_READ
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -35,6 +35,25 @@ cdef int64_t INT32_MAX = 2147483647
 cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
 
 _tuple_new = tuple.__new__
+
+ctypedef uint32_t (*crc_fn_t)(uint32_t, const uint8_t*, size_t) noexcept nogil
+#: the crc32c package's hardware CRC-32C (``_crc32c_hw_adler``), set by _speedups when it checks out;
+#: NULL: the walk calls the Python-level crc32c function handed to it
+cdef crc_fn_t _crc_c = NULL
+
+
+def set_crc32c_function(size_t address):
+    """Use the C function at ``address`` (``uint32_t f(uint32_t crc, const uint8_t*, size_t)``, the
+    crc32c package's convention: pre- and post-inverted by the caller) for the walk's CRCs; 0: none."""
+    global _crc_c
+    _crc_c = <crc_fn_t>address
+
+
+def crc32c_direct(const uint8_t[::1] data):
+    """CRC-32C of ``data`` through the C function set by :func:`set_crc32c_function` (None if unset)."""
+    if _crc_c == NULL:
+        return None
+    return _crc_c(0xFFFFFFFF, &data[0] if data.shape[0] else NULL, data.shape[0]) ^ 0xFFFFFFFF
 
 
 cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
@@ -109,7 +128,10 @@ def walk(buf, header_type, crc_fn, bint check_crc, int64_t limit, bint strict):
             return out
         crc = (<uint64_t>p[17] << 24) | (<uint64_t>p[18] << 16) | (<uint64_t>p[19] << 8) | <uint64_t>p[20]
         if check_crc:
-            if crc_fn(PyMemoryView_FromMemory(<char*>(p + CRC_START), size - CRC_START, PyBUF_READ)) != crc:
+            if _crc_c != NULL:
+                if (_crc_c(0xFFFFFFFF, p + CRC_START, size - CRC_START) ^ 0xFFFFFFFF) != crc:
+                    return None
+            elif crc_fn(PyMemoryView_FromMemory(<char*>(p + CRC_START), size - CRC_START, PyBUF_READ)) != crc:
                 return None
         if strict and (attrs & CODEC_MASK) > MAX_CODEC:
             return None
