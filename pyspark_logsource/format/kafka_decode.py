@@ -24,6 +24,7 @@ from .header import (
     CODEC_MASK,
     CONTROL_BIT,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     read_header,
@@ -312,36 +313,29 @@ def _headers_from_spans(data: pa.Buffer, n: int, header_counts: np.ndarray, span
 
 
 def _table_compiled(
-    buf, sections: list, headers: Sequence[BatchHeader], positions: Sequence[int]
+    buf, headers: Sequence[BatchHeader], positions: Sequence[int], max_uncompressed: int
 ) -> pa.Table | None:
-    """``_table(_parse(...))`` by the compiled core (``_ckafka.parse_records``), or None if it refuses.
+    """``_table(_parse(_sections(...)))`` by the compiled core (``_ckafka.parse_records``), or None if
+    it refuses the records (the caller then runs the reference, which raises the precise error).
 
-    Uncompressed sections are parsed where they are in ``buf`` (no joined copy).
+    Uncompressed sections are parsed where they are in ``buf`` (no slices, no joined copy).
     """
+    # position, size, record_count, last_offset_delta, base_offset, base/max timestamp, attributes
+    # (BatchHeader fields by index: this runs once per batch of a fetch)
     hs = np.array(
-        [
-            (
-                p,
-                h.size,
-                h.record_count,
-                h.last_offset_delta,
-                h.base_offset,
-                h.base_timestamp,
-                h.max_timestamp,
-                h.attributes,
-            )
-            for h, p in zip(headers, positions, strict=True)
-        ],
+        [(p, h[1], h[12], h[6], h[0], h[7], h[8], h[5]) for h, p in zip(headers, positions, strict=True)],
         dtype=np.int64,
     ).reshape(-1, 8)
     if (hs[:, 7] & CODEC_MASK).any():
+        sections = _sections(buf, headers, positions, max_uncompressed)
         data = b"".join(sections)
-        ends = np.cumsum([len(s) for s in sections], dtype=np.int64)
-        starts = ends - [len(s) for s in sections]
+        lens = np.array([len(s) for s in sections], dtype=np.int64)
+        ends = np.cumsum(lens)
+        starts = ends - lens
     else:
         data = buf
         starts = hs[:, 0] + HEADER_SIZE
-        ends = hs[:, 0] + hs[:, 1]
+        ends = hs[:, 0] + hs[:, 1] + LOG_OVERHEAD
     counts, lods = hs[:, 2].copy(), hs[:, 3].copy()
     r = ckafka.parse_records(
         data,
@@ -395,12 +389,12 @@ def decode_kafka_run(
             headers, positions = [headers[i] for i in keep], [positions[i] for i in keep]
     if not headers:
         return ARROW_SCHEMA.empty_table()
-    sections = _sections(buf, headers, positions, max_uncompressed)
     if ckafka is not None:
-        table = _table_compiled(buf, sections, headers, positions)
+        table = _table_compiled(buf, headers, positions, max_uncompressed)
         if table is not None:
             return table
     # the reference (and, when the compiled parse refused the input, the precise CorruptRecord)
+    sections = _sections(buf, headers, positions, max_uncompressed)
     return _table(
         _parse(sections, [h.record_count for h in headers], [h.last_offset_delta for h in headers]), headers
     )
