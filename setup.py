@@ -46,6 +46,10 @@ def _warn(error: Exception, name: str = "the compiled core") -> None:
     )
 
 
+def _source(name: str) -> Extension:
+    return Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O3"])
+
+
 def _extensions() -> list:
     if os.environ.get("LOGSOURCE_NO_EXTENSIONS"):
         return []
@@ -54,9 +58,7 @@ def _extensions() -> list:
     except ImportError:
         _warn(ImportError("Cython is not installed"))
         return []
-    exts = [
-        Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O3"]) for name in EXTENSIONS
-    ]
+    exts = [_source(name) for name in EXTENSIONS]
     try:
         return cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True)
     except Exception as e:
@@ -64,4 +66,5 @@ def _extensions() -> list:
         return []
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+if __name__ == "__main__" or "setuptools.build_meta" in sys.modules:
+    setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
