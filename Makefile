@@ -10,8 +10,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+# `pip install -e .` also builds the compiled core (setup.py) in place; without a compiler it warns
+# and the pure-Python path is used (the line after says which one is in use).
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard pyspark_logsource/*/*.pyx)
 	$(BIN)/python -m pip install -q -e '.[test]'
+	@$(BIN)/python -c "from pyspark_logsource.format import _speedups as s; print('format/ hot paths:', s.IMPLEMENTATION, '' if s.ckafka else '(WARNING: the compiled core is not built; pure-Python path in use)')"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,8 +39,13 @@ peers: java
 demo: install java
 	$(BIN)/logsource demo $(DEMO_ARGS)
 
+# The format, protocol and client unit tests run a second time on the pure-Python path (the
+# reference the compiled core is checked against; LOGSOURCE_NO_EXTENSIONS=1 switches it off).
+PURE_PYTHON_TESTS := tests/test_format.py tests/test_format_kafka.py tests/test_format_props.py \
+	tests/test_protocol.py tests/test_protocol_fuzz.py tests/test_protocol_schemas.py tests/test_client_units.py
 test: lint java kcat zookeeper peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	LOGSOURCE_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_PYTHON_TESTS)
 
 # Style (ruff), formatting (ruff format), the import layers (lint-imports, contracts in pyproject.toml)
 # and no import circle but the filesystem plug-in registry (lazy and type-only imports count).
@@ -53,3 +61,4 @@ bench: install java
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+	rm -f pyspark_logsource/*/*.so pyspark_logsource/*/_c*.c

@@ -43,6 +43,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import CorruptRecord, InvalidRequest, MessageTooLarge, UnsupportedCompressionType
+from ._speedups import ckafka
 from .crc import crc32c
 
 MAGIC = 2
@@ -276,9 +277,15 @@ def walk(
     It runs for every produce request, so it is written for speed: one struct
     unpack and one CRC call per batch, and the full checks only on failure.
     """
+    limit = 1 << 62 if max_size is None else max_size
+    if ckafka is not None:
+        # the compiled walk handles well-formed input; on anything else it returns None and the
+        # loop below (the reference) raises, or stops, as documented
+        walked = ckafka.walk(buf, BatchHeader, crc32c, check_crc, limit, strict)
+        if walked is not None:
+            return walked
     unpack = HEADER.unpack_from
     mv = memoryview(buf)
-    limit = 1 << 62 if max_size is None else max_size
     out = []
     pos, end = 0, len(mv)
     try:

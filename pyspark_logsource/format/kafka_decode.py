@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ..errors import CorruptRecord
 from . import compression
+from ._speedups import ckafka
 from .arrow_body import ARROW_SCHEMA, HEADER_TYPE, MAX_UNCOMPRESSED_BYTES, Record
 from .arrow_decode import _gather, _np_col, _null_headers_col
 from .header import (
@@ -23,6 +24,7 @@ from .header import (
     CODEC_MASK,
     CONTROL_BIT,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     read_header,
@@ -286,7 +288,11 @@ def _table(p: _Parsed, headers: Sequence[BatchHeader]) -> pa.Table:
 def _headers_col(data: pa.Buffer, p: _Parsed) -> pa.Array:
     if p.headers is None:
         return _null_headers_col(p.n)
-    spans = np.array(p.headers, dtype=np.int64).reshape(-1, 4)
+    return _headers_from_spans(data, p.n, p.header_counts, np.array(p.headers, dtype=np.int64).reshape(-1, 4))
+
+
+def _headers_from_spans(data: pa.Buffer, n: int, header_counts: np.ndarray, spans: np.ndarray) -> pa.Array:
+    """The headers column from (key start, key length, value start, value length) rows into ``data``."""
     keys = _binary(data, spans[:, 0], spans[:, 1], pa.string())
     try:
         keys.validate(full=True)
@@ -295,15 +301,74 @@ def _headers_col(data: pa.Buffer, p: _Parsed) -> pa.Array:
     entries = pa.StructArray.from_arrays(
         [keys, _binary(data, spans[:, 2], spans[:, 3])], fields=list(HEADER_TYPE.value_type)
     )
-    list_off = np.zeros(p.n + 1, dtype=np.int32)
-    np.cumsum(p.header_counts, out=list_off[1:])
-    empty = p.header_counts == 0
+    list_off = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(header_counts, out=list_off[1:])
+    empty = header_counts == 0
     return pa.ListArray.from_arrays(
         _np_col(pa.int32(), list_off),
         entries,
         type=HEADER_TYPE,
         mask=pa.array(empty) if empty.any() else None,
     )
+
+
+def _table_compiled(
+    buf, headers: Sequence[BatchHeader], positions: Sequence[int], max_uncompressed: int
+) -> pa.Table | None:
+    """``_table(_parse(_sections(...)))`` by the compiled core (``_ckafka.parse_records``), or None if
+    it refuses the records (the caller then runs the reference, which raises the precise error).
+
+    Uncompressed sections are parsed where they are in ``buf`` (no slices, no joined copy).
+    """
+    # position, size, record_count, last_offset_delta, base_offset, base/max timestamp, attributes
+    # (BatchHeader fields by index: this runs once per batch of a fetch)
+    hs = np.array(
+        [(p, h[1], h[12], h[6], h[0], h[7], h[8], h[5]) for h, p in zip(headers, positions, strict=True)],
+        dtype=np.int64,
+    ).reshape(-1, 8)
+    if (hs[:, 7] & CODEC_MASK).any():
+        sections = _sections(buf, headers, positions, max_uncompressed)
+        data = b"".join(sections)
+        lens = np.array([len(s) for s in sections], dtype=np.int64)
+        ends = np.cumsum(lens)
+        starts = ends - lens
+    else:
+        data = buf
+        starts = hs[:, 0] + HEADER_SIZE
+        ends = hs[:, 0] + hs[:, 1] + LOG_OVERHEAD
+    counts, lods = hs[:, 2].copy(), hs[:, 3].copy()
+    r = ckafka.parse_records(
+        data,
+        starts,
+        ends,
+        counts,
+        lods,
+        bool((lods == counts - 1).all()),
+        hs[:, 4].copy(),
+        hs[:, 5].copy(),
+        hs[:, 6].copy(),
+        ((hs[:, 7] & TIMESTAMP_TYPE_BIT) != 0).astype(np.uint8),
+    )
+    if r is None:
+        return None
+    n, koff, kbytes, kvalid, voff, vbytes, vvalid, offsets, ts, tstype, hcounts, spans = r
+
+    def binary(off: np.ndarray, body: bytearray, valid: np.ndarray | None) -> pa.Array:
+        return pa.Array.from_buffers(
+            pa.binary(),
+            n,
+            [None if valid is None else pa.py_buffer(valid), pa.py_buffer(off), pa.py_buffer(body)],
+        )
+
+    cols = [
+        binary(koff, kbytes, kvalid),
+        binary(voff, vbytes, vvalid),
+        _np_col(pa.int64(), offsets),
+        _np_col(_TS_MS, ts),
+        _np_col(pa.int32(), tstype),
+        _null_headers_col(n) if spans is None else _headers_from_spans(pa.py_buffer(data), n, hcounts, spans),
+    ]
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)])
 
 
 def decode_kafka_run(
@@ -324,6 +389,11 @@ def decode_kafka_run(
             headers, positions = [headers[i] for i in keep], [positions[i] for i in keep]
     if not headers:
         return ARROW_SCHEMA.empty_table()
+    if ckafka is not None:
+        table = _table_compiled(buf, headers, positions, max_uncompressed)
+        if table is not None:
+            return table
+    # the reference (and, when the compiled parse refused the input, the precise CorruptRecord)
     sections = _sections(buf, headers, positions, max_uncompressed)
     return _table(
         _parse(sections, [h.record_count for h in headers], [h.last_offset_delta for h in headers]), headers

@@ -1,0 +1,270 @@
+"""The compiled core (issue 25) against the pure-Python path, each row both ways in the same run.
+
+One broker process; librdkafka (confluent-kafka) writes ``--messages`` 200-byte
+messages into topic ``rd`` (Kafka's varint record layout, batches of up to 1 MB
+as librdkafka makes them) and our Producer writes the same into ``ours``
+(Arrow bodies). Rows, each with the pure-Python path (the modules' ``ckafka``
+set to None in this process) and the compiled one, alternated, best of
+``--repeat``:
+
+* ``format``: ``to_arrow()`` of 1 MB fetch answers cut from ``rd``'s log
+  segment (what poll_arrow() and a Spark task do with what the broker sends),
+  and ``walk(check_crc=True)`` over a whole fetch answer of 500 batches of 50
+  (our Producer's batch 50, as a Spark task's fetch holds them);
+* ``consumer``: ``Consumer.poll_arrow(1000)`` over the whole topic, ``rd`` and ``ours``;
+* ``spark`` (``--spark``): ``sum(length(value))`` over ``--spark-rows`` rows of a
+  librdkafka-written topic and of our Producer's, in two child processes, one
+  with ``LOGSOURCE_NO_EXTENSIONS=1`` (its Python workers inherit it).
+
+    .venv/bin/python benchmarks/compiled.py [--messages 1000000] [--spark --spark-rows 2000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import kafka_clients  # noqa: E402  (librdkafka's producer as that benchmark runs it)
+import paper  # noqa: E402
+
+from pyspark_logsource import Admin, Consumer, Producer  # noqa: E402
+from pyspark_logsource import format as F  # noqa: E402
+from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
+from pyspark_logsource.format import _speedups, header, kafka_decode  # noqa: E402
+
+_MODULES = (header, kafka_decode)
+
+
+@contextlib.contextmanager
+def path(compiled: bool):
+    """Run the format hot paths compiled or pure-Python in this process."""
+    saved = [m.ckafka for m in _MODULES]
+    for m in _MODULES:
+        m.ckafka = _speedups.ckafka if compiled else None
+    try:
+        yield
+    finally:
+        for m, s in zip(_MODULES, saved, strict=True):
+            m.ckafka = s
+
+
+def both(fn, repeat: int) -> tuple[float, float]:
+    """Best seconds of ``fn()`` on the pure-Python path and on the compiled one, runs alternated."""
+    best = {False: float("inf"), True: float("inf")}
+    for _ in range(repeat):
+        for compiled in (False, True):
+            with path(compiled):
+                t0 = time.perf_counter()
+                fn()
+                best[compiled] = min(best[compiled], time.perf_counter() - t0)
+    return best[False], best[True]
+
+
+ROWS: list[tuple] = []
+
+
+def row(name: str, n: int, unit: str, py: float, co: float, target: str = "") -> None:
+    ROWS.append((name, n, unit, py, co, target))
+    print(f"  {name}: {n / py:,.0f} -> {n / co:,.0f} {unit}/s ({py / co:.2f}x)", file=sys.stderr, flush=True)
+
+
+def fetches(log: bytes, max_bytes: int) -> list[bytes]:
+    """The log cut into fetch answers of at most ``max_bytes`` (whole batches; a bigger batch alone)."""
+    out, start, pos = [], 0, 0
+    for p, h in F.walk(log):
+        if p + h.size - start > max_bytes and p > start:
+            out.append(log[start:p])
+            start = p
+        pos = p + h.size
+    out.append(log[start:pos])
+    return out
+
+
+def format_rows(log_dir: str, repeat: int) -> None:
+    segs = sorted(glob.glob(os.path.join(log_dir, "**", "rd-0", "*.log"), recursive=True))
+    log = b"".join(Path(s).read_bytes() for s in segs)
+    walked = F.walk(log)
+    n = sum(h.record_count for _, h in walked)
+    answers = fetches(log, 1 << 20)
+    print(f"rd: {len(walked)} batches, {n:,} records, {len(log) / 1e6:.0f} MB", file=sys.stderr)
+
+    def decode() -> None:
+        for a in answers:
+            F.to_arrow(a)
+
+    row("to_arrow(), librdkafka-written topic, 1 MB fetches", n, "msg", *both(decode, repeat), ">= 5,000,000")
+    small = fetches(log, 200 << 10)
+
+    def decode_small() -> None:
+        for a in small:
+            F.to_arrow(a)
+
+    row("to_arrow(), librdkafka-written topic, 200 KB fetches", n, "msg", *both(decode_small, repeat))
+    msgs = paper.values(50)
+    ours = b"".join(bytes(F.encode(msgs, base_offset=50 * i)) for i in range(500))
+    row(
+        "walk(check_crc=True), one fetch of 500 batches of 50",
+        500,
+        "batch",
+        *both(lambda: [F.walk(ours, check_crc=True) for _ in range(20)], repeat),
+    )
+    ROWS[-1] = (*ROWS[-1][:1], 500 * 20, *ROWS[-1][2:])
+
+
+def consume_all(bs: str, topic: str, n: int) -> None:
+    c = Consumer(bs, max_partition_fetch_bytes=4 << 20, fetch_max_bytes=50 << 20, fetch_max_wait_ms=100)
+    c.assign([(topic, 0)])
+    c.seek((topic, 0), 0)
+    got = 0
+    while got < n:
+        for t in c.poll_arrow(1000).values():
+            got += t.num_rows
+    c.close()
+
+
+def consumer_rows(bs: str, n: int, repeat: int) -> None:
+    for name, topic in (("librdkafka-written topic", "rd"), ("Arrow-body topic (our Producer)", "ours")):
+        py, co = both(lambda topic=topic: consume_all(bs, topic, n + 1), repeat)
+        row(f"Consumer.poll_arrow(1000), {name}", n, "msg", py, co, ">= 5,000,000" if topic == "rd" else "")
+
+
+SPARK_CHILD = r"""
+import json, os, sys, time
+os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession, functions as F
+from pyspark_logsource import register
+from pyspark_logsource.format import _speedups
+bs, repeat = sys.argv[1], int(sys.argv[2])
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.driver.memory", "4g").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)
+src = spark.read.format("logsource").option("bootstrap.servers", bs).option("minPartitions", "4")
+out = {"implementation": _speedups.IMPLEMENTATION}
+for topic in ("srd", "sours", "srd", "sours"):  # the first round warms the workers up
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        total = src.option("subscribe", topic).load().select(F.sum(F.length("value"))).collect()[0][0]
+        best = min(best, time.perf_counter() - t0)
+    out[topic] = (best, total)
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def spark_rows(bs: str, rows: int, repeat: int) -> None:
+    got = {}
+    for compiled in (False, True):
+        env = dict(os.environ)
+        env.pop("LOGSOURCE_NO_EXTENSIONS", None)
+        if not compiled:
+            env["LOGSOURCE_NO_EXTENSIONS"] = "1"
+        p = subprocess.run(
+            [sys.executable, "-c", SPARK_CHILD, bs, str(repeat)], env=env, capture_output=True, text=True
+        )
+        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        if not line:
+            raise RuntimeError(p.stderr[-3000:])
+        got[compiled] = json.loads(line[0][7:])
+        assert got[compiled]["implementation"] == ("compiled" if compiled else "python")
+    assert got[False]["srd"][1] == got[True]["srd"][1] == got[True]["sours"][1]
+    for topic, name in (("srd", "librdkafka-written topic"), ("sours", "our Producer's topic")):
+        row(f"Spark sum(length(value)), {name}", rows, "row", got[False][topic][0], got[True][topic][0])
+    for compiled in (False, True):
+        g = got[compiled]
+        label = "compiled" if compiled else "pure-Python"
+        print(
+            f"  Spark {label}: librdkafka-written {g['srd'][0]:.2f} s / ours {g['sours'][0]:.2f} s = "
+            f"{g['srd'][0] / g['sours'][0]:.2f}x (target <= 1.1x)",
+            file=sys.stderr,
+        )
+    ROWS.append(("Spark librdkafka / ours, seconds ratio", 0, "", 0, 0, "<= 1.1x"))
+    SPARK_RATIO.update({c: got[c]["srd"][0] / got[c]["sours"][0] for c in (False, True)})
+
+
+SPARK_RATIO: dict = {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--spark", action="store_true", help="also the Spark rows (two child Spark sessions)")
+    ap.add_argument("--spark-rows", type=int, default=2_000_000)
+    args = ap.parse_args(argv)
+    if _speedups.ckafka is None:
+        print("the compiled core is not built (or LOGSOURCE_NO_EXTENSIONS is set): nothing to compare")
+        return 1
+    n = args.messages
+    msgs = paper.values(n)
+    with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
+        bs = broker.bootstrap
+        admin = Admin(bs)
+        for t in ("rd", "ours"):
+            admin.create_topic(t, 1)
+        kafka_clients.rd_produce(bs, "rd", msgs, "none")
+        p = Producer(bs, linger_ms=5, batch_size=1_000_000, buffer_memory=512 << 20, max_in_flight=64)
+        for v in msgs:
+            p.send("ours", v, partition=0)
+        p.send("ours", b"warm-up", partition=0)  # as rd_produce's, so both topics hold n + 1
+        p.flush()
+        p.close()
+        format_rows(d, args.repeat)
+        consumer_rows(bs, n, args.repeat)
+        if args.spark:
+            sm = paper.values(args.spark_rows)
+            admin.create_topic("srd", 4)
+            admin.create_topic("sours", 4)
+            rd = kafka_clients.RdProducer(
+                {
+                    "bootstrap.servers": bs,
+                    "linger.ms": 5,
+                    "batch.size": 1_000_000,
+                    "acks": 1,
+                    "queue.buffering.max.messages": 2_000_000,
+                    "queue.buffering.max.kbytes": 1_048_576,
+                }
+            )
+            ours = Producer(bs, linger_ms=5, batch_size=1_000_000, buffer_memory=512 << 20, max_in_flight=64)
+            for i, v in enumerate(sm):
+                while True:
+                    try:
+                        rd.produce("srd", v, partition=i % 4)
+                        break
+                    except BufferError:
+                        rd.poll(0.01)
+                ours.send("sours", v, partition=i % 4)
+            rd.flush(300)
+            ours.flush()
+            ours.close()
+            spark_rows(bs, args.spark_rows, 2)
+        admin.close()
+    print()
+    print(f"{'row':58} {'count':>10} {'pure Python/s':>14} {'compiled/s':>12} {'ratio':>6} {'target':>14}")
+    for name, cnt, _unit, py, co, target in ROWS:
+        if not cnt:
+            print(
+                f"{name:58} {'':>10} {SPARK_RATIO[False]:>13.2f}x {SPARK_RATIO[True]:>11.2f}x {'':>6} {target:>14}"
+            )
+            continue
+        print(f"{name:58} {cnt:>10,} {cnt / py:>14,.0f} {cnt / co:>12,.0f} {py / co:>5.2f}x {target:>14}")
+    print(
+        f"\nbest of {args.repeat}, alternated; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The one place that chooses between the compiled core and the pure-Python reference.
+
+``ckafka`` is the compiled module (``_ckafka.pyx``: the header walk and Kafka's
+varint record decode), or None when it is not built or ``LOGSOURCE_NO_EXTENSIONS``
+is set (to anything but ``0`` or empty), as aiokafka's ``AIOKAFKA_NO_EXTENSIONS``
+does. The modules that use it keep their API; only their bodies branch on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from types import ModuleType
+
+DISABLED = os.environ.get("LOGSOURCE_NO_EXTENSIONS", "") not in ("", "0")
+
+
+def _load() -> ModuleType | None:
+    if DISABLED:
+        return None
+    try:
+        # by name: `from . import _ckafka` reads to the import-cycle check as importing the package
+        # itself (the compiled module has no .py to resolve); it imports nothing of the package
+        mod = importlib.import_module(__name__.rpartition(".")[0] + "._ckafka")
+    except ImportError:
+        return None
+    _wire_crc(mod)
+    return mod
+
+
+def _wire_crc(mod: ModuleType) -> None:
+    """Hand the walk the crc32c package's hardware CRC-32C as a C function (no Python call per batch).
+
+    A private symbol of that package: used only if it is there, the package says it runs on the
+    hardware path, and it gives the standard check value; otherwise the walk calls ``crc32c()``.
+    """
+    try:
+        import ctypes
+
+        import crc32c
+        from crc32c import _crc32c
+
+        if not getattr(crc32c, "hardware_based", False):
+            return
+        fn = ctypes.CDLL(_crc32c.__file__)._crc32c_hw_adler
+        mod.set_crc32c_function(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+        if mod.crc32c_direct(b"123456789") != 0xE3069283:  # CRC-32C's check value
+            mod.set_crc32c_function(0)
+    except Exception:  # noqa: BLE001 - any surprise: keep the Python-level call
+        with contextlib.suppress(Exception):
+            mod.set_crc32c_function(0)
+
+
+ckafka = _load()
+#: "compiled" or "python": what the format hot paths run (benchmarks and tests print it)
+IMPLEMENTATION = "python" if ckafka is None else "compiled"
