@@ -31,6 +31,10 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "pyspark_logsource.broker.cluster.local",
         "start|stop|status a local cluster: ZooKeeper and N brokers",
     ),
+    "users": (
+        "pyspark_logsource.broker.users",
+        "set|list|delete users' SCRAM credentials (offline or online)",
+    ),
 }
 
 

@@ -250,12 +250,15 @@ class TxnHandlers:
             raise CoordinatorLoadInProgress(f"broker {me} is loading the transaction state")
         return c
 
-    async def find_coordinator(self, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
-        """FindCoordinator for a transactional id (key_type 1): the leader of ``__transaction_state-0``."""
+    async def find_coordinator(
+        self, req: FindCoordinatorRequest, listener: str | None = None
+    ) -> FindCoordinatorResponse:
+        """FindCoordinator for a transactional id (key_type 1): the leader of ``__transaction_state-0``, at its
+        address on ``listener`` (the one the client came in on)."""
         if not req.key:
             raise InvalidRequest("transactional id is empty")
         node = await self._txn_leader()
-        addr = self.state.broker_address(node)
+        addr = self.state.broker_address(node, listener)
         if addr is None:
             raise CoordinatorNotAvailable(f"the transaction coordinator (broker {node}) is not live")
         return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
