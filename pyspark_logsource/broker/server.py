@@ -132,7 +132,12 @@ class Broker:
                 if c.listeners is not None
                 else (Listener("PLAINTEXT", "PLAINTEXT", c.host, c.port),)
             )
-            tls = server_context(c.security) if any(x.tls for x in listeners) else None
+            # SSL listeners ask for client certificates as ssl.client.auth says; SASL_SSL listeners
+            # authenticate with SASL and do not (Kafka's rule since KIP-684)
+            tls = {
+                proto: server_context(c.security, None if proto == "SSL" else "none")
+                for proto in {x.protocol for x in listeners if x.tls}
+            }
             for lst in listeners:
                 server = await asyncio.start_server(
                     functools.partial(self._on_connect, lst),
@@ -140,7 +145,7 @@ class Broker:
                     lst.port,
                     limit=_READ_CHUNK,
                     start_serving=False,
-                    ssl=tls if lst.tls else None,
+                    ssl=tls.get(lst.protocol),
                     ssl_handshake_timeout=10.0 if lst.tls else None,
                 )
                 self._servers.append(server)
@@ -291,7 +296,15 @@ class Broker:
         if listener is not None:
             session.listener_name, session.security_protocol = listener.name, listener.protocol
             if listener.tls:  # mTLS: User:<subject> of the verified client certificate
-                session.principal = peer_principal(writer.get_extra_info("ssl_object")) or session.principal
+                principal = peer_principal(writer.get_extra_info("ssl_object"))
+                if principal is not None:
+                    session.principal = principal
+                    log.info(
+                        "client %s on listener %s presented a certificate: principal %s",
+                        peer_s,
+                        listener.name,
+                        principal,
+                    )
             if listener.sasl:
                 assert self.credentials is not None
                 auth = SaslAuthenticator(c.security.sasl_mechanisms, self.credentials)

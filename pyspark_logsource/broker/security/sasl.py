@@ -148,6 +148,7 @@ class SaslAuthenticator:
                 self._scram = ScramMechanism(self.mechanism).make_server(self._lookup)
                 self._scram.set_client_first(text)
                 return Outcome(SaslAuthenticateResponse(0, None, self._scram.get_server_first().encode()))
+            self._accept_librdkafka_nonce(text)
             self._scram.set_client_final(text)
             reply = self._scram.get_server_final().encode()
         except _Failed:
@@ -157,6 +158,20 @@ class SaslAuthenticator:
         except Exception as e:  # scramp's parser on garbage: whatever it raises, the client failed
             raise _Failed(f"malformed SCRAM message ({type(e).__name__})") from None
         return self._done(reply)
+
+    def _accept_librdkafka_nonce(self, client_final: str) -> None:
+        """librdkafka before 2.6.1 (confluentinc/librdkafka#4895; kcat 1.7 ships 2.0.2) puts its own
+        nonce in front of the server's nonce once more in client-final. Kafka 3.8.1-3.9 accepted it (the
+        nonce still ends with the fresh server nonce, so a replay still fails) and the client's proof is
+        over the message as sent; accept exactly that shape, as scramp compares against its ``nonce``."""
+        from scramp.core import Nonce
+
+        server_nonce = str(self._scram.nonce)
+        bare = dict(a.split("=", 1) for a in self._scram.client_first_bare.split(",") if "=" in a)
+        sent = dict(a.split("=", 1) for a in client_final.split(",") if "=" in a).get("r")
+        client_nonce = bare.get("r")
+        if client_nonce and sent == client_nonce + server_nonce:
+            self._scram.nonce = Nonce(sent)
 
     def _lookup(self, username: str) -> tuple[bytes, bytes, bytes, int] | None:
         """scramp's auth_fn: the user's credential for this mechanism (None: unknown user)."""

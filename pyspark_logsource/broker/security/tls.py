@@ -19,8 +19,9 @@ from .settings import SecuritySettings
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
-def server_context(s: SecuritySettings) -> ssl.SSLContext:
-    """The TLS context of the broker's TLS listeners; ConfigError names the file that does not load."""
+def server_context(s: SecuritySettings, client_auth: str | None = None) -> ssl.SSLContext:
+    """The TLS context of the broker's TLS listeners; ConfigError names the file that does not load.
+    ``client_auth`` overrides ``ssl.client.auth`` (SASL_SSL listeners: none, as Kafka since KIP-684)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = sorted(_VERSIONS[v] for v in s.enabled_protocols)
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
@@ -41,7 +42,7 @@ def server_context(s: SecuritySettings) -> ssl.SSLContext:
         "none": ssl.CERT_NONE,
         "requested": ssl.CERT_OPTIONAL,
         "required": ssl.CERT_REQUIRED,
-    }[s.client_auth]
+    }[client_auth or s.client_auth]
     if s.cipher_suites:
         try:
             ctx.set_ciphers(":".join(s.cipher_suites))
