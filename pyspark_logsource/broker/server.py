@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 from typing import Any
 
@@ -58,7 +59,11 @@ log = logging.getLogger("pyspark_logsource.broker")
 #: write-buffer drain that ``sendfile`` needs cost more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 _READ_CHUNK = 1 << 18
+_TLS_HANDSHAKE_S = 10.0
 #: what a connection on a SASL listener may send before it authenticated (Kafka's rule)
+#: Python 3.11+ upgrades an accepted connection to TLS itself, so a failed handshake (an unknown CA, an
+#: expired client certificate, plaintext bytes) gets an audit line; 3.10 hands TLS to start_server
+_OWN_TLS_HANDSHAKE = hasattr(asyncio.StreamWriter, "start_tls")
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 audit = logging.getLogger("pyspark_logsource.broker.audit")
 
@@ -78,6 +83,8 @@ class Broker:
         self.host, self.port = config.host, config.port
         self._server: asyncio.base_events.Server | None = None
         self._servers: list[asyncio.base_events.Server] = []
+        #: security protocol (SSL, SASL_SSL) -> its TLS context
+        self._tls: dict[str, ssl.SSLContext] = {}
         #: listener name -> bound (host, port)
         self.listener_addresses: dict[str, tuple[str, int]] = {}
         self._conns: set[asyncio.Task] = set()
@@ -134,20 +141,12 @@ class Broker:
             )
             # SSL listeners ask for client certificates as ssl.client.auth says; SASL_SSL listeners
             # authenticate with SASL and do not (Kafka's rule since KIP-684)
-            tls = {
+            self._tls = {
                 proto: server_context(c.security, None if proto == "SSL" else "none")
                 for proto in {x.protocol for x in listeners if x.tls}
             }
             for lst in listeners:
-                server = await asyncio.start_server(
-                    functools.partial(self._on_connect, lst),
-                    lst.host,
-                    lst.port,
-                    limit=_READ_CHUNK,
-                    start_serving=False,
-                    ssl=tls.get(lst.protocol),
-                    ssl_handshake_timeout=10.0 if lst.tls else None,
-                )
+                server = await self._listen(lst)
                 self._servers.append(server)
                 self.listener_addresses[lst.name] = server.sockets[0].getsockname()[:2]
             self.credentials = FileCredentialStore(c.log_dirs[0])
@@ -182,6 +181,26 @@ class Broker:
             len(self.state.logs.topics()),
         )
         return self.host, self.port
+
+    async def _listen(self, lst: Listener) -> asyncio.base_events.Server:
+        """Bind one listener (not serving yet)."""
+        on_connect = functools.partial(self._on_connect, lst)
+        if lst.tls and _OWN_TLS_HANDSHAKE:
+            loop = asyncio.get_running_loop()
+
+            def protocol() -> asyncio.StreamReaderProtocol:
+                return _UntilTls(asyncio.StreamReader(limit=_READ_CHUNK, loop=loop), on_connect, loop=loop)
+
+            return await loop.create_server(protocol, lst.host, lst.port, start_serving=False)
+        return await asyncio.start_server(
+            on_connect,
+            lst.host,
+            lst.port,
+            limit=_READ_CHUNK,
+            start_serving=False,
+            ssl=self._tls.get(lst.protocol),
+            ssl_handshake_timeout=_TLS_HANDSHAKE_S if lst.tls else None,
+        )
 
     async def _join_cluster(self) -> None:
         """Cluster mode: connect to ZooKeeper, register, join the controller election; roles follow by watches."""
@@ -273,9 +292,29 @@ class Broker:
         task = asyncio.current_task()
         self._conns.add(task)
         try:
+            if listener.tls and _OWN_TLS_HANDSHAKE and not await self._start_tls(writer, listener):
+                return
             await self._serve(reader, writer, listener)
         finally:
             self._conns.discard(task)
+
+    async def _start_tls(self, writer: asyncio.StreamWriter, listener: Listener) -> bool:
+        """The TLS handshake of a new connection on a TLS listener; False (audited, closed) if it failed."""
+        try:
+            await asyncio.wait_for(writer.start_tls(self._tls[listener.protocol]), _TLS_HANDSHAKE_S)
+            return True
+        except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
+            peer = writer.get_extra_info("peername")
+            reason = getattr(e, "reason", None) or type(e).__name__
+            audit.warning(
+                "authentication failed: principal=User:ANONYMOUS client=%s mechanism=TLS listener=%s: "
+                "TLS handshake failed (%s)",
+                peer[0] if isinstance(peer, tuple) else peer,
+                listener.name,
+                reason,
+            )
+            writer.transport.abort()
+            return False
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener | None = None
@@ -551,6 +590,15 @@ class Broker:
                 if rest != p.length - sent:
                     raise ConnectionError(f"sendfile sent {sent + rest} of {p.length} bytes")
         return pending
+
+
+class _UntilTls(asyncio.StreamReaderProtocol):
+    """A TLS listener's connection reads nothing until :meth:`Broker._start_tls` hands it to TLS: the
+    client's hello must reach the TLS layer, not the stream's buffer."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.pause_reading()  # type: ignore[attr-defined]
+        super().connection_made(transport)
 
 
 def _sendfile_now(sock_fd: int, region: Any) -> int:
