@@ -155,9 +155,14 @@ class ZkCredentialStore(CredentialStore):
             new = [u for u in users if u not in self._watched]
             self._watched.update(new)
         for user in new:
-            DataWatch(
-                self.zk.client, f"{USERS_PATH}/{user}", lambda data, stat, u=user: self._on_user(u, data)
-            )
+            DataWatch(self.zk.client, f"{USERS_PATH}/{user}", self._watcher(user))
+
+    def _watcher(self, user: str) -> Any:
+        # two parameters exactly: kazoo also passes the event to a function that takes a third
+        def on_data(data: bytes | None, stat: Any) -> bool | None:
+            return self._on_user(user, data)
+
+        return on_data
 
     def _on_user(self, user: str, data: bytes | None) -> bool | None:
         with self._lock:
