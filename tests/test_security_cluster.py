@@ -86,3 +86,55 @@ def test_credentials_in_zookeeper_reach_every_broker(zk_connect, tmp_path):
                 break
             assert time.monotonic() < deadline, "broker 1 still accepts carol a second after the deletion"
             time.sleep(0.05)
+
+
+def test_replication_over_a_sasl_ssl_inter_broker_listener(zk_connect, tmp_path):
+    """Followers fetch from leaders on the inter-broker SASL_SSL listener as the broker principal."""
+    from support.secure import make_pki
+
+    from pyspark_logsource.client import Producer
+
+    pki = make_pki(tmp_path / "pki")
+    pw = tmp_path / "broker.pw"
+    pw.write_text("broker-secret-pw\n")
+    cfg = write_properties(tmp_path / "server.properties", {"zookeeper.connect": zk_connect})
+    assert (
+        users.main(
+            [
+                "set",
+                "broker",
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password-file",
+                str(pw),
+                "--config",
+                str(cfg),
+            ]
+        )
+        == 0
+    )
+    config = {
+        "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="broker" password="broker-secret-pw";'
+        ),
+        "ssl.keystore.location": str(pki.keystore),
+        "ssl.truststore.location": str(pki.ca),
+    }
+    with Cluster(zk_connect, tmp_path, brokers=2, config=config) as c:
+        c.create_topic("replicated", partitions=2, replication_factor=2)
+        c.wait_full_isr("replicated")
+        p = Producer(c.bootstrap, acks="all")
+        for i in range(200):
+            p.send("replicated", f"r{i}".encode(), partition=i % 2)
+        p.flush()
+        p.close()
+        c.wait_full_isr("replicated")
+        c.assert_replicas_identical("replicated")
+        logs = "".join(c.broker_log(b) for b in c.brokers)
+        assert "authenticated as User:broker with SCRAM-SHA-512 on listener INTERNAL" in logs
+        assert "broker-secret-pw" not in logs  # the jaas config is hidden in the startup summary

@@ -230,6 +230,8 @@ class BrokerConfig:
         if "log.dirs" not in props and "log.dir" in props:
             p["log.dirs"] = p["log.dir"]
         for key in props:
+            if key.startswith("listener.name.") and key.endswith(".sasl.jaas.config"):
+                continue  # per-listener credentials (broker/security/inter_broker.py)
             if key not in _BROKER_KEYS and key not in _ALIASES and key not in _HOURS_MINUTES:
                 log.warning("ignoring unknown broker setting %s", key)
         listeners = listener_settings(p)
@@ -334,6 +336,6 @@ class BrokerConfig:
     def summary(self) -> str:
         """One line per effective setting, for the startup log."""
         return "\n".join(
-            f"\t{k} = {'[hidden]' if k in SECRET_KEYS and v else v}"
+            f"\t{k} = {'[hidden]' if v and (k in SECRET_KEYS or k.endswith('sasl.jaas.config')) else v}"
             for k, v in sorted(self.properties.items())
         )

@@ -10,9 +10,10 @@ and, after ApiVersions, runs :func:`sasl_exchange`.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,31 +111,78 @@ class ClientSecurity:
         return self.context().wrap_socket(sock, server_hostname=host)
 
 
-def sasl_exchange(security: ClientSecurity, request: Callable[[Any], Any], address: str) -> None:
-    """Authenticate a new connection: SaslHandshake, then SaslAuthenticate rounds through ``request``
-    (which sends one request and returns its response, raising a typed error for its error code)."""
-    from ..errors import UnsupportedSaslMechanism
+def sasl_steps(security: ClientSecurity, address: str) -> Generator[Any, Any, None]:
+    """The client's SASL exchange, sans-IO: yields each request (SaslHandshake, then SaslAuthenticate
+    tokens) and is sent its response back; raises a typed error when the broker refuses. Drive it with
+    :func:`sasl_exchange` (blocking) or from an event loop (the brokers' replica fetchers)."""
+    from ..errors import UnsupportedSaslMechanism, error_for_code
     from ..protocol.sasl_messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
+    def check(resp: Any) -> Any:
+        if resp.error_code:
+            raise error_for_code(resp.error_code, getattr(resp, "error_message", None) or "")
+        return resp
+
     mech = security.sasl_mechanism
-    try:
-        request(SaslHandshakeRequest(mech))
-    except UnsupportedSaslMechanism:
-        raise UnsupportedSaslMechanism(f"broker {address} does not enable SASL mechanism {mech}") from None
+    resp = yield SaslHandshakeRequest(mech)
+    if resp.error_code == UnsupportedSaslMechanism.code:
+        raise UnsupportedSaslMechanism(
+            f"broker {address} does not enable SASL mechanism {mech} (it enables {', '.join(resp.mechanisms)})"
+        )
+    check(resp)
     user, password = security.sasl_plain_username or "", security.sasl_plain_password or ""
     if mech == "PLAIN":
-        request(SaslAuthenticateRequest(b"\x00" + user.encode() + b"\x00" + password.encode()))
+        check((yield SaslAuthenticateRequest(b"\x00" + user.encode() + b"\x00" + password.encode())))
         return
     from scramp import ScramClient, ScramException
 
     client = ScramClient([mech], user, password)
-    first = request(SaslAuthenticateRequest(client.get_client_first().encode()))
+    first = check((yield SaslAuthenticateRequest(client.get_client_first().encode())))
     try:
         client.set_server_first(first.auth_bytes.decode())
-        final = request(SaslAuthenticateRequest(client.get_client_final().encode()))
+        final = check((yield SaslAuthenticateRequest(client.get_client_final().encode())))
         client.set_server_final(final.auth_bytes.decode())  # checks the server's signature
     except (ScramException, UnicodeDecodeError) as e:
         raise SaslAuthenticationFailed(f"SCRAM exchange with broker {address} failed: {e}") from None
+
+
+def sasl_exchange(security: ClientSecurity, request: Callable[[Any], Any], address: str) -> None:
+    """Authenticate a new connection, sending each request of :func:`sasl_steps` with ``request``
+    (which returns its response)."""
+    steps = sasl_steps(security, address)
+    req = next(steps)
+    while True:
+        try:
+            req = steps.send(request(req))
+        except StopIteration:
+            return
+
+
+_JAAS = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))""")
+
+
+def parse_jaas_config(text: str) -> tuple[str, str]:
+    """(username, password) of Kafka's ``sasl.jaas.config``: ``org.apache.kafka.common.security.scram.
+    ScramLoginModule required username="..." password="...";`` (or PlainLoginModule). ConfigError names
+    what is missing, never the password."""
+    head = text.strip().split(None, 2)
+    if (
+        len(head) < 2
+        or head[1] != "required"
+        or not head[0].endswith(("ScramLoginModule", "PlainLoginModule"))
+    ):
+        raise ConfigError(
+            "sasl.jaas.config must be '<...ScramLoginModule|...PlainLoginModule> required "
+            'username="..." password="...";\''
+        )
+    opts = {
+        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3))
+        for m in _JAAS.finditer(head[2] if len(head) > 2 else "")
+    }
+    if "username" not in opts or "password" not in opts:
+        raise ConfigError('sasl.jaas.config needs username="..." and password="..."')
+    unescape = lambda v: re.sub(r"\\(.)", r"\1", v)  # noqa: E731
+    return unescape(opts["username"]), unescape(opts["password"])
 
 
 #: Kafka's / librdkafka's client property names -> kafka-python's option names (a ``--command-config``

@@ -53,11 +53,14 @@ _DONE_CODES = (0, UnknownTopicOrPartition.code)  # written, or the topic is gone
 
 
 def _send(
-    address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str
+    address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str, security: Any = None
 ) -> tm.WriteTxnMarkersResponse:
     from ...client.network import NetworkClient  # blocking client: runs in an executor thread
 
-    client = NetworkClient(f"{address[0]}:{address[1]}", client_id=client_id, threaded=False)
+    # security: the inter-broker listener's TLS/SASL (broker/security/inter_broker.py)
+    client = NetworkClient(
+        f"{address[0]}:{address[1]}", client_id=client_id, threaded=False, security=security
+    )
     try:
         return client.request(req)
     finally:
@@ -207,7 +210,14 @@ class TxnHandlers:
                     if address is None:
                         raise CoordinatorNotAvailable(f"broker {leader} is not live")
                     resp = await loop.run_in_executor(
-                        None, _send, address, req, f"txn-coordinator-{self.state.broker_id}"
+                        None,
+                        _send,
+                        address,
+                        req,
+                        f"txn-coordinator-{self.state.broker_id}",
+                        self.state.replication.settings.security
+                        if self.state.replication is not None
+                        else None,
                     )
                 except Exception as e:  # the leader is down or moving: retried on the next tick
                     log.warning("markers for broker %d not written yet: %s", leader, e)
