@@ -255,3 +255,21 @@ def test_client_options_are_validated(pki):
         Admin("127.0.0.1:1", security_protocol="TLS")
     with pytest.raises(ConfigError, match="sasl_plain_username"):
         Admin("127.0.0.1:1", security_protocol="SASL_SSL", sasl_mechanism="PLAIN")
+
+
+def test_enabled_protocols_and_cipher_suites_shape_the_context(pki):
+    import ssl as _ssl
+
+    from pyspark_logsource.broker.security.tls import server_context
+
+    base = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(pki.keystore)}
+    ctx = server_context(BrokerConfig.from_properties({**base, "ssl.enabled.protocols": "TLSv1.3"}).security)
+    assert ctx.minimum_version == ctx.maximum_version == _ssl.TLSVersion.TLSv1_3
+    ctx = server_context(
+        BrokerConfig.from_properties({**base, "ssl.cipher.suites": "ECDHE-ECDSA-AES128-GCM-SHA256"}).security
+    )
+    assert {c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"} == {
+        "ECDHE-ECDSA-AES128-GCM-SHA256"
+    }
+    with pytest.raises(ConfigError, match="ssl.cipher.suites"):
+        server_context(BrokerConfig.from_properties({**base, "ssl.cipher.suites": "NO-SUCH-CIPHER"}).security)
