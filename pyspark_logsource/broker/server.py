@@ -478,11 +478,14 @@ class Broker:
         if key == ApiKey.API_VERSIONS:
             result = self._call(ev, session)
         else:
-            outcome = (
-                auth.handshake(ev.request.mechanism)
-                if key == ApiKey.SASL_HANDSHAKE
-                else auth.authenticate(ev.request.auth_bytes)
-            )
+            if key == ApiKey.SASL_HANDSHAKE:
+                outcome = auth.handshake(ev.request.mechanism)
+            elif auth.mechanism == "PLAIN":
+                # PLAIN derives the salted password (PBKDF2, 1-50 ms): off the event loop, others go on
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(None, auth.authenticate, ev.request.auth_bytes)
+            else:
+                outcome = auth.authenticate(ev.request.auth_bytes)
             result = outcome.response
             if outcome.principal is not None:
                 session.principal, session.sasl_mechanism = outcome.principal, auth.mechanism
