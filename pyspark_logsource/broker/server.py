@@ -43,11 +43,18 @@ from .error_responses import error_fields, error_response
 from .handlers import Handlers
 from .log import LogManager
 from .pipeline import OrderedResponses, produce_run_length
+from .security.connection import (
+    OWN_TLS_HANDSHAKE,
+    TLS_HANDSHAKE_S,
+    UntilTls,
+    authenticate,
+    open_session,
+    start_tls,
+)
 from .security.credential_store import CredentialStore, FileCredentialStore, ZkCredentialStore
 from .security.handlers import SecurityHandlers
 from .security.listeners import Listener
-from .security.sasl import SaslAuthenticator
-from .security.tls import peer_principal, server_context
+from .security.tls import server_context
 from .session import Session
 from .shutdown import EXIT_SHUTDOWN_FAILED, ShutdownGuard, exit_now
 from .state import BrokerState
@@ -59,13 +66,7 @@ log = logging.getLogger("pyspark_logsource.broker")
 #: write-buffer drain that ``sendfile`` needs cost more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 _READ_CHUNK = 1 << 18
-_TLS_HANDSHAKE_S = 10.0
 #: what a connection on a SASL listener may send before it authenticated (Kafka's rule)
-#: Python 3.11+ upgrades an accepted connection to TLS itself, so a failed handshake (an unknown CA, an
-#: expired client certificate, plaintext bytes) gets an audit line; 3.10 hands TLS to start_server
-_OWN_TLS_HANDSHAKE = hasattr(asyncio.StreamWriter, "start_tls")
-_BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-audit = logging.getLogger("pyspark_logsource.broker.audit")
 
 
 class Broker:
@@ -85,6 +86,7 @@ class Broker:
         self._servers: list[asyncio.base_events.Server] = []
         #: security protocol (SSL, SASL_SSL) -> its TLS context
         self._tls: dict[str, ssl.SSLContext] = {}
+        self._delay_s = config.security.failed_authentication_delay_ms / 1000
         #: listener name -> bound (host, port)
         self.listener_addresses: dict[str, tuple[str, int]] = {}
         self._conns: set[asyncio.Task] = set()
@@ -185,11 +187,11 @@ class Broker:
     async def _listen(self, lst: Listener) -> asyncio.base_events.Server:
         """Bind one listener (not serving yet)."""
         on_connect = functools.partial(self._on_connect, lst)
-        if lst.tls and _OWN_TLS_HANDSHAKE:
+        if lst.tls and OWN_TLS_HANDSHAKE:
             loop = asyncio.get_running_loop()
 
             def protocol() -> asyncio.StreamReaderProtocol:
-                return _UntilTls(asyncio.StreamReader(limit=_READ_CHUNK, loop=loop), on_connect, loop=loop)
+                return UntilTls(asyncio.StreamReader(limit=_READ_CHUNK, loop=loop), on_connect, loop=loop)
 
             return await loop.create_server(protocol, lst.host, lst.port, start_serving=False)
         return await asyncio.start_server(
@@ -199,7 +201,7 @@ class Broker:
             limit=_READ_CHUNK,
             start_serving=False,
             ssl=self._tls.get(lst.protocol),
-            ssl_handshake_timeout=_TLS_HANDSHAKE_S if lst.tls else None,
+            ssl_handshake_timeout=TLS_HANDSHAKE_S if lst.tls else None,
         )
 
     async def _join_cluster(self) -> None:
@@ -292,29 +294,15 @@ class Broker:
         task = asyncio.current_task()
         self._conns.add(task)
         try:
-            if listener.tls and _OWN_TLS_HANDSHAKE and not await self._start_tls(writer, listener):
+            if (
+                listener.tls
+                and OWN_TLS_HANDSHAKE
+                and not await start_tls(writer, self._tls[listener.protocol], listener)
+            ):
                 return
             await self._serve(reader, writer, listener)
         finally:
             self._conns.discard(task)
-
-    async def _start_tls(self, writer: asyncio.StreamWriter, listener: Listener) -> bool:
-        """The TLS handshake of a new connection on a TLS listener; False (audited, closed) if it failed."""
-        try:
-            await asyncio.wait_for(writer.start_tls(self._tls[listener.protocol]), _TLS_HANDSHAKE_S)
-            return True
-        except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
-            peer = writer.get_extra_info("peername")
-            reason = getattr(e, "reason", None) or type(e).__name__
-            audit.warning(
-                "authentication failed: principal=User:ANONYMOUS client=%s mechanism=TLS listener=%s: "
-                "TLS handshake failed (%s)",
-                peer[0] if isinstance(peer, tuple) else peer,
-                listener.name,
-                reason,
-            )
-            writer.transport.abort()
-            return False
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener | None = None
@@ -331,22 +319,10 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, c.socket_receive_buffer_bytes)
         conn = ServerConnection(c.socket_request_max_bytes)
         session = Session(peer_s)
-        auth: SaslAuthenticator | None = None
-        if listener is not None:
-            session.listener_name, session.security_protocol = listener.name, listener.protocol
-            if listener.tls:  # mTLS: User:<subject> of the verified client certificate
-                principal = peer_principal(writer.get_extra_info("ssl_object"))
-                if principal is not None:
-                    session.principal = principal
-                    log.info(
-                        "client %s on listener %s presented a certificate: principal %s",
-                        peer_s,
-                        listener.name,
-                        principal,
-                    )
-            if listener.sasl:
-                assert self.credentials is not None
-                auth = SaslAuthenticator(c.security.sasl_mechanisms, self.credentials)
+        auth = None
+        if listener is not None:  # the listener's principal (mTLS), or a SASL exchange to come
+            assert self.credentials is not None
+            auth = open_session(session, listener, writer, self.credentials, c.security.sasl_mechanisms)
         # acks=all produces are answered once replicated; meanwhile the next requests are handled
         parked = OrderedResponses(lambda header, result: self._write_response(writer, header, result))
         log.debug("connection from %s", peer_s)
@@ -400,7 +376,9 @@ class Broker:
                         continue
                     if auth is not None and not auth.authenticated:
                         # before authentication: ApiVersions and the SASL exchange only
-                        out, close = await self._authenticate(auth, ev, session, writer, out)
+                        out, close = await authenticate(
+                            auth, ev, session, writer, out, self._delay_s, lambda e: self._call(e, session)
+                        )
                         if close:
                             return
                         continue
@@ -456,67 +434,6 @@ class Broker:
         finally:
             parked.cancel()
             writer.close()
-
-    async def _authenticate(
-        self,
-        auth: SaslAuthenticator,
-        ev: RequestReceived,
-        session: Session,
-        writer: asyncio.StreamWriter,
-        out: bytearray,
-    ) -> tuple[bytearray, bool]:
-        """One request of a connection that has not authenticated yet; returns (pending bytes, close?)."""
-        key = ev.header.api_key
-        if key not in _BEFORE_AUTH:
-            log.warning(
-                "closing connection from %s on listener %s: api key %d before SASL authentication",
-                session.peer,
-                session.listener_name,
-                key,
-            )
-            return out, True
-        if key == ApiKey.API_VERSIONS:
-            result = self._call(ev, session)
-        else:
-            if key == ApiKey.SASL_HANDSHAKE:
-                outcome = auth.handshake(ev.request.mechanism)
-            elif auth.mechanism == "PLAIN":
-                # PLAIN derives the salted password (PBKDF2, 1-50 ms): off the event loop, others go on
-                loop = asyncio.get_running_loop()
-                outcome = await loop.run_in_executor(None, auth.authenticate, ev.request.auth_bytes)
-            else:
-                outcome = auth.authenticate(ev.request.auth_bytes)
-            result = outcome.response
-            if outcome.principal is not None:
-                session.principal, session.sasl_mechanism = outcome.principal, auth.mechanism
-                log.info(
-                    "client %s authenticated as %s with %s on listener %s",
-                    session.peer,
-                    session.principal,
-                    auth.mechanism,
-                    session.listener_name,
-                )
-            if outcome.failed:
-                audit.warning(
-                    "authentication failed: principal=User:%s client=%s mechanism=%s listener=%s: %s",
-                    outcome.user if outcome.user is not None else "ANONYMOUS",
-                    session.client_address,
-                    auth.mechanism or "-",
-                    session.listener_name,
-                    outcome.reason,
-                )
-                if out:
-                    writer.write(out)
-                    out = bytearray()
-                # slows password guessing; only this connection waits (Kafka's failed-authentication delay)
-                await asyncio.sleep(self.config.security.failed_authentication_delay_ms / 1000)
-            if outcome.close:
-                out += b"".join(ServerConnection.response_parts(ev.header, result))
-                writer.write(out)
-                await writer.drain()
-                return bytearray(), True
-        out += b"".join(ServerConnection.response_parts(ev.header, result))
-        return out, False
 
     def _error_response(self, ev: RequestReceived, session: Session, e: Exception) -> Any:
         h = ev.header
@@ -593,15 +510,6 @@ class Broker:
                 if rest != p.length - sent:
                     raise ConnectionError(f"sendfile sent {sent + rest} of {p.length} bytes")
         return pending
-
-
-class _UntilTls(asyncio.StreamReaderProtocol):
-    """A TLS listener's connection reads nothing until :meth:`Broker._start_tls` hands it to TLS: the
-    client's hello must reach the TLS layer, not the stream's buffer."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.pause_reading()  # type: ignore[attr-defined]
-        super().connection_made(transport)
 
 
 def _sendfile_now(sock_fd: int, region: Any) -> int:
