@@ -32,6 +32,10 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "start|stop|status a local cluster: ZooKeeper and N brokers",
     ),
     "reassign": ("pyspark_logsource.reassign", "execute|list|cancel replica moves, elect-leaders"),
+    "users": (
+        "pyspark_logsource.broker.users",
+        "set|list|delete users' SCRAM credentials (offline or online)",
+    ),
 }
 
 

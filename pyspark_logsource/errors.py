@@ -501,6 +501,36 @@ class CommittedDataMissing(ClientError):
     code = 1102
 
 
+class UnsupportedSaslMechanism(LogSourceError):
+    """The client asked for a SASL mechanism the broker does not enable."""
+
+    code = 33
+
+
+class IllegalSaslState(LogSourceError):
+    """A SASL request out of order (SaslAuthenticate before SaslHandshake, a second handshake)."""
+
+    code = 34
+
+
+class SaslAuthenticationFailed(LogSourceError):
+    """SASL authentication failed: a wrong user name or password, or a malformed SASL message."""
+
+    code = 58
+
+
+class ResourceNotFound(LogSourceError):
+    """The resource (e.g. a user's SCRAM credential) does not exist."""
+
+    code = 91
+
+
+class UnacceptableCredential(LogSourceError):
+    """The credential is not acceptable (too few iterations, an empty user name or salt)."""
+
+    code = 93
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = []
     for sub in cls.__subclasses__():

@@ -18,6 +18,8 @@ from pathlib import Path
 from ..errors import ConfigError, InvalidConfig
 from .log import LogConfig
 from .log.config import _ALIASES, _HOURS_MINUTES
+from .security.listeners import ListenerSettings, listener_settings
+from .security.settings import SECRET_KEYS, SECURITY_DEFAULTS, SecuritySettings
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,8 @@ DEFAULTS: dict[str, str] = {
     "transaction.state.log.min.isr": "2",
 }
 
+DEFAULTS.update(SECURITY_DEFAULTS)  # listeners' protocols, TLS, SASL (broker/security/settings.py)
+
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
 
 
@@ -116,12 +120,11 @@ def parse_overrides(items: list[str] | None) -> dict[str, str]:
 
 
 def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (or ``host:port``) -> (host, port); port 0 = pick a free one."""
+    """The first of ``NAME://host:port,...`` (or ``host:port``) -> (host, port); port 0 = pick a free one.
+    The listeners' names and protocols are :func:`.security.listeners.listener_settings`'."""
     first = value.split(",")[0].strip()
     if "://" in first:
-        proto, first = first.split("://", 1)
-        if proto.upper() != "PLAINTEXT":
-            raise ConfigError(f"listener protocol {proto!r} is not supported (only PLAINTEXT)")
+        first = first.split("://", 1)[1]
     host, sep, port = first.rpartition(":")
     if not sep:
         raise ConfigError(f"listener {value!r} has no port")
@@ -221,6 +224,10 @@ class BrokerConfig:
     transaction_state_log_min_isr: int = 2
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
+    #: every listener (name, protocol, address), the advertised addresses, the inter-broker listener
+    listeners: ListenerSettings | None = None
+    #: TLS and SASL settings (used by the listeners whose protocol needs them)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> BrokerConfig:
@@ -230,12 +237,16 @@ class BrokerConfig:
         if "log.dirs" not in props and "log.dir" in props:
             p["log.dirs"] = p["log.dir"]
         for key in props:
+            if key.startswith("listener.name.") and key.endswith(".sasl.jaas.config"):
+                continue  # per-listener credentials (broker/security/inter_broker.py)
             if key not in _BROKER_KEYS and key not in _ALIASES and key not in _HOURS_MINUTES:
                 log.warning("ignoring unknown broker setting %s", key)
-        host, port = parse_listener(p["listeners"])
+        listeners = listener_settings(p)
+        host, port = listeners.listeners[0].host, listeners.listeners[0].port
         adv_host = adv_port = None
-        if p["advertised.listeners"].strip():
-            adv_host, adv_port = parse_listener(p["advertised.listeners"])
+        if listeners.listeners[0].name in listeners.advertised:
+            adv_host, adv_port = listeners.advertised[listeners.listeners[0].name]
+        security = SecuritySettings.from_properties(p, listeners)
         dirs = [Path(d.strip()).expanduser() for d in p["log.dirs"].split(",") if d.strip()]
         if not dirs:
             raise ConfigError("log.dirs is empty")
@@ -287,6 +298,8 @@ class BrokerConfig:
             transaction_state_log_min_isr=_int(p, "transaction.state.log.min.isr", 1),
             log=log_config,
             properties=p,
+            listeners=listeners,
+            security=security,
         )
         # Kafka's default: the connection timeout is the session timeout
         cfg.zookeeper_connection_timeout_ms = (
@@ -332,4 +345,7 @@ class BrokerConfig:
 
     def summary(self) -> str:
         """One line per effective setting, for the startup log."""
-        return "\n".join(f"\t{k} = {v}" for k, v in sorted(self.properties.items()))
+        return "\n".join(
+            f"\t{k} = {'[hidden]' if v and (k in SECRET_KEYS or k.endswith('sasl.jaas.config')) else v}"
+            for k, v in sorted(self.properties.items())
+        )

@@ -68,6 +68,8 @@ class EmbeddedBroker:
         self._error: BaseException | None = None
         self._closed = False
         self._atexit = False
+        #: listener name -> bound port (every listener; with ``listeners`` in ``config``, ports 0 are picked)
+        self.listener_ports: dict[str, int] = {}
 
     # ------------------------------------------------------------ properties
 
@@ -98,8 +100,20 @@ class EmbeddedBroker:
     def _overrides(self) -> dict[str, str]:
         props = {"log.dirs": str(self.data_dir / "logs")}
         props.update(self.config)
-        props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        if "listeners" not in self.config:
+            props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        elif self.listener_ports:  # a restart keeps the ports the listeners were given
+            props["listeners"] = ",".join(
+                f"{name}://{self.host}:{self.listener_ports.get(name.strip().upper(), 0)}"
+                for name in (item.split("://", 1)[0] for item in self.config["listeners"].split(","))
+            )
         return props
+
+    def bootstrap_on(self, listener: str) -> str:
+        """``"127.0.0.1:PORT"`` of listener ``listener`` (its name in ``listeners``)."""
+        if not self.running:
+            raise NetworkError("the embedded broker is not running")
+        return f"{self.host}:{self.listener_ports[listener]}"
 
     # ------------------------------------------------------------ start / stop
 
@@ -132,6 +146,7 @@ class EmbeddedBroker:
             self._broker = Broker(config)
             try:
                 _, self.port = await self._broker.start()
+                self.listener_ports = {n: p for n, (_, p) in self._broker.listener_addresses.items()}
             except BaseException as e:  # reported to start()
                 self._error = e
                 ready.set()
@@ -188,11 +203,17 @@ class EmbeddedBroker:
                 line += chunk
         finally:
             sel.close()
-        text = line.decode().strip().splitlines()[0]
+        lines = line.decode().strip().splitlines()
+        text = lines[0]
         if not text.startswith(_LISTENING):
             self.kill()
             raise NetworkError(f"unexpected broker output {text!r}")
         self.port = int(text.rsplit(":", 1)[1])
+        # the next lines (written with the first): "listener NAME on HOST:PORT" per listener
+        for extra in lines[1:]:
+            parts = extra.split()
+            if len(parts) == 4 and parts[0] == "listener":
+                self.listener_ports[parts[1]] = int(parts[3].rsplit(":", 1)[1])
         # keep draining stdout so the child can never block on a full pipe
         threading.Thread(target=_drain, args=(self._proc.stdout,), daemon=True).start()
 

@@ -395,7 +395,9 @@ class Handlers:
 
     def metadata(self, req: MetadataRequest, session: Session) -> MetadataResponse:
         """The live brokers, the controller, and each topic with each partition's leader, replicas and ISR."""
-        brokers = [BrokerMetadata(b, host, port) for b, host, port in self.state.brokers()]
+        brokers = [
+            BrokerMetadata(b, host, port) for b, host, port in self.state.brokers(session.listener_name)
+        ]
         live = {b.node_id for b in brokers}
         topics = self.state.topics()
         out = []
@@ -527,28 +529,37 @@ class Handlers:
         """Groups: the leader of the group's ``__consumer_offsets`` partition (this broker when single);
         transactions: the leader of ``__transaction_state-0``."""
         if req.key_type == 1:
-            return self.txn.find_coordinator(req)  # a coroutine: the topic may have to be created first
+            return self.txn.find_coordinator(
+                req, session.listener_name
+            )  # a coroutine: the topic may be created
         if req.key_type != 0:
             raise InvalidRequest(f"unknown coordinator key type {req.key_type} (0 group, 1 transaction)")
         if not req.key:
             raise InvalidGroupId("group id is empty")
         if self.state.cluster is not None:
-            return self._find_group_coordinator(req)  # a coroutine: the offsets topic may have to be created
-        return self._coordinator_response(req, self.state.broker_id)
+            # a coroutine: the offsets topic may have to be created
+            return self._find_group_coordinator(req, session.listener_name)
+        return self._coordinator_response(req, self.state.broker_id, session.listener_name)
 
-    async def _find_group_coordinator(self, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    async def _find_group_coordinator(
+        self, req: FindCoordinatorRequest, listener: str
+    ) -> FindCoordinatorResponse:
         """The leader of the group's ``__consumer_offsets`` partition (created on first use)."""
-        return self._coordinator_response(req, await self.state.group_ownership.find(req.key))
+        return self._coordinator_response(req, await self.state.group_ownership.find(req.key), listener)
 
-    def _coordinator_response(self, req: FindCoordinatorRequest, node: int) -> FindCoordinatorResponse:
-        addr = self.state.broker_address(node)
+    def _coordinator_response(
+        self, req: FindCoordinatorRequest, node: int, listener: str
+    ) -> FindCoordinatorResponse:
+        addr = self.state.broker_address(node, listener)
         if addr is None:
             raise CoordinatorNotAvailable(f"coordinator broker {node} of {req.key!r} is not live")
         return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
 
     def describe_cluster(self, req: DescribeClusterRequest, session: Session) -> DescribeClusterResponse:
         """The cluster id, the controller, and the live brokers."""
-        brokers = [BrokerMetadata(b, host, port) for b, host, port in self.state.brokers()]
+        brokers = [
+            BrokerMetadata(b, host, port) for b, host, port in self.state.brokers(session.listener_name)
+        ]
         return DescribeClusterResponse(
             cluster_id=self.state.cluster_id or "", controller_id=self.state.controller_id(), brokers=brokers
         )

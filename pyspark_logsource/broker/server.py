@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 from typing import Any
 
@@ -41,6 +43,18 @@ from .error_responses import error_fields, error_response
 from .handlers import Handlers
 from .log import LogManager
 from .pipeline import OrderedResponses, produce_run_length
+from .security.connection import (
+    OWN_TLS_HANDSHAKE,
+    TLS_HANDSHAKE_S,
+    UntilTls,
+    authenticate,
+    open_session,
+    start_tls,
+)
+from .security.credential_store import CredentialStore, FileCredentialStore, ZkCredentialStore
+from .security.handlers import SecurityHandlers
+from .security.listeners import Listener
+from .security.tls import server_context
 from .session import Session
 from .shutdown import EXIT_SHUTDOWN_FAILED, ShutdownGuard, exit_now
 from .state import BrokerState
@@ -52,6 +66,7 @@ log = logging.getLogger("pyspark_logsource.broker")
 #: write-buffer drain that ``sendfile`` needs cost more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 _READ_CHUNK = 1 << 18
+#: what a connection on a SASL listener may send before it authenticated (Kafka's rule)
 
 
 class Broker:
@@ -61,8 +76,19 @@ class Broker:
         self.config = config
         self.state = BrokerState(config)
         self.handlers = Handlers(self.state)
+        #: users' SCRAM credentials (opened by start(): the data dir, or ZooKeeper in cluster mode)
+        self.credentials: CredentialStore | None = None
+        self.handlers.by_key.update(
+            SecurityHandlers(lambda: self.credentials, config.security.sasl_mechanisms).by_key()
+        )
         self.host, self.port = config.host, config.port
         self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        #: security protocol (SSL, SASL_SSL) -> its TLS context
+        self._tls: dict[str, ssl.SSLContext] = {}
+        self._delay_s = config.security.failed_authentication_delay_ms / 1000
+        #: listener name -> bound (host, port)
+        self.listener_addresses: dict[str, tuple[str, int]] = {}
         self._conns: set[asyncio.Task] = set()
         self._stopped: asyncio.Event | None = None
         #: what a running :meth:`stop` is doing now (None when it is not running)
@@ -83,11 +109,21 @@ class Broker:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """Host and port clients should connect to."""
+        """Host and port clients should connect to (on the first listener)."""
         host = self.config.advertised_host or self.host
         if host in ("0.0.0.0", "::", ""):
             host = socket.gethostname()
         return host, self.config.advertised_port or self.port
+
+    def advertised_on(self, name: str) -> tuple[str, int]:
+        """Host and port advertised for listener ``name`` (``advertised.listeners``, else the bound address)."""
+        ls = self.config.listeners
+        host, port = self.listener_addresses[name]
+        if ls is not None and name in ls.advertised:
+            host, port = ls.advertised[name][0], ls.advertised[name][1] or port
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        return host, port
 
     async def start(self) -> tuple[str, int]:
         """Open the logs (recovering them), bind the listener; return the bound (host, port)."""
@@ -100,33 +136,73 @@ class Broker:
             # bound now (the port is known for the registration), served once the broker is ready: a broker
             # still joining its cluster would answer Metadata with no topics (as Kafka, which starts
             # processing requests at the end of its startup); clients meanwhile find the port refused
-            self._server = await asyncio.start_server(
-                self._on_connect, c.host, c.port, limit=_READ_CHUNK, start_serving=False
+            listeners = (
+                c.listeners.listeners
+                if c.listeners is not None
+                else (Listener("PLAINTEXT", "PLAINTEXT", c.host, c.port),)
             )
+            # SSL listeners ask for client certificates as ssl.client.auth says; SASL_SSL listeners
+            # authenticate with SASL and do not (Kafka's rule since KIP-684)
+            self._tls = {
+                proto: server_context(c.security, None if proto == "SSL" else "none")
+                for proto in {x.protocol for x in listeners if x.tls}
+            }
+            for lst in listeners:
+                server = await self._listen(lst)
+                self._servers.append(server)
+                self.listener_addresses[lst.name] = server.sockets[0].getsockname()[:2]
+            self.credentials = FileCredentialStore(c.log_dirs[0])
         except BaseException:
+            for server in self._servers:
+                server.close()
             self.state.close()
             raise
-        sock = self._server.sockets[0]
-        self.host, self.port = sock.getsockname()[:2]
-        self.state.advertised = self.advertised
+        self._server = self._servers[0]
+        self.host, self.port = self.listener_addresses[listeners[0].name]
+        self.state.endpoints = {lst.name: self.advertised_on(lst.name) for lst in listeners}
+        inter = c.listeners.inter_broker if c.listeners is not None else listeners[0].name
+        self.state.advertised = self.advertised if inter == listeners[0].name else self.advertised_on(inter)
         if c.cluster_mode:
             try:
                 await self._join_cluster()
             except BaseException:
-                self._server.close()
+                for server in self._servers:
+                    server.close()
                 await self._leave_cluster()
                 self.state.close()
                 raise
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
         log.info(
-            "broker %d (cluster %s) listening on %s:%d with %d topics",
+            "broker %d (cluster %s) listening on %s with %d topics",
             c.broker_id,
             self.state.cluster_id,
-            self.host,
-            self.port,
+            ", ".join(
+                f"{n}://{h}:{p} ({self._protocol(n)})" for n, (h, p) in self.listener_addresses.items()
+            ),
             len(self.state.logs.topics()),
         )
         return self.host, self.port
+
+    async def _listen(self, lst: Listener) -> asyncio.base_events.Server:
+        """Bind one listener (not serving yet)."""
+        on_connect = functools.partial(self._on_connect, lst)
+        if lst.tls and OWN_TLS_HANDSHAKE:
+            loop = asyncio.get_running_loop()
+
+            def protocol() -> asyncio.StreamReaderProtocol:
+                return UntilTls(asyncio.StreamReader(limit=_READ_CHUNK, loop=loop), on_connect, loop=loop)
+
+            return await loop.create_server(protocol, lst.host, lst.port, start_serving=False)
+        return await asyncio.start_server(
+            on_connect,
+            lst.host,
+            lst.port,
+            limit=_READ_CHUNK,
+            start_serving=False,
+            ssl=self._tls.get(lst.protocol),
+            ssl_handshake_timeout=TLS_HANDSHAKE_S if lst.tls else None,
+        )
 
     async def _join_cluster(self) -> None:
         """Cluster mode: connect to ZooKeeper, register, join the controller election; roles follow by watches."""
@@ -136,6 +212,8 @@ class Broker:
         # before the member starts: its watches deliver the roles, which the replica manager acts on
         self.state.replication = replicas.build(self.state, member.zk, loop)
         await loop.run_in_executor(None, member.start, *self.state.advertised)
+        # credentials live in ZooKeeper in a cluster (/config/users/<user>), watched by every broker
+        self.credentials = await loop.run_in_executor(None, ZkCredentialStore, member.zk)
 
     async def _leave_cluster(self) -> None:
         """Resign as controller and close the ZooKeeper session: the controller moves this broker's leaderships."""
@@ -186,8 +264,12 @@ class Broker:
             )
 
     def _close_listener(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
+
+    def _protocol(self, name: str) -> str:
+        ls = self.config.listeners
+        return ls.by_name(name).protocol if ls is not None else "PLAINTEXT"
 
     async def _close_connections(self) -> None:
         for t in list(self._conns):
@@ -206,15 +288,25 @@ class Broker:
 
     # ------------------------------------------------------------ connections
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connect(
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         self._conns.add(task)
         try:
-            await self._serve(reader, writer)
+            if (
+                listener.tls
+                and OWN_TLS_HANDSHAKE
+                and not await start_tls(writer, self._tls[listener.protocol], listener)
+            ):
+                return
+            await self._serve(reader, writer, listener)
         finally:
             self._conns.discard(task)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener | None = None
+    ) -> None:
         peer = writer.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         sock = writer.get_extra_info("socket")
@@ -227,6 +319,10 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, c.socket_receive_buffer_bytes)
         conn = ServerConnection(c.socket_request_max_bytes)
         session = Session(peer_s)
+        auth = None
+        if listener is not None:  # the listener's principal (mTLS), or a SASL exchange to come
+            assert self.credentials is not None
+            auth = open_session(session, listener, writer, self.credentials, c.security.sasl_mechanisms)
         # acks=all produces are answered once replicated; meanwhile the next requests are handled
         parked = OrderedResponses(lambda header, result: self._write_response(writer, header, result))
         log.debug("connection from %s", peer_s)
@@ -277,6 +373,14 @@ class Broker:
                             )
                             break
                         out += b"".join(conn.unsupported_parts(ev.header))
+                        continue
+                    if auth is not None and not auth.authenticated:
+                        # before authentication: ApiVersions and the SASL exchange only
+                        out, close = await authenticate(
+                            auth, ev, session, writer, out, self._delay_s, lambda e: self._call(e, session)
+                        )
+                        if close:
+                            return
                         continue
                     n = produce_run_length(evs, i - 1)
                     if n > 1:  # pipelined produces to one partition: appended together, answered one by one
@@ -380,7 +484,8 @@ class Broker:
             if not is_region(p):
                 pending += p
                 continue
-            if p.length < SENDFILE_MIN_BYTES:
+            if p.length < SENDFILE_MIN_BYTES or writer.get_extra_info("ssl_object") is not None:
+                # small, or a TLS connection: the bytes must go through TLS, so no sendfile
                 data = os.pread(p.file.fileno(), p.length, p.position)
                 if len(data) != p.length:
                     raise ConnectionError(
@@ -482,7 +587,10 @@ async def run(config: BrokerConfig, ready: Any = None, guard: ShutdownGuard | No
     watchers = []  # referenced so the task is not garbage-collected
     if parent.isdigit():
         watchers.append(loop.create_task(_exit_with_parent(int(parent), _signal)))
-    print(f"listening on {host}:{port}", flush=True)
+    # the first listener's address first (what a parent process reads), then every listener's
+    lines = [f"listening on {host}:{port}"]
+    lines += [f"listener {n} on {h}:{p}" for n, (h, p) in broker.listener_addresses.items()]
+    print("\n".join(lines), flush=True)
     if ready is not None:
         ready(broker)
     guard.broker = broker

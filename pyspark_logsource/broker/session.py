@@ -46,6 +46,15 @@ class Session:
     principal: Principal = ANONYMOUS
     #: the listener the connection came in on
     listener_name: str = PLAINTEXT_LISTENER
+    #: the listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+    security_protocol: str = "PLAINTEXT"
+    #: the SASL mechanism the client authenticated with (None: no SASL)
+    sasl_mechanism: str | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        """True once a SASL exchange succeeded (a TLS client certificate alone does not count)."""
+        return self.sasl_mechanism is not None
 
     @property
     def client_address(self) -> str:

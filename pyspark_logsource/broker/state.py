@@ -152,8 +152,8 @@ class GroupPlacement(Protocol):
 class ClusterProtocol(Protocol):
     """The ZooKeeper side of a broker in cluster mode (:class:`.cluster.member.ClusterMember`)."""
 
-    def brokers(self) -> list[tuple[int, str, int]]:
-        """Live brokers: (id, host, port), sorted by id."""
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int]]:
+        """Live brokers: (id, host, port) on ``listener`` (None: the inter-broker one), sorted by id."""
 
     def controller_id(self) -> int:
         """The current controller's broker id, -1 if none."""
@@ -200,6 +200,8 @@ class BrokerState:
     cluster: ClusterProtocol | None = None
     #: host and port clients connect to (set by the server once bound)
     advertised: tuple[str, int] = ("127.0.0.1", 0)
+    #: listener name -> advertised (host, port); Metadata answers the listener the client came in on
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: internal topic -> who loads its partitions' state when this broker starts or stops leading them
     #: (:mod:`.internal_topics`; the group and transaction coordinators)
     leadership_listeners: dict[str, LeadershipListener] = field(default_factory=dict)
@@ -401,11 +403,12 @@ class BrokerState:
             return lg.log_end_offset
         return self.replication.high_watermark(topic, partition)
 
-    def brokers(self) -> list[tuple[int, str, int]]:
-        """Live brokers (id, host, port), sorted by id."""
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int]]:
+        """Live brokers (id, host, port), sorted by id: their addresses on ``listener`` (None: the
+        inter-broker listener)."""
         if self.cluster is None:
-            return [(self.config.broker_id, *self.advertised)]
-        return self.cluster.brokers()
+            return [(self.config.broker_id, *self.endpoints.get(listener or "", self.advertised))]
+        return self.cluster.brokers(listener)
 
     def controller_id(self) -> int:
         """The controller's id (this broker on a single broker)."""
@@ -419,9 +422,9 @@ class BrokerState:
         ask FindCoordinator again."""
         self.group_ownership.check(group)
 
-    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
-        """(host, port) of a live broker, or None."""
-        for b, host, port in self.brokers():
+    def broker_address(self, broker_id: int, listener: str | None = None) -> tuple[str, int] | None:
+        """(host, port) of a live broker on ``listener`` (None: the inter-broker one), or None."""
+        for b, host, port in self.brokers(listener):
             if b == broker_id:
                 return host, port
         return None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from ..protocol import records_admin_messages as ra
+from ..protocol import sasl_messages as sm
 from ..protocol.admin_config_messages import (
     OP_DELETE,
     OP_SET,
@@ -47,6 +48,7 @@ from ..topics import TopicPartition, is_internal
 from .group_admin import GroupAdmin
 from .metadata import Bootstrap, TopicDescription
 from .network import NetworkClient
+from .security import ClientSecurity
 
 
 class GroupLag(NamedTuple):
@@ -92,9 +94,14 @@ class Admin(GroupAdmin):
         *,
         client_id: str | None = None,
         request_timeout_ms: float = 30000,
+        **security: Any,
     ) -> None:
+        """``security``: kafka-python's TLS/SASL options (see client/security.py)."""
         self._client = NetworkClient(
-            bootstrap, client_id=client_id or "logsource-admin", request_timeout_ms=request_timeout_ms
+            bootstrap,
+            client_id=client_id or "logsource-admin",
+            request_timeout_ms=request_timeout_ms,
+            security=ClientSecurity.from_options(security),
         )
         self.request_timeout_ms = int(request_timeout_ms)
 
@@ -403,6 +410,45 @@ class Admin(GroupAdmin):
             ListPartitionReassignmentsRequest(asked, self.request_timeout_ms)
         )
         return {(o.topic, o.partition): o for o in resp.reassignments}
+
+    # ------------------------------------------------------------------ SCRAM credentials (APIs 50, 51)
+
+    def scram_credentials(self, users: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        """Each user's SCRAM credentials as (mechanism, iterations); every user when ``users`` is None.
+        A named user without credentials raises ResourceNotFound."""
+        resp = self._client.request(sm.DescribeUserScramCredentialsRequest(users))
+        out = {}
+        for r in resp.results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message or f"cannot describe user {r.user!r}")
+            out[r.user] = r.credentials
+        return out
+
+    def set_scram_credential(self, user: str, mechanism: str, password: str, iterations: int = 4096) -> None:
+        """Create or replace ``user``'s credential for ``mechanism``; only the salted password is sent."""
+        import hashlib
+        import os
+
+        hf = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}.get(mechanism)
+        if hf is None:
+            raise ConfigError(f"mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, got {mechanism!r}")
+        salt = os.urandom(32)
+        salted = hashlib.pbkdf2_hmac(hf, password.encode("utf-8"), salt, iterations)
+        self._alter_scram(
+            sm.AlterUserScramCredentialsRequest(
+                [], [sm.ScramUpsertion(user, mechanism, iterations, salt, salted)]
+            )
+        )
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        """Delete ``user``'s credential for ``mechanism`` (ResourceNotFound if it has none)."""
+        self._alter_scram(sm.AlterUserScramCredentialsRequest([(user, mechanism)], []))
+
+    def _alter_scram(self, req: sm.AlterUserScramCredentialsRequest) -> None:
+        resp = self._client.controller_request(req)
+        for user, code, message in resp.results:
+            if code:
+                raise error_for_code(code, message or f"cannot change the credentials of {user!r}")
 
     # ------------------------------------------------------------------ lifecycle
 

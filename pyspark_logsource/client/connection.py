@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import select
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import (
+    ConfigError,
     LogSourceError,
     NetworkError,
     RequestTimedOut,
@@ -34,6 +36,7 @@ from ..errors import (
 from ..protocol.connection import ClientConnection
 from ..protocol.messages import ApiKey, ApiVersionsRequest
 from ..protocol.primitives import ProtocolError, is_region
+from .security import ClientSecurity, sasl_exchange
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +153,10 @@ class BrokerConnection:
         connect_timeout_ms: float = 10000,
         threaded: bool = True,
         max_in_flight: int = 0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self.security = security or ClientSecurity()
         self.address = f"{host}:{port}"
         self.request_timeout = request_timeout_ms / 1000.0
         self.threaded = threaded
@@ -166,13 +171,20 @@ class BrokerConnection:
         except OSError as e:
             raise NetworkError(f"cannot connect to broker {self.address}: {e.strerror or e}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        #: TLS: reads and writes of the one SSL object take turns (OpenSSL's objects are not thread-safe);
+        #: the socket is non-blocking so that neither holds the lock while it waits
+        self._tls_lock: threading.Lock | None = None
+        if self.security.tls:
+            self._start_tls()
         self._reader: threading.Thread | None = None
         self._rbuf: bytearray | None = None  # receive buffer of the caller-reads mode, reused
         if threaded:
             # Blocking writes; the reader waits in select() so it can notice expired requests.
-            self._sock.settimeout(None)
+            self._sock.settimeout(None if self._tls_lock is None else 0.0)
             self._reader = threading.Thread(
-                target=self._read_loop, name=f"logsource-io-{self.address}", daemon=True
+                target=self._read_loop if self._tls_lock is None else self._read_loop_tls,
+                name=f"logsource-io-{self.address}",
+                daemon=True,
             )
             self._reader.start()
         else:
@@ -211,12 +223,47 @@ class BrokerConnection:
                 continue
             raise_for_response(resp)
             proto.negotiated(resp)
+            if self.security.sasl:
+                sasl_exchange(self.security, self.request, self.address)
             return
         raise UnsupportedVersion(f"no ApiVersions version in common with broker {self.address}")
 
     def supports(self, api_key: int) -> bool:
         """True if the broker offers ``api_key`` at a version we speak (as ApiVersions told)."""
         return api_key in self._proto.versions
+
+    def _start_tls(self) -> None:
+        """The TLS handshake over the new socket (within the connect timeout); NetworkError says why not."""
+        try:
+            self._sock = self.security.wrap(self._sock, self.host)
+        except ssl.SSLCertVerificationError as e:
+            self._sock.close()
+            raise NetworkError(
+                f"TLS to broker {self.address}: its certificate is not trusted ({e.verify_message}); "
+                "set ssl_cafile to the CA that signed it"
+            ) from None
+        except (ssl.SSLError, OSError) as e:
+            self._sock.close()
+            raise NetworkError(f"TLS handshake with broker {self.address} failed: {e}") from None
+        except ConfigError:
+            self._sock.close()
+            raise
+        self._tls_lock = threading.Lock()
+
+    def _tls_send(self, data: bytes | bytearray | memoryview) -> None:
+        """Write all of ``data`` through TLS on the non-blocking socket (threaded mode)."""
+        view = memoryview(data).cast("B")
+        assert self._tls_lock is not None
+        while view.nbytes:
+            with self._tls_lock:
+                try:
+                    n = self._sock.send(view)
+                except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                    n = 0
+            if n:
+                view = view[n:]
+            else:  # OpenSSL wants the same bytes again once the socket has room
+                select.select([], [self._sock], [], _READ_POLL_S)
 
     @property
     def arrow_body(self) -> bool:
@@ -314,6 +361,13 @@ class BrokerConnection:
 
     def _write(self, parts: list[Any]) -> None:
         sock = self._sock
+        if isinstance(sock, ssl.SSLSocket):  # no sendmsg through TLS: one buffer
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            if self._tls_lock is not None and self.threaded:
+                self._tls_send(data)
+            else:
+                sock.sendall(data)
+            return
         if len(parts) <= _IOV_MAX and set(map(type, parts)) <= _PLAIN_PARTS:
             # The common case (many small pipelined requests): bytes and bytearrays, whose len()
             # is their size, in one sendmsg, with no Python-level pass over the parts.
@@ -407,6 +461,33 @@ class BrokerConnection:
                     n = sock.recv_into(direct, 0, _WAITALL)
             except BlockingIOError:  # SO_RCVTIMEO: nothing came within _READ_POLL_S
                 self._check_deadlines()
+                continue
+            except (OSError, ValueError) as e:
+                if not self._closed:
+                    self._fail(NetworkError(f"connection to broker {self.address} failed: {e}"))
+                return
+            if not self._received(view if direct is None else None, n):
+                return
+            if self._pending and self._pending[0][2] < time.monotonic():
+                self._check_deadlines()
+
+    def _read_loop_tls(self) -> None:
+        """The reader thread over TLS: select, then read what OpenSSL has under the TLS lock."""
+        sock = self._sock
+        assert self._tls_lock is not None
+        buf = bytearray(_RECV_SIZE)
+        view = memoryview(buf)
+        while not self._closed:
+            try:
+                if not sock.pending():
+                    readable, _, _ = select.select([sock], [], [], _READ_POLL_S)
+                    if not readable:
+                        self._check_deadlines()
+                        continue
+                direct = self._proto.receive_buffer()
+                with self._tls_lock:
+                    n = sock.recv_into(buf if direct is None else direct)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
                 continue
             except (OSError, ValueError) as e:
                 if not self._closed:

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,6 +47,7 @@ from .group import GroupMembership
 from .metadata import Bootstrap
 from .network import NetworkClient
 from .positions import OffsetRequests
+from .security import ClientSecurity
 from .subscription_state import FetchSettings, PartitionState, SubscriptionState
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ class Consumer:
         partition_assignment_strategy: tuple[str, ...] = ("range",),
         metadata_max_age_ms: float = 300000,
         isolation_level: str = "read_committed",
+        **security: Any,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError(
@@ -103,7 +106,10 @@ class Consumer:
         #: read_committed (the default): no staged or aborted transactional data, latest = last stable offset
         self.isolation = int(isolation_level == "read_committed")
         self._client = NetworkClient(
-            bootstrap, client_id=client_id or "logsource-consumer", request_timeout_ms=request_timeout_ms
+            bootstrap,
+            client_id=client_id or "logsource-consumer",
+            request_timeout_ms=request_timeout_ms,
+            security=ClientSecurity.from_options(security),  # kafka-python's TLS/SASL option names
         )
         self._lock = threading.Lock()
         self._data = threading.Condition(self._lock)  # poll() waits here for fetched data

@@ -88,6 +88,7 @@ class GroupMembership:
             bootstrap,
             client_id=client_id,
             request_timeout_ms=max(request_timeout_ms, max_poll_interval_ms + 5000),
+            security=metadata.security,
         )
         self._node: int | None = None
         self.member_id = ""

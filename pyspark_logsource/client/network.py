@@ -41,6 +41,7 @@ from ..protocol.messages import MetadataRequest, MetadataResponse
 from ..topics import TopicPartition
 from .connection import BrokerConnection, raise_for_response
 from .metadata import Bootstrap, BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,11 @@ class NetworkClient:
         request_timeout_ms: float = 30000,
         threaded: bool = True,
         max_in_flight: int = 0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        #: TLS and SASL settings of every connection (kafka-python's names; client/security.py)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.threaded = threaded
@@ -117,6 +121,7 @@ class NetworkClient:
             request_timeout_ms=self.request_timeout_ms,
             threaded=self.threaded,
             max_in_flight=self.max_in_flight,
+            security=self.security,
         )
         with self._lock:
             old = self._conns.get(addr)

@@ -47,6 +47,7 @@ from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordA
 from .metadata import Bootstrap
 from .network import NetworkClient
 from .partitioner import Partitioner, StickyPartitioner, hash_partitions
+from .security import ClientSecurity
 from .sender import MAX_UNANSWERED_BATCHES, Sender, SenderSettings, restamp_producer  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,10 @@ class Producer:
         max_in_flight: int = 5,
         max_batches_per_request: int = 16,
         client_id: str | None = None,
+        **security: Any,
     ) -> None:
+        """``security``: kafka-python's TLS/SASL options (``security_protocol``, ``sasl_mechanism``,
+        ``sasl_plain_username``, ``sasl_plain_password``, ``ssl_cafile``, ... see client/security.py)."""
         if acks in ("all", -1):
             acks = -1
         if acks not in (0, 1, -1):
@@ -144,6 +148,7 @@ class Producer:
             client_id=client_id or "logsource-producer",
             request_timeout_ms=request_timeout_ms,
             max_in_flight=max_in_flight,
+            security=ClientSecurity.from_options(security),
         )
         self._acc = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms

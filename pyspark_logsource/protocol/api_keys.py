@@ -22,6 +22,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -43,6 +44,9 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
     STAGED_TXNS = 10100

@@ -39,6 +39,7 @@ from . import producer_txn_messages as ptm
 from . import reassign_messages as rm
 from . import records_admin_messages as ram
 from . import records_admin_schemas as ras
+from . import sasl_messages as sm
 from . import txn_messages as tm
 from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
@@ -259,6 +260,40 @@ APIS: dict[int, Api] = {
             "list_reassignments",
             rm,
             (rm.LIST_PARTITION_REASSIGNMENTS_REQUEST, rm.LIST_PARTITION_REASSIGNMENTS_RESPONSE),
+        ),
+        # SASL and SCRAM credentials (sasl_messages.py: schemas, messages and adapters together)
+        *(
+            Api(key, req, resp, name, sm, schemas)
+            for key, req, resp, name, schemas in (
+                (
+                    m.ApiKey.SASL_HANDSHAKE,
+                    sm.SaslHandshakeRequest,
+                    sm.SaslHandshakeResponse,
+                    "sasl_handshake",
+                    (sm.SASL_HANDSHAKE_REQUEST, sm.SASL_HANDSHAKE_RESPONSE),
+                ),
+                (
+                    m.ApiKey.SASL_AUTHENTICATE,
+                    sm.SaslAuthenticateRequest,
+                    sm.SaslAuthenticateResponse,
+                    "sasl_authenticate",
+                    (sm.SASL_AUTHENTICATE_REQUEST, sm.SASL_AUTHENTICATE_RESPONSE),
+                ),
+                (
+                    m.ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                    sm.DescribeUserScramCredentialsRequest,
+                    sm.DescribeUserScramCredentialsResponse,
+                    "describe_scram",
+                    (sm.DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST, sm.DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE),
+                ),
+                (
+                    m.ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                    sm.AlterUserScramCredentialsRequest,
+                    sm.AlterUserScramCredentialsResponse,
+                    "alter_scram",
+                    (sm.ALTER_USER_SCRAM_CREDENTIALS_REQUEST, sm.ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
+                ),
+            )
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(

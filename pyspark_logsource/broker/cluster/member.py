@@ -95,7 +95,7 @@ class ClusterMember:
         ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, self._on_topics)
         self.config_changes.start()
         self.broker_configs_changed()
-        self.registry.register(host, port)
+        self.registry.register(host, port, None, *self._endpoints())
         self.loop.call_soon_threadsafe(self._fence, False, "registered")
         self.controller.start()
         self.loop.call_soon_threadsafe(self._set_aside_stray_logs)
@@ -150,8 +150,15 @@ class ClusterMember:
 
     # ------------------------------------------------------------ ClusterProtocol (any thread)
 
-    def brokers(self) -> list[tuple[int, str, int]]:
-        return self.registry.brokers()
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int]]:
+        return self.registry.brokers(listener)
+
+    def _endpoints(self) -> tuple[dict[str, tuple[str, int]] | None, dict[str, str] | None]:
+        """Every listener's advertised address and protocol, for the registration."""
+        ls = self.state.config.listeners
+        if not self.state.endpoints or ls is None:
+            return None, None
+        return dict(self.state.endpoints), {x.name: x.protocol for x in ls.listeners}
 
     def controller_id(self) -> int:
         return self._controller_id
@@ -393,7 +400,7 @@ class ClusterMember:
     def _rejoin(self) -> None:
         """On a new session: register again, re-read the hosted partitions' states, then unfence."""
         try:
-            self.registry.register(*self._address)
+            self.registry.register(*self._address, None, *self._endpoints())
             roles = []
             with self._lock:
                 hosted = [

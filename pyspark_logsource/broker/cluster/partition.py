@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import LogSourceError, NotEnoughReplicas, NotLeaderOrFollower
+from ..security.inter_broker import inter_broker_security
 
 if TYPE_CHECKING:
     from ..log.log import PartitionLog
@@ -66,6 +67,8 @@ class ReplicationSettings:
     hw_checkpoint_interval_ms: int = 5000
     #: the broker's ``fetch.max.bytes``: the most a follower fetch is answered with
     answer_max_bytes: int = 50 << 20
+    #: TLS/SASL of the inter-broker listener (a ClientSecurity; None: PLAINTEXT)
+    security: Any = None
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -81,6 +84,7 @@ class ReplicationSettings:
             socket_timeout_ms=setting(c, "replica.socket.timeout.ms", 30_000),
             hw_checkpoint_interval_ms=setting(c, "replica.high.watermark.checkpoint.interval.ms", 5000),
             answer_max_bytes=c.fetch_max_bytes,
+            security=inter_broker_security(c) if getattr(c, "listeners", None) is not None else None,
         )
 
 

@@ -96,14 +96,30 @@ class BrokerInfo:
     timestamp: int = 0
     #: creation zxid of the registration znode: a new one for each session of the broker
     czxid: int = 0
+    #: every listener: (name, host, port); host/port above are the inter-broker listener's
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def address_on(self, listener: str | None) -> tuple[str, int]:
+        """(host, port) on ``listener``; the inter-broker address when None or not a listener of this broker."""
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
-def encode_broker(host: str, port: int) -> bytes:
+def encode_broker(
+    host: str,
+    port: int,
+    endpoints: dict[str, tuple[str, int]] | None = None,
+    protocol_map: dict[str, str] | None = None,
+) -> bytes:
+    """Kafka's registration JSON; ``host``/``port`` are the inter-broker listener's address."""
+    eps = endpoints or {"PLAINTEXT": (host, port)}
     return _dumps(
         {
             "features": {},
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://{host}:{port}"],
+            "listener_security_protocol_map": protocol_map or {n: n for n in eps},
+            "endpoints": [f"{n}://{h}:{p}" for n, (h, p) in eps.items()],
             "jmx_port": -1,
             "port": port,
             "host": host,
@@ -116,12 +132,16 @@ def encode_broker(host: str, port: int) -> bytes:
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     d = _loads(data)
     host, port = d.get("host"), d.get("port", -1)
-    for ep in d.get("endpoints", []):  # Kafka puts the listener in endpoints; host/port may be null
-        if ep.startswith("PLAINTEXT://"):
-            h, _, p = ep[len("PLAINTEXT://") :].rpartition(":")
+    endpoints = []
+    for ep in d.get("endpoints", []):  # Kafka puts the listeners in endpoints; host/port may be null
+        name, _, rest = ep.partition("://")
+        h, _, p = rest.rpartition(":")
+        endpoints.append((name, h.strip("[]"), int(p)))
+        if name == "PLAINTEXT" and not host:
             host, port = h.strip("[]"), int(p)
-            break
-    return BrokerInfo(broker_id, host or "", int(port), int(d.get("timestamp", 0)))
+    return BrokerInfo(
+        broker_id, host or "", int(port), int(d.get("timestamp", 0)), endpoints=tuple(endpoints)
+    )
 
 
 # ---------------------------------------------------------------- topics

@@ -35,11 +35,18 @@ class BrokerRegistry:
         self._listeners: list[Callable[[set[int]], None]] = []
         self._watch: ChildrenWatch | None = None
 
-    def register(self, host: str, port: int, wait_s: float | None = None) -> None:
+    def register(
+        self,
+        host: str,
+        port: int,
+        wait_s: float | None = None,
+        endpoints: dict[str, tuple[str, int]] | None = None,
+        protocol_map: dict[str, str] | None = None,
+    ) -> None:
         """Create ``/brokers/ids/<id>`` on the current session, waiting out a previous session's node
         (``wait_s``, by default twice the session timeout); BrokerIdConflict if it stays."""
         path = paths.broker_path(self.broker_id)
-        data = paths.encode_broker(host, port)
+        data = paths.encode_broker(host, port, endpoints, protocol_map)
         if wait_s is None:
             wait_s = 2 * self.zk.session_timeout_ms / 1000 + 1
         deadline = time.monotonic() + wait_s
@@ -87,7 +94,9 @@ class BrokerRegistry:
                 live[bid] = known
                 continue
             info = paths.decode_broker(bid, data)
-            live[bid] = paths.BrokerInfo(bid, info.host, info.port, info.timestamp, stat.czxid)
+            live[bid] = paths.BrokerInfo(
+                bid, info.host, info.port, info.timestamp, stat.czxid, info.endpoints
+            )
         with self._lock:
             changed = set(live) != set(self._live) or any(self._live.get(b) != i for b, i in live.items())
             self._live = live
@@ -123,7 +132,7 @@ class BrokerRegistry:
                 out[int(c)] = stat.czxid
         return out
 
-    def brokers(self) -> list[tuple[int, str, int]]:
-        """Live brokers (id, host, port), sorted by id."""
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int]]:
+        """Live brokers (id, host, port) on ``listener`` (None: the inter-broker one), sorted by id."""
         with self._lock:
-            return [(b, i.host, i.port) for b, i in sorted(self._live.items())]
+            return [(b, *i.address_on(listener)) for b, i in sorted(self._live.items())]

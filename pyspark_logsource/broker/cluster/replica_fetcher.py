@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...client.security import sasl_steps
 from ...errors import (
     CorruptRecord,
     InvalidRecord,
@@ -159,10 +160,22 @@ class ReplicaFetcher:
     async def _connect(self) -> None:
         host, port = self._leader_address()
         timeout = self.settings.socket_timeout_ms / 1000
-        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        sec = self.settings.security  # the inter-broker listener's TLS/SASL (None: PLAINTEXT)
+        tls = {"ssl": sec.context(), "server_hostname": host} if sec is not None and sec.tls else {}
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, **tls), timeout
+        )
         self._conn = ClientConnection(f"replica-fetcher-{self.settings.broker_id}")
         resp = await self._request(ApiVersionsRequest(arrow_body=True), 3)
         self._conn.negotiated(resp)
+        if sec is not None and sec.sasl:
+            steps = sasl_steps(sec, f"{host}:{port}")
+            req = next(steps)
+            while True:
+                try:
+                    req = steps.send(await self._request(req))
+                except StopIteration:
+                    break
 
     async def _request(self, request: Any, version: int | None = None, extra_timeout_ms: int = 0) -> Any:
         conn, reader, writer = self._conn, self._reader, self._writer

@@ -54,11 +54,14 @@ _DONE_CODES = (0, UnknownTopicOrPartition.code)  # written, or the topic is gone
 
 
 def _send(
-    address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str
+    address: tuple[str, int], req: tm.WriteTxnMarkersRequest, client_id: str, security: Any = None
 ) -> tm.WriteTxnMarkersResponse:
     from ...client.network import NetworkClient  # blocking client: runs in an executor thread
 
-    client = NetworkClient(f"{address[0]}:{address[1]}", client_id=client_id, threaded=False)
+    # security: the inter-broker listener's TLS/SASL (broker/security/inter_broker.py)
+    client = NetworkClient(
+        f"{address[0]}:{address[1]}", client_id=client_id, threaded=False, security=security
+    )
     try:
         return client.request(req)
     finally:
@@ -216,7 +219,14 @@ class TxnHandlers:
                     if address is None:
                         raise CoordinatorNotAvailable(f"broker {leader} is not live")
                     resp = await loop.run_in_executor(
-                        None, _send, address, req, f"txn-coordinator-{self.state.broker_id}"
+                        None,
+                        _send,
+                        address,
+                        req,
+                        f"txn-coordinator-{self.state.broker_id}",
+                        self.state.replication.settings.security
+                        if self.state.replication is not None
+                        else None,
                     )
                 except Exception as e:  # the leader is down or moving: retried on the next tick
                     log.warning("markers for broker %d not written yet: %s", leader, e)
@@ -259,12 +269,15 @@ class TxnHandlers:
             raise CoordinatorLoadInProgress(f"broker {me} is loading the transaction state")
         return c
 
-    async def find_coordinator(self, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
-        """FindCoordinator for a transactional id (key_type 1): the leader of ``__transaction_state-0``."""
+    async def find_coordinator(
+        self, req: FindCoordinatorRequest, listener: str | None = None
+    ) -> FindCoordinatorResponse:
+        """FindCoordinator for a transactional id (key_type 1): the leader of ``__transaction_state-0``, at its
+        address on ``listener`` (the one the client came in on)."""
         if not req.key:
             raise InvalidRequest("transactional id is empty")
         node = await self._txn_leader()
-        addr = self.state.broker_address(node)
+        addr = self.state.broker_address(node, listener)
         if addr is None:
             raise CoordinatorNotAvailable(f"the transaction coordinator (broker {node}) is not live")
         return FindCoordinatorResponse(node_id=node, host=addr[0], port=addr[1], key=req.key)
