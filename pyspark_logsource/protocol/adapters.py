@@ -96,9 +96,12 @@ def metadata_req_from(d: dict, v: int) -> m.MetadataRequest:
             # Kafka: "Topic name can not be null for version 10/11" (an InvalidRequest); answering would
             # need a null name in a response version where names are not nullable
             raise ProtocolError(f"MetadataRequest v{v}: topic name can not be null before v12")
+        ids = [t.get("topic_id") for t in topics] if v >= 10 else None
         topics = None if v == 0 and not names else names
+    else:
+        ids = None
     auto = d["allow_auto_topic_creation"] if v >= 4 else True
-    return m.MetadataRequest(topics, auto)
+    return m.MetadataRequest(topics, auto, ids if topics is not None else None)
 
 
 def metadata_resp_to(r: m.MetadataResponse, v: int) -> dict:
@@ -113,7 +116,7 @@ def metadata_resp_to(r: m.MetadataResponse, v: int) -> dict:
             {
                 "error_code": t.error_code,
                 "name": t.name,
-                "topic_id": None,
+                "topic_id": t.topic_id,
                 "is_internal": t.is_internal,
                 "partitions": [
                     {
