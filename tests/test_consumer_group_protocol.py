@@ -63,6 +63,22 @@ def _consumer(bootstrap: str, group: str, topic: str, **extra: Any):
     return c
 
 
+def _commit(c, m) -> None:
+    """A synchronous commit, retried on STALE_MEMBER_EPOCH as Kafka's Java consumer retries it: a commit
+    sent while the member's epoch moves (its heartbeat's answer is on the way) names the old epoch."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    for _ in range(50):
+        try:
+            c.commit(m, asynchronous=False)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                raise
+            time.sleep(0.05)  # the background heartbeat brings the new epoch
+    raise AssertionError("the commit stayed stale")
+
+
 def _parts(c) -> list[int]:
     return sorted(tp.partition for tp in c.assignment())
 
@@ -166,7 +182,7 @@ def test_two_consumers_share_then_one_leaves_without_duplicates(broker, topic_na
                 m = c.poll(0.05)
                 if m is not None and not m.error():
                     seen.append(int(m.value()))
-                    c.commit(m, asynchronous=False)
+                    _commit(c, m)
         assert len(_parts(c1)) == 2 and len(_parts(c2)) == 2, (_parts(c1), _parts(c2))
         assert sorted(_parts(c1) + _parts(c2)) == [0, 1, 2, 3]
         for _ in range(20):  # both consume some before one leaves
@@ -174,14 +190,14 @@ def test_two_consumers_share_then_one_leaves_without_duplicates(broker, topic_na
                 m = c.poll(0.05)
                 if m is not None and not m.error():
                     seen.append(int(m.value()))
-                    c.commit(m, asynchronous=False)
+                    _commit(c, m)
         c2.close()
         deadline = time.time() + 20
         while time.time() < deadline and (len(seen) < n or len(_parts(c1)) < 4):
             m = c1.poll(0.1)
             if m is not None and not m.error():
                 seen.append(int(m.value()))
-                c1.commit(m, asynchronous=False)
+                _commit(c1, m)
         assert _parts(c1) == [0, 1, 2, 3]
         assert sorted(seen) == list(range(n)), "every record consumed exactly once by the group"
         committed = c1.committed([TopicPartition(topic, p) for p in range(4)], timeout=10)
@@ -373,3 +389,18 @@ def test_session_expiry_frees_the_partitions(broker, topic_name) -> None:
         assert r.error_code == 25
         b = w.request(_join_hb(group, topic))
         assert sorted(next(iter(b.assignment.values()))) == [0, 1]
+
+
+def test_metadata_answers_topic_ids_and_by_id(broker, topic_name) -> None:
+    """Assignments name topics by id: Metadata v10+ carries each topic's id, and v12 answers a topic asked
+    for by id alone (librdkafka does so for an assigned topic); an unknown id gets UNKNOWN_TOPIC_ID."""
+    from pyspark_logsource.protocol.messages import MetadataRequest
+
+    topic = topic_name("kip848")
+    _topic(broker.bootstrap, topic, 1, 0)
+    with WireClient(broker.bootstrap) as w:
+        (t,) = w.request(MetadataRequest([topic])).topics
+        assert t.topic_id is not None and any(t.topic_id)
+        other = uuid.uuid4().bytes
+        by_id = w.request(MetadataRequest([None, None], topic_ids=[t.topic_id, other])).topics  # type: ignore[list-item]
+        assert [(x.name, x.error_code) for x in by_id] == [(topic, 0), (None, 100)]

@@ -84,7 +84,8 @@ def metadata_req_to(r: m.MetadataRequest, v: int) -> dict:
     else:
         if v == 0 and not topics:
             raise ValueError("Metadata v0 cannot ask for no topics (an empty list means all)")
-        topics_w = [{"name": t, "topic_id": None} for t in topics]
+        ids = r.topic_ids or [None] * len(topics)
+        topics_w = [{"name": t, "topic_id": i} for t, i in zip(topics, ids, strict=True)]
     return {"topics": topics_w, "allow_auto_topic_creation": r.allow_auto_topic_creation}
 
 
@@ -96,7 +97,8 @@ def metadata_req_from(d: dict, v: int) -> m.MetadataRequest:
             # Kafka: "Topic name can not be null for version 10/11" (an InvalidRequest); answering would
             # need a null name in a response version where names are not nullable
             raise ProtocolError(f"MetadataRequest v{v}: topic name can not be null before v12")
-        ids = [t.get("topic_id") for t in topics] if v >= 10 else None
+        ids = [bytes(t["topic_id"]) if v >= 10 and any(t["topic_id"]) else None for t in topics]
+        ids = ids if any(i is not None for i in ids) else None  # the zero uuid: no id
         topics = None if v == 0 and not names else names
     else:
         ids = None
@@ -155,6 +157,7 @@ def metadata_resp_from(d: dict, v: int) -> m.MetadataResponse:
             ],
             t["is_internal"],
             t["error_code"],
+            bytes(t["topic_id"]) if v >= 10 and any(t["topic_id"]) else None,
         )
         for t in d["topics"]
     ]
