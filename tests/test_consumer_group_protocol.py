@@ -404,3 +404,23 @@ def test_metadata_answers_topic_ids_and_by_id(broker, topic_name) -> None:
         other = uuid.uuid4().bytes
         by_id = w.request(MetadataRequest([None, None], topic_ids=[t.topic_id, other])).topics  # type: ignore[list-item]
         assert [(x.name, x.error_code) for x in by_id] == [(topic, 0), (None, 100)]
+
+
+def test_server_assignors_spread_evenly_and_uniform_is_sticky() -> None:
+    from pyspark_logsource.broker.groups.server_assignors import range_, uniform
+
+    subs = {"a": {"t", "u"}, "b": {"t", "u"}, "c": {"t"}}
+    parts = {"t": 4, "u": 3}
+    out = uniform(subs, parts, {})
+    owned = [(t, p) for a in out.values() for t, ps in a.items() for p in ps]
+    assert sorted(owned) == sorted([("t", p) for p in range(4)] + [("u", p) for p in range(3)]), "each once"
+    loads = sorted(sum(len(ps) for ps in a.values()) for a in out.values())
+    assert loads[-1] - loads[0] <= 1 and "u" not in out["c"]
+    # a member leaves: the others keep what they had and take over its partitions
+    rest = uniform({"a": subs["a"], "b": subs["b"]}, parts, out)
+    for m in ("a", "b"):
+        for t, ps in out[m].items():
+            assert ps <= rest[m].get(t, set())
+    # range: contiguous ranges per topic, the first members one more
+    r = range_({"x": {"t"}, "y": {"t"}}, {"t": 5}, {})
+    assert r == {"x": {"t": {0, 1, 2}}, "y": {"t": {3, 4}}}
