@@ -425,6 +425,36 @@ class FencedInstanceId(LogSourceError):
     code = 82
 
 
+class UnknownTopicId(LogSourceError):
+    """No topic has this topic id."""
+
+    code = 100
+
+
+class FencedMemberEpoch(LogSourceError):
+    """KIP-848: the member's epoch is fenced; it must give up its partitions and rejoin with epoch 0."""
+
+    code = 110
+
+
+class UnreleasedInstanceId(LogSourceError):
+    """KIP-848: another member still holds this ``group.instance.id``; it must leave first."""
+
+    code = 111
+
+
+class UnsupportedAssignor(LogSourceError):
+    """KIP-848: the ``group.remote.assignor`` the member asked for is not one of the broker's."""
+
+    code = 112
+
+
+class StaleMemberEpoch(LogSourceError):
+    """KIP-848: an OffsetCommit/OffsetFetch with an epoch that is not the member's current one; retry."""
+
+    code = 113
+
+
 # Replica administration: ElectLeaders, AlterPartitionReassignments (Kafka's codes).
 
 

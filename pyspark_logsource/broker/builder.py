@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from .dynamic_config import BrokerDynamicConfig
 from .groups import GroupCoordinator, GroupOffsetStore
+from .groups.consumer_groups import ConsumerGroups, ConsumerGroupSettings
 from .groups.coordinator import GroupSettings
 from .groups.ownership import GroupOwnership
+from .groups.topic_ids import topic_id_of
 from .internal_topics import OFFSETS_TOPIC
 from .log import LogManager
 from .log.dir_lock import lock_dirs, release_all
@@ -56,6 +58,7 @@ def open_state(state: BrokerState) -> None:
         ownership = GroupOwnership(state)
         state.group_ownership = ownership
         state.coordinator = GroupCoordinator(settings, ownership.persist, state.groups.group_meta)
+        state.consumer_groups = _consumer_groups(state)
         if c.cluster_mode:
             state.leadership_listeners[OFFSETS_TOPIC] = ownership
         state.producer_ids = ProducerIdManager(c.log_dirs[0])
@@ -67,3 +70,17 @@ def open_state(state: BrokerState) -> None:
             release_all(state.dir_locks)
             state.dir_locks = []
         raise
+
+
+def _consumer_groups(state: BrokerState) -> ConsumerGroups:
+    """KIP-848's groups, handed the broker's topics and the classic coordinator's membership."""
+    c, coord = state.config, state.coordinator
+
+    def classic_in_use(group_id: str) -> bool:
+        grp = coord.groups.get(group_id)
+        return grp is not None and bool(grp.members or grp.pending)
+
+    settings = ConsumerGroupSettings(
+        c.group_consumer_session_timeout_ms, c.group_consumer_heartbeat_interval_ms, c.group_max_size
+    )
+    return ConsumerGroups(settings, state.topics, topic_id_of, classic_in_use)

@@ -49,6 +49,9 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "500",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    # KIP-848's consumer groups (group.protocol=consumer), Kafka's defaults
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
     "cluster.id": "",
     # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
     "logsource.arrow.body.enable": "true",
@@ -199,6 +202,8 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 500
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_heartbeat_interval_ms: int = 5000
     cluster_id: str | None = None
     arrow_body_enable: bool = True
     #: a signalled shutdown that has not finished after this long logs what it waits for and exits non-zero
@@ -279,6 +284,8 @@ class BrokerConfig:
             group_min_session_timeout_ms=_int(p, "group.min.session.timeout.ms", 1),
             group_max_session_timeout_ms=_int(p, "group.max.session.timeout.ms", 1),
             group_max_size=_int(p, "group.max.size", 1),
+            group_consumer_session_timeout_ms=_int(p, "group.consumer.session.timeout.ms", 1),
+            group_consumer_heartbeat_interval_ms=_int(p, "group.consumer.heartbeat.interval.ms", 1),
             cluster_id=p["cluster.id"].strip() or None,
             arrow_body_enable=_bool(p, "logsource.arrow.body.enable"),
             shutdown_timeout_ms=_int(p, "logsource.shutdown.timeout.ms", 1),

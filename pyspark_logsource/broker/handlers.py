@@ -35,6 +35,7 @@ from ..errors import (
     LogSourceError,
     OffsetNotAvailable,
     TopicAlreadyExists,
+    UnknownTopicId,
     UnknownTopicOrPartition,
 )
 from ..protocol import (
@@ -85,7 +86,9 @@ from .error_responses import error_fields
 from .fetch import FetchIsolation, long_poll, read_partitions
 from .fetch_sessions import FetchSessionCache
 from .groups.admin_handlers import GroupAdminHandlers
+from .groups.consumer_handlers import ConsumerGroupHandlers
 from .groups.handlers import GroupHandlers
+from .groups.topic_ids import resolve_topic_ids, topic_id_of
 from .session import Session
 from .state import topic_error
 from .txn.handlers import TxnHandlers
@@ -120,6 +123,7 @@ class Handlers:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
         }
         self.by_key.update(GroupHandlers(state).by_key())
+        self.by_key.update(ConsumerGroupHandlers(state).by_key())
         self.by_key.update(AdminHandlers(state).by_key())
         self.by_key.update(GroupAdminHandlers(state).by_key())
         self.by_key.update(RecordsAdminHandlers(state).by_key())
@@ -391,7 +395,7 @@ class Handlers:
                     error,
                 )
             )
-        return TopicMetadata(topic, parts, is_internal(topic))
+        return TopicMetadata(topic, parts, is_internal(topic), topic_id=topic_id_of(topic))
 
     def metadata(self, req: MetadataRequest, session: Session) -> MetadataResponse:
         """The live brokers, the controller, and each topic with each partition's leader, replicas and ISR."""
@@ -402,7 +406,12 @@ class Handlers:
         topics = self.state.topics()
         out = []
         names = sorted(topics) if req.topics is None else req.topics
+        if req.topics is not None and req.topic_ids and None in names:  # v12+: topics asked for by id
+            names = resolve_topic_ids(names, req.topic_ids, topics)
         for name in names:
+            if name is None:  # an id no topic has
+                out.append(TopicMetadata(None, error_code=UnknownTopicId.code))  # type: ignore[arg-type]
+                continue
             n = topics.get(name)
             if n is None and req.allow_auto_topic_creation and self.config.auto_create_topics:
                 try:

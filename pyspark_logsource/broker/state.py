@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..protocol import FetchRequest, FetchResponse
     from .dynamic_config import BrokerDynamicConfig
     from .groups import GroupCoordinator, GroupOffsetStore
+    from .groups.consumer_groups import ConsumerGroups
     from .log import LogManager
     from .log.log import PartitionLog
     from .producer_ids import ProducerIdManager
@@ -187,6 +188,8 @@ class BrokerState:
     logs: LogManager | None = None
     groups: GroupOffsetStore | None = None
     coordinator: GroupCoordinator | None = None
+    #: KIP-848's consumer-protocol groups (:mod:`.groups.consumer_groups`)
+    consumer_groups: ConsumerGroups | None = None
     #: which groups this broker coordinates (cluster: the ``__consumer_offsets`` partitions it leads)
     group_ownership: GroupPlacement | None = None
     producer_ids: ProducerIdManager | None = None
@@ -269,6 +272,8 @@ class BrokerState:
     def _close_coordinator(self) -> None:
         if self.coordinator is not None:
             self.coordinator.close()
+        if self.consumer_groups is not None:
+            self.consumer_groups.close()
 
     def _close_logs(self) -> None:
         if self.logs is not None:

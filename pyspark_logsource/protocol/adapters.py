@@ -84,7 +84,8 @@ def metadata_req_to(r: m.MetadataRequest, v: int) -> dict:
     else:
         if v == 0 and not topics:
             raise ValueError("Metadata v0 cannot ask for no topics (an empty list means all)")
-        topics_w = [{"name": t, "topic_id": None} for t in topics]
+        ids = r.topic_ids or [None] * len(topics)
+        topics_w = [{"name": t, "topic_id": i} for t, i in zip(topics, ids, strict=True)]
     return {"topics": topics_w, "allow_auto_topic_creation": r.allow_auto_topic_creation}
 
 
@@ -96,9 +97,13 @@ def metadata_req_from(d: dict, v: int) -> m.MetadataRequest:
             # Kafka: "Topic name can not be null for version 10/11" (an InvalidRequest); answering would
             # need a null name in a response version where names are not nullable
             raise ProtocolError(f"MetadataRequest v{v}: topic name can not be null before v12")
+        ids = [bytes(t["topic_id"]) if v >= 10 and any(t["topic_id"]) else None for t in topics]
+        ids = ids if any(i is not None for i in ids) else None  # the zero uuid: no id
         topics = None if v == 0 and not names else names
+    else:
+        ids = None
     auto = d["allow_auto_topic_creation"] if v >= 4 else True
-    return m.MetadataRequest(topics, auto)
+    return m.MetadataRequest(topics, auto, ids if topics is not None else None)
 
 
 def metadata_resp_to(r: m.MetadataResponse, v: int) -> dict:
@@ -113,7 +118,7 @@ def metadata_resp_to(r: m.MetadataResponse, v: int) -> dict:
             {
                 "error_code": t.error_code,
                 "name": t.name,
-                "topic_id": None,
+                "topic_id": t.topic_id,
                 "is_internal": t.is_internal,
                 "partitions": [
                     {
@@ -152,6 +157,7 @@ def metadata_resp_from(d: dict, v: int) -> m.MetadataResponse:
             ],
             t["is_internal"],
             t["error_code"],
+            bytes(t["topic_id"]) if v >= 10 and any(t["topic_id"]) else None,
         )
         for t in d["topics"]
     ]

@@ -28,6 +28,7 @@ from . import admin_config_adapters as aca
 from . import admin_config_messages as acm
 from . import admin_config_schemas as acs
 from . import admin_messages as am
+from . import consumer_group_messages as cgm
 from . import coordinator_adapters as ca
 from . import coordinator_messages as cm
 from . import epoch_messages as em
@@ -294,6 +295,22 @@ APIS: dict[int, Api] = {
                     (sm.ALTER_USER_SCRAM_CREDENTIALS_REQUEST, sm.ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
                 ),
             )
+        ),
+        Api(
+            m.ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            cgm.ConsumerGroupHeartbeatRequest,
+            cgm.ConsumerGroupHeartbeatResponse,
+            "consumer_heartbeat",
+            cgm,
+            (cgm.CONSUMER_GROUP_HEARTBEAT_REQUEST, cgm.CONSUMER_GROUP_HEARTBEAT_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.CONSUMER_GROUP_DESCRIBE,
+            cgm.ConsumerGroupDescribeRequest,
+            cgm.ConsumerGroupDescribeResponse,
+            "consumer_describe",
+            cgm,
+            (cgm.CONSUMER_GROUP_DESCRIBE_REQUEST, cgm.CONSUMER_GROUP_DESCRIBE_RESPONSE),
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(

@@ -114,6 +114,8 @@ class MetadataRequest:
     API_KEY = ApiKey.METADATA
     topics: list[str] | None = None
     allow_auto_topic_creation: bool = False
+    #: v10+: each topic's id, aligned with ``topics`` (v12+ may ask by id alone, with a null name)
+    topic_ids: list[bytes | None] | None = None
 
 
 @dataclass(slots=True)
@@ -147,6 +149,8 @@ class TopicMetadata:
     partitions: list[PartitionMetadata] = field(default_factory=list)
     is_internal: bool = False
     error_code: int = 0
+    #: 16 bytes (Metadata v10+); None: the zero uuid
+    topic_id: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import GroupIdNotFound, InvalidGroupId, InvalidRequest, LogSourceError, OffsetMetadataTooLarge
+from ...errors import (
+    GroupIdNotFound,
+    InconsistentGroupProtocol,
+    InvalidGroupId,
+    InvalidRequest,
+    LogSourceError,
+    OffsetMetadataTooLarge,
+)
 from ...protocol import coordinator_messages as cm
 from ...protocol import group_messages as g
 from ...protocol.messages import ApiKey
@@ -41,6 +48,8 @@ class GroupHandlers:
     async def join_group(self, req: g.JoinGroupRequest, session: Session) -> g.JoinGroupResponse:
         """Join; parked until the rebalance completes."""
         self.state.check_group_coordinator(req.group_id)
+        if self.state.consumer_groups.has_members(req.group_id):  # KIP-848: one protocol per group id
+            raise InconsistentGroupProtocol(f"group {req.group_id!r} uses the consumer group protocol")
         host = session.peer.rsplit(":", 1)[0]
         return await self.state.coordinator.join(req, req.api_version, session.client_id or "", "/" + host)
 
@@ -74,7 +83,14 @@ class GroupHandlers:
                 out.append(g.DescribedGroup(gid, code, error_message=message))
                 continue
             d = self.state.coordinator.describe(gid)
-            if d is None and gid in known:
+            if d is None and self.state.consumer_groups.describe(gid) is not None:  # as Kafka answers
+                d = g.DescribedGroup(
+                    gid,
+                    GroupIdNotFound.code,
+                    GroupState.DEAD.value,
+                    error_message=f"Group {gid} is not a classic group.",
+                )
+            elif d is None and gid in known:
                 d = g.DescribedGroup(gid, 0, GroupState.EMPTY.value)
             elif d is None:  # v6+ says so with GROUP_ID_NOT_FOUND; the adapter answers older versions Dead
                 d = g.DescribedGroup(
@@ -95,6 +111,10 @@ class GroupHandlers:
             d = coord.describe(gid)
             if d is not None and (d.state != GroupState.EMPTY.value or gid in listed or d.protocol_type):
                 listed[gid] = g.ListedGroup(gid, d.protocol_type, d.state)
+        for gid in list(self.state.consumer_groups.groups):  # KIP-848's groups: type "consumer"
+            cd = self.state.consumer_groups.describe(gid)
+            if cd is not None and (cd.members or gid in listed):
+                listed[gid] = g.ListedGroup(gid, "consumer", cd.group_state, "consumer")
         states = {s.lower() for s in req.states_filter}
         types = {t.lower() for t in req.types_filter}
         groups = [
@@ -113,9 +133,11 @@ class GroupHandlers:
         if not req.group_id:
             raise InvalidGroupId("group id is empty")
         self.state.check_group_coordinator(req.group_id)
-        self.state.coordinator.validate_commit(
-            req.group_id, req.generation_id, req.member_id, req.group_instance_id
-        )
+        # a consumer-protocol group's member commits with its member epoch in the generation field
+        if not self.state.consumer_groups.validate_commit(req.group_id, req.member_id, req.generation_id):
+            self.state.coordinator.validate_commit(
+                req.group_id, req.generation_id, req.member_id, req.group_instance_id
+            )
         out = []
         entries = []
         topics = self.state.topics()
