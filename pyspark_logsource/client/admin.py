@@ -47,6 +47,7 @@ from ..topics import TopicPartition, is_internal
 from .group_admin import GroupAdmin
 from .metadata import Bootstrap, TopicDescription
 from .network import NetworkClient
+from .txn_admin import TxnAdmin
 
 
 class GroupLag(NamedTuple):
@@ -83,7 +84,7 @@ def offset_spec(spec: str | int) -> int:
     raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms >= 0, got {spec!r}")
 
 
-class Admin(GroupAdmin):
+class Admin(GroupAdmin, TxnAdmin):
     """Manage topics, offsets and consumer groups; every call is blocking."""
 
     def __init__(
