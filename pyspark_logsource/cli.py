@@ -32,6 +32,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "start|stop|status a local cluster: ZooKeeper and N brokers",
     ),
     "reassign": ("pyspark_logsource.reassign", "execute|list|cancel replica moves, elect-leaders"),
+    "transactions": ("pyspark_logsource.transactions", "list|describe|describe-producers|abort transactions"),
 }
 
 
