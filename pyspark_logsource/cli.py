@@ -36,6 +36,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "pyspark_logsource.broker.users",
         "set|list|delete users' SCRAM credentials (offline or online)",
     ),
+    "transactions": ("pyspark_logsource.transactions", "list|describe|describe-producers|abort transactions"),
 }
 
 

@@ -18,6 +18,7 @@ from ..protocol import group_messages as g
 from ..protocol import producer_txn_messages as ptm
 from ..protocol import reassign_messages as rm
 from ..protocol import records_admin_messages as ra
+from ..protocol import txn_admin_messages as tam
 
 #: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
 UNKNOWN_SERVER_ERROR_MESSAGE = "the broker hit an unexpected error; its log has the details"
@@ -126,4 +127,14 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return rm.AlterPartitionReassignmentsResponse([], code, message)
     if api_key == k.LIST_PARTITION_REASSIGNMENTS:
         return rm.ListPartitionReassignmentsResponse([], code, message)
+    if api_key == k.LIST_TRANSACTIONS:
+        return tam.ListTransactionsResponse(error_code=code)
+    if api_key == k.DESCRIBE_TRANSACTIONS:
+        return tam.DescribeTransactionsResponse(
+            [tam.TransactionDescription(t, code) for t in req.transactional_ids]
+        )
+    if api_key == k.DESCRIBE_PRODUCERS:
+        return tam.DescribeProducersResponse(
+            [tam.PartitionProducers(t, q, code, message) for t, q in req.partitions]
+        )
     raise ValueError(f"no error response for api key {api_key}")

@@ -49,6 +49,7 @@ from .group_admin import GroupAdmin
 from .metadata import Bootstrap, TopicDescription
 from .network import NetworkClient
 from .security import ClientSecurity
+from .txn_admin import TxnAdmin
 
 
 class GroupLag(NamedTuple):
@@ -85,7 +86,7 @@ def offset_spec(spec: str | int) -> int:
     raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms >= 0, got {spec!r}")
 
 
-class Admin(GroupAdmin):
+class Admin(GroupAdmin, TxnAdmin):
     """Manage topics, offsets and consumer groups; every call is blocking."""
 
     def __init__(

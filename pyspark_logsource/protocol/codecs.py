@@ -41,6 +41,7 @@ from . import reassign_messages as rm
 from . import records_admin_messages as ram
 from . import records_admin_schemas as ras
 from . import sasl_messages as sm
+from . import txn_admin_messages as tam
 from . import txn_messages as tm
 from .primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 from .schema import Codec, F, Message, skip_tagged_fields, write_empty_tagged_fields
@@ -311,6 +312,30 @@ APIS: dict[int, Api] = {
             "consumer_describe",
             cgm,
             (cgm.CONSUMER_GROUP_DESCRIBE_REQUEST, cgm.CONSUMER_GROUP_DESCRIBE_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.DESCRIBE_PRODUCERS,
+            tam.DescribeProducersRequest,
+            tam.DescribeProducersResponse,
+            "describe_producers",
+            tam,
+            (tam.DESCRIBE_PRODUCERS_REQUEST, tam.DESCRIBE_PRODUCERS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.DESCRIBE_TRANSACTIONS,
+            tam.DescribeTransactionsRequest,
+            tam.DescribeTransactionsResponse,
+            "describe_transactions",
+            tam,
+            (tam.DESCRIBE_TRANSACTIONS_REQUEST, tam.DESCRIBE_TRANSACTIONS_RESPONSE),
+        ),
+        Api(
+            m.ApiKey.LIST_TRANSACTIONS,
+            tam.ListTransactionsRequest,
+            tam.ListTransactionsResponse,
+            "list_transactions",
+            tam,
+            (tam.LIST_TRANSACTIONS_REQUEST, tam.LIST_TRANSACTIONS_RESPONSE),
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(

@@ -56,7 +56,7 @@ from .config import LogConfig
 from .epochs import LeaderEpochCache
 from .flush import FlushState, write_recovery_point
 from .loader import CLEAN_SHUTDOWN_FILE, LogLoader, replay_producer_state
-from .producer_state import ProducerAppend, ProducerStateManager
+from .producer_state import ProducerAppend, ProducerEntry, ProducerStateManager
 from .segment import FileRegion, LogSegment
 from .segment_list import SegmentList
 from .start_offset import LogStartOffset
@@ -154,6 +154,13 @@ class PartitionLog:
         """read_committed readers read below it: the oldest open transaction's first offset, else the
         high watermark (see :mod:`.transactions`)."""
         return self.txns.last_stable_offset(self.high_watermark)
+
+    def active_producers(self) -> list[tuple[ProducerEntry, int]]:
+        """Copies of the producers' entries, each with its open transaction's first offset (-1: none);
+        what DescribeProducers reports."""
+        with self._lock:
+            first = {t.producer_id: t.first_offset for t in self.txns.open.values()}
+            return [(e.copy(), first.get(e.producer_id, -1)) for e in self.producer_state.producers.values()]
 
     @property
     def recovery_point(self) -> int:

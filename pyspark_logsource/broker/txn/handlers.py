@@ -38,6 +38,7 @@ from .. import internal_topics
 from ..error_responses import error_fields
 from ..session import Session
 from ..tasks import spawn
+from .admin_handlers import TxnAdminHandlers
 from .coordinator import TXN_TOPIC, TxnCoordinator, transaction_state_topic, winners_of
 from .markers import Marker, abort_forgotten, append_marker, replicated
 from .producer_handlers import ProducerTxnHandlers
@@ -81,12 +82,14 @@ class TxnHandlers:
         #: Kafka's transactional producer APIs (the coordinator's second front door)
         self.producer = ProducerTxnHandlers(state, self._coordinator_here, self._current)
         self.producer.flush_remote = self._flush_remote
+        self.admin = TxnAdminHandlers(state, self._coordinator_here)
 
     def by_key(self) -> dict[int, Callable[[Any, Session], Any]]:
         return {
             tm.STAGED_TXNS_KEY: self.staged_txns,
             tm.ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers,
             **self.producer.by_key(),
+            **self.admin.by_key(),
         }
 
     # ------------------------------------------------------------ lifecycle
