@@ -334,6 +334,12 @@ class InvalidRecord(LogSourceError):
 
     code = 87
 
+    def __init__(self, message: str = "", record_errors: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        #: indexes of the offending records within their batch (Produce v8+ record_errors, KIP-467):
+        #: a client fails those with INVALID_RECORD and may retry the others of the batch
+        self.record_errors = record_errors
+
 
 # Group coordination (Kafka's codes).
 

@@ -188,6 +188,7 @@ class Handlers:
                         commits.append((r, p.topic, p.partition, info.last_offset + 1))
             except LogSourceError as e:
                 r.error_code, r.error_message = error_fields(e)
+                r.record_errors = getattr(e, "record_errors", ())
                 log.debug("produce to %s-%d failed: %s", p.topic, p.partition, e)
             out.append(r)
         if req.acks == 0:
@@ -246,6 +247,7 @@ class Handlers:
             for r, info in zip(which, infos, strict=True):
                 if isinstance(info, LogSourceError):
                     r.error_code, r.error_message = error_fields(info)
+                    r.record_errors = getattr(info, "record_errors", ())
                     log.debug("produce to %s-%d failed: %s", topic, partition, info)
                     continue
                 r.base_offset, r.log_append_time_ms = info.base_offset, info.log_append_time

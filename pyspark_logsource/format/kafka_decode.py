@@ -444,4 +444,20 @@ def validate_kafka_records(
     return bool((p.key_len < 0).any())
 
 
+def null_key_indexes(
+    batch: bytes | bytearray | memoryview,
+    pos: int = 0,
+    header: BatchHeader | None = None,
+    *,
+    max_uncompressed: int = MAX_UNCOMPRESSED_BYTES,
+) -> list[int]:
+    """Indexes (within the batch) of a Kafka-layout batch's records whose key is null: the
+    ``batch_index`` of Kafka's per-record produce errors (KIP-467) on a compacted topic."""
+    h = read_header(batch, pos) if header is None else header
+    if h.attributes & ARROW_BODY:
+        raise CorruptRecord("null_key_indexes needs a Kafka-layout batch")
+    p = _parse(_sections(batch, [h], [pos], max_uncompressed), [h.record_count])
+    return np.flatnonzero(p.key_len < 0).tolist()
+
+
 # ---------------------------------------------------------------- encoding

@@ -201,7 +201,9 @@ def produce_resp_to(r: m.ProduceResponse, v: int) -> dict:
                         "base_offset": p.base_offset,
                         "log_append_time_ms": p.log_append_time_ms,
                         "log_start_offset": p.log_start_offset,
-                        "record_errors": [],
+                        "record_errors": [
+                            {"batch_index": i, "batch_index_error_message": None} for i in p.record_errors
+                        ],
                         "error_message": p.error_message,
                     }
                     for p in ps
@@ -223,6 +225,7 @@ def produce_resp_from(d: dict, v: int) -> m.ProduceResponse:
             p["log_append_time_ms"],
             p["log_start_offset"],
             p["error_message"],
+            tuple(e["batch_index"] for e in p.get("record_errors") or ()),
         )
         for t in d["responses"]
         for p in t["partition_responses"]

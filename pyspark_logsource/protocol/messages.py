@@ -198,6 +198,8 @@ class ProducePartitionResponse:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    #: indexes of the records that caused the error, within their batch (v8+, KIP-467)
+    record_errors: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSourceError
 from ...format import header as fmt
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
-from ...format.kafka_decode import validate_kafka_records
+from ...format.kafka_decode import null_key_indexes, validate_kafka_records
 from . import transactions as txn
 from .config import DELETE, LogConfig
 from .producer_state import ProducerAppend
@@ -84,8 +84,12 @@ class AppendValidator:
             else:  # a Kafka client's batch: its varint records must parse
                 keyless = validate_kafka_records(mv, pos, h) and compact
             if keyless:
+                # Kafka names the keyless records (KIP-467), so librdkafka fails only those with
+                # INVALID_RECORD (the rest of the batch: _INVALID_DIFFERENT_RECORD, retriable)
+                bad = () if attrs & ARROW_BODY else tuple(null_key_indexes(mv, pos, h))
                 raise InvalidRecord(
-                    f"compacted topic {self.topic} refuses records without a key (batch at position {pos})"
+                    f"compacted topic {self.topic} refuses records without a key (batch at position {pos})",
+                    record_errors=bad,
                 )
         if flags & TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
             txn.check_append(batches, control)
