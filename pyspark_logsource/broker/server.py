@@ -28,6 +28,7 @@ import os
 import signal
 import socket
 import sys
+from time import perf_counter
 from typing import Any
 
 from ..errors import DirectoryInUse, LogSourceError
@@ -40,6 +41,7 @@ from .config import BrokerConfig, parse_overrides
 from .error_responses import error_fields, error_response
 from .handlers import Handlers
 from .log import LogManager
+from .metrics import BrokerMetrics, MetricsServer, build_endpoint
 from .pipeline import OrderedResponses, produce_run_length
 from .session import Session
 from .shutdown import EXIT_SHUTDOWN_FAILED, ShutdownGuard, exit_now
@@ -69,6 +71,9 @@ class Broker:
         self.shutdown_step: str | None = None
         #: the errors the steps of :meth:`stop` raised (each logged; the others ran anyway)
         self.shutdown_errors: list[Exception] = []
+        #: the request counters (None: no metrics.listener, nothing counted) and their endpoint
+        self.metrics = BrokerMetrics() if config.metrics_listener else None
+        self.metrics_http: MetricsServer | None = None
 
     @property
     def logs(self) -> LogManager | None:
@@ -108,6 +113,11 @@ class Broker:
             raise
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
+        if self.metrics is not None:
+            self.metrics_http = build_endpoint(
+                self.state, self.metrics, lambda: {"PLAINTEXT": len(self._conns)}
+            )
+            await self.metrics_http.start()
         self.state.advertised = self.advertised
         if c.cluster_mode:
             try:
@@ -188,6 +198,8 @@ class Broker:
     def _close_listener(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self.metrics_http is not None:
+            self.metrics_http.close()
 
     async def _close_connections(self) -> None:
         for t in list(self._conns):
@@ -233,6 +245,7 @@ class Broker:
         try:
             while True:
                 data = await reader.read(_READ_CHUNK)
+                t_read = perf_counter()
                 if not data:
                     if conn.frames.in_frame:
                         log.info(
@@ -282,7 +295,10 @@ class Broker:
                     if n > 1:  # pipelined produces to one partition: appended together, answered one by one
                         run = evs[i - 1 : i - 1 + n]
                         i += n - 1
+                        t0 = perf_counter()
                         results = self._call_runs(run, session)
+                        if self.metrics is not None:
+                            self._measure_run(run, t_read, t0)
                         if parked.busy:
                             await parked.flush()
                         for e, result in zip(run, results, strict=True):
@@ -291,7 +307,10 @@ class Broker:
                         continue
                     if parked.busy and ev.header.api_key != ApiKey.PRODUCE:
                         await parked.flush()  # only produces overtake parked answers: others see their effect
+                    t0 = perf_counter()
                     result = self._call(ev, session)
+                    if self.metrics is not None:
+                        result = self._measure(ev, t_read, t0, result)
                     if asyncio.iscoroutine(result) and ev.header.api_key == ApiKey.PRODUCE:
                         if out:  # appended already; its answer waits for the ISR, behind earlier answers
                             writer.write(out)
@@ -343,7 +362,39 @@ class Broker:
                 h.client_id,
                 exc_info=e,
             )
+        if self.metrics is not None:
+            self.metrics.error(self.metrics.request_label(h.api_key, ev.request), type(e).__name__)
         return error_response(h.api_key, ev.request, *error_fields(e))
+
+    def _measure(self, ev: RequestReceived, t_read: float, t0: float, result: Any) -> Any:
+        """Count a request answered now; a parked one's coroutine is wrapped to count it when answered."""
+        m, t1 = self.metrics, perf_counter()
+        key = ev.header.api_key
+        label = m.request_label(key, ev.request)
+        if key == ApiKey.PRODUCE:
+            m.produced(ev.request)
+        if not asyncio.iscoroutine(result):
+            m.record(label, t0 - t_read, t1 - t0, 0.0)
+            if key == ApiKey.FETCH:
+                m.fetched(label, result)
+            return result
+
+        async def answered() -> Any:
+            r = await result
+            m.record(label, t0 - t_read, t1 - t0, perf_counter() - t1)
+            if key == ApiKey.FETCH and r is not None:
+                m.fetched(label, r)
+            return r
+
+        return answered()
+
+    def _measure_run(self, run: list[RequestReceived], t_read: float, t0: float) -> None:
+        """Count a run of produces appended together (the local time shared out)."""
+        m = self.metrics
+        local = (perf_counter() - t0) / len(run)
+        for ev in run:
+            m.produced(ev.request)
+            m.record("Produce", t0 - t_read, local, 0.0)
 
     def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""
