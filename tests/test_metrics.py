@@ -207,3 +207,17 @@ def test_under_replicated_follows_a_follower_killed_and_back(zk_connect, tmp_pat
         c.start(follower)
         wait_for(lambda: urp() == 0, timeout=60, what="under-replicated back at 0")
         assert value(scrape(ports[leader]), "kafka_server_replicamanager_isrexpands_total") >= 1
+
+
+def test_metrics_listener_setting():
+    from pyspark_logsource.broker.config import BrokerConfig
+    from pyspark_logsource.errors import ConfigError
+
+    assert BrokerConfig.from_properties({}).metrics_listener is None  # off by default
+    assert BrokerConfig.from_properties({"metrics.listener": ""}).metrics_listener is None
+    got = BrokerConfig.from_properties({"metrics.listener": "http://127.0.0.1:9404/"}).metrics_listener
+    assert got == ("127.0.0.1", 9404)
+    assert BrokerConfig.from_properties({"metrics.listener": "0.0.0.0:0"}).metrics_listener == ("0.0.0.0", 0)
+    for bad in ("https://127.0.0.1:9404", "http://127.0.0.1", "http://h:99999", "http://h:port"):
+        with pytest.raises(ConfigError):
+            BrokerConfig.from_properties({"metrics.listener": bad})

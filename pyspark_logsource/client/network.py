@@ -40,6 +40,7 @@ from ..protocol.messages import MetadataRequest, MetadataResponse
 from ..topics import TopicPartition
 from .connection import BrokerConnection, raise_for_response
 from .metadata import Bootstrap, BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
+from .metrics import ClientMetrics
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,10 @@ class NetworkClient:
         request_timeout_ms: float = 30000,
         threaded: bool = True,
         max_in_flight: int = 0,
+        stats: ClientMetrics | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.stats = stats  # handed to every connection: each answer's latency and throttle
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.threaded = threaded
@@ -116,6 +119,7 @@ class NetworkClient:
             request_timeout_ms=self.request_timeout_ms,
             threaded=self.threaded,
             max_in_flight=self.max_in_flight,
+            stats=self.stats,
         )
         with self._lock:
             old = self._conns.get(addr)
