@@ -221,3 +221,26 @@ def test_metrics_listener_setting():
     for bad in ("https://127.0.0.1:9404", "http://127.0.0.1", "http://h:99999", "http://h:port"):
         with pytest.raises(ConfigError):
             BrokerConfig.from_properties({"metrics.listener": bad})
+
+
+def test_request_time_buckets_follow_prometheus_le():
+    from pyspark_logsource.broker.metrics.registry import FOLD_EVERY, BrokerMetrics, RequestCollector
+
+    m = BrokerMetrics()
+    # 0.1 ms is in le="0.1" (a bound holds its value), 20 s only in +Inf; more than one fold's worth
+    for i in range(FOLD_EVERY + 10):
+        m.record("Produce", 0.0001 if i % 2 else 0.0, 0.0, 20.0 if i == 0 else 0.0)
+    fams = {f.name: f for f in RequestCollector(m).collect()}
+    assert {s.value for s in fams["kafka_network_requestmetrics_requests"].samples} == {FOLD_EVERY + 10}
+    q = {
+        s.labels["le"]: s.value
+        for s in fams["kafka_network_requestmetrics_requestqueuetimems"].samples
+        if "le" in s.labels
+    }
+    assert q["0.1"] == FOLD_EVERY + 10
+    remote = {
+        s.labels["le"]: s.value
+        for s in fams["kafka_network_requestmetrics_remotetimems"].samples
+        if "le" in s.labels
+    }
+    assert remote["10000.0"] == FOLD_EVERY + 9 and remote["+Inf"] == FOLD_EVERY + 10

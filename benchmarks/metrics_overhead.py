@@ -1,0 +1,117 @@
+"""The cost of the broker's metrics: benchmarks/paper.py's producer, consumer and append rows against a broker
+with ``metrics.listener`` set (every request counted, another process scraping it once a second) and one without,
+in one run, each row on and off back to back, ``--rounds`` times; each row prints the median msg/s of both and on / off (the
+target: >= 0.95).
+
+Rows: ``send()`` with one message per produce request (the worst case: the per-request cost is all there
+is), ``send()`` with 50 per batch, ``send_arrow()`` batches of 50, the consumer (``poll_arrow`` and
+``poll``), and "append": a synchronous client producing 50-message batches one request at a time (request
+-> append -> answer, nothing overlapped). ``PartitionLog.append`` alone (paper.py's append row) does not go
+through the network layer, where the counters are, so it is not repeated here.
+
+    .venv/bin/python benchmarks/metrics_overhead.py                       # 200,000 messages, 3 rounds
+    .venv/bin/python benchmarks/metrics_overhead.py --messages 50000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paper import arrow_chunks, consume, produce_arrow, produce_send, produce_sync_baseline, values  # noqa: E402
+
+from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
+from pyspark_logsource.client import Admin  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SCRAPE_LOOP = """
+import sys, time, urllib.request
+url = sys.argv[1]
+while True:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        r.read()
+    time.sleep(1.0)
+"""
+
+
+def rows(bs: str, n: int, n1: int, msgs: list, chunks: list, tag: str) -> dict:
+    """The rows' runs against the broker at ``bs``: name -> a callable returning msg/s (topics per ``tag``)."""
+    with Admin(bs) as a:
+        for t in ("p1", "p50", "a50", "sync50"):
+            a.create_topic(f"{t}-{tag}", 1)
+
+    def consumer(arrow: bool) -> float:
+        dt, got = consume(bs, f"p50-{tag}", n, arrow)
+        return got / dt
+
+    return {
+        "producer: send(), 1 msg/request": lambda: n1 / produce_send(bs, f"p1-{tag}", msgs[:n1], 1, 5, 1),
+        "producer: send(), batch 50": lambda: n / produce_send(bs, f"p50-{tag}", msgs, 50, 5, 8),
+        "producer: send_arrow(), batch 50": lambda: n / produce_arrow(bs, f"a50-{tag}", chunks, 5, 8),
+        "consumer: poll_arrow()": lambda: consumer(True),
+        "consumer: poll()": lambda: consumer(False),
+        "append: sync produce, batch 50": lambda: (
+            n1 / produce_sync_baseline(bs, f"sync50-{tag}", msgs[:n1], 50)
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--batch1-messages", type=int, default=50_000, help="messages of the 1-per-request rows")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    n, n1 = args.messages, min(args.batch1_messages, args.messages)
+    msgs, chunks = values(n), arrow_chunks(n, 50)
+    port = free_port()
+    results: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+    with (
+        tempfile.TemporaryDirectory() as d,
+        EmbeddedBroker(
+            Path(d) / "on", mode="process", config={"metrics.listener": f"http://127.0.0.1:{port}"}
+        ) as on,
+        EmbeddedBroker(Path(d) / "off", mode="process") as off,
+    ):
+        # Prometheus' part: a scrape a second, from another process (as Prometheus is)
+        scraper = subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, f"http://127.0.0.1:{port}/metrics"])
+        try:
+            for r in range(args.rounds):
+                runs = {
+                    side: rows(b.bootstrap, n, n1, msgs, chunks, str(r))
+                    for side, b in (("on", on), ("off", off))
+                }
+                for i, row in enumerate(runs["on"]):
+                    # each row on and off back to back, the order alternating: drift on a shared machine
+                    # (other processes, page cache, CPU frequency) hits both sides alike
+                    for side in ("on", "off") if (r + i) % 2 == 0 else ("off", "on"):
+                        results[side].setdefault(row, []).append(runs[side][row]())
+                print(f"round {r + 1} done", file=sys.stderr)
+            assert scraper.poll() is None, "the scraper failed"
+        finally:
+            scraper.kill()
+    print(
+        f"{n:,} messages of 200 bytes ({n1:,} for the 1-per-request and sync rows), median of {args.rounds}"
+    )
+    print(f"{'row':<36} {'metrics on msg/s':>17} {'off msg/s':>12} {'on/off':>7}")
+    for row, on_rates in results["on"].items():
+        a, b = statistics.median(on_rates), statistics.median(results["off"][row])
+        print(f"{row:<36} {a:>17,.0f} {b:>12,.0f} {a / b:>7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
