@@ -25,7 +25,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paper import arrow_chunks, consume, produce_arrow, produce_send, produce_sync_baseline, values  # noqa: E402
+from paper import (
+    arrow_chunks,
+    consume,
+    cpu_seconds,
+    produce_arrow,
+    produce_send,
+    produce_sync_baseline,
+    values,
+)  # noqa: E402
 
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
 from pyspark_logsource.client import Admin  # noqa: E402
@@ -48,7 +56,8 @@ while True:
 
 
 def rows(bs: str, n: int, n1: int, msgs: list, chunks: list, tag: str) -> dict:
-    """The rows' runs against the broker at ``bs``: name -> a callable returning msg/s (topics per ``tag``)."""
+    """The rows' runs against the broker at ``bs``: name -> (messages, a callable returning msg/s); topics
+    per ``tag``."""
     with Admin(bs) as a:
         for t in ("p1", "p50", "a50", "sync50"):
             a.create_topic(f"{t}-{tag}", 1)
@@ -58,13 +67,17 @@ def rows(bs: str, n: int, n1: int, msgs: list, chunks: list, tag: str) -> dict:
         return got / dt
 
     return {
-        "producer: send(), 1 msg/request": lambda: n1 / produce_send(bs, f"p1-{tag}", msgs[:n1], 1, 5, 1),
-        "producer: send(), batch 50": lambda: n / produce_send(bs, f"p50-{tag}", msgs, 50, 5, 8),
-        "producer: send_arrow(), batch 50": lambda: n / produce_arrow(bs, f"a50-{tag}", chunks, 5, 8),
-        "consumer: poll_arrow()": lambda: consumer(True),
-        "consumer: poll()": lambda: consumer(False),
-        "append: sync produce, batch 50": lambda: (
-            n1 / produce_sync_baseline(bs, f"sync50-{tag}", msgs[:n1], 50)
+        "producer: send(), 1 msg/request": (
+            n1,
+            lambda: n1 / produce_send(bs, f"p1-{tag}", msgs[:n1], 1, 5, 1),
+        ),
+        "producer: send(), batch 50": (n, lambda: n / produce_send(bs, f"p50-{tag}", msgs, 50, 5, 8)),
+        "producer: send_arrow(), batch 50": (n, lambda: n / produce_arrow(bs, f"a50-{tag}", chunks, 5, 8)),
+        "consumer: poll_arrow()": (n, lambda: consumer(True)),
+        "consumer: poll()": (n, lambda: consumer(False)),
+        "append: sync produce, batch 50": (
+            n1,
+            lambda: n1 / produce_sync_baseline(bs, f"sync50-{tag}", msgs[:n1], 50),
         ),
     }
 
@@ -78,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     n, n1 = args.messages, min(args.batch1_messages, args.messages)
     msgs, chunks = values(n), arrow_chunks(n, 50)
     port = free_port()
-    results: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+    rates: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+    cpu: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}  # the broker's CPU us per message
     with (
         tempfile.TemporaryDirectory() as d,
         EmbeddedBroker(
@@ -89,16 +103,18 @@ def main(argv: list[str] | None = None) -> int:
         # Prometheus' part: a scrape a second, from another process (as Prometheus is)
         scraper = subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, f"http://127.0.0.1:{port}/metrics"])
         try:
+            brokers = {"on": on, "off": off}
             for r in range(args.rounds):
-                runs = {
-                    side: rows(b.bootstrap, n, n1, msgs, chunks, str(r))
-                    for side, b in (("on", on), ("off", off))
-                }
+                runs = {side: rows(b.bootstrap, n, n1, msgs, chunks, str(r)) for side, b in brokers.items()}
                 for i, row in enumerate(runs["on"]):
                     # each row on and off back to back, the order alternating: drift on a shared machine
                     # (other processes, page cache, CPU frequency) hits both sides alike
                     for side in ("on", "off") if (r + i) % 2 == 0 else ("off", "on"):
-                        results[side].setdefault(row, []).append(runs[side][row]())
+                        count, run = runs[side][row]
+                        c0 = cpu_seconds(brokers[side].pid)
+                        rates[side].setdefault(row, []).append(run())
+                        used = cpu_seconds(brokers[side].pid) - c0
+                        cpu[side].setdefault(row, []).append(used / count * 1e6)
                 print(f"round {r + 1} done", file=sys.stderr)
             assert scraper.poll() is None, "the scraper failed"
         finally:
@@ -106,10 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{n:,} messages of 200 bytes ({n1:,} for the 1-per-request and sync rows), median of {args.rounds}"
     )
-    print(f"{'row':<36} {'metrics on msg/s':>17} {'off msg/s':>12} {'on/off':>7}")
-    for row, on_rates in results["on"].items():
-        a, b = statistics.median(on_rates), statistics.median(results["off"][row])
-        print(f"{row:<36} {a:>17,.0f} {b:>12,.0f} {a / b:>7.3f}")
+    print(
+        "msg/s: the row's rate; us/msg: the broker process's CPU (user + system) per message, which the other"
+    )
+    print("processes of a shared machine disturb less; on/off: on's rate / off's, and off's CPU / on's")
+    print(
+        f"{'row':<34} {'on msg/s':>10} {'off msg/s':>10} {'on/off':>7} {'on us/msg':>10} {'off us/msg':>11} {'on/off':>7}"
+    )
+    for row, on_rates in rates["on"].items():
+        a, b = statistics.median(on_rates), statistics.median(rates["off"][row])
+        ca, cb = statistics.median(cpu["on"][row]), statistics.median(cpu["off"][row])
+        print(
+            f"{row:<34} {a:>10,.0f} {b:>10,.0f} {a / b:>7.3f} {ca:>10.2f} {cb:>11.2f} {cb / ca if ca else float('nan'):>7.3f}"
+        )
     return 0
 
 

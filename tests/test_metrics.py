@@ -244,3 +244,20 @@ def test_request_time_buckets_follow_prometheus_le():
         if "le" in s.labels
     }
     assert remote["10000.0"] == FOLD_EVERY + 9 and remote["+Inf"] == FOLD_EVERY + 10
+
+
+def test_a_taken_metrics_port_stops_the_broker_with_a_clear_error(tmp_path):
+    from pyspark_logsource.errors import NetworkError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(NetworkError, match="exited with status 1") as e:
+            with broker_process(tmp_path, config={"metrics.listener": f"http://127.0.0.1:{port}"}):
+                pass
+        assert "address already in use" in str(e.value).lower()
+    # it released the log dir's lock: the same dir starts with a free port
+    with broker_process(tmp_path, config={"metrics.listener": f"http://127.0.0.1:{free_port()}"}) as b:
+        with Admin(b.bootstrap) as a:
+            a.create_topic("after", partitions=1)

@@ -108,22 +108,23 @@ class Broker:
             self._server = await asyncio.start_server(
                 self._on_connect, c.host, c.port, limit=_READ_CHUNK, start_serving=False
             )
+            if self.metrics is not None:
+                self.metrics_http = build_endpoint(
+                    self.state, self.metrics, lambda: {"PLAINTEXT": len(self._conns)}
+                )
+                await self.metrics_http.start()
         except BaseException:
+            self._close_listener()
             self.state.close()
             raise
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
-        if self.metrics is not None:
-            self.metrics_http = build_endpoint(
-                self.state, self.metrics, lambda: {"PLAINTEXT": len(self._conns)}
-            )
-            await self.metrics_http.start()
         self.state.advertised = self.advertised
         if c.cluster_mode:
             try:
                 await self._join_cluster()
             except BaseException:
-                self._server.close()
+                self._close_listener()
                 await self._leave_cluster()
                 self.state.close()
                 raise
