@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 from time import perf_counter
+from types import CoroutineType
 from typing import Any
 
 from ..errors import DirectoryInUse, LogSourceError
@@ -372,18 +373,18 @@ class Broker:
         m, t1 = self.metrics, perf_counter()
         key = ev.header.api_key
         label = m.request_label(key, ev.request)
-        if key == ApiKey.PRODUCE:
+        if key == 0:  # Produce (an int compare: this runs per request)
             m.produced(ev.request)
-        if not asyncio.iscoroutine(result):
+        if type(result) is not CoroutineType:  # asyncio.iscoroutine costs ten times more
             m.record(label, t0 - t_read, t1 - t0, 0.0)
-            if key == ApiKey.FETCH:
+            if key == 1:  # Fetch
                 m.fetched(label, result)
             return result
 
         async def answered() -> Any:
             r = await result
             m.record(label, t0 - t_read, t1 - t0, perf_counter() - t1)
-            if key == ApiKey.FETCH and r is not None:
+            if key == 1 and r is not None:
                 m.fetched(label, r)
             return r
 

@@ -22,6 +22,8 @@ from prometheus_client.registry import Collector
 from ...format.header import count_records
 from ...protocol import ApiKey
 
+_FETCH = int(ApiKey.FETCH)
+
 #: request time buckets, in ms (Kafka's request metrics are in ms: ``TotalTimeMs`` ...)
 TIME_BUCKETS_MS: tuple[float, ...] = (
     0.1,
@@ -87,10 +89,10 @@ class _RequestStats:
     tuple append: the per-request cost) and put in the buckets every :data:`FOLD_EVERY` requests or at
     a scrape."""
 
-    __slots__ = ("requests", "times", "pending")
+    __slots__ = ("folded", "times", "pending")
 
     def __init__(self) -> None:
-        self.requests = 0
+        self.folded = 0
         self.times = tuple(_Histogram() for _ in REQUEST_TIMES)
         self.pending: list[tuple[float, float, float]] = []
 
@@ -98,6 +100,7 @@ class _RequestStats:
         if not self.pending:
             return
         ms = np.array(self.pending) * 1000.0
+        self.folded += len(self.pending)
         self.pending = []
         q, lo, re, tot = self.times
         q.observe_all(ms[:, 0])
@@ -122,19 +125,19 @@ class BrokerMetrics:
         #: bytes out to followers (Kafka's ReplicationBytesOutPerSec)
         self.replication_bytes_out = 0
         self._names = {int(k): request_name(k) for k in ApiKey}
-        self._names[ApiKey.FETCH] = "FetchConsumer"
+        self._names[_FETCH] = "FetchConsumer"
 
     def request_label(self, api_key: int, request: Any) -> str:
-        if api_key == ApiKey.FETCH and getattr(request, "replica_id", -1) >= 0:
+        if api_key == _FETCH and request.replica_id >= 0:
             return "FetchFollower"
-        return self._names.get(api_key) or request_name(api_key)
+        name = self._names.get(api_key)
+        return name if name is not None else request_name(api_key)
 
     def record(self, label: str, queued_s: float, local_s: float, remote_s: float) -> None:
         """One request answered: its times in seconds (the total is their sum)."""
         st = self.requests.get(label)
         if st is None:
             st = self.requests[label] = _RequestStats()
-        st.requests += 1
         pending = st.pending
         pending.append((queued_s, local_s, remote_s))
         if len(pending) >= FOLD_EVERY:
@@ -193,7 +196,7 @@ class RequestCollector(Collector):
         ]
         for label, st in sorted(m.requests.items()):
             st.fold()
-            reqs.add_metric([label], st.requests)
+            reqs.add_metric([label], st.folded)
             for fam, h in zip(hists, st.times, strict=True):
                 fam.add_metric([label], h.buckets(), h.total)
         yield reqs
