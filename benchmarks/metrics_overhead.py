@@ -1,5 +1,6 @@
 """The cost of the broker's metrics: benchmarks/paper.py's producer, consumer and append rows against a broker
-with ``metrics.listener`` set (every request counted, another process scraping it once a second) and one without,
+with ``metrics.listener`` set (every request counted, another process scraping it every ``--scrape-interval`` seconds, 5 by default as
+conf/prometheus.yml) and one without,
 in one run, each row on and off back to back, ``--rounds`` times; each row prints the median msg/s of both and on / off (the
 target: >= 0.95).
 
@@ -51,7 +52,7 @@ url = sys.argv[1]
 while True:
     with urllib.request.urlopen(url, timeout=10) as r:
         r.read()
-    time.sleep(1.0)
+    time.sleep(float(sys.argv[2]))
 """
 
 
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--batch1-messages", type=int, default=50_000, help="messages of the 1-per-request rows")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--scrape-interval", type=float, default=5.0, help="seconds between scrapes (conf/prometheus.yml: 5)"
+    )
     args = ap.parse_args(argv)
     n, n1 = args.messages, min(args.batch1_messages, args.messages)
     msgs, chunks = values(n), arrow_chunks(n, 50)
@@ -100,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         ) as on,
         EmbeddedBroker(Path(d) / "off", mode="process") as off,
     ):
-        # Prometheus' part: a scrape a second, from another process (as Prometheus is)
-        scraper = subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, f"http://127.0.0.1:{port}/metrics"])
+        # Prometheus' part: a scrape every --scrape-interval s, from another process (as Prometheus is)
+        url = f"http://127.0.0.1:{port}/metrics"
+        scraper = subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, url, str(args.scrape_interval)])
         try:
             brokers = {"on": on, "off": off}
             for r in range(args.rounds):
