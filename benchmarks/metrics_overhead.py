@@ -1,8 +1,8 @@
 """The cost of the broker's metrics: benchmarks/paper.py's producer, consumer and append rows against a broker
-with ``metrics.listener`` set (every request counted, another process scraping it every ``--scrape-interval`` seconds, 5 by default as
-conf/prometheus.yml) and one without,
-in one run, each row on and off back to back, ``--rounds`` times; each row prints the median msg/s of both and on / off (the
-target: >= 0.95).
+with ``metrics.listener`` set (every request counted, another process scraping it every ``--scrape-interval``
+seconds, 5 by default as in conf/prometheus.yml) and one without, in one run, each row on and off back to
+back, ``--rounds`` times; each row prints the median msg/s and the broker's CPU per message of both, and
+on / off (the target: >= 0.95).
 
 Rows: ``send()`` with one message per produce request (the worst case: the per-request cost is all there
 is), ``send()`` with 50 per batch, ``send_arrow()`` batches of 50, the consumer (``poll_arrow`` and
