@@ -81,6 +81,8 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
+    # the Prometheus endpoint, http://host:port (GET /metrics); empty: none
+    "metrics.listener": "",
 }
 
 DEFAULTS.update(SECURITY_DEFAULTS)  # listeners' protocols, TLS, SASL (broker/security/settings.py)
@@ -139,6 +141,18 @@ def parse_listener(value: str) -> tuple[str, int]:
     if not 0 <= p <= 65535:
         raise ConfigError(f"listener port {p} is out of range")
     return host, p
+
+
+def _metrics_listener(value: str) -> tuple[str, int] | None:
+    """``http://host:port`` (or ``host:port``) -> (host, port); '' -> None."""
+    value = value.strip()
+    if not value:
+        return None
+    if "://" in value:
+        scheme, value = value.split("://", 1)
+        if scheme.lower() != "http":
+            raise ConfigError(f"metrics.listener must be http://host:port, got scheme {scheme!r}")
+    return parse_listener(value.rstrip("/"))
 
 
 def _int(props: Mapping[str, str], key: str, lo: int | None = None) -> int:
@@ -227,6 +241,8 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
+    #: (host, port) of the Prometheus endpoint (``metrics.listener``); None: no endpoint
+    metrics_listener: tuple[str, int] | None = None
     log: LogConfig = field(default_factory=LogConfig)
     properties: dict[str, str] = field(default_factory=dict)
     #: every listener (name, protocol, address), the advertised addresses, the inter-broker listener
@@ -303,6 +319,7 @@ class BrokerConfig:
             offsets_topic_replication_factor=_int(p, "offsets.topic.replication.factor", 1),
             transaction_state_log_replication_factor=_int(p, "transaction.state.log.replication.factor", 1),
             transaction_state_log_min_isr=_int(p, "transaction.state.log.min.isr", 1),
+            metrics_listener=_metrics_listener(p["metrics.listener"]),
             log=log_config,
             properties=p,
             listeners=listeners,

@@ -88,6 +88,13 @@ class ReplicaManagerProtocol(Protocol):
     def on_role_update(self, role: PartitionRole) -> None:
         """The same leadership with a new ISR or znode version."""
 
+    #: ISR shrinks and expands of the partitions this broker led (the metrics read them)
+    isr_shrinks: int
+    isr_expands: int
+
+    def led_roles(self) -> list[PartitionRole]:
+        """The roles of the partitions this broker leads now (read-only: the metrics)."""
+
     def on_stop_replica(self, topic: str, partition: int, delete: bool) -> None:
         """Stop replicating the partition (and, with ``delete``, its log is being deleted)."""
 

@@ -36,6 +36,7 @@ from ..errors import (
 from ..protocol.connection import ClientConnection
 from ..protocol.messages import ApiKey, ApiVersionsRequest
 from ..protocol.primitives import ProtocolError, is_region
+from .metrics import ClientMetrics
 from .security import ClientSecurity, sasl_exchange
 
 log = logging.getLogger(__name__)
@@ -154,9 +155,13 @@ class BrokerConnection:
         threaded: bool = True,
         max_in_flight: int = 0,
         security: ClientSecurity | None = None,
+        stats: ClientMetrics | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.security = security or ClientSecurity()
+        #: the client's metrics (latency and throttle of each answer) and when each pending request was written
+        self._stats = stats
+        self._sent_at: deque[float] = deque()
         self.address = f"{host}:{port}"
         self.request_timeout = request_timeout_ms / 1000.0
         self.threaded = threaded
@@ -322,7 +327,8 @@ class BrokerConnection:
             if self._closed:
                 self._release(len(items))
                 raise self._error or NetworkError(f"connection to {self.address} is closed")
-            deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+            now = time.monotonic()
+            deadline = now + (self.request_timeout if timeout is None else timeout)
             parts: list[Any] = []
             pending = []
             for request, cb in items:
@@ -339,6 +345,8 @@ class BrokerConnection:
                 else:
                     pending.append((cid, cb, deadline))
             self._pending.extend(pending)
+            if self._stats is not None:
+                self._sent_at.extend([now] * len(pending))
             try:
                 self._write(parts)
             except OSError as e:
@@ -427,6 +435,10 @@ class BrokerConnection:
                 self._proto.receive_data(data) if data is not None else self._proto.received_into(filled)
             )
             done = []
+            if self._stats is not None and responses:
+                now = time.monotonic()
+                for r in responses:
+                    self._stats.response(now - self._sent_at.popleft(), r.response)
             for r in responses:
                 cid, cb, _ = self._pending.popleft()
                 if cid != r.correlation_id:  # the sans-IO layer checks order too
@@ -549,6 +561,7 @@ class BrokerConnection:
         self._error = err
         pending = list(self._pending)
         self._pending.clear()
+        self._sent_at.clear()
         try:
             # shutdown first: it wakes the reader out of recv()/select() at once; close() alone leaves it
             # there until its _READ_POLL_S timeout, and close() joins it (0.2 s per closed client)

@@ -45,6 +45,7 @@ from ..topics import TopicPartition
 from .fetched import Message, _warm_up_decoder, messages_from_arrow
 from .group import GroupMembership
 from .metadata import Bootstrap
+from .metrics import ClientMetrics
 from .network import NetworkClient
 from .positions import OffsetRequests
 from .security import ClientSecurity
@@ -105,11 +106,13 @@ class Consumer:
             )
         #: read_committed (the default): no staged or aborted transactional data, latest = last stable offset
         self.isolation = int(isolation_level == "read_committed")
+        self._stats = ClientMetrics()
         self._client = NetworkClient(
             bootstrap,
             client_id=client_id or "logsource-consumer",
             request_timeout_ms=request_timeout_ms,
             security=ClientSecurity.from_options(security),  # kafka-python's TLS/SASL option names
+            stats=self._stats,
         )
         self._lock = threading.Lock()
         self._data = threading.Condition(self._lock)  # poll() waits here for fetched data
@@ -311,6 +314,7 @@ class Consumer:
         out: list[Message] = []
         for tp, part in taken:
             out += messages_from_arrow(tp[0], tp[1], part)
+        self._stats.add_records(len(out))
         return out
 
     def poll_arrow(self, timeout_ms: float = 1000) -> dict[TopicPartition, pa.Table]:
@@ -324,7 +328,23 @@ class Consumer:
             return False
 
         self._wait_and_take(timeout_ms, take, lambda: bool(taken))
+        self._stats.add_records(sum(t.num_rows for ts in taken.values() for t in ts))
         return {tp: ts[0] if len(ts) == 1 else pa.concat_tables(ts) for tp, ts in taken.items()}
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's consumer metrics: ``records-consumed-total`` (returned by poll), ``bytes-consumed-total``
+        (record bytes of the fetch answers), ``request-latency-avg``/``-max`` (ms, every request),
+        ``fetch-throttle-time-avg``/``-max`` (ms), ``request-total``, and ``records-lag-max``: the largest
+        high watermark minus position over the assigned partitions now (-1 before any fetch answered)."""
+        out = self._stats.snapshot("records-consumed-total", "bytes-consumed-total", "fetch")
+        with self._lock:
+            lags = [
+                st.high_watermark - st.position
+                for st in self._subs.partitions.values()
+                if st.position is not None and st.high_watermark >= 0
+            ]
+        out["records-lag-max"] = max(lags) if lags else -1
+        return out
 
     def _wait_and_take(self, timeout_ms: float, take, have) -> None:
         self._check_open()
@@ -498,6 +518,7 @@ class Consumer:
                 self._data.notify_all()
                 return False
             self._fetch_error = None
+            self._stats.add_bytes(sum(len(p.records) for p in resp.partitions if p.records is not None))
             got, retry = self._subs.fetch_answered(reqs, resp.partitions, now)
             if retry:
                 self._metadata_stale = True

@@ -41,6 +41,7 @@ from ..protocol.messages import MetadataRequest, MetadataResponse
 from ..topics import TopicPartition
 from .connection import BrokerConnection, raise_for_response
 from .metadata import Bootstrap, BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription, parse_bootstrap
+from .metrics import ClientMetrics
 from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,12 @@ class NetworkClient:
         threaded: bool = True,
         max_in_flight: int = 0,
         security: ClientSecurity | None = None,
+        stats: ClientMetrics | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         #: TLS and SASL settings of every connection (kafka-python's names; client/security.py)
         self.security = security
+        self.stats = stats  # handed to every connection: each answer's latency and throttle
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.threaded = threaded
@@ -122,6 +125,7 @@ class NetworkClient:
             threaded=self.threaded,
             max_in_flight=self.max_in_flight,
             security=self.security,
+            stats=self.stats,
         )
         with self._lock:
             old = self._conns.get(addr)

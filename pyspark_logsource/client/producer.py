@@ -45,6 +45,7 @@ from ..format.crc import crc32c
 from ..topics import validate_topic_name
 from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
 from .metadata import Bootstrap
+from .metrics import ClientMetrics
 from .network import NetworkClient
 from .partitioner import Partitioner, StickyPartitioner, hash_partitions
 from .security import ClientSecurity
@@ -149,7 +150,9 @@ class Producer:
             request_timeout_ms=request_timeout_ms,
             max_in_flight=max_in_flight,
             security=ClientSecurity.from_options(security),
+            stats=(stats := ClientMetrics()),
         )
+        self._stats = stats
         self._acc = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms
         )
@@ -170,6 +173,7 @@ class Producer:
             max_batches_per_request=self.max_batches_per_request,
         )
         self._sender = self._sender_type(self._acc, self._client, settings, self._refresh_metadata)
+        self._sender.stats = stats
         self._sender.start()
 
     # ------------------------------------------------------------------ public API
@@ -456,11 +460,14 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def metrics(self) -> dict[str, int]:
-        """A few counters: buffered bytes and batches not yet acknowledged."""
+    def metrics(self) -> dict[str, float]:
+        """Kafka's producer metrics: ``record-send-total``, ``byte-total`` (acknowledged batches),
+        ``request-latency-avg``/``-max`` (ms), ``produce-throttle-time-avg``/``-max`` (ms), ``request-total``;
+        and the buffered bytes and batches not yet acknowledged."""
+        out = self._stats.snapshot("record-send-total", "byte-total", "produce")
         with self._acc.lock:
-            return {"buffer_used": self._acc.used, "incomplete_batches": len(self._acc.incomplete)}
+            out["buffer_used"], out["incomplete_batches"] = self._acc.used, len(self._acc.incomplete)
+        return out
 
     # ------------------------------------------------------------------ internals: metadata
 

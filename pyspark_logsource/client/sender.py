@@ -42,6 +42,7 @@ from ..format import arrow_to_kafka, set_producer
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
 from .encoding import encode_records
+from .metrics import ClientMetrics
 from .network import NetworkClient
 
 #: the producer's logger: users configure one logger for the producer and its sender
@@ -113,6 +114,8 @@ class Sender:
         self._refresh_needed = False
         self._arrow_body: bool | None = None  # learnt from the broker's ApiVersions on first use
         self._thread = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
+        #: the producer's metrics (records and bytes of each acknowledged batch), set by the producer
+        self.stats: ClientMetrics | None = None
 
     # ------------------------------------------------------------------ what the producer calls
 
@@ -241,6 +244,8 @@ class Sender:
                             later.base_sequence = (later.base_sequence - n) & _INT32_MAX
                             later.restamp = True
                         self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
+        if error is None and self.stats is not None:
+            self.stats.add(b.record_count, b.size if b.encoded is None else len(b.encoded))
         self._acc.complete(b, result, error)
 
     def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:

@@ -207,6 +207,8 @@ class LocalCluster:
         bdir = self.data_dir / f"broker-{bid}"
         bdir.mkdir(parents=True, exist_ok=True)
         props = dict(self.overrides)
+        # brokers of one machine cannot share the metrics port a --config file may set: none unless overridden
+        props.setdefault("metrics.listener", "")
         props.update(
             {
                 "broker.id": str(bid),

@@ -80,6 +80,8 @@ class ReplicaManager:
         self.isr = IsrUpdater(self.settings, zk, loop, self.leaders.values, self._isr_written)
         self.fetch_handler = ReplicaFetchHandler(self, state.waiters, self.settings.answer_max_bytes)
         self._hw_known: set[tuple[str, int]] = set()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._closed = False
         state.logs.hw_checkpoint_enabled = True
         state.logs.hw_checkpoint_interval_ms = self.settings.hw_checkpoint_interval_ms
@@ -145,7 +147,10 @@ class ReplicaManager:
         key = (role.topic, role.partition)
         lp = self.leaders.get(key)
         if lp is not None and lp.role.leader_epoch == role.leader_epoch:
+            before, after = set(lp.role.isr), set(role.isr)
             if lp.set_role(role):
+                self.isr_shrinks += bool(before - after)  # counted per change, as Kafka's IsrShrinksPerSec
+                self.isr_expands += bool(after - before)
                 self.maybe_advance_hw(lp)
             return
         leader = self.following.get(key)
@@ -217,6 +222,10 @@ class ReplicaManager:
             version,
         )
         self.state.update_role(dataclasses.replace(lp.role, isr=list(isr), zk_version=version))
+
+    def led_roles(self) -> list[PartitionRole]:
+        """The roles of the partitions this broker leads now (read-only: the metrics)."""
+        return [lp.role for lp in self.leaders.values()]
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark (consumers read below it)."""

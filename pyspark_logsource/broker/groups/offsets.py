@@ -409,6 +409,10 @@ class GroupOffsetStore:
                 out[(t, p)] = v
         return out
 
+    def committed(self) -> list[tuple[tuple[str, str, int], CommittedOffset]]:
+        """Every ((group, topic, partition), committed offset) of the loaded groups (read-only: the metrics)."""
+        return list(self.offsets.items())
+
     def groups(self) -> set[str]:
         """Every group with at least one committed offset."""
         return {g for g, _, _ in self.offsets}

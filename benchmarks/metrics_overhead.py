@@ -1,0 +1,147 @@
+"""The cost of the broker's metrics: benchmarks/paper.py's producer, consumer and append rows against a broker
+with ``metrics.listener`` set (every request counted, another process scraping it every ``--scrape-interval``
+seconds, 5 by default as in conf/prometheus.yml) and one without, in one run, each row on and off back to
+back, ``--rounds`` times; each row prints the median msg/s and the broker's CPU per message of both, and
+on / off (the target: >= 0.95).
+
+Rows: ``send()`` with one message per produce request (the worst case: the per-request cost is all there
+is), ``send()`` with 50 per batch, ``send_arrow()`` batches of 50, the consumer (``poll_arrow`` and
+``poll``), and "append": a synchronous client producing 50-message batches one request at a time (request
+-> append -> answer, nothing overlapped). ``PartitionLog.append`` alone (paper.py's append row) does not go
+through the network layer, where the counters are, so it is not repeated here.
+
+    .venv/bin/python benchmarks/metrics_overhead.py                       # 200,000 messages, 3 rounds
+    .venv/bin/python benchmarks/metrics_overhead.py --messages 50000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paper import (
+    arrow_chunks,
+    consume,
+    cpu_seconds,
+    produce_arrow,
+    produce_send,
+    produce_sync_baseline,
+    values,
+)  # noqa: E402
+
+from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
+from pyspark_logsource.client import Admin  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SCRAPE_LOOP = """
+import sys, time, urllib.request
+url = sys.argv[1]
+while True:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        r.read()
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def rows(bs: str, n: int, n1: int, msgs: list, chunks: list, tag: str) -> dict:
+    """The rows' runs against the broker at ``bs``: name -> (messages, a callable returning msg/s); topics
+    per ``tag``."""
+    with Admin(bs) as a:
+        for t in ("p1", "p50", "a50", "sync50"):
+            a.create_topic(f"{t}-{tag}", 1)
+
+    def consumer(arrow: bool) -> float:
+        dt, got = consume(bs, f"p50-{tag}", n, arrow)
+        return got / dt
+
+    return {
+        "producer: send(), 1 msg/request": (
+            n1,
+            lambda: n1 / produce_send(bs, f"p1-{tag}", msgs[:n1], 1, 5, 1),
+        ),
+        "producer: send(), batch 50": (n, lambda: n / produce_send(bs, f"p50-{tag}", msgs, 50, 5, 8)),
+        "producer: send_arrow(), batch 50": (n, lambda: n / produce_arrow(bs, f"a50-{tag}", chunks, 5, 8)),
+        "consumer: poll_arrow()": (n, lambda: consumer(True)),
+        "consumer: poll()": (n, lambda: consumer(False)),
+        "append: sync produce, batch 50": (
+            n1,
+            lambda: n1 / produce_sync_baseline(bs, f"sync50-{tag}", msgs[:n1], 50),
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--batch1-messages", type=int, default=50_000, help="messages of the 1-per-request rows")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--scrape-interval", type=float, default=5.0, help="seconds between scrapes (conf/prometheus.yml: 5)"
+    )
+    args = ap.parse_args(argv)
+    n, n1 = args.messages, min(args.batch1_messages, args.messages)
+    msgs, chunks = values(n), arrow_chunks(n, 50)
+    port = free_port()
+    rates: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+    cpu: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}  # the broker's CPU us per message
+    with (
+        tempfile.TemporaryDirectory() as d,
+        EmbeddedBroker(
+            Path(d) / "on", mode="process", config={"metrics.listener": f"http://127.0.0.1:{port}"}
+        ) as on,
+        EmbeddedBroker(Path(d) / "off", mode="process") as off,
+    ):
+        # Prometheus' part: a scrape every --scrape-interval s, from another process (as Prometheus is)
+        url = f"http://127.0.0.1:{port}/metrics"
+        scraper = subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, url, str(args.scrape_interval)])
+        try:
+            brokers = {"on": on, "off": off}
+            for r in range(args.rounds):
+                runs = {side: rows(b.bootstrap, n, n1, msgs, chunks, str(r)) for side, b in brokers.items()}
+                for i, row in enumerate(runs["on"]):
+                    # each row on and off back to back, the order alternating: drift on a shared machine
+                    # (other processes, page cache, CPU frequency) hits both sides alike
+                    for side in ("on", "off") if (r + i) % 2 == 0 else ("off", "on"):
+                        count, run = runs[side][row]
+                        c0 = cpu_seconds(brokers[side].pid)
+                        rates[side].setdefault(row, []).append(run())
+                        used = cpu_seconds(brokers[side].pid) - c0
+                        cpu[side].setdefault(row, []).append(used / count * 1e6)
+                print(f"round {r + 1} done", file=sys.stderr)
+            assert scraper.poll() is None, "the scraper failed"
+        finally:
+            scraper.kill()
+    print(
+        f"{n:,} messages of 200 bytes ({n1:,} for the 1-per-request and sync rows), median of {args.rounds}"
+    )
+    print(
+        "msg/s: the row's rate; us/msg: the broker process's CPU (user + system) per message, which the other"
+    )
+    print("processes of a shared machine disturb less; on/off: on's rate / off's, and off's CPU / on's")
+    print(
+        f"{'row':<34} {'on msg/s':>10} {'off msg/s':>10} {'on/off':>7} {'on us/msg':>10} {'off us/msg':>11} {'on/off':>7}"
+    )
+    for row, on_rates in rates["on"].items():
+        a, b = statistics.median(on_rates), statistics.median(rates["off"][row])
+        ca, cb = statistics.median(cpu["on"][row]), statistics.median(cpu["off"][row])
+        print(
+            f"{row:<34} {a:>10,.0f} {b:>10,.0f} {a / b:>7.3f} {ca:>10.2f} {cb:>11.2f} {cb / ca if ca else float('nan'):>7.3f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

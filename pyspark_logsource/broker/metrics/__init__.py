@@ -1,0 +1,27 @@
+"""The broker's Prometheus metrics: counters kept by the network layer (:mod:`.registry`), gauges read at
+scrape time from the state's owners (:mod:`.collectors`), served on ``metrics.listener`` (:mod:`.http`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client.registry import CollectorRegistry
+
+from ..state import BrokerState
+from .collectors import StateCollector
+from .http import MetricsServer
+from .registry import BrokerMetrics, RequestCollector
+
+
+def build_endpoint(
+    state: BrokerState, metrics: BrokerMetrics, connections: Callable[[], dict[str, int]]
+) -> MetricsServer:
+    """The endpoint of one broker (its own registry: several brokers may share a process), not started."""
+    registry = CollectorRegistry()
+    registry.register(RequestCollector(metrics))
+    registry.register(StateCollector(state, connections))
+    host, port = state.config.metrics_listener
+    return MetricsServer(registry, host, port)
+
+
+__all__ = ["BrokerMetrics", "MetricsServer", "build_endpoint"]
