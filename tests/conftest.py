@@ -84,7 +84,9 @@ def spark_connect(tmp_path_factory):
     """A Spark Connect server (pyspark's own, tests/support/connect_peer.py) for the test session, and a
     client session on it (``SparkSession.builder.remote``)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    # Connect's own builder: pyspark.sql.SparkSession.builder.remote refuses while the classic session of
+    # the `spark` fixture runs in this process (SESSION_ALREADY_EXIST); a client session needs no such rule
+    from pyspark.sql.connect.session import SparkSession
     from support.connect_peer import ConnectServer, ConnectStartError
 
     try:

@@ -1,6 +1,8 @@
 """Our data source through Spark Connect: a client session (``SparkSession.builder.remote``) against the
 Connect server pyspark ships (its own fixture, ``spark_connect``); the data source registered from the
-client, then a batch read, a streaming query and a write, each run on the server."""
+client, then a batch read, a streaming query and a write, each run on the server. Columns are SQL strings:
+with the classic session of the ``spark`` fixture in the same process, ``pyspark.sql.functions`` builds
+classic columns, which a Connect DataFrame cannot take."""
 
 from __future__ import annotations
 
@@ -33,15 +35,13 @@ def remote(spark_connect):
 
 
 def test_connect_batch_read(remote, broker, topic_name):
-    from pyspark.sql import functions as F
-
     bs = broker.bootstrap
     t = topic_name("scr")
     with Admin(bs) as admin:
         admin.create_topic(t, partitions=2)
     produce(bs, t, 2, 30)
     df = remote.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", t).load()
-    rows = df.select(F.col("value").cast("string").alias("v"), "partition", "offset").collect()
+    rows = df.selectExpr("CAST(value AS STRING) AS v", "partition", "offset").collect()
     assert sorted((r.partition, r.offset, r.v) for r in rows) == [
         (p, i, f"{t}-p{p}-{i}") for p in range(2) for i in range(30)
     ]
@@ -58,8 +58,6 @@ def test_connect_batch_read(remote, broker, topic_name):
 
 def test_connect_streaming_query(remote, broker, topic_name, tmp_path):
     """availableNow with a checkpoint, run twice with new records in between: each record once."""
-    from pyspark.sql import functions as F
-
     bs = broker.bootstrap
     t = topic_name("scs")
     with Admin(bs) as admin:
@@ -74,7 +72,7 @@ def test_connect_streaming_query(remote, broker, topic_name, tmp_path):
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", "8")
             .load()
-            .select(F.col("value").cast("string").alias("v"), "partition", "offset")
+            .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
             .writeStream.format("parquet")
             .option("path", str(out))
             .option("checkpointLocation", str(ckpt))
