@@ -79,6 +79,26 @@ def hdfs(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """A Spark Connect server (pyspark's own, tests/support/connect_peer.py) for the test session, and a
+    client session on it (``SparkSession.builder.remote``)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Connect's own builder: pyspark.sql.SparkSession.builder.remote refuses while the classic session of
+    # the `spark` fixture runs in this process (SESSION_ALREADY_EXIST); a client session needs no such rule
+    from pyspark.sql.connect.session import SparkSession
+    from support.connect_peer import ConnectServer, ConnectStartError
+
+    try:
+        server = ConnectServer(tmp_path_factory.mktemp("spark-connect")).start()
+    except ConnectStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    session = SparkSession.builder.remote(server.url).getOrCreate()
+    yield session
+    session.stop()
+    server.stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def spark_class_data_dir(tmp_path_factory):
     """Where the tests' short-lived Spark drivers share one class-data archive (tests/support/spark_jvm.py):
