@@ -36,7 +36,7 @@ from pyspark_logsource.protocol.primitives import Reader
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
-O = Operation
+Op = Operation
 
 
 def acl(rtype, name, principal, op, perm=ALLOW, pattern=LIT, host="*") -> AclBinding:
@@ -50,94 +50,96 @@ def authz(*bindings, super_users=(), allow_if_no_acl=False) -> Authorizer:
 
 
 def test_literal_acl_allows_only_its_principal_operation_and_resource():
-    a = authz(acl(T, "logs", "User:alice", O.READ))
-    assert a.authorize("User:alice", "10.0.0.1", O.READ, T, "logs")
-    assert not a.authorize("User:bob", "10.0.0.1", O.READ, T, "logs")
-    assert not a.authorize("User:alice", "10.0.0.1", O.WRITE, T, "logs")
-    assert not a.authorize("User:alice", "10.0.0.1", O.READ, T, "logs2")
-    assert not a.authorize("User:alice", "10.0.0.1", O.READ, G, "logs")
+    a = authz(acl(T, "logs", "User:alice", Op.READ))
+    assert a.authorize("User:alice", "10.0.0.1", Op.READ, T, "logs")
+    assert not a.authorize("User:bob", "10.0.0.1", Op.READ, T, "logs")
+    assert not a.authorize("User:alice", "10.0.0.1", Op.WRITE, T, "logs")
+    assert not a.authorize("User:alice", "10.0.0.1", Op.READ, T, "logs2")
+    assert not a.authorize("User:alice", "10.0.0.1", Op.READ, G, "logs")
 
 
-@pytest.mark.parametrize("implying", [O.READ, O.WRITE, O.DELETE, O.ALTER])
+@pytest.mark.parametrize("implying", [Op.READ, Op.WRITE, Op.DELETE, Op.ALTER])
 def test_read_write_delete_alter_imply_describe(implying):
     a = authz(acl(T, "t", "User:alice", implying))
-    assert a.authorize("User:alice", "h", O.DESCRIBE, T, "t")
-    assert not a.authorize("User:alice", "h", O.CREATE, T, "t")
+    assert a.authorize("User:alice", "h", Op.DESCRIBE, T, "t")
+    assert not a.authorize("User:alice", "h", Op.CREATE, T, "t")
 
 
 def test_alter_configs_implies_describe_configs_but_not_the_reverse():
-    a = authz(acl(T, "t", "User:a", O.ALTER_CONFIGS), acl(T, "u", "User:a", O.DESCRIBE_CONFIGS))
-    assert a.authorize("User:a", "h", O.DESCRIBE_CONFIGS, T, "t")
-    assert not a.authorize("User:a", "h", O.ALTER_CONFIGS, T, "u")
-    assert not a.authorize("User:a", "h", O.DESCRIBE, T, "u")  # DESCRIBE_CONFIGS does not imply DESCRIBE
+    a = authz(acl(T, "t", "User:a", Op.ALTER_CONFIGS), acl(T, "u", "User:a", Op.DESCRIBE_CONFIGS))
+    assert a.authorize("User:a", "h", Op.DESCRIBE_CONFIGS, T, "t")
+    assert not a.authorize("User:a", "h", Op.ALTER_CONFIGS, T, "u")
+    assert not a.authorize("User:a", "h", Op.DESCRIBE, T, "u")  # DESCRIBE_CONFIGS does not imply DESCRIBE
 
 
 def test_all_allows_every_operation():
-    a = authz(acl(T, "t", "User:a", O.ALL))
-    assert all(a.authorize("User:a", "h", op, T, "t") for op in (O.READ, O.WRITE, O.CREATE, O.DELETE))
+    a = authz(acl(T, "t", "User:a", Op.ALL))
+    assert all(a.authorize("User:a", "h", op, T, "t") for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE))
 
 
 def test_wildcard_resource_and_wildcard_principal():
-    a = authz(acl(T, "*", "User:*", O.WRITE))
-    assert a.authorize("User:anyone", "h", O.WRITE, T, "whatever")
-    assert not a.authorize("User:anyone", "h", O.WRITE, G, "whatever")
+    a = authz(acl(T, "*", "User:*", Op.WRITE))
+    assert a.authorize("User:anyone", "h", Op.WRITE, T, "whatever")
+    assert not a.authorize("User:anyone", "h", Op.WRITE, G, "whatever")
 
 
 def test_prefixed_pattern_matches_names_that_start_with_it():
-    a = authz(acl(T, "team-a.", "User:a", O.READ, pattern=PRE))
-    assert a.authorize("User:a", "h", O.READ, T, "team-a.logs")
-    assert a.authorize("User:a", "h", O.READ, T, "team-a.")
-    assert not a.authorize("User:a", "h", O.READ, T, "team-b.logs")
-    assert not a.authorize("User:a", "h", O.READ, T, "team-a")
+    a = authz(acl(T, "team-a.", "User:a", Op.READ, pattern=PRE))
+    assert a.authorize("User:a", "h", Op.READ, T, "team-a.logs")
+    assert a.authorize("User:a", "h", Op.READ, T, "team-a.")
+    assert not a.authorize("User:a", "h", Op.READ, T, "team-b.logs")
+    assert not a.authorize("User:a", "h", Op.READ, T, "team-a")
 
 
 def test_deny_wins_over_allow_from_any_pattern():
     a = authz(
-        acl(T, "*", "User:a", O.ALL),
-        acl(T, "secret", "User:a", O.READ, DENY),
-        acl(T, "private.", "User:*", O.ALL, DENY, pattern=PRE),
+        acl(T, "*", "User:a", Op.ALL),
+        acl(T, "secret", "User:a", Op.READ, DENY),
+        acl(T, "private.", "User:*", Op.ALL, DENY, pattern=PRE),
     )
-    assert not a.authorize("User:a", "h", O.READ, T, "secret")
-    assert a.authorize("User:a", "h", O.WRITE, T, "secret")  # the deny names READ only
-    assert a.authorize("User:a", "h", O.DESCRIBE, T, "secret")  # a DENY of READ does not deny DESCRIBE
-    assert not a.authorize("User:a", "h", O.WRITE, T, "private.x")
+    assert not a.authorize("User:a", "h", Op.READ, T, "secret")
+    assert a.authorize("User:a", "h", Op.WRITE, T, "secret")  # the deny names READ only
+    assert a.authorize("User:a", "h", Op.DESCRIBE, T, "secret")  # a DENY of READ does not deny DESCRIBE
+    assert not a.authorize("User:a", "h", Op.WRITE, T, "private.x")
 
 
 def test_host_must_match_unless_wildcard():
-    a = authz(acl(T, "t", "User:a", O.READ, host="10.0.0.1"))
-    assert a.authorize("User:a", "10.0.0.1", O.READ, T, "t")
-    assert not a.authorize("User:a", "10.0.0.2", O.READ, T, "t")
+    a = authz(acl(T, "t", "User:a", Op.READ, host="10.0.0.1"))
+    assert a.authorize("User:a", "10.0.0.1", Op.READ, T, "t")
+    assert not a.authorize("User:a", "10.0.0.2", Op.READ, T, "t")
 
 
 def test_super_users_bypass_and_deny():
-    a = authz(acl(T, "t", "User:admin", O.ALL, DENY), super_users={"User:admin"})
-    assert a.authorize("User:admin", "h", O.DELETE, T, "t")
-    assert a.authorize("User:admin", "h", O.CLUSTER_ACTION, C, "kafka-cluster")
+    a = authz(acl(T, "t", "User:admin", Op.ALL, DENY), super_users={"User:admin"})
+    assert a.authorize("User:admin", "h", Op.DELETE, T, "t")
+    assert a.authorize("User:admin", "h", Op.CLUSTER_ACTION, C, "kafka-cluster")
 
 
 def test_no_acl_found_is_denied_unless_allow_everyone():
-    assert not authz().authorize("User:a", "h", O.READ, T, "t")
-    open_ = authz(acl(T, "other", "User:b", O.READ), allow_if_no_acl=True)
-    assert open_.authorize("User:a", "h", O.READ, T, "t")  # no ACL names t
-    assert not open_.authorize("User:a", "h", O.READ, T, "other")  # other has ACLs, none for a
+    assert not authz().authorize("User:a", "h", Op.READ, T, "t")
+    open_ = authz(acl(T, "other", "User:b", Op.READ), allow_if_no_acl=True)
+    assert open_.authorize("User:a", "h", Op.READ, T, "t")  # no ACL names t
+    assert not open_.authorize("User:a", "h", Op.READ, T, "other")  # other has ACLs, none for a
 
 
 def test_any_allowed_by_resource_type():
     a = authz(
-        acl(T, "t", "User:a", O.WRITE), acl(T, "*", "User:b", O.WRITE, DENY), acl(T, "u", "User:b", O.WRITE)
+        acl(T, "t", "User:a", Op.WRITE),
+        acl(T, "*", "User:b", Op.WRITE, DENY),
+        acl(T, "u", "User:b", Op.WRITE),
     )
-    assert a.any_allowed("User:a", "h", O.WRITE, T)
-    assert not a.any_allowed("User:b", "h", O.WRITE, T)
-    assert not a.any_allowed("User:c", "h", O.WRITE, T)
+    assert a.any_allowed("User:a", "h", Op.WRITE, T)
+    assert not a.any_allowed("User:b", "h", Op.WRITE, T)
+    assert not a.any_allowed("User:c", "h", Op.WRITE, T)
 
 
 def test_bad_bindings_are_invalid_requests():
     with pytest.raises(InvalidRequest, match="TYPE:NAME"):
-        AccessControlEntry("alice", "*", O.READ, ALLOW)
+        AccessControlEntry("alice", "*", Op.READ, ALLOW)
     with pytest.raises(InvalidRequest, match="concrete"):
-        AccessControlEntry("User:a", "*", O.ANY, ALLOW)
+        AccessControlEntry("User:a", "*", Op.ANY, ALLOW)
     with pytest.raises(InvalidRequest, match="ALLOW or DENY"):
-        AccessControlEntry("User:a", "*", O.READ, Permission.ANY)
+        AccessControlEntry("User:a", "*", Op.READ, Permission.ANY)
     with pytest.raises(InvalidRequest, match="LITERAL or PREFIXED"):
         ResourcePattern(T, "t", PatternType.MATCH)
     with pytest.raises(InvalidRequest, match="kafka-cluster"):
@@ -147,25 +149,25 @@ def test_bad_bindings_are_invalid_requests():
     with pytest.raises(InvalidRequest, match="empty"):
         ResourcePattern(T, "")
     with pytest.raises(InvalidRequest, match="unknown Operation"):
-        parse_enum(O, "Fly")
+        parse_enum(Op, "Fly")
     with pytest.raises(InvalidRequest, match="UNKNOWN"):
-        AclBindingFilter(operation=O.UNKNOWN)
+        AclBindingFilter(operation=Op.UNKNOWN)
 
 
 def test_parse_enum_spellings():
-    assert parse_enum(O, "IdempotentWrite") is O.IDEMPOTENT_WRITE
-    assert parse_enum(O, "idempotent-write") is O.IDEMPOTENT_WRITE
+    assert parse_enum(Op, "IdempotentWrite") is Op.IDEMPOTENT_WRITE
+    assert parse_enum(Op, "idempotent-write") is Op.IDEMPOTENT_WRITE
     assert parse_enum(ResourceType, "TransactionalId") is X
     assert parse_enum(PatternType, "prefixed") is PRE
 
 
 def test_filters_any_literal_prefixed_and_match():
     lit, wild, pre = (
-        acl(T, "abc", "User:a", O.READ),
-        acl(T, "*", "User:a", O.READ),
-        acl(T, "ab", "User:a", O.READ, pattern=PRE),
+        acl(T, "abc", "User:a", Op.READ),
+        acl(T, "*", "User:a", Op.READ),
+        acl(T, "ab", "User:a", Op.READ, pattern=PRE),
     )
-    grp = acl(G, "abc", "User:b", O.READ, DENY)
+    grp = acl(G, "abc", "User:b", Op.READ, DENY)
     every = [lit, wild, pre, grp]
     assert [b for b in every if AclBindingFilter().matches(b)] == every
     assert [b for b in every if AclBindingFilter(T, "abc", LIT).matches(b)] == [lit]
@@ -179,7 +181,7 @@ def test_file_store_persists_and_removes_by_filter(tmp_path):
     s = FileAclStore(tmp_path)
     seen = []
     s.on_change = seen.append
-    a, b = acl(T, "t", "User:a", O.READ), acl(G, "g.", "User:a", O.READ, pattern=PRE)
+    a, b = acl(T, "t", "User:a", Op.READ), acl(G, "g.", "User:a", Op.READ, pattern=PRE)
     s.add([a, b, a])
     assert s.bindings() == sorted([a, b]) and seen[-1] == sorted([a, b])
     assert FileAclStore(tmp_path).bindings() == sorted([a, b])  # a restart reads them back
@@ -193,7 +195,7 @@ def test_file_store_persists_and_removes_by_filter(tmp_path):
 
 
 def test_zookeeper_node_data_is_kafkas_json():
-    e = AccessControlEntry("User:alice", "*", O.IDEMPOTENT_WRITE, ALLOW)
+    e = AccessControlEntry("User:alice", "*", Op.IDEMPOTENT_WRITE, ALLOW)
     data = encode_entries([e])
     assert json.loads(data) == {
         "version": 1,

@@ -43,6 +43,7 @@ from .error_responses import error_fields, error_response
 from .handlers import Handlers
 from .log import LogManager
 from .pipeline import OrderedResponses, produce_run_length
+from .security.acls.authorization import Authorization
 from .security.connection import (
     OWN_TLS_HANDSHAKE,
     TLS_HANDSHAKE_S,
@@ -81,6 +82,10 @@ class Broker:
         self.handlers.by_key.update(
             SecurityHandlers(lambda: self.credentials, config.security.sasl_mechanisms).by_key()
         )
+        #: ACLs (authorizer.class.name): the ACL APIs, and the checks in front of every handler
+        self.acls = Authorization(config.properties, self.state.topics)
+        self.handlers.by_key.update(self.acls.handlers().by_key())
+        self.acls.install(self.handlers)
         self.host, self.port = config.host, config.port
         self._server: asyncio.base_events.Server | None = None
         self._servers: list[asyncio.base_events.Server] = []
@@ -152,6 +157,8 @@ class Broker:
                 self._servers.append(server)
                 self.listener_addresses[lst.name] = server.sockets[0].getsockname()[:2]
             self.credentials = FileCredentialStore(c.log_dirs[0])
+            if not c.cluster_mode:
+                self.acls.open_file(c.log_dirs[0])
         except BaseException:
             for server in self._servers:
                 server.close()
@@ -214,6 +221,8 @@ class Broker:
         await loop.run_in_executor(None, member.start, *self.state.advertised)
         # credentials live in ZooKeeper in a cluster (/config/users/<user>), watched by every broker
         self.credentials = await loop.run_in_executor(None, ZkCredentialStore, member.zk)
+        # ACLs too, under Kafka's paths (/kafka-acl, /kafka-acl-extended), applied on change notifications
+        await loop.run_in_executor(None, self.acls.open_zk, member.zk)
 
     async def _leave_cluster(self) -> None:
         """Resign as controller and close the ZooKeeper session: the controller moves this broker's leaderships."""
