@@ -35,6 +35,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "pyspark_logsource.broker.users",
         "set|list|delete users' SCRAM credentials (offline or online)",
     ),
+    "acls": ("pyspark_logsource.broker.acl_cli", "add|list|remove ACLs (kafka-acls' options)"),
 }
 
 

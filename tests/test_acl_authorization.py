@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from support.brokers import broker_process
@@ -302,3 +303,83 @@ def test_bad_acl_creation_is_invalid_request(secured, pki, admin):
     )
     with pytest.raises(ck.KafkaException, match="kafka-cluster"):
         grant(admin, bad)
+
+
+def test_cli_acls_add_list_remove(secured, pki, admin, tmp_path, capsys):
+    from pyspark_logsource.cli import main as cli_main
+
+    topic, prefix = new_topic(admin, "cli"), f"cligroup{uuid.uuid4().hex[:6]}"
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
+        f"sasl.password={PASSWORDS['admin']}\nssl.ca.location={pki.ca}\n"
+    )
+    common = ["--bootstrap-server", secured.bootstrap_on("SASL_SSL"), "--command-config", str(props)]
+    add = ["acls", "add", "--allow-principal", "User:carol", "--operation", "Write", "--operation", "Read"]
+    assert cli_main([*add, "--topic", topic, *common]) == 0
+    assert (
+        cli_main(
+            [
+                "acls",
+                "add",
+                "--allow-principal",
+                "User:carol",
+                "--operation",
+                "read",
+                "--group",
+                prefix,
+                "--resource-pattern-type",
+                "prefixed",
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert "added 2 ACL(s)" in capsys.readouterr().out
+    c = conf(secured, pki, "carol")
+    assert produce(c, topic) == [None] * 3
+    assert consume(c, topic, f"{prefix}-1", 3) == ([b"v0", b"v1", b"v2"], [])
+    assert cli_main(["acls", "list", "--topic", topic, *common]) == 0
+    out = capsys.readouterr().out
+    assert "Topic" in out and "User:carol" in out and "Write" in out and "Read" in out and "Literal" in out
+    assert (
+        cli_main(
+            [
+                "acls",
+                "remove",
+                "--allow-principal",
+                "User:carol",
+                "--operation",
+                "Write",
+                "--topic",
+                topic,
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert "removed 1 ACL(s)" in capsys.readouterr().out
+    assert {e.code() for e in produce(c, topic, n=1)} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    # bad input: a clear error and exit status 1
+    assert cli_main(["acls", "add", "--allow-principal", "carol", "--topic", topic, *common]) == 1
+    assert "TYPE:NAME" in capsys.readouterr().err
+    assert cli_main(["acls", "add", "--allow-principal", "User:carol", *common]) == 1
+    assert "name a resource" in capsys.readouterr().err
+    assert (
+        cli_main(
+            ["acls", "add", "--allow-principal", "User:c", "--operation", "Fly", "--topic", "t", *common]
+        )
+        == 1
+    )
+    assert "unknown Operation" in capsys.readouterr().err
+    carol = ["--command-config", str(props).replace("client", "carol")]
+    Path(carol[1]).write_text(
+        props.read_text()
+        .replace("username=admin", "username=carol")
+        .replace(PASSWORDS["admin"], PASSWORDS["carol"])
+    )
+    assert (
+        cli_main([*add, "--topic", topic, "--bootstrap-server", secured.bootstrap_on("SASL_SSL"), *carol])
+        == 1
+    )
+    assert "not authorized" in capsys.readouterr().err
