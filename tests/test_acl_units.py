@@ -244,3 +244,11 @@ def test_acl_api_codecs_round_trip(v):
         [aclm.DeleteAclsFilterResult(0, None, [a]), aclm.DeleteAclsFilterResult(42, "bad")]
     )
     assert _rt_response(31, dl, v) == dl
+
+
+def test_every_api_the_broker_speaks_has_an_authorization_rule():
+    from pyspark_logsource.broker.security.acls.checks import RULES
+    from pyspark_logsource.protocol import SUPPORTED_VERSIONS
+
+    # a new API must say what it needs (checks.py RULES); without a rule only super users may call it
+    assert sorted(k for k in SUPPORTED_VERSIONS if k not in RULES) == []
