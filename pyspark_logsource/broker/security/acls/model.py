@@ -233,6 +233,7 @@ class Authorizer:
         self.allow_if_no_acl = allow_if_no_acl
         # resource type -> pattern -> entries
         self._acls: dict[ResourceType, dict[ResourcePattern, frozenset[AccessControlEntry]]] = {}
+        self.update(())
 
     def update(self, bindings: Iterable[AclBinding]) -> None:
         """Replace every ACL with ``bindings`` (the store's snapshot)."""
@@ -240,6 +241,31 @@ class Authorizer:
         for b in bindings:
             acls.setdefault(b.pattern.resource_type, {}).setdefault(b.pattern, set()).add(b.entry)
         self._acls = {t: {p: frozenset(es) for p, es in by.items()} for t, by in acls.items()}
+        # the lookup indexes: literal names (and '*') and prefixes, per resource type; a question reads
+        # the entries of its name, of '*' and of each prefix length in use, not every ACL
+        literal: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
+        prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
+        for t, by in self._acls.items():
+            for p, es in by.items():
+                index = prefixed if p.pattern_type == PatternType.PREFIXED else literal
+                index.setdefault(t, {})[p.name] = es
+        self._literal, self._prefixed = literal, prefixed
+        self._prefix_lengths = {t: sorted({len(n) for n in by}) for t, by in prefixed.items()}
+
+    def _entries(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
+        out: list[AccessControlEntry] = []
+        literal = self._literal.get(resource_type)
+        if literal:
+            out.extend(literal.get(name, ()))
+            if name != WILDCARD:
+                out.extend(literal.get(WILDCARD, ()))
+        prefixed = self._prefixed.get(resource_type)
+        if prefixed:
+            for n in self._prefix_lengths[resource_type]:
+                if n > len(name):
+                    break
+                out.extend(prefixed.get(name[:n], ()))
+        return out
 
     def bindings(self) -> list[AclBinding]:
         return sorted(AclBinding(p, e) for by in self._acls.values() for p, es in by.items() for e in es)
@@ -250,12 +276,7 @@ class Authorizer:
         """May ``principal`` connecting from ``host`` do ``operation`` on the resource?"""
         if principal in self.super_users:
             return True
-        entries = [
-            e
-            for p, es in self._acls.get(resource_type, {}).items()
-            if p.matches(resource_type, name)
-            for e in es
-        ]
+        entries = self._entries(resource_type, name)
         if not entries:
             return self.allow_if_no_acl
         exact = frozenset({operation})
