@@ -37,6 +37,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
         "set|list|delete users' SCRAM credentials (offline or online)",
     ),
     "transactions": ("pyspark_logsource.transactions", "list|describe|describe-producers|abort transactions"),
+    "acls": ("pyspark_logsource.broker.acl_cli", "add|list|remove ACLs (kafka-acls' options)"),
 }
 
 

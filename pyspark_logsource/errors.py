@@ -555,6 +555,36 @@ class SaslAuthenticationFailed(LogSourceError):
     code = 58
 
 
+class TopicAuthorizationFailed(LogSourceError):
+    """The principal is not authorized to access the topic (an ACL denies it or none allows it)."""
+
+    code = 29
+
+
+class GroupAuthorizationFailed(LogSourceError):
+    """The principal is not authorized to access the consumer group."""
+
+    code = 30
+
+
+class ClusterAuthorizationFailed(LogSourceError):
+    """The principal is not authorized for this cluster-level operation."""
+
+    code = 31
+
+
+class TransactionalIdAuthorizationFailed(LogSourceError):
+    """The principal is not authorized to use the transactional id."""
+
+    code = 53
+
+
+class SecurityDisabled(LogSourceError):
+    """Security features (ACLs) are disabled on this broker: authorizer.class.name is not set."""
+
+    code = 54
+
+
 class ResourceNotFound(LogSourceError):
     """The resource (e.g. a user's SCRAM credential) does not exist."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import ConfigError, InvalidConfig
 from .log import LogConfig
 from .log.config import _ALIASES, _HOURS_MINUTES
+from .security.acls.settings import ACL_DEFAULTS, AclSettings
 from .security.listeners import ListenerSettings, listener_settings
 from .security.settings import SECRET_KEYS, SECURITY_DEFAULTS, SecuritySettings
 
@@ -86,6 +87,7 @@ DEFAULTS: dict[str, str] = {
 }
 
 DEFAULTS.update(SECURITY_DEFAULTS)  # listeners' protocols, TLS, SASL (broker/security/settings.py)
+DEFAULTS.update(ACL_DEFAULTS)  # authorizer.class.name, super.users (broker/security/acls/settings.py)
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
 
@@ -268,6 +270,7 @@ class BrokerConfig:
         if listeners.listeners[0].name in listeners.advertised:
             adv_host, adv_port = listeners.advertised[listeners.listeners[0].name]
         security = SecuritySettings.from_properties(p, listeners)
+        AclSettings.from_properties(p)  # a bad authorizer setting is a ConfigError at load
         dirs = [Path(d.strip()).expanduser() for d in p["log.dirs"].split(",") if d.strip()]
         if not dirs:
             raise ConfigError("log.dirs is empty")

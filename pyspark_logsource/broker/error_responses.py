@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 from .. import protocol as p
 from ..errors import UnknownServerError, code_of
+from ..protocol import admin_config_messages as acm
+from ..protocol import consumer_group_messages as cgm
 from ..protocol import group_messages as g
 from ..protocol import producer_txn_messages as ptm
 from ..protocol import reassign_messages as rm
@@ -137,4 +139,21 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return tam.DescribeProducersResponse(
             [tam.PartitionProducers(t, q, code, message) for t, q in req.partitions]
         )
+    if api_key == k.CONSUMER_GROUP_HEARTBEAT:
+        return cgm.ConsumerGroupHeartbeatResponse(code, message)
+    if api_key == k.CONSUMER_GROUP_DESCRIBE:
+        return cgm.ConsumerGroupDescribeResponse(
+            [cgm.DescribedConsumerGroup(gid, code, message) for gid in req.group_ids]
+        )
+    if api_key == k.CREATE_PARTITIONS:
+        return acm.CreatePartitionsResponse(
+            [acm.CreatePartitionsResult(t.name, code, message) for t in req.topics]
+        )
+    if api_key in (k.ALTER_CONFIGS, k.INCREMENTAL_ALTER_CONFIGS):
+        results = [
+            acm.AlterConfigsResult(r.resource_type, r.resource_name, code, message) for r in req.resources
+        ]
+        if api_key == k.ALTER_CONFIGS:
+            return acm.AlterConfigsResponse(results)
+        return acm.IncrementalAlterConfigsResponse(results)
     raise ValueError(f"no error response for api key {api_key}")

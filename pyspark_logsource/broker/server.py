@@ -46,6 +46,7 @@ from .handlers import Handlers
 from .log import LogManager
 from .metrics import BrokerMetrics, MetricsServer, build_endpoint
 from .pipeline import OrderedResponses, produce_run_length
+from .security.acls.authorization import Authorization
 from .security.connection import (
     OWN_TLS_HANDSHAKE,
     TLS_HANDSHAKE_S,
@@ -84,6 +85,10 @@ class Broker:
         self.handlers.by_key.update(
             SecurityHandlers(lambda: self.credentials, config.security.sasl_mechanisms).by_key()
         )
+        #: ACLs (authorizer.class.name): the ACL APIs, and the checks in front of every handler
+        self.acls = Authorization(config.properties, self.state.topics)
+        self.handlers.by_key.update(self.acls.handlers().by_key())
+        self.acls.install(self.handlers)
         self.host, self.port = config.host, config.port
         self._server: asyncio.base_events.Server | None = None
         self._servers: list[asyncio.base_events.Server] = []
@@ -166,6 +171,8 @@ class Broker:
                     self.state, self.metrics, lambda: dict(self._listener_conns)
                 )
                 await self.metrics_http.start()
+            if not c.cluster_mode:
+                self.acls.open_file(c.log_dirs[0])
         except BaseException:
             self._close_listener()
             self.state.close()
@@ -226,6 +233,8 @@ class Broker:
         await loop.run_in_executor(None, member.start, *self.state.advertised)
         # credentials live in ZooKeeper in a cluster (/config/users/<user>), watched by every broker
         self.credentials = await loop.run_in_executor(None, ZkCredentialStore, member.zk)
+        # ACLs too, under Kafka's paths (/kafka-acl, /kafka-acl-extended), applied on change notifications
+        await loop.run_in_executor(None, self.acls.open_zk, member.zk)
 
     async def _leave_cluster(self) -> None:
         """Resign as controller and close the ZooKeeper session: the controller moves this broker's leaderships."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from ..protocol import acl_messages as aclm
 from ..protocol import records_admin_messages as ra
 from ..protocol import sasl_messages as sm
 from ..protocol.admin_config_messages import (
@@ -450,6 +451,30 @@ class Admin(GroupAdmin, TxnAdmin):
         for user, code, message in resp.results:
             if code:
                 raise error_for_code(code, message or f"cannot change the credentials of {user!r}")
+
+    # ------------------------------------------------------------------ ACLs (APIs 29, 30, 31)
+
+    def create_acls(self, acls: list[aclm.Acl]) -> None:
+        """Create ACL bindings; the first refused one raises its typed error (others may be created)."""
+        resp = self._client.request(aclm.CreateAclsRequest(list(acls)))
+        for code, message in resp.results:
+            if code:
+                raise error_for_code(code, message or "cannot create the ACL")
+
+    def describe_acls(self, acl_filter: aclm.AclFilter) -> list[aclm.Acl]:
+        """The ACL bindings the filter matches."""
+        resp = self._client.request(aclm.DescribeAclsRequest(acl_filter))
+        if resp.error_code:
+            raise error_for_code(resp.error_code, resp.error_message or "cannot describe ACLs")
+        return resp.acls
+
+    def delete_acls(self, filters: list[aclm.AclFilter]) -> list[list[aclm.Acl]]:
+        """Delete the bindings each filter matches; per filter, the deleted bindings."""
+        resp = self._client.request(aclm.DeleteAclsRequest(list(filters)))
+        for r in resp.results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message or "cannot delete ACLs")
+        return [r.matching for r in resp.results]
 
     # ------------------------------------------------------------------ lifecycle
 

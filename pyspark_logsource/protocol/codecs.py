@@ -22,6 +22,7 @@ import struct
 from typing import Any
 
 from ..errors import UnsupportedVersion
+from . import acl_messages as aclm
 from . import adapters as a
 from . import admin_adapters as aa
 from . import admin_config_adapters as aca
@@ -336,6 +337,33 @@ APIS: dict[int, Api] = {
             "list_transactions",
             tam,
             (tam.LIST_TRANSACTIONS_REQUEST, tam.LIST_TRANSACTIONS_RESPONSE),
+        ),
+        # ACLs (acl_messages.py: schemas, messages and adapters together)
+        *(
+            Api(key, req, resp, name, aclm, schemas)
+            for key, req, resp, name, schemas in (
+                (
+                    m.ApiKey.DESCRIBE_ACLS,
+                    aclm.DescribeAclsRequest,
+                    aclm.DescribeAclsResponse,
+                    "describe_acls",
+                    (aclm.DESCRIBE_ACLS_REQUEST, aclm.DESCRIBE_ACLS_RESPONSE),
+                ),
+                (
+                    m.ApiKey.CREATE_ACLS,
+                    aclm.CreateAclsRequest,
+                    aclm.CreateAclsResponse,
+                    "create_acls",
+                    (aclm.CREATE_ACLS_REQUEST, aclm.CREATE_ACLS_RESPONSE),
+                ),
+                (
+                    m.ApiKey.DELETE_ACLS,
+                    aclm.DeleteAclsRequest,
+                    aclm.DeleteAclsResponse,
+                    "delete_acls",
+                    (aclm.DELETE_ACLS_REQUEST, aclm.DELETE_ACLS_RESPONSE),
+                ),
+            )
         ),
         # our extension (not Kafka's): the staged transactions of a Spark write
         Api(
