@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..cli_args import bootstrap_default, print_table
 from ..errors import LogSourceError
 from ..protocol.acl_messages import Acl, AclFilter
-from .config import parse_properties
+from .config import command_config_options
 from .security.acls.model import (
     CLUSTER_NAME,
     Operation,
@@ -140,16 +139,8 @@ HEADER = ("RESOURCE_TYPE", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION", 
 
 def _run(args: Any) -> int:
     from ..client import Admin
-    from ..client.security import options_from_properties
 
-    options: dict[str, Any] = {}
-    if args.command_config:
-        try:
-            options = options_from_properties(parse_properties(Path(args.command_config).read_text()))
-        except OSError as e:
-            raise LogSourceError(
-                f"cannot read --command-config {args.command_config}: {e.strerror or e}"
-            ) from None
+    options = command_config_options(args.command_config)
     add = args.action == "add"
     resources = _resources(args, add)
     pattern = _pattern(args, add)

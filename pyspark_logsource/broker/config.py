@@ -115,6 +115,20 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+def command_config_options(path: str | None) -> dict:
+    """A ``--command-config client.properties`` file (Kafka's tools' habit) as our clients' keyword
+    arguments (kafka-python's names); {} without a file. LogSourceError if it cannot be read."""
+    from ..client.security import options_from_properties
+    from ..errors import LogSourceError
+
+    if not path:
+        return {}
+    try:
+        return options_from_properties(parse_properties(Path(path).read_text()))
+    except OSError as e:
+        raise LogSourceError(f"cannot read --command-config {path}: {e.strerror or e}") from None
+
+
 def parse_overrides(items: list[str] | None) -> dict[str, str]:
     """``["k=v", ...]`` -> dict; ConfigError on an item without ``=``."""
     out = {}

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..cli_args import bootstrap_default, print_table
 from ..errors import LogSourceError
-from .config import BrokerConfig, parse_overrides, parse_properties
+from .config import BrokerConfig, command_config_options, parse_overrides
 from .security.credential_store import CredentialStore, FileCredentialStore, ZkCredentialStore
 from .security.scram_credentials import HASHES, MIN_ITERATIONS, from_password
 
@@ -108,16 +108,8 @@ def _offline(args: Any) -> int:
 
 def _online(args: Any) -> int:
     from ..client import Admin
-    from ..client.security import options_from_properties
 
-    options: dict[str, Any] = {}
-    if args.command_config:
-        try:
-            options = options_from_properties(parse_properties(Path(args.command_config).read_text()))
-        except OSError as e:
-            raise LogSourceError(
-                f"cannot read --command-config {args.command_config}: {e.strerror or e}"
-            ) from None
+    options = command_config_options(args.command_config)
     with Admin(args.bootstrap_servers, **options) as admin:
         if args.action == "set":
             admin.set_scram_credential(
