@@ -547,6 +547,10 @@ class Controller:
                 self._fenced(ops)
             except ConditionFailed:
                 raise TopicAlreadyExists(f"topic {name!r} already exists") from None
+            except StaleControllerEpoch as e:
+                # another controller was elected (a ZooKeeper restart, say) before this one heard of it:
+                # NOT_CONTROLLER, which clients retry against the controller Metadata names (as Kafka)
+                raise NotController(str(e)) from None
             log.info(
                 "controller %d created topic %s: %s, config %s", self.broker_id, name, plan, dict(config)
             )
@@ -558,7 +562,10 @@ class Controller:
         with self._lock:
             if not self.active:
                 raise NotController(f"broker {self.broker_id} is not the controller")
-            self._fenced(ops)
+            try:
+                self._fenced(ops)
+            except StaleControllerEpoch as e:
+                raise NotController(str(e)) from None
 
     def request_delete(self, name: str) -> None:
         """Mark a topic for deletion (``/admin/delete_topics/<t>``); the controller thread deletes it."""
