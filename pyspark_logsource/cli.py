@@ -21,7 +21,7 @@ from .errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopi
 
 #: name -> (module with ``main(argv) -> int``, one-line help). Add a line to add a command.
 DELEGATED: dict[str, tuple[str, str]] = {
-    "broker": ("pyspark_logsource.broker.server", "run a broker: --config FILE [--override key=value ...]"),
+    "broker": ("pyspark_logsource.broker.process", "run a broker: --config FILE [--override key=value ...]"),
     "etl": (
         "pyspark_logsource.jobs.etl",
         "exactly-once load of topics into files or an Iceberg table with Spark",

@@ -16,8 +16,8 @@ from pyspark_logsource.broker.config import (
     parse_properties,
 )
 from pyspark_logsource.broker.log import LogConfig
+from pyspark_logsource.broker.process import main
 from pyspark_logsource.broker.producer_ids import ProducerIdManager
-from pyspark_logsource.broker.server import main
 from pyspark_logsource.errors import ConfigError, InvalidProducerEpoch, UnknownProducerId
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -176,7 +176,7 @@ class EmbeddedBroker:
         logf = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
         try:
             # the child stops itself when this process dies, so a crashed test run or notebook
-            # never leaves an orphan broker holding its port and files (see server.run)
+            # never leaves an orphan broker holding its port and files (see process.run)
             env = dict(os.environ, LOGSOURCE_PARENT_PID=str(os.getpid()))
             self._proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=logf, stdin=subprocess.DEVNULL, env=env

@@ -1,7 +1,7 @@
 """Bounds on a broker's shutdown: a deadline after the first signal (a step's fault point: ``shutdown.<step>``
 in :mod:`pyspark_logsource.faults`).
 
-:class:`ShutdownGuard` is armed by :func:`.server.run` at the first SIGTERM/SIGINT; if the shutdown has not
+:class:`ShutdownGuard` is armed by :func:`.process.run` at the first SIGTERM/SIGINT; if the shutdown has not
 finished ``logsource.shutdown.timeout.ms`` later, it logs what :class:`.server.Broker` was doing
 (``Broker.shutdown_step``) and where the event loop thread is, and ends the process non-zero.
 """
