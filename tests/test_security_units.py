@@ -171,3 +171,27 @@ def test_users_cli_offline_errors(tmp_path, capsys):
     assert "has no SCRAM-SHA-256 credential" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         users.main(["set", "u", "--mechanism", "PLAIN", "--password-file", "f", "--config", str(cfg)])
+
+
+def test_command_config_that_cannot_be_read_is_a_clear_error(tmp_path, capsys):
+    """``--command-config`` naming a missing file: one line naming the file, exit 1, for every command
+    that reads it (broker/config.py command_config_options)."""
+    from pyspark_logsource.broker.acl_cli import main as acls_main
+    from pyspark_logsource.broker.config import command_config_options
+    from pyspark_logsource.broker.users import main as users_main
+    from pyspark_logsource.errors import LogSourceError
+
+    missing = str(tmp_path / "nope.properties")
+    assert command_config_options(None) == {}
+    with pytest.raises(LogSourceError, match="cannot read --command-config .*nope.properties"):
+        command_config_options(missing)
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n")
+    assert command_config_options(str(props))["security_protocol"] == "SASL_SSL"
+    for main, argv in (
+        (users_main, ["list", "-b", "127.0.0.1:1", "--command-config", missing]),
+        (acls_main, ["list", "-b", "127.0.0.1:1", "--command-config", missing]),
+    ):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "cannot read --command-config" in err and "nope.properties" in err, err
