@@ -36,6 +36,7 @@ from ..errors import (
 from ..topics import validate_topic_name
 from .config import BrokerConfig
 from .log.dir_lock import DirLock, release_all
+from .quotas.model import QuotaTable
 from .waiters import FetchWaiters
 
 if TYPE_CHECKING:
@@ -223,6 +224,9 @@ class BrokerState:
     dir_locks: list[DirLock] = field(default_factory=list)
     #: the dynamic broker configs (AlterConfigs on a BROKER resource), made by :func:`.builder.open_state`
     dynamic: BrokerDynamicConfig | None = None
+    #: the client quotas configured for this broker (:mod:`.quotas`): its stores load and change them,
+    #: enforcement reads them
+    quotas: QuotaTable = field(default_factory=QuotaTable)
 
     def __post_init__(self) -> None:
         if self.cluster_id is None:
