@@ -38,6 +38,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
     ),
     "transactions": ("pyspark_logsource.transactions", "list|describe|describe-producers|abort transactions"),
     "acls": ("pyspark_logsource.broker.acl_cli", "add|list|remove ACLs (kafka-acls' options)"),
+    "quotas": ("pyspark_logsource.broker.quotas.cli", "set|list|remove client quotas (users, client-ids)"),
 }
 
 

@@ -22,6 +22,7 @@ from .internal_topics import OFFSETS_TOPIC
 from .log import LogManager
 from .log.dir_lock import lock_dirs, release_all
 from .producer_ids import ProducerIdManager
+from .quotas.store import FileQuotaStore
 from .state import BrokerState
 
 
@@ -41,6 +42,8 @@ def open_state(state: BrokerState) -> None:
         state.dynamic = BrokerDynamicConfig(c.broker_id, c.properties, state.logs)
         if not c.cluster_mode:  # in a cluster they are in ZooKeeper (read when the broker joins)
             state.dynamic.load_local(c.log_dirs[0])
+            state.quota_store = FileQuotaStore(c.log_dirs[0], state.quotas)
+            state.quota_store.load()
         # in a cluster nothing is loaded here: a partition's groups load when this broker leads it
         state.groups = GroupOffsetStore(
             state.logs,

@@ -18,6 +18,7 @@ from ..protocol import admin_config_messages as acm
 from ..protocol import consumer_group_messages as cgm
 from ..protocol import group_messages as g
 from ..protocol import producer_txn_messages as ptm
+from ..protocol import quota_messages as qm
 from ..protocol import reassign_messages as rm
 from ..protocol import records_admin_messages as ra
 from ..protocol import txn_admin_messages as tam
@@ -156,4 +157,10 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         if api_key == k.ALTER_CONFIGS:
             return acm.AlterConfigsResponse(results)
         return acm.IncrementalAlterConfigsResponse(results)
+    if api_key == k.DESCRIBE_CLIENT_QUOTAS:
+        return qm.DescribeClientQuotasResponse(code, message, None)
+    if api_key == k.ALTER_CLIENT_QUOTAS:
+        return qm.AlterClientQuotasResponse(
+            [qm.QuotaAlterResult(e.entity, code, message) for e in req.entries]
+        )
     raise ValueError(f"no error response for api key {api_key}")

@@ -89,6 +89,7 @@ from .groups.admin_handlers import GroupAdminHandlers
 from .groups.consumer_handlers import ConsumerGroupHandlers
 from .groups.handlers import GroupHandlers
 from .groups.topic_ids import resolve_topic_ids, topic_id_of
+from .quotas.handlers import QuotaHandlers
 from .session import Session
 from .state import topic_error
 from .txn.handlers import TxnHandlers
@@ -129,6 +130,7 @@ class Handlers:
         self.by_key.update(RecordsAdminHandlers(state).by_key())
         self.by_key.update(EpochHandlers(state).by_key())
         self.by_key.update(ReplicaAdminHandlers(state).by_key())
+        self.by_key.update(QuotaHandlers(state).by_key())
         if state.config.cluster_mode:
             self.by_key.update(ClusterTopicHandlers(state).by_key())
         self.txn = TxnHandlers(state)

@@ -43,6 +43,7 @@ from .handlers import Handlers
 from .log import LogManager
 from .metrics import BrokerMetrics, MetricsServer, build_endpoint
 from .pipeline import OrderedResponses, produce_run_length
+from .quotas.store import ZkQuotaStore
 from .security.acls.authorization import Authorization
 from .security.connection import (
     OWN_TLS_HANDSHAKE,
@@ -231,6 +232,9 @@ class Broker:
         self.credentials = await loop.run_in_executor(None, ZkCredentialStore, member.zk)
         # ACLs too, under Kafka's paths (/kafka-acl, /kafka-acl-extended), applied on change notifications
         await loop.run_in_executor(None, self.acls.open_zk, member.zk)
+        # client quotas: /config/users and /config/clients, applied on change notifications
+        self.state.quota_store = ZkQuotaStore(member.zk, self.state.quotas)
+        await loop.run_in_executor(None, self.state.quota_store.start)
 
     async def _leave_cluster(self) -> None:
         """Resign as controller and close the ZooKeeper session: the controller moves this broker's leaderships."""

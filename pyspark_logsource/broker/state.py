@@ -227,6 +227,9 @@ class BrokerState:
     #: the client quotas configured for this broker (:mod:`.quotas`): its stores load and change them,
     #: enforcement reads them
     quotas: QuotaTable = field(default_factory=QuotaTable)
+    #: where the quotas are kept and changed (:mod:`.quotas.store`): a file on a single broker (opened by
+    #: :func:`.builder.open_state`), ZooKeeper in a cluster (opened when the broker joins it)
+    quota_store: Any = None
 
     def __post_init__(self) -> None:
         if self.cluster_id is None:

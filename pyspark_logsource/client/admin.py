@@ -49,6 +49,7 @@ from ..topics import TopicPartition, is_internal
 from .group_admin import GroupAdmin
 from .metadata import Bootstrap, TopicDescription
 from .network import NetworkClient
+from .quota_admin import QuotaAdmin
 from .security import ClientSecurity
 from .txn_admin import TxnAdmin
 
@@ -87,7 +88,7 @@ def offset_spec(spec: str | int) -> int:
     raise ConfigError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms >= 0, got {spec!r}")
 
 
-class Admin(GroupAdmin, TxnAdmin):
+class Admin(GroupAdmin, TxnAdmin, QuotaAdmin):
     """Manage topics, offsets and consumer groups; every call is blocking."""
 
     def __init__(

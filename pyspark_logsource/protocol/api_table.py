@@ -22,6 +22,7 @@ from . import group_adapters as ga
 from . import group_messages as gm
 from . import messages as m
 from . import producer_txn_messages as ptm
+from . import quota_messages as qm
 from . import reassign_messages as rm
 from . import records_admin_messages as ram
 from . import records_admin_schemas as ras
@@ -345,6 +346,26 @@ APIS: dict[int, Api] = {
                     aclm.DeleteAclsResponse,
                     "delete_acls",
                     (aclm.DELETE_ACLS_REQUEST, aclm.DELETE_ACLS_RESPONSE),
+                ),
+            )
+        ),
+        # client quotas (quota_messages.py: schemas, messages and adapters together)
+        *(
+            Api(key, req, resp, name, qm, schemas)
+            for key, req, resp, name, schemas in (
+                (
+                    m.ApiKey.DESCRIBE_CLIENT_QUOTAS,
+                    qm.DescribeClientQuotasRequest,
+                    qm.DescribeClientQuotasResponse,
+                    "describe_client_quotas",
+                    (qm.DESCRIBE_CLIENT_QUOTAS_REQUEST, qm.DESCRIBE_CLIENT_QUOTAS_RESPONSE),
+                ),
+                (
+                    m.ApiKey.ALTER_CLIENT_QUOTAS,
+                    qm.AlterClientQuotasRequest,
+                    qm.AlterClientQuotasResponse,
+                    "alter_client_quotas",
+                    (qm.ALTER_CLIENT_QUOTAS_REQUEST, qm.ALTER_CLIENT_QUOTAS_RESPONSE),
                 ),
             )
         ),

@@ -41,9 +41,17 @@ def _decode(data: bytes | str) -> dict[str, ScramCredential]:
     return out
 
 
-def _encode(creds: dict[str, ScramCredential]) -> bytes:
-    doc = {"version": 1, "config": {m: c.to_kafka_string() for m, c in sorted(creds.items())}}
+def _encode(creds: dict[str, ScramCredential], others: dict[str, Any] | None = None) -> bytes:
+    config = {**(others or {}), **{m: c.to_kafka_string() for m, c in creds.items()}}
+    doc = {"version": 1, "config": dict(sorted(config.items()))}
     return json.dumps(doc, sort_keys=True).encode()
+
+
+def _others(data: bytes | str) -> dict[str, Any]:
+    """The node's config keys that are not SCRAM credentials (its client quotas, which share
+    ``/config/users/<user>`` in Kafka's layout): a credential change keeps them."""
+    doc = json.loads(data or b"{}")
+    return {k: v for k, v in (doc.get("config") or {}).items() if k not in HASHES}
 
 
 class CredentialStore:
@@ -171,7 +179,11 @@ class ZkCredentialStore(CredentialStore):
                 self._watched.discard(user)
                 return False
             try:
-                self._creds[user] = _decode(data)
+                creds = _decode(data)
+                if creds:
+                    self._creds[user] = creds
+                else:  # the node holds only other configs (client quotas): not a user with credentials
+                    self._creds.pop(user, None)
             except ValueError:
                 log.error("ignoring the malformed SCRAM credentials of user %r in ZooKeeper", user)
         return None
@@ -188,15 +200,15 @@ class ZkCredentialStore(CredentialStore):
         for _ in range(20):  # version-conditioned: another broker's concurrent change makes us read again
             try:
                 data, stat = client.get(path)
-                current, version = _decode(data), stat.version
+                current, version, others = _decode(data), stat.version, _others(data)
             except NoNodeError:
-                current, version = {}, None
+                current, version, others = {}, None, {}
             new = fn(dict(current))
             try:
                 if version is None:
                     client.create(path, _encode(new), makepath=True)
                 else:
-                    client.set(path, _encode(new), version=version)
+                    client.set(path, _encode(new, others), version=version)
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue
             with self._lock:  # our own change is visible at once, before the watch fires

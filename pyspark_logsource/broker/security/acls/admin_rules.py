@@ -180,6 +180,9 @@ EXTRA_RULES: dict[int, Callable[[Any, Check], Split | None]] = {
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    # client quotas: Kafka's KafkaApis checks DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: cluster_rule(Op.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: cluster_rule(Op.ALTER_CONFIGS),
 }
 
 #: every API's rule: the first table and these
