@@ -151,7 +151,7 @@ def _run(args: Any) -> int:
             print_table([("USER", "CLIENT-ID", *(k.upper() for k in QUOTA_KEYS)), *rows])
             return 0
         admin.alter_client_quotas({entity: changes})
-    done = ", ".join(f"{k}={v:g}" if v is not None else k for k, v in changes.items())
+    done = ", ".join(k if v is None else f"{k}={_value(k, {k: v})}" for k, v in changes.items())
     print(f"{'set' if args.action == 'set' else 'removed'} {done} for {_describe(entity)}")
     return 0
 
