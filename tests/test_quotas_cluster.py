@@ -172,3 +172,50 @@ def test_scram_credentials_and_quotas_share_the_user_znode(zk_connect, tmp_path)
             with Admin(bs) as a:
                 _until(lambda a=a: a.scram_credentials().get("carol"), [("SCRAM-SHA-512", 4096)], 1.0)
                 assert "quota-only" not in a.scram_credentials()
+
+
+def test_the_table_enforcement_reads_follows_and_concurrent_writers_lose_nothing(zk_connect, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark_logsource.broker.quotas.model import DEFAULT, QuotaEntity
+
+    with Cluster(zk_connect, tmp_path, brokers=2, thread_brokers={2}) as c:
+        b1, b2 = c.brokers[1].bootstrap, c.brokers[2].bootstrap
+        table = c.brokers[2]._broker.state.quotas  # broker 2's one QuotaTable, as enforcement reads it
+        changed = []
+        table.add_listener(lambda: changed.append(1))
+        with Admin(b1) as a:
+            a.alter_client_quotas(
+                {
+                    ((U, "alice"),): {"producer_byte_rate": 1000},
+                    ((U, None),): {"consumer_byte_rate": 500},
+                    ((CID, None),): {"request_percentage": 10},
+                }
+            )
+        _until(lambda: table.quotas_for("alice", "any").request_percentage, 10.0, 1.0)
+        q = table.quotas_for("alice", "any")
+        assert (q.producer_byte_rate, q.consumer_byte_rate, q.request_percentage) == (1000.0, 500.0, 10.0)
+        assert (q.producer_entity, q.consumer_entity, q.request_entity) == (
+            QuotaEntity("alice", None),
+            QuotaEntity(DEFAULT, None),
+            QuotaEntity(None, DEFAULT),
+        )
+        assert len(changed) >= 3
+
+        # two brokers write different keys of one entity at the same time: version-conditioned writes keep both
+        def writer(bs: str, key: str) -> None:
+            with WireClient(bs) as w:  # exactly this broker writes
+                for i in range(1, 31):
+                    op = qm.QuotaAlteration(((U, "race"),), [qm.QuotaOp(key, i * 100.0)])
+                    resp = w.request(qm.AlterClientQuotasRequest([op]))
+                    assert resp.entries[0].error_code == 0, resp
+
+        with ThreadPoolExecutor(2) as ex:
+            list(ex.map(writer, (b1, b2), ("producer_byte_rate", "consumer_byte_rate")))
+        assert _config(c, "/config/users/race") == {
+            "producer_byte_rate": "1500",
+            "consumer_byte_rate": "1500",
+        }
+        want = {((U, "race"),): {"producer_byte_rate": 3000.0, "consumer_byte_rate": 3000.0}}
+        for bs in (b1, b2):
+            _until(lambda bs=bs: _quotas(bs, (U, qm.MATCH_EXACT, "race")), want, 1.0)
