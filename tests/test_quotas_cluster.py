@@ -213,8 +213,8 @@ def test_the_table_enforcement_reads_follows_and_concurrent_writers_lose_nothing
         with ThreadPoolExecutor(2) as ex:
             list(ex.map(writer, (b1, b2), ("producer_byte_rate", "consumer_byte_rate")))
         assert _config(c, "/config/users/race") == {
-            "producer_byte_rate": "1500",
-            "consumer_byte_rate": "1500",
+            "producer_byte_rate": "3000",
+            "consumer_byte_rate": "3000",
         }
         want = {((U, "race"),): {"producer_byte_rate": 3000.0, "consumer_byte_rate": 3000.0}}
         for bs in (b1, b2):
