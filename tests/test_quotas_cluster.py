@@ -172,6 +172,18 @@ def test_scram_credentials_and_quotas_share_the_user_znode(zk_connect, tmp_path)
             with Admin(bs) as a:
                 _until(lambda a=a: a.scram_credentials().get("carol"), [("SCRAM-SHA-512", 4096)], 1.0)
                 assert "quota-only" not in a.scram_credentials()
+        # a name Kafka's Sanitizer encodes: both live in the one sanitized znode, and read back by name
+        with Admin(b1) as a:
+            a.set_scram_credential("svc@corp x", "SCRAM-SHA-256", "svc-pw")
+            a.alter_client_quotas({((U, "svc@corp x"),): {"producer_byte_rate": 5}})
+        cfg = _config(c, "/config/users/svc%40corp%20x")
+        assert cfg["producer_byte_rate"] == "5" and "SCRAM-SHA-256" in cfg
+        assert "svc@corp x" not in c.zk.get_children("/config/users")
+        for bs in (b1, b2):
+            with Admin(bs) as a:
+                _until(lambda a=a: a.scram_credentials().get("svc@corp x"), [("SCRAM-SHA-256", 4096)], 1.0)
+            want = {((U, "svc@corp x"),): {"producer_byte_rate": 5.0}}
+            _until(lambda bs=bs: _quotas(bs, (U, qm.MATCH_EXACT, "svc@corp x")), want, 1.0)
 
 
 def test_the_table_enforcement_reads_follows_and_concurrent_writers_lose_nothing(zk_connect, tmp_path):

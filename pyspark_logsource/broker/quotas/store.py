@@ -30,8 +30,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote_plus
 
+from . import sanitizer
 from .model import DEFAULT, QUOTA_KEYS, REQUEST_PERCENTAGE, QuotaEntity, QuotaTable
 
 log = logging.getLogger(__name__)
@@ -46,14 +46,12 @@ Changes = Mapping[str, float | None]
 def sanitize(name: str) -> str:
     """A user or client-id as a znode name: Kafka's ``Sanitizer.sanitize`` (Java's URLEncoder, with
     ``*`` and space percent-encoded); the default entity keeps its name ``<default>``."""
-    if name == DEFAULT:
-        return DEFAULT
-    return quote(name, safe="-_.").replace("~", "%7E")
+    return DEFAULT if name == DEFAULT else sanitizer.sanitize(name)
 
 
 def desanitize(name: str) -> str:
     """The inverse of :func:`sanitize` (Java's URLDecoder: ``+`` is a space)."""
-    return DEFAULT if name == DEFAULT else unquote_plus(name)
+    return DEFAULT if name == DEFAULT else sanitizer.desanitize(name)
 
 
 def format_value(key: str, value: float) -> str:

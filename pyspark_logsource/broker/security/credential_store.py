@@ -3,7 +3,8 @@
 - Single broker: ``scram-credentials.json`` in the first log directory (written whole to a temporary
   file, fsynced and renamed; re-read when its modification time changes, so ``logsource users set``
   run offline, or next to a running broker, is seen at the next login).
-- Cluster mode: ZooKeeper, where Kafka's ZooKeeper mode kept them: ``/config/users/<user>`` holding
+- Cluster mode: ZooKeeper, where Kafka's ZooKeeper mode kept them: ``/config/users/<user>`` (the name
+  URL-encoded as Kafka's Sanitizer does; the node's other keys, the user's client quotas, are kept) holding
   ``{"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,server_key=...,iterations=4096"}}``.
   Writes are conditioned on the node's version (retried on a conflict); every broker watches the nodes,
   so a change reaches it within a ZooKeeper notification (milliseconds).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ResourceNotFound
+from ..quotas.sanitizer import desanitize, sanitize
 from .scram_credentials import HASHES, ScramCredential
 
 log = logging.getLogger(__name__)
@@ -154,29 +156,30 @@ class ZkCredentialStore(CredentialStore):
         zk.ensure_path(USERS_PATH)
         self._children = ChildrenWatch(zk.client, USERS_PATH, self._on_users)
 
-    def _on_users(self, users: list[str]) -> None:
+    def _on_users(self, nodes: list[str]) -> None:
         from kazoo.recipe.watchers import DataWatch
 
         with self._lock:
-            for gone in set(self._creds) - set(users):
+            for gone in set(self._creds) - {desanitize(n) for n in nodes}:
                 self._creds.pop(gone, None)
-            new = [u for u in users if u not in self._watched]
+            new = [n for n in nodes if n not in self._watched]
             self._watched.update(new)
-        for user in new:
-            DataWatch(self.zk.client, f"{USERS_PATH}/{user}", self._watcher(user))
+        for node in new:
+            DataWatch(self.zk.client, f"{USERS_PATH}/{node}", self._watcher(node))
 
-    def _watcher(self, user: str) -> Any:
+    def _watcher(self, node: str) -> Any:
         # two parameters exactly: kazoo also passes the event to a function that takes a third
         def on_data(data: bytes | None, stat: Any) -> bool | None:
-            return self._on_user(user, data)
+            return self._on_user(node, data)
 
         return on_data
 
-    def _on_user(self, user: str, data: bytes | None) -> bool | None:
+    def _on_user(self, node: str, data: bytes | None) -> bool | None:
+        user = desanitize(node)
         with self._lock:
             if data is None:  # deleted: stop watching (a new node gets a new watch from _on_users)
                 self._creds.pop(user, None)
-                self._watched.discard(user)
+                self._watched.discard(node)
                 return False
             try:
                 creds = _decode(data)
@@ -196,7 +199,7 @@ class ZkCredentialStore(CredentialStore):
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
         client = self.zk.client
-        path = f"{USERS_PATH}/{user}"
+        path = f"{USERS_PATH}/{sanitize(user)}"
         for _ in range(20):  # version-conditioned: another broker's concurrent change makes us read again
             try:
                 data, stat = client.get(path)
