@@ -258,6 +258,10 @@ def test_kafka_configs_sets_describes_and_deletes_quotas(broker):
     }
     desc = kafka_tool(*cmd, *user, "--describe").stdout
     assert "producer_byte_rate=1048576" in desc and "consumer_byte_rate=2097152" in desc, desc
+    every = kafka_tool(*cmd, "--entity-type", "users", "--describe").stdout
+    assert "kc-user" in every and "producer_byte_rate=1048576" in every, every
+    pair = kafka_tool(*cmd, *both, "--describe").stdout
+    assert "request_percentage=40" in pair, pair
     kafka_tool(*cmd, *user, "--alter", "--delete-config", "consumer_byte_rate")
     assert _all(bs, (U, qm.MATCH_EXACT, "kc-user"), strict=True) == {
         ((U, "kc-user"),): {"producer_byte_rate": 1048576.0}
