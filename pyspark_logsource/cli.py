@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 
-from .cli_args import add_common, key_values, print_table
+from .cli_args import add_common, client_options, key_values, print_table
 from .errors import ConfigError, LogSourceError, TopicAlreadyExists, UnknownTopicOrPartition
 
 #: name -> (module with ``main(argv) -> int``, one-line help). Add a line to add a command.
@@ -48,7 +48,9 @@ DELEGATED: dict[str, tuple[str, str]] = {
 def _topics(args: argparse.Namespace) -> int:
     from .client import Admin
 
-    with Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000) as admin:
+    with Admin(
+        args.bootstrap_servers, request_timeout_ms=args.timeout * 1000, **client_options(args)
+    ) as admin:
         if args.action == "create":
             if args.partitions < 1:
                 raise ConfigError(f"--partitions must be 1 or more, got {args.partitions}")
@@ -143,12 +145,13 @@ def _produce(args: argparse.Namespace) -> int:
     timeout_ms = args.timeout * 1000
     # Ask first, with the same timeout: a broker that does not answer fails here at once, and a missing
     # topic is created (or refused) visibly instead of by the producer's first Metadata request.
-    with Admin(args.bootstrap_servers, request_timeout_ms=timeout_ms) as admin:
+    with Admin(args.bootstrap_servers, request_timeout_ms=timeout_ms, **client_options(args)) as admin:
         created = _auto_create(admin, args.topic)
     progress = _Progress()
     try:
         with Producer(
             args.bootstrap_servers,
+            **client_options(args),
             acks=args.acks,
             linger_ms=args.linger_ms,
             compression=args.compression,
@@ -283,7 +286,7 @@ def _consume(args: argparse.Namespace) -> int:
     reset = "earliest" if args.from_beginning else "latest"
     out = sys.stdout.buffer
     timeout_ms = args.timeout * 1000
-    with Admin(args.bootstrap_servers, request_timeout_ms=timeout_ms) as admin:
+    with Admin(args.bootstrap_servers, request_timeout_ms=timeout_ms, **client_options(args)) as admin:
         parts = admin.partitions_for(args.topic)
     if args.partition is not None:
         if args.partition not in parts:
@@ -293,6 +296,7 @@ def _consume(args: argparse.Namespace) -> int:
     try:
         with Consumer(
             args.bootstrap_servers,
+            **client_options(args),
             group_id=args.group,
             auto_offset_reset=reset,
             request_timeout_ms=timeout_ms,
@@ -364,7 +368,9 @@ def _format(msgs: list, args: argparse.Namespace) -> bytes:
 def _groups(args: argparse.Namespace) -> int:
     from .client import Admin
 
-    with Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000) as admin:
+    with Admin(
+        args.bootstrap_servers, request_timeout_ms=args.timeout * 1000, **client_options(args)
+    ) as admin:
         if args.action == "list":
             print_table(
                 [("GROUP", "STATE", "PROTOCOL-TYPE")]

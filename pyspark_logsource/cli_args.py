@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from .client.metadata import DEFAULT_BOOTSTRAP
-from .errors import ConfigError
+from .errors import ConfigError, LogSourceError
 
 
 def bootstrap_default() -> str:
@@ -16,7 +18,8 @@ def bootstrap_default() -> str:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    """--bootstrap-servers and --timeout, as every command that talks to a broker takes them."""
+    """--bootstrap-servers, --timeout and --command-config, as every command that talks to a broker
+    takes them (hand :func:`client_options` of the parsed arguments to the client)."""
     p.add_argument(
         "--bootstrap-servers",
         "-b",
@@ -31,6 +34,40 @@ def add_common(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up with an error when the brokers do not answer (or acknowledge) within this time (default 30)",
     )
+    add_command_config(p)
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    """--command-config FILE: a client.properties with Kafka's client keys, for a secured listener."""
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client.properties for a secured listener, with Kafka's client keys (security.protocol, "
+        "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ssl.keystore.location, ...)",
+    )
+
+
+def command_config_options(path: str | None) -> dict[str, Any]:
+    """A ``--command-config client.properties`` file (Kafka's tools' habit) as our clients' keyword
+    arguments (kafka-python's names); {} without a file. LogSourceError if it cannot be read,
+    ConfigError on a bad JAAS line or store type (never showing a password); the client checks the rest."""
+    from .client.security import options_from_properties
+    from .properties import parse_properties
+
+    if not path:
+        return {}
+    try:
+        options = options_from_properties(parse_properties(Path(path).read_text()))
+    except OSError as e:
+        raise LogSourceError(f"cannot read --command-config {path}: {e.strerror or e}") from None
+    except ConfigError as e:
+        raise ConfigError(f"--command-config {path}: {e}") from None
+    return options
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The security options of a command's ``--command-config`` (see :func:`add_common`)."""
+    return command_config_options(getattr(args, "command_config", None))
 
 
 def seconds(text: str) -> float:

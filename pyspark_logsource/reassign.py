@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cli_args import add_common, print_table
+from .cli_args import add_common, client_options, print_table
 from .client.admin import Admin
 from .errors import ConfigError, LogSourceError
 
@@ -75,7 +75,7 @@ def _report(results: dict[tuple[str, int], LogSourceError | None], ok: str) -> i
 
 
 def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000)
+    return Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000, **client_options(args))
 
 
 def cmd_execute(args: argparse.Namespace) -> int:

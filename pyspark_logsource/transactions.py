@@ -18,13 +18,13 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from .cli_args import add_common, print_table
+from .cli_args import add_common, client_options, print_table
 from .client.admin import Admin
 from .errors import LogSourceError
 
 
 def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000)
+    return Admin(args.bootstrap_servers, request_timeout_ms=args.timeout * 1000, **client_options(args))
 
 
 def _ms(ts: int) -> str:

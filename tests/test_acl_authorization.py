@@ -1,17 +1,30 @@
 """Authorization end to end (issue 22): Kafka's EndToEndAuthorizationTest cases, ported, with
-confluent-kafka over SASL_SSL with SCRAM against a broker with ``authorizer.class.name`` set; ACLs made
-with confluent-kafka's AdminClient (CreateAcls/DescribeAcls/DeleteAcls) by a super user after the broker
-started, taking effect without a restart; one audit line per denied request."""
+confluent-kafka against a broker with ``authorizer.class.name`` set, each case run four ways as Kafka runs
+its subclasses (SaslScramSslEndToEndAuthorizationTest, SaslPlainSslEndToEndAuthorizationTest,
+SslEndToEndAuthorizationTest): SASL_SSL with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, and SSL with client
+certificates, whose principal is ``User:`` + the certificate's subject (Kafka's default principal mapping).
+ACLs are made with confluent-kafka's AdminClient (CreateAcls/DescribeAcls/DeleteAcls) by a super user
+after the broker started, taking effect without a restart; one audit line per denied request."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.brokers import broker_process
-from support.secure import USERS, add_users_offline, broker_properties, ck_config, make_pki, write_properties
+from support.secure import (
+    USERS,
+    Pki,
+    add_users_offline,
+    broker_properties,
+    ck_config,
+    make_pki,
+    write_properties,
+)
 
 from pyspark_logsource.broker import users
 
@@ -40,7 +53,7 @@ TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
+    return make_pki(tmp_path_factory.mktemp("pki"), users=tuple(PASSWORDS))
 
 
 @pytest.fixture(scope="module")
@@ -49,21 +62,22 @@ def secured(tmp_path_factory, pki):
     props = broker_properties(
         d,
         pki,
-        listeners="SASL_SSL://127.0.0.1:0",
+        listeners="SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
         **{
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": "User:admin",
             "connection.failed.authentication.delay.ms": "0",
+            "ssl.client.auth": "requested",  # SASL_SSL clients need no certificate; SSL ones present one
         },
     )
-    props.pop("ssl.client.auth")
     cfg = write_properties(d / "server.properties", props)
     add_users_offline(cfg, d)
     for user, password in MORE_USERS.items():
         pw = d / f"{user}.pw"
         pw.write_text(password + "\n")
-        args = ["set", user, "--mechanism", "SCRAM-SHA-512", "--password-file", str(pw), "--config", str(cfg)]
-        assert users.main(args) == 0
+        for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            args = ["set", user, "--mechanism", mech, "--password-file", str(pw), "--config", str(cfg)]
+            assert users.main(args) == 0
     props.pop("log.dirs")
     with broker_process(d, config=props) as b:
         yield b
@@ -73,6 +87,33 @@ def conf(b, pki, user: str, mechanism: str = "SCRAM-SHA-512") -> dict:
     c = ck_config(b.bootstrap_on("SASL_SSL"), pki, "SASL_SSL", mechanism, "alice")
     c["sasl.username"], c["sasl.password"] = user, PASSWORDS[user]
     return c
+
+
+@dataclass(frozen=True)
+class Client:
+    """How a matrix row's clients connect and the principal each user gets."""
+
+    mechanism: str  # SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, or mTLS (SSL with a client certificate)
+    broker: Any
+    pki: Pki
+
+    def conf(self, user: str) -> dict:
+        if self.mechanism != "mTLS":
+            return conf(self.broker, self.pki, user, self.mechanism)
+        c = ck_config(self.broker.bootstrap_on("SSL"), self.pki, "SSL")
+        c["ssl.certificate.location"] = c["ssl.key.location"] = str(self.pki.user_certs[user])
+        return c
+
+    def principal(self, user: str) -> str:
+        if self.mechanism == "mTLS":
+            return f"User:CN={user},OU=eng,O=example"
+        return f"User:{user}"
+
+
+@pytest.fixture(scope="module", params=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "mTLS"])
+def client(request, secured, pki) -> Client:
+    """The authorization matrix's rows: each EndToEnd case runs once per row."""
+    return Client(request.param, secured, pki)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +127,9 @@ def grant(admin, *bindings) -> None:
 
 
 def acl(rtype, name, user, op, perm=ALLOW, pattern=LIT) -> AclBinding:
-    return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, perm)
+    """An ACL for ``user`` (a user name, or a principal ``User:...``)."""
+    principal = user if user.startswith("User:") else f"User:{user}"
+    return AclBinding(rtype, name, pattern, principal, "*", op, perm)
 
 
 def new_topic(admin, prefix: str = "acl") -> str:
@@ -139,95 +182,98 @@ def produce_consume_acls(user: str, topic: str, group: str) -> list:
     ]
 
 
-@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 @pytest.mark.parametrize("assign", [False, True], ids=["subscribe", "assign"])
-def test_produce_consume_with_acls(secured, pki, admin, mechanism, assign):
+def test_produce_consume_with_acls(client, admin, assign):
     topic, group = new_topic(admin), f"g-{uuid.uuid4().hex[:8]}"
-    c = conf(secured, pki, "alice", mechanism)
+    c = client.conf("alice")
     assert {e.code() for e in produce(c, topic, n=1)} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
-    grant(admin, *produce_consume_acls("alice", topic, group))  # after the broker started: no restart
+    # after the broker started: no restart
+    grant(admin, *produce_consume_acls(client.principal("alice"), topic, group))
     assert produce(c, topic) == [None] * 3
     values, errors = consume(c, topic, group, 3, assign=assign)
     assert (values, errors) == ([b"v0", b"v1", b"v2"], [])
 
 
-def test_wildcard_acls(secured, pki, admin):
+def test_wildcard_acls(client, admin):
     topic, group = new_topic(admin, "wild"), f"wild-{uuid.uuid4().hex[:8]}"
+    bob = client.principal("bob")
     grant(
         admin,
-        acl(TOPIC, "*", "bob", AclOperation.WRITE),
-        acl(TOPIC, "*", "bob", AclOperation.READ),
-        acl(GROUP, "*", "bob", AclOperation.READ),
+        acl(TOPIC, "*", bob, AclOperation.WRITE),
+        acl(TOPIC, "*", bob, AclOperation.READ),
+        acl(GROUP, "*", bob, AclOperation.READ),
     )
-    c = conf(secured, pki, "bob")
+    c = client.conf("bob")
     assert produce(c, topic) == [None] * 3
     assert consume(c, topic, group, 3) == ([b"v0", b"v1", b"v2"], [])
 
 
-def test_prefixed_acls(secured, pki, admin):
+def test_prefixed_acls(client, admin):
     prefix = f"pre{uuid.uuid4().hex[:6]}"
     topic = new_topic(admin, prefix)
+    alice = client.principal("alice")
     grant(
         admin,
-        acl(TOPIC, prefix, "alice", AclOperation.ALL, pattern=PRE),
-        acl(GROUP, prefix, "alice", AclOperation.READ, pattern=PRE),
+        acl(TOPIC, prefix, alice, AclOperation.ALL, pattern=PRE),
+        acl(GROUP, prefix, alice, AclOperation.READ, pattern=PRE),
     )
-    c = conf(secured, pki, "alice")
+    c = client.conf("alice")
     assert produce(c, topic) == [None] * 3
     assert consume(c, topic, f"{prefix}-group", 3) == ([b"v0", b"v1", b"v2"], [])
     other = new_topic(admin, "elsewhere")
     assert {e.code() for e in produce(c, other)} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
 
 
-def test_no_write_acl_produce_fails_naming_the_topic(secured, pki, admin):
+def test_no_write_acl_produce_fails_naming_the_topic(client, secured, admin):
     topic = new_topic(admin, "nowrite")
-    grant(admin, acl(TOPIC, topic, "alice", AclOperation.DESCRIBE))
-    errors = produce(conf(secured, pki, "alice"), topic)
+    grant(admin, acl(TOPIC, topic, client.principal("alice"), AclOperation.DESCRIBE))
+    errors = produce(client.conf("alice"), topic)
     assert {e.code() for e in errors} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
     log = secured.log_file.read_text()
     assert (
-        f"request denied: principal=User:alice client=127.0.0.1 api=PRODUCE resources=TOPIC:{topic}(WRITE)"
-        in log
+        f"request denied: principal={client.principal('alice')} client=127.0.0.1 api=PRODUCE "
+        f"resources=TOPIC:{topic}(WRITE)" in log
     )
     assert PASSWORDS["alice"] not in log
 
 
-def test_no_describe_acl_produce_fails(secured, pki, admin):
+def test_no_describe_acl_produce_fails(client, secured, admin):
     topic = new_topic(admin, "nodescribe")
-    errors = produce(conf(secured, pki, "alice"), topic, n=1)
+    errors = produce(client.conf("alice"), topic, n=1)
     assert {e.code() for e in errors} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
     assert f"api=METADATA resources=TOPIC:{topic}(DESCRIBE)" in secured.log_file.read_text()
 
 
-def test_no_read_acl_consume_fails(secured, pki, admin):
+def test_no_read_acl_consume_fails(client, secured, pki, admin):
     topic, group = new_topic(admin, "noread"), f"g-{uuid.uuid4().hex[:8]}"
     assert produce(conf(secured, pki, "admin"), topic) == [None] * 3
     grant(
         admin,
-        acl(TOPIC, topic, "alice", AclOperation.DESCRIBE),
-        acl(GROUP, group, "alice", AclOperation.READ),
+        acl(TOPIC, topic, client.principal("alice"), AclOperation.DESCRIBE),
+        acl(GROUP, group, client.principal("alice"), AclOperation.READ),
     )
-    values, errors = consume(conf(secured, pki, "alice"), topic, group, 3, assign=True)
+    values, errors = consume(client.conf("alice"), topic, group, 3, assign=True)
     assert values == [] and errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_no_group_acl_consume_fails(secured, pki, admin):
+def test_no_group_acl_consume_fails(client, secured, pki, admin):
     topic, group = new_topic(admin, "nogroup"), f"g-{uuid.uuid4().hex[:8]}"
     assert produce(conf(secured, pki, "admin"), topic) == [None] * 3
-    grant(admin, acl(TOPIC, topic, "alice", AclOperation.READ))
-    values, errors = consume(conf(secured, pki, "alice"), topic, group, 3)
+    grant(admin, acl(TOPIC, topic, client.principal("alice"), AclOperation.READ))
+    values, errors = consume(client.conf("alice"), topic, group, 3)
     assert values == [] and errors and errors[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     assert f"api=FIND_COORDINATOR resources=GROUP:{group}(DESCRIBE)" in secured.log_file.read_text()
 
 
-def test_auto_create_needs_create(secured, pki, admin):
+def test_auto_create_needs_create(client, admin):
     topic = f"auto-{uuid.uuid4().hex[:8]}"
-    grant(admin, acl(TOPIC, topic, "alice", AclOperation.WRITE))  # WRITE (so DESCRIBE) but no CREATE
-    c = conf(secured, pki, "alice")
+    alice = client.principal("alice")
+    grant(admin, acl(TOPIC, topic, alice, AclOperation.WRITE))  # WRITE (so DESCRIBE) but no CREATE
+    c = client.conf("alice")
     errors = produce(c, topic, n=1)
     assert {e.code() for e in errors} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
     assert topic not in admin.list_topics(timeout=30).topics
-    grant(admin, acl(TOPIC, topic, "alice", AclOperation.CREATE))
+    grant(admin, acl(TOPIC, topic, alice, AclOperation.CREATE))
     assert produce(c, topic, n=1) == [None]
     assert topic in admin.list_topics(timeout=30).topics
 

@@ -97,3 +97,58 @@ def test_acl_changes_reach_every_broker_within_a_second(zk_connect, tmp_path):
             assert [a.resource_name for a in admin.describe_acls(AclFilter(GROUP, None, PREFIXED))] == [group]
         _within_a_second(lambda: not _visible(sasl[1], topic))
         assert not c.zk.exists(f"/kafka-acl/Topic/{topic}")
+
+
+def test_old_acl_change_notifications_are_purged(zk_connect):
+    """As Kafka's ZkNodeChangeNotificationListener: a broker that processes a change deletes the change
+    notifications older than the expiration (15 minutes by default; 1 s here), on both change roots, and
+    keeps the new ones; the other broker still applies every change."""
+    from pyspark_logsource.broker.cluster.zk import ZkClient
+    from pyspark_logsource.broker.security.acls.model import (
+        AccessControlEntry,
+        AclBinding,
+        Operation,
+        PatternType,
+        Permission,
+        ResourcePattern,
+        ResourceType,
+    )
+    from pyspark_logsource.broker.security.acls.store import (
+        CHANGE_EXPIRATION_MS,
+        EXTENDED_CHANGES,
+        LITERAL_CHANGES,
+        ZkAclStore,
+    )
+
+    assert CHANGE_EXPIRATION_MS == 15 * 60 * 1000  # Kafka's default
+
+    def binding(name: str, pattern=PatternType.LITERAL) -> AclBinding:
+        entry = AccessControlEntry("User:alice", "*", Operation.READ, Permission.ALLOW)
+        return AclBinding(ResourcePattern(ResourceType.TOPIC, name, pattern), entry)
+
+    clients = [ZkClient(zk_connect, session_timeout_ms=10_000) for _ in range(2)]
+    for c in clients:
+        c.start()
+    try:
+        one, two = (ZkAclStore(c, change_expiration_ms=1000) for c in clients)
+        one.add([binding("old-literal"), binding("old-prefix", PatternType.PREFIXED)])
+        zk = clients[0].client
+        old = {root: zk.get_children(root) for root in (LITERAL_CHANGES, EXTENDED_CHANGES)}
+        assert all(len(v) == 1 for v in old.values()), old
+        time.sleep(1.5)
+        assert {root: zk.get_children(root) for root in old} == old  # nothing purges without a change
+        two.add([binding("new-literal"), binding("new-prefix", PatternType.PREFIXED)])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            now = {root: zk.get_children(root) for root in old}
+            if all(len(v) == 1 and v != old[root] for root, v in now.items()):
+                break
+            time.sleep(0.05)
+        assert all(len(v) == 1 and v != old[root] for root, v in now.items()), (old, now)
+        names = {b.pattern.name for b in one.bindings()}
+        assert names == {b.pattern.name for b in two.bindings()} == {
+            "old-literal", "old-prefix", "new-literal", "new-prefix"
+        }  # fmt: skip
+    finally:
+        for c in clients:
+            c.stop()

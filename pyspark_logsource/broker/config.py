@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, InvalidConfig
+from ..properties import parse_properties  # noqa: F401 (importers use it from here)
 from .log import LogConfig
 from .log.config import _ALIASES, _HOURS_MINUTES
 from .security.acls.settings import ACL_DEFAULTS, AclSettings
@@ -92,41 +93,11 @@ DEFAULTS.update(ACL_DEFAULTS)  # authorizer.class.name, super.users (broker/secu
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text: ``k=v`` or ``k: v``, ``#``/``!`` comments, ``\\`` continuations."""
-    out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        logical += line
-        sep = min((i for i in (logical.find("="), logical.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            key, value = logical.strip(), ""
-        else:
-            key, value = logical[:sep].strip(), logical[sep + 1 :].strip()
-        if key:
-            out[key] = value
-        logical = ""
-    return out
-
-
 def command_config_options(path: str | None) -> dict:
-    """A ``--command-config client.properties`` file (Kafka's tools' habit) as our clients' keyword
-    arguments (kafka-python's names); {} without a file. LogSourceError if it cannot be read."""
-    from ..client.security import options_from_properties
-    from ..errors import LogSourceError
+    """A ``--command-config`` file as our clients' keyword arguments (cli_args owns the reading)."""
+    from ..cli_args import command_config_options as read
 
-    if not path:
-        return {}
-    try:
-        return options_from_properties(parse_properties(Path(path).read_text()))
-    except OSError as e:
-        raise LogSourceError(f"cannot read --command-config {path}: {e.strerror or e}") from None
+    return read(path)
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:

@@ -198,17 +198,33 @@ PROPERTY_NAMES = {
     "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
+    "ssl.keystore.location": "ssl_certfile",  # a PEM key store: the private key and the chain in one file
 }
 
 
 def options_from_properties(props: Mapping[str, str]) -> dict[str, Any]:
     """kafka-python-named options from Kafka/librdkafka client properties (other keys are ignored).
-    ``ssl.endpoint.identification.algorithm`` empty turns host name checking off, as in Kafka."""
+    ``sasl.jaas.config`` gives the user name and password; ``ssl.endpoint.identification.algorithm``
+    empty turns host name checking off, as in Kafka. ConfigError for a key or trust store that is not
+    PEM, saying how to convert it."""
     out: dict[str, Any] = {}
     for key, value in props.items():
         name = PROPERTY_NAMES.get(key.strip())
         if name is not None and str(value).strip():
             out[name] = str(value).strip()
+    for key in ("ssl.truststore.type", "ssl.keystore.type"):
+        kind = str(props.get(key) or "PEM").strip().upper()
+        if kind != "PEM":
+            raise ConfigError(
+                f"{key}={kind} is not supported by this client: use PEM files (JKS -> PKCS12: `keytool "
+                "-importkeystore -srckeystore S.jks -destkeystore S.p12 -deststoretype PKCS12`; "
+                "PKCS12 -> PEM: `openssl pkcs12 -in S.p12 -out S.pem -nodes`)"
+            )
+    if str(props.get("ssl.keystore.location") or "").strip():
+        out["ssl_keyfile"] = out["ssl_certfile"]
+    jaas = str(props.get("sasl.jaas.config") or "").strip()
+    if jaas:
+        out["sasl_plain_username"], out["sasl_plain_password"] = parse_jaas_config(jaas)
     algo = props.get("ssl.endpoint.identification.algorithm")
     if algo is not None:
         out["ssl_check_hostname"] = str(algo).strip().lower() == "https"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,12 @@ class Pki:
     alice_cert: Path  # CN=alice,OU=eng,O=example, signed by the CA
     stranger_cert: Path  # CN=mallory, signed by another CA
     expired_cert: Path  # CN=old, signed by the CA, expired yesterday
+    #: user -> PEM (key + chain) with subject CN=<user>,OU=eng,O=example, signed by the CA (make_pki's users)
+    user_certs: dict[str, Path] = field(default_factory=dict)
 
 
-def make_pki(d: Path) -> Pki:
+def make_pki(d: Path, users: tuple[str, ...] = ()) -> Pki:
+    """The CA and certificates; ``users`` each get a client certificate like alice's."""
     d.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(d / "ca.pem"))
@@ -59,7 +62,14 @@ def make_pki(d: Path) -> Pki:
         not_after=now - datetime.timedelta(days=1),
     )
     old.private_key_and_cert_chain_pem.write_to_path(str(d / "old.pem"))
-    return Pki(d / "ca.pem", d / "broker.pem", d / "alice.pem", d / "mallory.pem", d / "old.pem")
+    user_certs = {}
+    for user in users:
+        cert = ca.issue_cert(
+            f"{user}@example.com", common_name=user, organization_name="example", organization_unit_name="eng"
+        )
+        cert.private_key_and_cert_chain_pem.write_to_path(str(d / f"user-{user}.pem"))
+        user_certs[user] = d / f"user-{user}.pem"
+    return Pki(d / "ca.pem", d / "broker.pem", d / "alice.pem", d / "mallory.pem", d / "old.pem", user_certs)
 
 
 def broker_properties(data_dir: Path, pki: Pki, **extra: str) -> dict[str, str]:

@@ -21,9 +21,11 @@ SECURITY_DEFAULTS: dict[str, str] = {
     "inter.broker.listener.name": "",
     "ssl.keystore.type": "PEM",
     "ssl.keystore.location": "",
+    "ssl.keystore.password": "",
     "ssl.key.password": "",
     "ssl.truststore.type": "PEM",
     "ssl.truststore.location": "",
+    "ssl.truststore.password": "",
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
     "ssl.cipher.suites": "",
@@ -34,6 +36,7 @@ SECURITY_DEFAULTS: dict[str, str] = {
 }
 
 _CLIENT_AUTH = ("none", "requested", "required")
+_STORE_TYPES = ("PEM", "PKCS12")
 _TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 
 
@@ -43,12 +46,17 @@ def _list(value: str) -> list[str]:
 
 @dataclass(frozen=True)
 class SecuritySettings:
-    """TLS (a PEM key store and trust store) and SASL settings of the broker."""
+    """TLS (a PEM or PKCS12 key store and trust store) and SASL settings of the broker."""
 
     keystore_location: Path | None = None
     #: the private key's password; never logged (BrokerConfig.summary masks it)
     key_password: str | None = field(default=None, repr=False)
     truststore_location: Path | None = None
+    keystore_type: str = "PEM"
+    truststore_type: str = "PEM"
+    #: a PKCS12 store's passwords (Kafka's ssl.keystore.password, ssl.truststore.password); never logged
+    keystore_password: str | None = field(default=None, repr=False)
+    truststore_password: str | None = field(default=None, repr=False)
     client_auth: str = "none"
     enabled_protocols: tuple[str, ...] = _TLS_VERSIONS
     cipher_suites: tuple[str, ...] = ()
@@ -60,11 +68,14 @@ class SecuritySettings:
     def from_properties(cls, p: Mapping[str, str], listeners: ListenerSettings) -> SecuritySettings:
         """Validate the ``ssl.*`` and ``sasl.*`` settings against what the listeners need."""
         for key in ("ssl.keystore.type", "ssl.truststore.type"):
-            if p[key].strip().upper() != "PEM":
+            kind = p[key].strip().upper()
+            if kind == "JKS":
                 raise ConfigError(
-                    f"{key}={p[key]} is not supported: use PEM files (convert a JKS or PKCS12 store with "
-                    "`keytool -importkeystore -deststoretype PKCS12` and `openssl pkcs12 -nodes`)"
+                    f"{key}=JKS is not supported: use PEM or PKCS12 (convert the JKS store with `keytool "
+                    "-importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12`)"
                 )
+            if kind not in _STORE_TYPES:
+                raise ConfigError(f"{key} must be PEM or PKCS12, got {p[key]!r}")
         client_auth = p["ssl.client.auth"].strip().lower() or "none"
         if client_auth not in _CLIENT_AUTH:
             raise ConfigError(
@@ -93,6 +104,10 @@ class SecuritySettings:
             keystore_location=Path(keystore).expanduser() if keystore else None,
             key_password=p["ssl.key.password"] or None,
             truststore_location=Path(truststore).expanduser() if truststore else None,
+            keystore_type=p["ssl.keystore.type"].strip().upper(),
+            truststore_type=p["ssl.truststore.type"].strip().upper(),
+            keystore_password=p["ssl.keystore.password"] or None,
+            truststore_password=p["ssl.truststore.password"] or None,
             client_auth=client_auth,
             enabled_protocols=protocols,
             cipher_suites=tuple(_list(p["ssl.cipher.suites"])),

@@ -1,5 +1,5 @@
-"""TLS for the broker's SSL and SASL_SSL listeners: the server's ``ssl.SSLContext`` from PEM files, and
-the principal of a client certificate.
+"""TLS for the broker's SSL and SASL_SSL listeners: the server's ``ssl.SSLContext`` from PEM files (or
+PKCS12 stores, see pkcs12.py), and the principal of a client certificate.
 
 The key store is one PEM file with the private key and the certificate chain (KIP-651's
 ``ssl.keystore.location`` with ``ssl.keystore.type=PEM``); the trust store is a PEM file of CA
@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..session import Principal
+from . import pkcs12
 from .settings import SecuritySettings
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -26,14 +27,13 @@ def server_context(s: SecuritySettings, client_auth: str | None = None) -> ssl.S
     versions = sorted(_VERSIONS[v] for v in s.enabled_protocols)
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
     assert s.keystore_location is not None  # SecuritySettings checked it for TLS listeners
-    try:
-        ctx.load_cert_chain(s.keystore_location, password=s.key_password)
-    except (OSError, ssl.SSLError) as e:
-        raise ConfigError(
-            f"ssl.keystore.location {s.keystore_location}: cannot load the key and certificate chain "
-            f"({getattr(e, 'strerror', None) or e}); is ssl.key.password right?"
-        ) from None
-    if s.truststore_location is not None:
+    if s.keystore_type == "PKCS12":
+        pkcs12.load_keystore(ctx, s.keystore_location, s.keystore_password or s.key_password)
+    else:
+        _load_pem_keystore(ctx, s)
+    if s.truststore_location is not None and s.truststore_type == "PKCS12":
+        pkcs12.load_truststore(ctx, s.truststore_location, s.truststore_password)
+    elif s.truststore_location is not None:
         try:
             ctx.load_verify_locations(cafile=str(s.truststore_location))
         except (OSError, ssl.SSLError) as e:
@@ -51,6 +51,17 @@ def server_context(s: SecuritySettings, client_auth: str | None = None) -> ssl.S
                 f"ssl.cipher.suites names no cipher this TLS library has: {s.cipher_suites}"
             ) from None
     return ctx
+
+
+def _load_pem_keystore(ctx: ssl.SSLContext, s: SecuritySettings) -> None:
+    assert s.keystore_location is not None
+    try:
+        ctx.load_cert_chain(s.keystore_location, password=s.key_password)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(
+            f"ssl.keystore.location {s.keystore_location}: cannot load the key and certificate chain "
+            f"({getattr(e, 'strerror', None) or e}); is ssl.key.password right?"
+        ) from None
 
 
 # short names of the subject attributes in RFC 2253 (what Java's X500Principal.getName() writes)

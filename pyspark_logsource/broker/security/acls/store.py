@@ -12,7 +12,9 @@
     a literal pattern and ``/kafka-acl-extended-changes/acl_changes_<n>`` (data ``{"version":1,
     "resourceType":"Topic","name":"...","patternType":"Prefixed"}``) for a prefixed one. Every broker
     watches both and re-reads the named resource: a change reaches all brokers within a ZooKeeper
-    notification (milliseconds).
+    notification (milliseconds). As Kafka's ``ZkNodeChangeNotificationListener``, a broker that processes
+    changes deletes the notifications older than 15 minutes (``CHANGE_EXPIRATION_MS``), so they do not
+    pile up in ZooKeeper.
 
 A change to one resource's node is conditioned on its version (retried on a conflict), as Kafka's.
 ``on_change(bindings)`` is called with every binding after each change (the authorizer's update).
@@ -24,6 +26,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,8 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
+#: a change notification's lifetime (Kafka's ZkNodeChangeNotificationListener changeExpirationMs default)
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 Acls = dict[ResourcePattern, frozenset[AccessControlEntry]]
 
@@ -213,13 +218,21 @@ def _parse_change(root: str, data: bytes) -> ResourcePattern:
 class ZkAclStore(AclStore):
     """Cluster mode: Kafka's ZooKeeper layout, cached here, kept current by the change notifications.
 
-    ``zk`` is the broker's :class:`~..cluster.zk.ZkClient` (its kazoo client does the watches)."""
+    ``zk`` is the broker's :class:`~..cluster.zk.ZkClient` (its kazoo client does the watches);
+    notifications older than ``change_expiration_ms`` by ``clock`` (seconds) are purged."""
 
-    def __init__(self, zk: Any) -> None:
+    def __init__(
+        self,
+        zk: Any,
+        change_expiration_ms: int = CHANGE_EXPIRATION_MS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__()
         from kazoo.recipe.watchers import ChildrenWatch
 
         self.zk = zk
+        self.change_expiration_ms = change_expiration_ms
+        self._clock = clock
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         for path in (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES):
             zk.ensure_path(path)
@@ -269,6 +282,25 @@ class ZkAclStore(AclStore):
                 log.error("ignoring the ACL change notification %s/%s: %s", root, child, e)
         if new:
             self._changed()
+            try:
+                self._purge(root, children)
+            except Exception as e:  # ZooKeeper away: the next change purges them
+                log.warning("could not purge old ACL change notifications under %s: %s", root, e)
+
+    def _purge(self, root: str, children: list[str]) -> None:
+        """Delete the notifications under ``root`` created more than ``change_expiration_ms`` ago (every
+        broker does, as Kafka's; one that loses the race to another finds the node gone)."""
+        from kazoo.exceptions import NoNodeError
+
+        now_ms = self._clock() * 1000
+        for child in sorted(children):
+            path = f"{root}/{child}"
+            try:
+                stat = self.zk.client.exists(path)
+                if stat is not None and now_ms - stat.ctime > self.change_expiration_ms:
+                    self.zk.client.delete(path)
+            except NoNodeError:
+                continue
 
     def _change(self, pattern: ResourcePattern, fn: Callable[[frozenset], frozenset]) -> None:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
