@@ -43,6 +43,9 @@ from .handlers import Handlers
 from .log import LogManager
 from .metrics import BrokerMetrics, MetricsServer, build_endpoint
 from .pipeline import OrderedResponses, produce_run_length
+from .quotas.manager import QuotaManager
+from .quotas.settings import QuotaSettings
+from .quotas.throttle import ConnectionQuotas
 from .security.acls.authorization import Authorization
 from .security.connection import (
     OWN_TLS_HANDSHAKE,
@@ -86,6 +89,8 @@ class Broker:
         self.handlers.by_key.update(self.acls.handlers().by_key())
         self.acls.install(self.handlers)
         self.host, self.port = config.host, config.port
+        #: the measured client rates and their throttles (the quotas themselves: state.quotas)
+        self.quotas = QuotaManager(self.state.quotas, QuotaSettings.from_properties(config.properties))
         self._server: asyncio.base_events.Server | None = None
         self._servers: list[asyncio.base_events.Server] = []
         #: security protocol (SSL, SASL_SSL) -> its TLS context
@@ -346,9 +351,12 @@ class Broker:
             auth = open_session(session, listener, writer, self.credentials, c.security.sasl_mechanisms)
         # acks=all produces are answered once replicated; meanwhile the next requests are handled
         parked = OrderedResponses(lambda header, result: self._write_response(writer, header, result))
+        quota = ConnectionQuotas(self.quotas)  # KIP-219: throttled answers at once, then the connection muted
         log.debug("connection from %s", peer_s)
         try:
             while True:
+                if quota.muted_until:
+                    await quota.mute()
                 data = await reader.read(_READ_CHUNK)
                 t_read = perf_counter()
                 if not data:
@@ -409,7 +417,11 @@ class Broker:
                         run = evs[i - 1 : i - 1 + n]
                         i += n - 1
                         t0 = perf_counter()
-                        results = self._call_runs(run, session)
+                        results = (
+                            quota.call_run(run, session, self._call_runs)
+                            if quota.on
+                            else self._call_runs(run, session)
+                        )
                         if self.metrics is not None:
                             self._measure_run(run, t_read, t0)
                         if parked.busy:
@@ -421,7 +433,7 @@ class Broker:
                     if parked.busy and ev.header.api_key != ApiKey.PRODUCE:
                         await parked.flush()  # only produces overtake parked answers: others see their effect
                     t0 = perf_counter()
-                    result = self._call(ev, session)
+                    result = quota.call(ev, session, self._call) if quota.on else self._call(ev, session)
                     if self.metrics is not None:
                         result = self._measure(ev, t_read, t0, result)
                     if asyncio.iscoroutine(result) and ev.header.api_key == ApiKey.PRODUCE:
