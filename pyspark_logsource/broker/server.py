@@ -457,6 +457,8 @@ class Broker:
                             out = await self._send(writer, parts, out)
                 if out:
                     writer.write(out)
+                if quota.on:
+                    quota.cycle_done(t_read)  # the decoding and encoding count for the request quota too
                 bad = bad or conn.frames.error
                 if bad is not None:
                     log.warning("closing connection from %s: %s", peer_s, bad)

@@ -169,14 +169,16 @@ class QuotaManager:
         sensor.throttled_total += 1
 
     def max_fetch_bytes(self, user: str, client_id: str) -> int | None:
-        """The most a fetch may return at the group's fetch quota: one window's worth (Kafka's
-        ``getMaxValueInQuotaWindow`` allows samples - 1 windows, one burst; paced, one window keeps the
-        answers small and the rate even); None when no fetch quota applies."""
+        """The most a fetch may return at the group's fetch quota: a tenth of one window's worth.
+
+        Kafka allows ``quota x (samples - 1)`` windows (``getMaxValueInQuotaWindow``): one answer may
+        then be ten seconds of quota, followed by ten seconds of nothing. Small answers keep a paced
+        consumer's rate even (a batch larger than this still comes whole, KIP-74). None: no fetch quota.
+        """
         quota = self._lookup(user, client_id).quotas[1]
         if quota is None:
             return None
-        s = self.settings
-        return max(1, int(quota * s.window_s))
+        return max(1, int(quota * self.settings.window_s / 10))
 
     def expire(self, now: float | None = None) -> int:
         """Drop the sensors idle for ``expire_s``; how many were dropped."""

@@ -2,7 +2,8 @@
 
 The server hands each request to :meth:`ConnectionQuotas.call` while any quota is configured. It runs
 the handler, measures the handler's time (the request-rate quota: event-loop time of the group's
-requests, as a percentage of one thread), records a produce's bytes, or a fetch answer's bytes once
+requests, as a percentage of one thread; the decoding and encoding around the handlers follow in
+:meth:`ConnectionQuotas.cycle_done`), records a produce's bytes, or a fetch answer's bytes once
 the answer is ready, and when the group is over a quota:
 
 * the response carries ``throttle_time_ms`` (every response type that has the field: it is set on
@@ -72,6 +73,10 @@ class ConnectionQuotas:
         self.manager = manager
         #: the manager's clock time before which the connection is not read (0: not muted)
         self.muted_until = 0.0
+        # the read being handled: its handlers' time, whether it awaited (a long poll), whose it is
+        self._cycle_s = 0.0
+        self._cycle_waited = False
+        self._group: tuple[str, str] | None = None
 
     @property
     def on(self) -> bool:
@@ -86,9 +91,13 @@ class ConnectionQuotas:
         header, request = ev.header, ev.request
         key = header.api_key
         if self.exempt(key, request):
-            return handler(ev, session)
+            t0 = perf_counter()
+            result = handler(ev, session)
+            self._cycle_s += perf_counter() - t0
+            return result
         m = self.manager
         user, client_id = session.principal.name, header.client_id or ""
+        self._group = (user, client_id)
         if key == _FETCH:
             most = m.max_fetch_bytes(user, client_id)
             if most is not None and request.max_bytes > most:
@@ -96,12 +105,14 @@ class ConnectionQuotas:
         t0 = perf_counter()
         result = handler(ev, session)
         spent = perf_counter() - t0
+        self._cycle_s += spent
         now = m.clock()
         delay = self._record(REQUEST, user, client_id, spent, now)
         if key == _PRODUCE:
             delay = max(delay, self._record(PRODUCE, user, client_id, produce_bytes(request), now))
         elif key == _FETCH:
             if type(result) is CoroutineType:
+                self._cycle_waited = True
                 return self._fetch_later(result, user, client_id, delay)
             result, delay = self._fetch(result, user, client_id, delay, now)
         return self._throttle(result, delay, now)
@@ -114,7 +125,10 @@ class ConnectionQuotas:
         user, client_id = session.principal.name, run[0].header.client_id or ""
         t0 = perf_counter()
         results = handler(run, session)
-        share = (perf_counter() - t0) / len(run)
+        spent = perf_counter() - t0
+        self._cycle_s += spent
+        self._group = (user, client_id)
+        share = spent / len(run)
         now = m.clock()
         out = []
         for ev, result in zip(run, results, strict=True):
@@ -122,6 +136,20 @@ class ConnectionQuotas:
             delay = max(delay, self._record(PRODUCE, user, client_id, produce_bytes(ev.request), now))
             out.append(self._throttle(result, delay, now))
         return out
+
+    def cycle_done(self, t_read: float) -> None:
+        """The requests of one read were handled and answered: the rest of the time since ``t_read``
+        (decoding, encoding, writing: Kafka's network-thread time) counts for the request quota too,
+        without throttling these answers (Kafka's ``recordNoThrottle``); over quota, the connection is
+        muted. A read that awaited a long poll is not counted (its time was mostly waiting)."""
+        group, waited, handled = self._group, self._cycle_waited, self._cycle_s
+        self._cycle_s, self._cycle_waited, self._group = 0.0, False, None
+        if group is None or waited:
+            return
+        rest = perf_counter() - t_read - handled
+        if rest > 0:
+            now = self.manager.clock()
+            self._mute_for(self._record(REQUEST, group[0], group[1], rest, now), now)
 
     async def mute(self) -> None:
         """Wait until the connection's throttle has passed (the server awaits this before reading)."""
