@@ -287,3 +287,34 @@ def test_request_quota_holds_a_client_of_many_tiny_requests_to_its_share(qbroker
     assert max(throttles) > 0
     assert held / 6 < 0.5 * free / 3
     assert share <= 2.0 * 1.25  # the measured share of one thread, over the quota window
+
+
+@pytest.mark.spark
+def test_a_spark_batch_read_is_held_to_its_fetch_quota(spark, qbroker):
+    from pyspark.sql import functions as F
+
+    topic = unique_topic("qs")
+    Admin(qbroker.bootstrap).create_topic(topic, partitions=1)
+    fill = _Producing(qbroker.bootstrap, topic, "qs-fill").start()
+    while sum(n for _, n in fill.acked) < 4 * MB:
+        time.sleep(0.02)
+    fill.finish()
+
+    def read(client_id: str) -> tuple[int, float]:
+        t0 = time.monotonic()
+        df = (
+            spark.read.format("logsource")
+            .option("bootstrap.servers", qbroker.bootstrap)
+            .option("subscribe", topic)
+            .option("client.id", client_id)
+            .load()
+        )
+        total = df.select(F.sum(F.length("value"))).first()[0]
+        return total, time.monotonic() - t0
+
+    free_bytes, free_s = read("qs-free")  # also the warm-up (Spark's Python workers start)
+    _set(qbroker, "qs-spark", **{CONSUMER_BYTE_RATE: MB})
+    held_bytes, held_s = read("qs-spark")
+    print(f"Spark read of {free_bytes / MB:.1f} MB: {free_s:.1f} s unthrottled, {held_s:.1f} s at 1 MB/s")
+    assert held_bytes == free_bytes >= 4 * MB
+    assert held_s >= 0.9 * free_bytes / MB  # what the quota implies (the batches' overhead only adds to it)
