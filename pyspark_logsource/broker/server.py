@@ -169,7 +169,7 @@ class Broker:
             self.credentials = FileCredentialStore(c.log_dirs[0])
             if self.metrics is not None:
                 self.metrics_http = build_endpoint(
-                    self.state, self.metrics, lambda: dict(self._listener_conns)
+                    self.state, self.metrics, lambda: dict(self._listener_conns), self.quotas
                 )
                 await self.metrics_http.start()
             if not c.cluster_mode:
