@@ -22,7 +22,7 @@ from pyspark_logsource.broker.quotas.model import (
     REQUEST_PERCENTAGE,
     QuotaEntity,
 )
-from pyspark_logsource.client import Consumer
+from pyspark_logsource.client import Consumer, Producer
 from pyspark_logsource.client.admin import Admin
 from pyspark_logsource.format import batch as fmt
 from pyspark_logsource.protocol import MetadataRequest, ProducePartitionData, ProduceRequest
@@ -318,3 +318,31 @@ def test_a_spark_batch_read_is_held_to_its_fetch_quota(spark, qbroker):
     print(f"Spark read of {free_bytes / MB:.1f} MB: {free_s:.1f} s unthrottled, {held_s:.1f} s at 1 MB/s")
     assert held_bytes == free_bytes >= 4 * MB
     assert held_s >= 0.9 * free_bytes / MB  # what the quota implies (the batches' overhead only adds to it)
+
+
+def test_our_producer_honors_throttle_time_and_reports_it(qbroker):
+    topic = unique_topic("qo")
+    Admin(qbroker.bootstrap).create_topic(topic, partitions=1)
+    _set(qbroker, "qo", **{PRODUCER_BYTE_RATE: MB})
+    # one request in flight: each is sent after the previous answer and its throttle (with more in
+    # flight, those already sent wait in the muted connection, as with Kafka's clients)
+    p = Producer(qbroker.bootstrap, client_id="qo", buffer_memory=2 * MB, max_in_flight=1)
+    acked: list[tuple[float, int]] = []
+    seen, value = 0, b"o" * 1000
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 8:
+        for _ in range(100):
+            p.send(topic, value)
+        sent = p.metrics()["byte-total"]  # acknowledged batches' bytes
+        if sent > seen:
+            acked.append((time.monotonic(), sent - seen))
+            seen = sent
+    m = p.metrics()
+    p.close(timeout=30)
+    rate = _rate(acked, t0, 2, 8)
+    print(f"our producer at 1 MB/s: {rate / MB:.3f} MB/s; {m}")
+    assert 0.9 * MB <= rate <= 1.1 * MB
+    assert m["produce-throttle-time-max"] > 0
+    # it waited out each throttle before sending again: its requests were not held in the muted broker
+    # connection, so they were answered far quicker than the throttles it was given
+    assert m["request-latency-avg"] < 0.5 * m["produce-throttle-time-avg"]
