@@ -13,8 +13,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer as CkConsumer
-from confluent_kafka import Producer as CkProducer
 from support.brokers import WireClient, broker_thread, unique_topic
+from support.quota_clients import Producing as _Producing
+from support.quota_clients import rate as _rate
 
 from pyspark_logsource.broker.quotas.model import (
     CONSUMER_BYTE_RATE,
@@ -42,67 +43,6 @@ def _quotas(b):
 
 def _set(b, client_id: str, **values: float) -> None:
     _quotas(b).set_entity(QuotaEntity(None, client_id), values)
-
-
-def _rate(events: list[tuple[float, int]], t0: float, a: float, b: float) -> float:
-    """Bytes per second of the events in [t0 + a, t0 + b)."""
-    return sum(n for t, n in events if a <= t - t0 < b) / (b - a)
-
-
-class _Producing:
-    """A confluent-kafka producer writing 1 KB messages as fast as it can, on a thread."""
-
-    def __init__(self, bootstrap: str, topic: str, client_id: str) -> None:
-        self.acked: list[tuple[float, int]] = []
-        self.throttle_cb: list[float] = []
-        self.stats_throttle: list[int] = []
-        self.stop = threading.Event()
-        self.p = CkProducer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "linger.ms": 5,
-                "batch.size": 65536,
-                "queue.buffering.max.kbytes": 4096,
-                "statistics.interval.ms": 500,
-                "stats_cb": self._stats,
-                "throttle_cb": lambda ev: self.throttle_cb.append(ev.throttle_time),
-            }
-        )
-        self.topic = topic
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _stats(self, raw: str) -> None:
-        import json
-
-        for b in json.loads(raw).get("brokers", {}).values():
-            if b.get("throttle", {}).get("max", 0) > 0:
-                self.stats_throttle.append(b["throttle"]["max"])
-
-    def _cb(self, err, msg) -> None:
-        if err is None:
-            self.acked.append((time.monotonic(), len(msg.value())))
-
-    def _run(self) -> None:
-        payload = b"x" * 1000
-        while not self.stop.is_set():
-            try:
-                self.p.produce(self.topic, payload, on_delivery=self._cb)
-            except BufferError:
-                self.p.poll(0.01)
-            self.p.poll(0)
-        self.p.purge()
-        self.p.flush(5)
-        self.p = None  # destroyed now (its callbacks hold self): no reconnects after the broker stops
-
-    def start(self) -> _Producing:
-        self.t0 = time.monotonic()
-        self.thread.start()
-        return self
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
 
 
 def test_produce_quota_holds_a_producer_at_its_rate_beside_an_unthrottled_one(qbroker):
