@@ -3,6 +3,9 @@ caps, quota groups, re-resolution on a change, idle expiry, exempt requests, set
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -152,9 +155,24 @@ def test_the_request_path_throttles_and_mutes_the_connection():
     from pyspark_logsource.protocol import ProducePartitionData, ProduceRequest
 
     Ev.request = ProduceRequest([ProducePartitionData("t", 0, b"x" * 700)])
-    resp = q.call(Ev, Session("1.2.3.4:5"), lambda ev, session: ProduceResponse())
+
+    async def one_read(awaits: bool) -> object:
+        t_read = time.perf_counter()
+        resp = q.call(Ev, Session("1.2.3.4:5"), lambda ev, session: ProduceResponse())
+        if awaits:
+            await asyncio.sleep(0)  # the connection's task gave the loop a turn (a long poll, a full socket)
+        time.sleep(0.05)  # decoding and encoding, on the event loop
+        q.cycle_done(t_read)
+        return resp
+
+    resp = asyncio.run(one_read(awaits=False))
     assert resp.throttle_time_ms == 700
     assert q.muted_until == pytest.approx(clock.t + 0.7)
+    request_time = next(s for s in m.groups() if s.kind == REQUEST).rate.total(clock.t)
+    assert request_time >= 5.0  # percent-seconds: the 50 ms around the handler counted
+    asyncio.run(one_read(awaits=True))
+    again = next(s for s in m.groups() if s.kind == REQUEST).rate.total(clock.t)
+    assert again - request_time < 1.0  # a read that waited: only its handler's time
 
 
 @pytest.mark.parametrize(

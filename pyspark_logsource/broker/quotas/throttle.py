@@ -97,7 +97,7 @@ class ConnectionQuotas:
             return result
         m = self.manager
         user, client_id = session.principal.name, header.client_id or ""
-        self._group = (user, client_id)
+        self._in_cycle(user, client_id)
         if key == _FETCH:
             most = m.max_fetch_bytes(user, client_id)
             if most is not None and request.max_bytes > most:
@@ -112,7 +112,6 @@ class ConnectionQuotas:
             delay = max(delay, self._record(PRODUCE, user, client_id, produce_bytes(request), now))
         elif key == _FETCH:
             if type(result) is CoroutineType:
-                self._cycle_waited = True
                 return self._fetch_later(result, user, client_id, delay)
             result, delay = self._fetch(result, user, client_id, delay, now)
         return self._throttle(result, delay, now)
@@ -127,7 +126,7 @@ class ConnectionQuotas:
         results = handler(run, session)
         spent = perf_counter() - t0
         self._cycle_s += spent
-        self._group = (user, client_id)
+        self._in_cycle(user, client_id)
         share = spent / len(run)
         now = m.clock()
         out = []
@@ -141,7 +140,8 @@ class ConnectionQuotas:
         """The requests of one read were handled and answered: the rest of the time since ``t_read``
         (decoding, encoding, writing: Kafka's network-thread time) counts for the request quota too,
         without throttling these answers (Kafka's ``recordNoThrottle``); over quota, the connection is
-        muted. A read that awaited a long poll is not counted (its time was mostly waiting)."""
+        muted. A read during which the connection's task waited (a long poll, a produce waiting for its
+        replicas, a full socket) is not counted: its time was mostly waiting, or other connections'."""
         group, waited, handled = self._group, self._cycle_waited, self._cycle_s
         self._cycle_s, self._cycle_waited, self._group = 0.0, False, None
         if group is None or waited:
@@ -158,6 +158,18 @@ class ConnectionQuotas:
             await asyncio.sleep(left)
 
     # ------------------------------------------------------------ internals
+
+    def _in_cycle(self, user: str, client_id: str) -> None:
+        """The read being handled has a request of this group; the first one arms a probe that notes
+        whether the connection's task gives the event loop a turn before :meth:`cycle_done` (it awaited)."""
+        if self._group is None:
+            self._cycle_waited = False
+            asyncio.get_running_loop().call_soon(self._yielded)
+        self._group = (user, client_id)
+
+    def _yielded(self) -> None:
+        if self._group is not None:
+            self._cycle_waited = True
 
     def _record(self, kind: str, user: str, client_id: str, value: float, now: float) -> int:
         m = self.manager
