@@ -44,7 +44,6 @@ from .log import LogManager
 from .metrics import BrokerMetrics, MetricsServer, build_endpoint
 from .pipeline import OrderedResponses, produce_run_length
 from .quotas.manager import QuotaManager
-from .quotas.settings import QuotaSettings
 from .quotas.throttle import ConnectionQuotas
 from .security.acls.authorization import Authorization
 from .security.connection import (
@@ -90,7 +89,7 @@ class Broker:
         self.acls.install(self.handlers)
         self.host, self.port = config.host, config.port
         #: the measured client rates and their throttles (the quotas themselves: state.quotas)
-        self.quotas = QuotaManager(self.state.quotas, QuotaSettings.from_properties(config.properties))
+        self.quotas = QuotaManager.for_broker(self.state.quotas, config.properties)
         self._server: asyncio.base_events.Server | None = None
         self._servers: list[asyncio.base_events.Server] = []
         #: security protocol (SSL, SASL_SSL) -> its TLS context
@@ -417,11 +416,7 @@ class Broker:
                         run = evs[i - 1 : i - 1 + n]
                         i += n - 1
                         t0 = perf_counter()
-                        results = (
-                            quota.call_run(run, session, self._call_runs)
-                            if quota.on
-                            else self._call_runs(run, session)
-                        )
+                        results = quota.call_run(run, session, self._call_runs)
                         if self.metrics is not None:
                             self._measure_run(run, t_read, t0)
                         if parked.busy:

@@ -23,7 +23,7 @@ and :meth:`QuotaManager.groups` (the metrics scrape: it copies before reading).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .model import Quotas, QuotaTable, quota_group
@@ -97,6 +97,11 @@ class QuotaManager:
         self._sensors: dict[tuple[str, str, str], GroupSensor] = {}
         self._next_sweep = clock() + expire_s
         table.add_listener(self._changed)
+
+    @classmethod
+    def for_broker(cls, table: QuotaTable, properties: Mapping[str, str]) -> QuotaManager:
+        """The manager of a broker: its table, measured as its ``quota.window.*`` settings say."""
+        return cls(table, QuotaSettings.from_properties(properties))
 
     def _changed(self) -> None:
         """A quota changed: re-resolve every connection's groups and quotas from the next request on."""
