@@ -110,10 +110,10 @@ class QuotaManager:
 
     def _lookup(self, user: str, client_id: str) -> _Resolved:
         key = (user, client_id)
-        resolved = self._resolved.get(key)
+        cache = self._resolved  # taken first: a change meanwhile swaps in a new dict and this one is dropped
+        resolved = cache.get(key)
         if resolved is None:
             resolved = _resolve(self.table.quotas_for(user, client_id), user, client_id)
-            cache = self._resolved
             if len(cache) >= _MAX_RESOLVED:
                 cache.clear()
             cache[key] = resolved
