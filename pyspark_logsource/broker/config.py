@@ -19,6 +19,7 @@ from ..errors import ConfigError, InvalidConfig
 from ..properties import parse_properties  # noqa: F401 (importers use it from here)
 from .log import LogConfig
 from .log.config import _ALIASES, _HOURS_MINUTES
+from .quotas.settings import QUOTA_DEFAULTS, QuotaSettings
 from .security.acls.settings import ACL_DEFAULTS, AclSettings
 from .security.listeners import ListenerSettings, listener_settings
 from .security.settings import SECRET_KEYS, SECURITY_DEFAULTS, SecuritySettings
@@ -89,6 +90,7 @@ DEFAULTS: dict[str, str] = {
 
 DEFAULTS.update(SECURITY_DEFAULTS)  # listeners' protocols, TLS, SASL (broker/security/settings.py)
 DEFAULTS.update(ACL_DEFAULTS)  # authorizer.class.name, super.users (broker/security/acls/settings.py)
+DEFAULTS.update(QUOTA_DEFAULTS)  # quota.window.num, quota.window.size.seconds (broker/quotas/settings.py)
 
 _BROKER_KEYS = set(DEFAULTS) | {"log.dir"}
 
@@ -256,6 +258,7 @@ class BrokerConfig:
             adv_host, adv_port = listeners.advertised[listeners.listeners[0].name]
         security = SecuritySettings.from_properties(p, listeners)
         AclSettings.from_properties(p)  # a bad authorizer setting is a ConfigError at load
+        QuotaSettings.from_properties(p)  # likewise a bad quota window
         dirs = [Path(d.strip()).expanduser() for d in p["log.dirs"].split(",") if d.strip()]
         if not dirs:
             raise ConfigError("log.dirs is empty")

@@ -43,7 +43,9 @@ from .handlers import Handlers
 from .log import LogManager
 from .metrics import BrokerMetrics, MetricsServer, build_endpoint
 from .pipeline import OrderedResponses, produce_run_length
+from .quotas.manager import QuotaManager
 from .quotas.store import ZkQuotaStore
+from .quotas.throttle import ConnectionQuotas
 from .security.acls.authorization import Authorization
 from .security.connection import (
     OWN_TLS_HANDSHAKE,
@@ -87,6 +89,8 @@ class Broker:
         self.handlers.by_key.update(self.acls.handlers().by_key())
         self.acls.install(self.handlers)
         self.host, self.port = config.host, config.port
+        #: the measured client rates and their throttles (the quotas themselves: state.quotas)
+        self.quotas = QuotaManager.for_broker(self.state.quotas, config.properties)
         self._server: asyncio.base_events.Server | None = None
         self._servers: list[asyncio.base_events.Server] = []
         #: security protocol (SSL, SASL_SSL) -> its TLS context
@@ -165,7 +169,7 @@ class Broker:
             self.credentials = FileCredentialStore(c.log_dirs[0])
             if self.metrics is not None:
                 self.metrics_http = build_endpoint(
-                    self.state, self.metrics, lambda: dict(self._listener_conns)
+                    self.state, self.metrics, lambda: dict(self._listener_conns), self.quotas
                 )
                 await self.metrics_http.start()
             if not c.cluster_mode:
@@ -350,9 +354,12 @@ class Broker:
             auth = open_session(session, listener, writer, self.credentials, c.security.sasl_mechanisms)
         # acks=all produces are answered once replicated; meanwhile the next requests are handled
         parked = OrderedResponses(lambda header, result: self._write_response(writer, header, result))
+        quota = ConnectionQuotas(self.quotas)  # KIP-219: throttled answers at once, then the connection muted
         log.debug("connection from %s", peer_s)
         try:
             while True:
+                if quota.muted_until:
+                    await quota.mute()
                 data = await reader.read(_READ_CHUNK)
                 t_read = perf_counter()
                 if not data:
@@ -413,7 +420,7 @@ class Broker:
                         run = evs[i - 1 : i - 1 + n]
                         i += n - 1
                         t0 = perf_counter()
-                        results = self._call_runs(run, session)
+                        results = quota.call_run(run, session, self._call_runs)
                         if self.metrics is not None:
                             self._measure_run(run, t_read, t0)
                         if parked.busy:
@@ -425,7 +432,7 @@ class Broker:
                     if parked.busy and ev.header.api_key != ApiKey.PRODUCE:
                         await parked.flush()  # only produces overtake parked answers: others see their effect
                     t0 = perf_counter()
-                    result = self._call(ev, session)
+                    result = quota.call(ev, session, self._call) if quota.on else self._call(ev, session)
                     if self.metrics is not None:
                         result = self._measure(ev, t_read, t0, result)
                     if asyncio.iscoroutine(result) and ev.header.api_key == ApiKey.PRODUCE:
@@ -449,6 +456,8 @@ class Broker:
                             out = await self._send(writer, parts, out)
                 if out:
                     writer.write(out)
+                if quota.on:
+                    quota.cycle_done(t_read)  # the decoding and encoding count for the request quota too
                 bad = bad or conn.frames.error
                 if bad is not None:
                     log.warning("closing connection from %s: %s", peer_s, bad)

@@ -171,6 +171,8 @@ class BrokerConnection:
         self._slots = _Window(max_in_flight) if max_in_flight > 0 else None
         self._closed = False
         self._error: BaseException | None = None
+        #: monotonic time before which no request goes to this broker: its last throttle_time_ms (KIP-219)
+        self.throttled_until = 0.0
         try:
             self._sock = socket.create_connection((host, port), timeout=connect_timeout_ms / 1000.0)
         except OSError as e:
@@ -323,6 +325,9 @@ class BrokerConnection:
     def _send_group(self, items: list[tuple[Any, Callback | None]], timeout: float | None) -> None:
         # the caller holds one in-flight slot per item
         no_reply: list[Callback] = []
+        wait = self.throttled_until - time.monotonic()
+        if wait > 0:  # the broker throttled us: send nothing until the delay passed, as Kafka's clients
+            time.sleep(wait)
         with self._lock:
             if self._closed:
                 self._release(len(items))
@@ -440,6 +445,9 @@ class BrokerConnection:
                 for r in responses:
                     self._stats.response(now - self._sent_at.popleft(), r.response)
             for r in responses:
+                throttle = getattr(r.response, "throttle_time_ms", 0)
+                if throttle:
+                    self.throttled_until = max(self.throttled_until, time.monotonic() + throttle / 1000.0)
                 cid, cb, _ = self._pending.popleft()
                 if cid != r.correlation_id:  # the sans-IO layer checks order too
                     raise ProtocolError(f"response {r.correlation_id} does not match request {cid}")

@@ -415,6 +415,8 @@ class Consumer:
         out: dict[int, list] = {}
         for tp, st, offset in self._subs.fetchable(now, self._fetch_depth, self.fetch_max_bytes):
             leader = self._client.cluster.leader(*tp)
+            if leader is not None and self._client.throttled(leader, now):
+                continue  # the broker throttled us (throttle_time_ms): the fetcher thread retries soon
             if leader is None:
                 if peek:
                     continue

@@ -96,6 +96,8 @@ def read_range(
                 failure = e
             else:
                 p = next((x for x in resp.partitions if x.topic == topic and x.partition == partition), None)
+                if p is None and resp.throttle_time_ms > 0:
+                    continue  # over a fetch quota: no data; the connection waits out the throttle (KIP-219)
                 if p is None:
                     raise CorruptRecord(f"fetch response has no data for {topic}-{partition}")
                 if p.error_code in ROUTING_ERRORS:

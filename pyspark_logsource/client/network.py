@@ -179,6 +179,12 @@ class NetworkClient:
                 raise LeaderNotAvailable(f"broker {node_id} is not in the cluster metadata")
         return self._connect((b.host, b.port))
 
+    def throttled(self, node_id: int, now: float) -> bool:
+        """True while the broker ``node_id`` throttles us (its last throttle_time_ms has not passed)."""
+        b = self.cluster.brokers.get(node_id)
+        c = None if b is None else self._conns.get((b.host, b.port))
+        return c is not None and c.throttled_until > now
+
     def request(self, request: Any, node_id: int | None = None, timeout: float | None = None) -> Any:
         """Send and wait; typed errors for top-level error codes.
 

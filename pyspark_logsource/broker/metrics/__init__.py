@@ -7,19 +7,26 @@ from collections.abc import Callable
 
 from prometheus_client.registry import CollectorRegistry
 
+from ..quotas.manager import QuotaManager
 from ..state import BrokerState
 from .collectors import StateCollector
 from .http import MetricsServer
+from .quotas import QuotaCollector
 from .registry import BrokerMetrics, RequestCollector
 
 
 def build_endpoint(
-    state: BrokerState, metrics: BrokerMetrics, connections: Callable[[], dict[str, int]]
+    state: BrokerState,
+    metrics: BrokerMetrics,
+    connections: Callable[[], dict[str, int]],
+    quotas: QuotaManager | None = None,
 ) -> MetricsServer:
     """The endpoint of one broker (its own registry: several brokers may share a process), not started."""
     registry = CollectorRegistry()
     registry.register(RequestCollector(metrics))
     registry.register(StateCollector(state, connections))
+    if quotas is not None:
+        registry.register(QuotaCollector(quotas))
     host, port = state.config.metrics_listener
     return MetricsServer(registry, host, port)
 
