@@ -118,13 +118,13 @@ def parse_properties(text: str) -> dict[str, str]:
 def command_config_options(path: str | None) -> dict:
     """A ``--command-config client.properties`` file (Kafka's tools' habit) as our clients' keyword
     arguments (kafka-python's names); {} without a file. LogSourceError if it cannot be read."""
-    from ..client.security import options_from_properties
+    from ..client.kafka_security import client_options
     from ..errors import LogSourceError
 
     if not path:
         return {}
     try:
-        return options_from_properties(parse_properties(Path(path).read_text()))
+        return client_options(parse_properties(Path(path).read_text()))
     except OSError as e:
         raise LogSourceError(f"cannot read --command-config {path}: {e.strerror or e}") from None
 

@@ -184,32 +184,3 @@ def parse_jaas_config(text: str) -> tuple[str, str]:
     unescape = lambda v: re.sub(r"\\(.)", r"\1", v)  # noqa: E731
     return unescape(opts["username"]), unescape(opts["password"])
 
-
-#: Kafka's / librdkafka's client property names -> kafka-python's option names (a ``--command-config``
-#: file, Spark's ``kafka.*`` options without the prefix)
-PROPERTY_NAMES = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.truststore.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-}
-
-
-def options_from_properties(props: Mapping[str, str]) -> dict[str, Any]:
-    """kafka-python-named options from Kafka/librdkafka client properties (other keys are ignored).
-    ``ssl.endpoint.identification.algorithm`` empty turns host name checking off, as in Kafka."""
-    out: dict[str, Any] = {}
-    for key, value in props.items():
-        name = PROPERTY_NAMES.get(key.strip())
-        if name is not None and str(value).strip():
-            out[name] = str(value).strip()
-    algo = props.get("ssl.endpoint.identification.algorithm")
-    if algo is not None:
-        out["ssl_check_hostname"] = str(algo).strip().lower() == "https"
-    return out
