@@ -402,6 +402,32 @@ def test_spark_streaming_over_sasl_ssl_restarts_from_its_checkpoint(secured, pki
 
 
 @pytest.mark.spark
+def test_spark_stream_to_stream_exactly_once_over_sasl_ssl(secured, pki, spark, tmp_path):
+    """readStream -> writeStream, both logsource on the secured broker: the driver's StagedTxns commit of
+    each micro-batch and the tasks' staged writes go over SASL_SSL too."""
+    src, dst = new_topic(secured, pki, n=30), new_topic(secured, pki)
+    q = (
+        spark.readStream.format("logsource")
+        .options(**spark_options(secured, pki))
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "12")
+        .load()
+        .select("value")
+        .writeStream.format("logsource")
+        .options(**spark_options(secured, pki))
+        .option("topic", dst)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(180)
+    assert q.exception() is None
+    assert len(q.recentProgress) >= 3  # 30 rows, 12 per micro-batch
+    assert sorted(consume_all(secured, pki, dst, 30)) == sorted(f"v{i}".encode() for i in range(30))
+
+
+@pytest.mark.spark
 def test_spark_read_with_a_wrong_password_fails_clearly_without_it(secured, pki, spark):
     topic = new_topic(secured, pki)
     df = (

@@ -198,7 +198,7 @@ def _read(path: str, what: str) -> bytes:
 def _pkcs12(path: str, password: str | None, what: str) -> Any:
     try:
         from cryptography.hazmat.primitives.serialization import pkcs12
-    except ImportError:  # pragma: no cover - cryptography is a dependency
+    except ImportError:  # optional: only PKCS12 stores need it
         raise ConfigError(
             f"ssl.{what}.type=PKCS12 needs the 'cryptography' package; or export PEM files with openssl"
         ) from None
