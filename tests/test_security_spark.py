@@ -199,7 +199,6 @@ def test_pkcs12_stores_are_read_and_the_key_never_lands_in_the_clear(pki, tmp_pa
         oct(certfile.stat().st_mode & 0o777) == "0o600"
         and oct(certfile.parent.stat().st_mode & 0o777) == "0o700"
     )
-    KafkaSecurity.from_options({f"kafka.{k}": v for k, v in [("security.protocol", "SSL")]})
     from pyspark_logsource.client.security import ClientSecurity
 
     ClientSecurity.from_options(opts).context()  # the converted key and chain load with the password

@@ -214,6 +214,11 @@ def _pkcs12(path: str, password: str | None, what: str) -> Any:
 def _private_dir() -> Path:
     d = Path(tempfile.gettempdir()) / f"logsource-tls-{os.getuid()}"
     d.mkdir(mode=0o700, exist_ok=True)
+    st = d.lstat()
+    if st.st_uid != os.getuid() or not d.is_dir() or d.is_symlink():
+        raise ConfigError(f"{d} (for the PEM copies of PKCS12 stores) is not this user's own directory")
+    if st.st_mode & 0o077:
+        d.chmod(0o700)
     return d
 
 
