@@ -594,3 +594,20 @@ def test_etl_from_apache_kafka_over_sasl_ssl_loads_each_offset_once(real_kafka, 
     for f in out.rglob("*"):
         if f.is_file() and not f.name.endswith(".parquet"):
             assert_no_secret(f.read_bytes().decode("latin-1"), str(f))
+
+
+@pytest.mark.spark
+def test_etl_with_a_wrong_password_is_one_line_without_it(secured, pki, spark, tmp_path, capsys):
+    from pyspark_logsource import etl
+
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.jaas.config={jaas('admin', WRONG)}\nssl.truststore.location={pki.ca}\n"
+    )
+    argv = ["--bootstrap-servers", secured.bootstrap_on("SASL_SSL"), "--subscribe", "t", "--output",
+            str(tmp_path / "out"), "--command-config", str(props), "--no-progress"]  # fmt: skip
+    assert etl.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "etl: SaslAuthenticationFailed" in err
+    assert_no_secret(err, "the job's error")
