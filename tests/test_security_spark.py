@@ -401,11 +401,12 @@ def test_spark_streaming_over_sasl_ssl_restarts_from_its_checkpoint(secured, pki
 
 
 @pytest.mark.spark
-def test_spark_stream_to_stream_exactly_once_over_sasl_ssl(secured, pki, spark, tmp_path):
+def test_spark_stream_to_stream_exactly_once_over_sasl_ssl(secured, pki, spark, tmp_path, capsys):
     """readStream -> writeStream, both logsource on the secured broker: the driver's StagedTxns commit of
-    each micro-batch and the tasks' staged writes go over SASL_SSL too."""
+    each micro-batch and the tasks' staged writes go over SASL_SSL too. The streaming plan lists the
+    options, the jaas.config redacted."""
     src, dst = new_topic(secured, pki, n=30), new_topic(secured, pki)
-    q = (
+    stream = (
         spark.readStream.format("logsource")
         .options(**spark_options(secured, pki))
         .option("subscribe", src)
@@ -413,7 +414,13 @@ def test_spark_stream_to_stream_exactly_once_over_sasl_ssl(secured, pki, spark, 
         .option("maxOffsetsPerTrigger", "12")
         .load()
         .select("value")
-        .writeStream.format("logsource")
+    )
+    stream.explain(True)
+    plans = capsys.readouterr().out
+    assert "kafka.sasl.jaas.config=" in plans
+    assert_no_secret(plans, "the streaming plan")
+    q = (
+        stream.writeStream.format("logsource")
         .options(**spark_options(secured, pki))
         .option("topic", dst)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
