@@ -183,4 +183,3 @@ def parse_jaas_config(text: str) -> tuple[str, str]:
         raise ConfigError('sasl.jaas.config needs username="..." and password="..."')
     unescape = lambda v: re.sub(r"\\(.)", r"\1", v)  # noqa: E731
     return unescape(opts["username"]), unescape(opts["password"])
-
