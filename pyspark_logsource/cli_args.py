@@ -51,7 +51,7 @@ def command_config_options(path: str | None) -> dict[str, Any]:
     """A ``--command-config client.properties`` file (Kafka's tools' habit) as our clients' keyword
     arguments (kafka-python's names); {} without a file. LogSourceError if it cannot be read,
     ConfigError on a bad JAAS line or store type (never showing a password); the client checks the rest."""
-    from .client.security import options_from_properties
+    from .client.kafka_security import client_options as options_from_properties
     from .properties import parse_properties
 
     if not path:

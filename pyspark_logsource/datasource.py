@@ -86,7 +86,7 @@ except ImportError:  # PySpark 4.0
 
 
 def _with_broker(opts: ReadOptions | WriteOptions) -> BrokerOffsets:
-    return BrokerOffsets(opts.bootstrap, opts.client_id)
+    return BrokerOffsets(opts.bootstrap, opts.client_id, **opts.security.options())
 
 
 def _sink() -> Any:
@@ -183,6 +183,7 @@ def read_offset_range(
                 max_bytes=opts.max_bytes_per_fetch,
                 client_id=opts.client_id,
                 whole_fetches=True,
+                security=opts.security.client_security(),
             ):
                 n = rb.num_rows
                 if n == 0:

@@ -55,11 +55,21 @@ def _spark_kafka_connector_jars() -> list[str]:
 @pytest.fixture(scope="session")
 def real_kafka(tmp_path_factory):
     """One single-node Apache Kafka (KRaft, the fetched jars) for the whole test session, on free loopback
-    ports; fails (with its last log lines) when the jars are missing or it does not start in time."""
+    ports; fails (with its last log lines) when the jars are missing or it does not start in time. Beside
+    PLAINTEXT (``bootstrap``) a SASL_SSL listener with SCRAM-SHA-512 (``sasl_ssl_bootstrap``, CA ``ca``) whose
+    users are support.secure's USERS (tests/test_security_spark.py)."""
     from support.kafka_peer import KafkaServer, KafkaStartError
+    from support.secure import USERS, kafka_pem_keystore
 
+    ca, keystore = kafka_pem_keystore(tmp_path_factory.mktemp("apache-kafka-tls"))
     try:
-        server = KafkaServer(tmp_path_factory.mktemp("apache-kafka"), start_timeout=90.0).start()
+        server = KafkaServer(
+            tmp_path_factory.mktemp("apache-kafka"),
+            start_timeout=90.0,
+            sasl_ssl_keystore=keystore,
+            scram_users=USERS,
+        ).start()
+        server.ca = ca
     except (KafkaStartError, RuntimeError) as e:
         pytest.fail(str(e), pytrace=False)
     yield server

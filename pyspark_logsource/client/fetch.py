@@ -27,6 +27,7 @@ from ..protocol.messages import READ_COMMITTED, READ_UNCOMMITTED, FetchPartition
 from .committed import CommittedFilter, committed_only
 from .connection import BrokerConnection
 from .network import ROUTING_ERRORS, NetworkClient, Retry
+from .security import ClientSecurity
 
 #: Upper bound when a single batch is larger than the requested max_bytes.
 _MAX_FETCH_GROWTH = 256 * 1024 * 1024
@@ -45,6 +46,7 @@ def read_range(
     check_crc: bool = True,
     read_committed: bool = True,
     whole_fetches: bool = False,
+    security: ClientSecurity | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield ``ARROW_SCHEMA`` record batches holding exactly offsets ``[start_offset, end_offset)``.
 
@@ -58,7 +60,7 @@ def read_range(
     it moves (NotLeaderOrFollower, a lost connection) the new one is found
     through the metadata and the read continues from where it was, and a
     new leader's high watermark is waited for (up to the request timeout)
-    while it trails the planned end.
+    while it trails the planned end. ``security``: TLS and SASL of the connections (client/security.py).
     """
     start, end = int(start_offset), int(end_offset)
     if start < 0 or end < start:
@@ -70,6 +72,7 @@ def read_range(
         client_id=client_id or "logsource-reader",
         request_timeout_ms=request_timeout_ms,
         threaded=False,
+        security=security,
     )
     retry: Retry | None = None
     conn: BrokerConnection | None = None

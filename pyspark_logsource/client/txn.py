@@ -32,6 +32,7 @@ from .connection import raise_for_response
 from .metadata import BrokerInfo
 from .network import NetworkClient, Retry
 from .producer import Producer
+from .security import ClientSecurity
 from .sender import Sender
 
 log = logging.getLogger(__name__)
@@ -85,10 +86,18 @@ class StagedTxns:
     """
 
     def __init__(
-        self, bootstrap: str, client_id: str | None = None, request_timeout_ms: float = 30000
+        self,
+        bootstrap: str,
+        client_id: str | None = None,
+        request_timeout_ms: float = 30000,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: TLS and SASL of the connections (client/security.py)."""
         self._client = NetworkClient(
-            bootstrap, client_id=client_id or "logsource-txn", request_timeout_ms=request_timeout_ms
+            bootstrap,
+            client_id=client_id or "logsource-txn",
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._node: int | None = None
 

@@ -45,7 +45,11 @@ PROPERTY_KEYS = {
     "checkpointLocation": "checkpoint",
     "trigger": "trigger",
     "spark.master": "master",
+    "command.config": "command_config",
 }
+#: properties-file keys passed to the logsource reader as they are (Spark's Kafka connector's
+#: ``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``, ...)
+READER_PREFIX = "kafka."
 
 
 def _bool(value: Any, name: str) -> bool:
@@ -85,6 +89,17 @@ class EtlConfig:
     checkpoint: str | None = None
     trigger: str = "availableNow"
     timeout: float | None = None
+    #: Kafka's client properties file (``security.protocol``, ``sasl.jaas.config``, ``ssl.*``): the
+    #: reader gets them as ``kafka.*`` options (Kafka's tools' ``--command-config``)
+    command_config: str | None = None
+
+    def __repr__(self) -> str:
+        # the generated repr would show a password given with --option kafka.sasl.jaas.config=...
+        from ..client.kafka_security import redact
+
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["extra_options"] = redact(self.extra_options)
+        return f"EtlConfig({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # normalise in place: the instance is frozen from here on
@@ -155,6 +170,18 @@ class EtlConfig:
             opts["subscribePattern"] = self.subscribe_pattern
         else:
             opts["assign"] = self.assign  # type: ignore[assignment]
+        if self.command_config:
+            from ..broker.config import parse_properties
+            from ..client.kafka_security import security_properties
+
+            try:
+                text = open(self.command_config, encoding="utf-8").read()  # noqa: SIM115
+            except OSError as e:
+                raise ConfigError(
+                    f"cannot read --command-config {self.command_config}: {e.strerror or e}"
+                ) from None
+            props = security_properties(parse_properties(text), prefix="")
+            opts.update({READER_PREFIX + k: v for k, v in props.items()})
         opts.update(self.extra_options)
         return opts
 
@@ -172,7 +199,9 @@ class EtlConfig:
                 flag,
                 ",".join(v) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v),
             ]
-        for k, v in self.extra_options.items():
+        from ..client.kafka_security import redact
+
+        for k, v in redact(self.extra_options).items():  # never a password on a printed command line
             out += ["--option", f"{k}={v}"]
         if self.action != "load":
             out.append("--" + self.action)
@@ -229,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--option", action="append", default=[], metavar="K=V", help="extra logsource reader option"
     )
+    p.add_argument(
+        "--command-config",
+        help="Kafka client properties (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*) "
+        "for a secured broker, as Kafka's tools take them",
+    )
     p.add_argument("--master", help="Spark master when not set by spark-submit (default local[*])")
     p.add_argument("--no-progress", action="store_true", help="hide Spark's console progress bar")
     m = p.add_argument_group("modes")
@@ -263,7 +297,8 @@ def parse_args(argv: Sequence[str] | None) -> EtlConfig:
     """Parse the command line, fill from --config, validate: the job's EtlConfig."""
     ns = build_parser().parse_args(list(argv) if argv is not None else None)
     props = read_properties(ns.config) if ns.config else {}
-    unknown = sorted(set(props) - set(PROPERTY_KEYS))
+    extra = {k: v for k, v in props.items() if k.startswith(READER_PREFIX)}
+    unknown = sorted(set(props) - set(PROPERTY_KEYS) - set(extra))
     if unknown:
         raise ConfigError(f"{ns.config}: unknown key(s) {unknown}; known: {sorted(PROPERTY_KEYS)}")
     kw: dict[str, Any] = {}
@@ -273,7 +308,6 @@ def parse_args(argv: Sequence[str] | None) -> EtlConfig:
             v = props[key]
         if v is not None:
             kw[name] = v
-    extra = {}
     for kv in ns.option:
         k, sep, v = kv.partition("=")
         if not sep:

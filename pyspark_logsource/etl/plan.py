@@ -91,7 +91,7 @@ def plan_from_broker(
 ) -> tuple[LoadPlan, int]:
     """Ask the broker for the subscription's partitions and bounds; returns (plan, partitions seen)."""
     opts = parse_read_options(cfg.reader_options(), streaming=False)
-    broker = BrokerOffsets(cfg.bootstrap_servers, "logsource-etl")
+    broker = BrokerOffsets(cfg.bootstrap_servers, "logsource-etl", **opts.security.options())
     try:
         tps = retry(lambda: select_partitions(opts, broker.partitions_for, broker.list_topics), log)
         earliest = retry(lambda: broker.lookup(tps, "earliest"), log)

@@ -22,10 +22,11 @@ log = logging.getLogger("pyspark_logsource.datasource")
 class BrokerOffsets:
     """Partitions and offsets of topics, over an Admin client (opened lazily by callers, never pickled)."""
 
-    def __init__(self, bootstrap: str, client_id: str | None = None) -> None:
+    def __init__(self, bootstrap: str, client_id: str | None = None, **security: Any) -> None:
+        """``security``: our clients' TLS/SASL options (``KafkaSecurity.options()``)."""
         from ..client import Admin
 
-        self.admin = Admin(bootstrap, client_id=client_id or "logsource-spark")
+        self.admin = Admin(bootstrap, client_id=client_id or "logsource-spark", **security)
 
     def lookup(self, tps: Sequence[TP], spec: Any) -> dict[TP, int]:
         """earliest / latest / timestamp offset of each partition."""

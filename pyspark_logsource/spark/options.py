@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from ..client.kafka_security import KafkaSecurity
 from ..errors import ConfigError
 
 EARLIEST = -2
@@ -53,6 +54,8 @@ class ReadOptions:
     max_bytes_per_fetch: int = 8 << 20
     client_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: the ``kafka.security.protocol``, ``kafka.sasl.*`` and ``kafka.ssl.*`` options (repr redacted)
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class WriteOptions:
     exactly_once: bool = True
     #: staged data of an attempt with no append for this long is aborted by the broker
     transaction_timeout_ms: int = 600_000
+    #: the ``kafka.security.protocol``, ``kafka.sasl.*`` and ``kafka.ssl.*`` options (repr redacted)
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
 
 def normalize(options: Mapping[str, Any]) -> dict[str, str]:
@@ -294,6 +299,7 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
             or ReadOptions.max_bytes_per_fetch
         ),
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
+        security=KafkaSecurity.from_options(opts),
     )
 
 
@@ -349,4 +355,5 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
             or parse_int(opts, "kafka.transaction.timeout.ms", 600_000, minimum=1)
             or 600_000
         ),
+        security=KafkaSecurity.from_options(opts),
     )

@@ -68,7 +68,7 @@ def require_staged_commits(opts: Any) -> None:
     """Refuse (before any task runs) an exactly-once write to a broker without our staged commits."""
     from ..client.txn import StagedTxns
 
-    with StagedTxns(opts.bootstrap, opts.client_id) as t:
+    with StagedTxns(opts.bootstrap, opts.client_id, security=opts.security.client_security()) as t:
         if t.offered():
             return
     raise ConfigError(
@@ -90,8 +90,9 @@ def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) ->
         linger_ms=opts.linger_ms,
         compression=opts.compression,
         batch_size=opts.batch_size or SINK_BATCH_BYTES,
+        **opts.security.options(),
     )
-    txns = StagedTxns(opts.bootstrap, opts.client_id)
+    txns = StagedTxns(opts.bootstrap, opts.client_id, security=opts.security.client_security())
     admin: Admin | None = None
     msg = StagedCommitMessage(write_id=write_id)
     registered: set[str] = set()
@@ -106,7 +107,7 @@ def write_staged(opts: Any, batches: Iterator[pa.RecordBatch], write_id: str) ->
             msg.rows += t.num_rows
             for topic, sub in split_by_topic(t, opts.topic):
                 if topic not in registered:
-                    admin = admin or Admin(opts.bootstrap)
+                    admin = admin or Admin(opts.bootstrap, **opts.security.options())
                     parts = admin.partitions_for(topic)
                     txns.register(
                         write_id, pid, epoch, [(topic, p) for p in parts], opts.transaction_timeout_ms
@@ -141,7 +142,7 @@ def commit(opts: Any, messages: list[Any], batch_id: int, write_id: str | None =
     write_id = write_id or found
     if write_id is None:
         return False  # no task ran: nothing was staged
-    with StagedTxns(opts.bootstrap, opts.client_id) as t:
+    with StagedTxns(opts.bootstrap, opts.client_id, security=opts.security.client_security()) as t:
         resp = t.commit(write_id, batch_id, producers)
     rows = sum(m.rows for m in messages if isinstance(m, StagedCommitMessage))
     if resp.committed:
@@ -165,5 +166,5 @@ def abort(opts: Any, messages: list[Any], write_id: str | None = None) -> None:
     write_id = write_id or found
     if write_id is None:
         return
-    with StagedTxns(opts.bootstrap, opts.client_id) as t:
+    with StagedTxns(opts.bootstrap, opts.client_id, security=opts.security.client_security()) as t:
         t.abort(write_id, producers)

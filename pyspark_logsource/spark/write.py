@@ -47,7 +47,7 @@ def write_options(options: Mapping[str, Any], schema: StructType) -> WriteOption
 
     check_write_schema(schema, opts.topic is not None)
     if opts.topic is not None:
-        b = BrokerOffsets(opts.bootstrap, opts.client_id)
+        b = BrokerOffsets(opts.bootstrap, opts.client_id, **opts.security.options())
         try:
             try:
                 b.partitions_for(opts.topic)
@@ -73,6 +73,7 @@ def write_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> LogSou
         compression=opts.compression,
         enable_idempotence=True,
         batch_size=opts.batch_size or SINK_BATCH_BYTES,
+        **opts.security.options(),
     )
     producer = Producer(opts.bootstrap, **kwargs)
     msg = LogSourceCommitMessage()

@@ -1,6 +1,6 @@
 """Producer process for the ETL kill tests: keeps filling a topic until SIGTERM.
 
-    python etl_fill_topic.py BOOTSTRAP TOPIC [--rate MSGS_PER_S] [--chunk N]
+    python etl_fill_topic.py BOOTSTRAP TOPIC [--rate MSGS_PER_S] [--chunk N] [--command-config FILE]
 
 Values are b"<seq>" (seq counts up from 0 over the whole run), round-robin
 over the topic's partitions via send_arrow. Prints the acknowledged total on exit.
@@ -25,11 +25,15 @@ def main() -> int:
     ap.add_argument("topic")
     ap.add_argument("--rate", type=float, default=2000.0)
     ap.add_argument("--chunk", type=int, default=200)
+    ap.add_argument("--command-config", help="Kafka client properties of a secured broker")
     args = ap.parse_args()
+    from pyspark_logsource.broker.config import command_config_options
+
+    security = command_config_options(args.command_config)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     seq = 0
-    with Producer(args.bootstrap, linger_ms=5) as producer:
+    with Producer(args.bootstrap, linger_ms=5, **security) as producer:
         parts = producer.partitions_for(args.topic)
         t0 = time.monotonic()
         while not stop:

@@ -118,7 +118,11 @@ class KafkaServer:
         start_timeout: float = 60.0,
         overrides: dict[str, str] | None = None,
         extra_jvm: tuple[str, ...] = (),
+        sasl_ssl_keystore: Path | None = None,
+        scram_users: dict[str, str] | None = None,
     ) -> None:
+        """``sasl_ssl_keystore``: a PEM file (PKCS#8 key and chain) for a SASL_SSL listener with SCRAM-SHA-512
+        beside PLAINTEXT, whose ``scram_users`` (name -> password) ``kafka-storage format --add-scram`` makes."""
         self.dir = Path(directory)
         self.heap = heap
         self.start_timeout = start_timeout
@@ -126,12 +130,37 @@ class KafkaServer:
         self.extra_jvm = extra_jvm
         self.port = free_port()
         self.controller_port = free_port()
+        self.sasl_ssl_keystore = sasl_ssl_keystore
+        self.scram_users = dict(scram_users or {})
+        self.sasl_ssl_port = free_port() if sasl_ssl_keystore else None
         self.log_path = self.dir / "kafka.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """The SASL_SSL listener's address (with ``sasl_ssl_keystore``)."""
+        assert self.sasl_ssl_port is not None, "started without a SASL_SSL listener"
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    def _sasl_ssl(self) -> dict[str, str]:
+        if self.sasl_ssl_port is None:
+            return {}
+        p, s, c = self.port, self.sasl_ssl_port, self.controller_port
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{p},SASL_SSL://127.0.0.1:{s},CONTROLLER://127.0.0.1:{c}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p},SASL_SSL://127.0.0.1:{s}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.sasl_ssl_keystore),
+        }
 
     def properties(self) -> dict[str, str]:
         """The broker's server.properties: a combined node, single replicas for the internal topics."""
@@ -150,6 +179,7 @@ class KafkaServer:
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
+            **self._sasl_ssl(),
             **self.overrides,
         }
 
@@ -175,8 +205,13 @@ class KafkaServer:
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         if not (self.dir / "data" / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            scram = [
+                a
+                for u, pw in self.scram_users.items()
+                for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={pw}]")
+            ]
             fmt = self._java(
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), heap="256m"
+                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), *scram, heap="256m"
             )
             proc = subprocess.run(fmt, capture_output=True, text=True, timeout=120)
             if proc.returncode != 0:

@@ -176,3 +176,17 @@ class RawSasl:
 
 def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
+
+
+def kafka_pem_keystore(d: Path) -> tuple[Path, Path]:
+    """(CA file, key store) for Apache Kafka's PEM key store (KIP-651): its private key must be PKCS#8."""
+    from cryptography.hazmat.primitives import serialization as ser
+
+    d.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(d / "ca.pem"))
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    key = ser.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+    pkcs8 = key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.NoEncryption())
+    (d / "kafka-keystore.pem").write_bytes(pkcs8 + b"".join(c.bytes() for c in leaf.cert_chain_pems))
+    return d / "ca.pem", d / "kafka-keystore.pem"
