@@ -88,11 +88,10 @@ def test_credentials_in_zookeeper_reach_every_broker(zk_connect, tmp_path):
             time.sleep(0.05)
 
 
-def test_replication_over_a_sasl_ssl_inter_broker_listener(zk_connect, tmp_path):
-    """Followers fetch from leaders on the inter-broker SASL_SSL listener as the broker principal."""
+def _sasl_ssl_inter_broker(zk_connect: str, tmp_path) -> dict:
+    """Broker settings for replication over an inter-broker SASL_SSL listener as ``User:broker`` (its SCRAM
+    credential made offline in ZooKeeper first), clients on PLAINTEXT."""
     from support.secure import make_pki
-
-    from pyspark_logsource.client import Producer
 
     pki = make_pki(tmp_path / "pki")
     pw = tmp_path / "broker.pw"
@@ -125,6 +124,14 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(zk_connect, tmp_path)
         "ssl.keystore.location": str(pki.keystore),
         "ssl.truststore.location": str(pki.ca),
     }
+    return config
+
+
+def test_replication_over_a_sasl_ssl_inter_broker_listener(zk_connect, tmp_path):
+    """Followers fetch from leaders on the inter-broker SASL_SSL listener as the broker principal."""
+    from pyspark_logsource.client import Producer
+
+    config = _sasl_ssl_inter_broker(zk_connect, tmp_path)
     with Cluster(zk_connect, tmp_path, brokers=2, config=config) as c:
         c.create_topic("replicated", partitions=2, replication_factor=2)
         c.wait_full_isr("replicated")
@@ -138,3 +145,35 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(zk_connect, tmp_path)
         logs = "".join(c.broker_log(b) for b in c.brokers)
         assert "authenticated as User:broker with SCRAM-SHA-512 on listener INTERNAL" in logs
         assert "broker-secret-pw" not in logs  # the jaas config is hidden in the startup summary
+
+
+@pytest.mark.timeout(300)
+def test_a_leader_killed_9_under_acks_all_loses_nothing_over_sasl_ssl_replication(zk_connect, tmp_path):
+    """Three brokers replicating over SASL_SSL: the leader is killed -9 while an idempotent acks=all producer
+    runs; every acknowledged message is consumed where it was acknowledged, and the old leader rejoins."""
+    from support.cluster import Traffic
+
+    config = {**_sasl_ssl_inter_broker(zk_connect, tmp_path), "replica.lag.time.max.ms": "5000"}
+    with Cluster(zk_connect, tmp_path, brokers=3, config=config) as c:
+        c.create_topic("guarded", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+        c.wait_full_isr("guarded")
+        traffic = Traffic(c.bootstrap, "guarded", partitions=1, rate=200).start()
+        try:
+            traffic.wait_acked(200)
+            old = c.leader("guarded", 0)
+            c.kill(old)
+            new = c.wait_leader("guarded", 0, not_in={old}, timeout=60)
+            traffic.wait_acked(300)
+            traffic.stop_producing()
+            hw = c.high_watermark("guarded", 0)
+            traffic.wait_consumed({0: hw})
+            traffic.check()  # every acknowledged message consumed at its acknowledged offset
+        finally:
+            traffic.close()
+        assert len(traffic.acked) >= 500 and new != old
+        c.start(old)
+        c.wait_full_isr("guarded", timeout=90)
+        c.assert_replicas_identical("guarded")
+        logs = "".join(c.broker_log(b) for b in c.brokers)
+        assert "authenticated as User:broker with SCRAM-SHA-512 on listener INTERNAL" in logs
+        assert "broker-secret-pw" not in logs
