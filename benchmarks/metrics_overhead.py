@@ -91,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scrape-interval", type=float, default=5.0, help="seconds between scrapes (conf/prometheus.yml: 5)"
     )
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="an A/A run: the 'on' broker without metrics too, to show how far apart two equal brokers land",
+    )
     args = ap.parse_args(argv)
     n, n1 = args.messages, min(args.batch1_messages, args.messages)
     msgs, chunks = values(n), arrow_chunks(n, 50)
@@ -100,13 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory() as d,
         EmbeddedBroker(
-            Path(d) / "on", mode="process", config={"metrics.listener": f"http://127.0.0.1:{port}"}
+            Path(d) / "on",
+            mode="process",
+            config={} if args.control else {"metrics.listener": f"http://127.0.0.1:{port}"},
         ) as on,
         EmbeddedBroker(Path(d) / "off", mode="process") as off,
     ):
         # Prometheus' part: a scrape every --scrape-interval s, from another process (as Prometheus is)
         url = f"http://127.0.0.1:{port}/metrics"
-        scraper = subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, url, str(args.scrape_interval)])
+        scraper = (
+            subprocess.Popen([sys.executable, "-c", SCRAPE_LOOP, url, str(args.scrape_interval)])
+            if not args.control
+            else None
+        )
         try:
             brokers = {"on": on, "off": off}
             for r in range(args.rounds):
@@ -121,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                         used = cpu_seconds(brokers[side].pid) - c0
                         cpu[side].setdefault(row, []).append(used / count * 1e6)
                 print(f"round {r + 1} done", file=sys.stderr)
-            assert scraper.poll() is None, "the scraper failed"
+            assert scraper is None or scraper.poll() is None, "the scraper failed"
         finally:
-            scraper.kill()
+            if scraper is not None:
+                scraper.kill()
+    if args.control:
+        print("A/A CONTROL: neither broker has metrics; on/off shows the noise between two equal brokers")
     print(
         f"{n:,} messages of 200 bytes ({n1:,} for the 1-per-request and sync rows), median of {args.rounds}"
     )
