@@ -143,11 +143,12 @@ def rd_produce(bs: str, topic: str, n: int, linger: int) -> float:
     produce, poll = p.produce, p.poll
     t0 = time.perf_counter()
     for _ in range(n):
-        try:
-            produce(topic, value, partition=0)
-        except BufferError:
-            poll(0.01)
-            produce(topic, value, partition=0)
+        while True:
+            try:
+                produce(topic, value, partition=0)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries, as long as it takes
+                poll(0.01)
     left = p.flush(300)
     dt = time.perf_counter() - t0
     if left:
@@ -380,11 +381,12 @@ def rd_produce_any(bs: str, topic: str, n: int) -> None:
     p = RdProducer({"bootstrap.servers": bs, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
     value = b"x" * MSG
     for _ in range(n):
-        try:
-            p.produce(topic, value)
-        except BufferError:
-            p.poll(0.01)
-            p.produce(topic, value)
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries, as long as it takes
+                p.poll(0.01)
     if p.flush(600):
         raise RuntimeError("spark rows: not every message delivered")
 
