@@ -1,6 +1,6 @@
-"""``logsource etl`` against the real peers: Apache Kafka as the source (Parquet and Iceberg out) and HDFS as the output
-(a MiniDFSCluster's ``hdfs://``), each killed -9 in the middle while a producer runs; the output ends
-exactly-once. The kill schedule and its helpers are tests/test_etl_failures.py's."""
+"""``logsource etl`` against the real peers: Apache Kafka as the source (Parquet and Iceberg out) and
+HDFS as the output (a MiniDFSCluster's ``hdfs://``), each killed -9 in the middle while a producer runs;
+the output ends exactly-once. The kill schedule and its helpers are tests/test_etl_failures.py's."""
 
 from __future__ import annotations
 
