@@ -19,14 +19,20 @@ over the row); per broker its peak RSS (VmHWM). The ratio is ours / Kafka's (> 1
 CPU and RSS, uses more).
 
 Then, per broker: end-to-end latency (p50, p99) at a steady 10,000 msg/s for ``--latency-seconds``
-(a confluent-kafka producer, linger 0, stamps each value; a confluent-kafka consumer in the same process
-reads it), and ``sum(length(value))`` over ``--spark-rows`` rows of a 2-partition topic read by Spark's
+(a confluent-kafka producer, linger 0, stamps each value; a confluent-kafka consumer in another process
+reads it), ``sum(length(value))`` over ``--spark-rows`` rows of a 2-partition topic read by Spark's
 Kafka connector and by our source (one local[2] SparkSession, started before the brokers; each read run
-twice, the second timed). The issue asks for 10M rows; the default is 1M (10M is ~2 GB per broker on a
-2-core machine): say which N a table used.
+twice, the second timed), and the time from a streaming query's ``start()`` to its first committed
+batch (earliest offsets, ``maxOffsetsPerTrigger`` 100,000, the ``noop`` sink, a fresh checkpoint; run
+twice, the second timed) with each reader: Spark's connector and our source, each on Kafka and on ours
+(the four combinations). The issue asks for 10M rows (``--spark-rows 10000000``: ~2 GB per broker); the
+default is 1M: say which N a table used. The load average at each broker's start and at the end is
+printed with the table: on a shared machine read the ratios against it.
 
     .venv/bin/python benchmarks/vs_kafka.py                     # N = 500,000
-    .venv/bin/python benchmarks/vs_kafka.py --messages 200000 --spark-rows 2000000 --latency-seconds 20
+    .venv/bin/python benchmarks/vs_kafka.py --messages 200000 --spark-rows 10000000 --latency-seconds 20
+    .venv/bin/python benchmarks/vs_kafka.py --ours-only --only "confluent-kafka produce, linger 5" \
+        --spark-rows 0 --latency-seconds 0              # one row on our broker: a before/after
 
 Targets (printed, never asserted): our broker >= 1.0x Apache Kafka's throughput with the same batching
 client; our source on our broker >= 1.0x Spark's Kafka connector on Kafka.
@@ -35,6 +41,7 @@ client; our source on our broker >= 1.0x Spark's Kafka connector on Kafka.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -61,6 +68,8 @@ CLIENT_JVM = ("-Xmx512m", "-XX:+UseG1GC")
 _TICK = 100
 #: the rate of the end-to-end latency run
 LATENCY_RATE = 10_000
+#: maxOffsetsPerTrigger of the streaming queries whose first committed batch is timed
+FIRST_BATCH = 100_000
 
 
 def cpu_seconds(pid: int) -> float:
@@ -134,11 +143,12 @@ def rd_produce(bs: str, topic: str, n: int, linger: int) -> float:
     produce, poll = p.produce, p.poll
     t0 = time.perf_counter()
     for _ in range(n):
-        try:
-            produce(topic, value, partition=0)
-        except BufferError:
-            poll(0.01)
-            produce(topic, value, partition=0)
+        while True:
+            try:
+                produce(topic, value, partition=0)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries, as long as it takes
+                poll(0.01)
     left = p.flush(300)
     dt = time.perf_counter() - t0
     if left:
@@ -224,8 +234,6 @@ def rd_latency(bs: str, topic: str, rate: int, seconds: float) -> tuple[float, f
 
 def spark_session():
     """local[2], with Spark's Kafka connector (the jars make peers fetched) and our source registered."""
-    import os
-
     import pyspark
     from pyspark.sql import SparkSession
     from support.kafka_peer import peers
@@ -240,6 +248,7 @@ def spark_session():
         SparkSession.builder.master("local[2]")
         .config("spark.jars", ",".join(jars))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "1g")
         .getOrCreate()
     )
@@ -272,11 +281,62 @@ def spark_reads(spark, bs: str, topic: str, rows: int) -> dict[str, float]:
     return out
 
 
+def spark_first_batches(spark, bs: str, topic: str) -> dict[str, float]:
+    """A streaming query's first committed batch with Spark's Kafka connector and with our source:
+    {reader: seconds} from ``start()`` to the first progress event (Spark reports a batch's progress
+    once its offsets and commit log entries are written), from the earliest offsets with
+    ``maxOffsetsPerTrigger`` FIRST_BATCH into the ``noop`` sink, a fresh checkpoint each; each query run
+    twice, the second timed (the first loads the streaming engine's and the reader's classes)."""
+
+    def first_batch(name: str, fmt: str, opt: str) -> float:
+        with tempfile.TemporaryDirectory(prefix="vs-kafka-ckpt-") as ckpt:
+            df = (
+                spark.readStream.format(fmt)
+                .option(opt, bs)
+                .option("subscribe", topic)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", FIRST_BATCH)
+                .load()
+            )
+            t0 = time.perf_counter()
+            q = df.writeStream.format("noop").option("checkpointLocation", ckpt).start()
+            try:
+                while not q.recentProgress:
+                    if q.exception() is not None:
+                        raise RuntimeError(f"{name}: the streaming query failed: {q.exception()}")
+                    time.sleep(0.02)
+                seconds = time.perf_counter() - t0
+                rows = q.recentProgress[0]["numInputRows"]
+            finally:
+                q.stop()
+        # Spark's connector splits the limit over the partitions in proportion, rounding down
+        if not FIRST_BATCH - 10 <= rows <= FIRST_BATCH:
+            raise RuntimeError(f"{name}: the first batch had {rows} rows, want {FIRST_BATCH}")
+        return seconds
+
+    out: dict[str, float] = {}
+    for name, fmt, opt in (
+        ("Spark's Kafka connector", "kafka", "kafka.bootstrap.servers"),
+        ("our source", "logsource", "bootstrap.servers"),
+    ):
+        first_batch(name, fmt, opt)
+        out[name] = first_batch(name, fmt, opt)
+        print(f"  {name}: first committed batch in {out[name]:.2f} s", file=sys.stderr, flush=True)
+    return out
+
+
 def measure(
-    bs: str, pid: int, n: int, latency_s: float = 0.0, spark=None, spark_rows: int = 0
+    bs: str,
+    pid: int,
+    n: int,
+    latency_s: float = 0.0,
+    spark=None,
+    spark_rows: int = 0,
+    only: str = "",
 ) -> tuple[dict[str, tuple[float, float]], float, tuple[float, float] | None, dict[str, float]]:
-    """Every row against one broker: {row: (msg/s, broker CPU s per million)}, its peak RSS (MB), the
-    end-to-end (p50, p99) ms at LATENCY_RATE msg/s, and the Spark reads {reader: seconds}."""
+    """Every row (whose name contains ``only``) against one broker: {row: (msg/s, broker CPU s per
+    million)}, its peak RSS (MB), the end-to-end (p50, p99) ms at LATENCY_RATE msg/s, and the Spark rows
+    {"<reader>: read" or "<reader>: first batch": seconds}."""
     with Admin(bs) as admin:
         for t in ("warm-up", "perf0", "perf5", "rd0", "rd5", "latency"):
             admin.create_topic(t, 1)
@@ -293,6 +353,8 @@ def measure(
         ("confluent-kafka consume", lambda: rd_consume(bs, "rd5", n)),
     ]
     for name, run in runs:
+        if only not in name:
+            continue
         cpu0 = cpu_seconds(pid)
         rate = run()
         rows[name] = (rate, (cpu_seconds(pid) - cpu0) / n * 1e6)
@@ -308,7 +370,9 @@ def measure(
     reads: dict[str, float] = {}
     if spark is not None and spark_rows:
         rd_produce_any(bs, "spark", spark_rows)
-        reads = spark_reads(spark, bs, "spark", spark_rows)
+        reads = {f"{k}: read": v for k, v in spark_reads(spark, bs, "spark", spark_rows).items()}
+        if spark_rows >= FIRST_BATCH:
+            reads |= {f"{k}: first batch": v for k, v in spark_first_batches(spark, bs, "spark").items()}
     return rows, rss, latency, reads
 
 
@@ -317,13 +381,19 @@ def rd_produce_any(bs: str, topic: str, n: int) -> None:
     p = RdProducer({"bootstrap.servers": bs, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
     value = b"x" * MSG
     for _ in range(n):
-        try:
-            p.produce(topic, value)
-        except BufferError:
-            p.poll(0.01)
-            p.produce(topic, value)
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries, as long as it takes
+                p.poll(0.01)
     if p.flush(600):
         raise RuntimeError("spark rows: not every message delivered")
+
+
+def load_average() -> str:
+    """The machine's 1/5/15-minute load averages, as the table's note prints them."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,29 +401,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=500_000, help="messages per row")
     ap.add_argument("--latency-seconds", type=float, default=10.0, help="the latency run (0: skip it)")
     ap.add_argument(
-        "--spark-rows", type=int, default=1_000_000, help="rows of the Spark reads (0: skip them)"
+        "--spark-rows",
+        type=int,
+        default=1_000_000,
+        help="rows of the Spark reads (0: skip them; the issue's figure is 10000000)",
+    )
+    ap.add_argument("--only", default="", help="run only the throughput rows whose name contains this")
+    ap.add_argument(
+        "--ours-only", action="store_true", help="measure our broker only (a before/after of one change)"
     )
     args = ap.parse_args(argv)
     n = args.messages
     spark = spark_session() if args.spark_rows else None  # started first: idle while a broker is measured
+    loads: list[str] = []
+    theirs: dict[str, tuple[float, float]] = {}
+    their_rss, their_lat, their_reads = float("nan"), None, {}
     with tempfile.TemporaryDirectory(prefix="vs-kafka-") as d:
-        print(f"Apache Kafka (1 GB heap), {n:,} messages of {MSG} B per row", file=sys.stderr)
-        with KafkaServer(Path(d) / "kafka", heap="1g", start_timeout=120) as kafka:
-            assert kafka.pid is not None
-            theirs, their_rss, their_lat, their_reads = measure(
-                kafka.bootstrap, kafka.pid, n, args.latency_seconds, spark, args.spark_rows
-            )
+        if not args.ours_only:
+            loads.append(f"Kafka {load_average()}")
+            print(f"Apache Kafka (1 GB heap), {n:,} messages of {MSG} B per row", file=sys.stderr)
+            with KafkaServer(Path(d) / "kafka", heap="1g", start_timeout=120) as kafka:
+                assert kafka.pid is not None
+                theirs, their_rss, their_lat, their_reads = measure(
+                    kafka.bootstrap, kafka.pid, n, args.latency_seconds, spark, args.spark_rows, args.only
+                )
+        loads.append(f"ours {load_average()}")
         print("logsource broker", file=sys.stderr)
         with EmbeddedBroker(Path(d) / "logsource", mode="process") as broker:
             assert broker.pid is not None
             ours, our_rss, our_lat, our_reads = measure(
-                broker.bootstrap, broker.pid, n, args.latency_seconds, spark, args.spark_rows
+                broker.bootstrap, broker.pid, n, args.latency_seconds, spark, args.spark_rows, args.only
             )
+        loads.append(f"end {load_average()}")
 
     head = ("row", "Kafka msg/s", "ours msg/s", "ratio", "Kafka CPU-s/M", "ours CPU-s/M", "ratio")
     table = [head]
-    for name, (k_rate, k_cpu) in theirs.items():
-        o_rate, o_cpu = ours[name]
+    for name, (o_rate, o_cpu) in ours.items():
+        k_rate, k_cpu = theirs.get(name, (float("nan"), float("nan")))
         table.append(
             (
                 name,
@@ -368,33 +452,37 @@ def main(argv: list[str] | None = None) -> int:
     table.append(
         ("broker peak RSS (MB)", f"{their_rss:,.0f}", f"{our_rss:,.0f}", f"{our_rss / their_rss:.2f}x")
     )
-    if their_lat and our_lat:
+    if our_lat:
         for i, q in enumerate(("p50", "p99")):
+            k = their_lat[i] if their_lat else float("nan")
             table.append(
                 (
                     f"end-to-end {q} ms at {LATENCY_RATE:,} msg/s (confluent-kafka)",
-                    f"{their_lat[i]:.2f}",
+                    f"{k:.2f}",
                     f"{our_lat[i]:.2f}",
-                    f"{our_lat[i] / their_lat[i]:.2f}x",
+                    f"{our_lat[i] / k:.2f}x",
                 )
             )
-    for reader in their_reads:
-        k_s, o_s = their_reads[reader], our_reads[reader]
-        table.append(
-            (
-                f"{reader}: sum(length(value)) of {args.spark_rows:,} rows, rows/s",
-                f"{args.spark_rows / k_s:,.0f}",
-                f"{args.spark_rows / o_s:,.0f}",
-                f"{k_s / o_s:.2f}x",
-            )
-        )
+    for row, o_s in our_reads.items():
+        k_s = their_reads.get(row, float("nan"))
+        reader, what = row.rsplit(": ", 1)
+        if what == "read":
+            label = f"{reader}: sum(length(value)) of {args.spark_rows:,} rows, rows/s"
+            cells = (f"{args.spark_rows / k_s:,.0f}", f"{args.spark_rows / o_s:,.0f}")
+        else:
+            label = f"{reader}: streaming query's first committed batch ({FIRST_BATCH:,} rows), s"
+            cells = (f"{k_s:.2f}", f"{o_s:.2f}")
+        table.append((label, *cells, f"{k_s / o_s:.2f}x"))
     widths = [max(len(r[i]) for r in table if i < len(r)) for i in range(len(head))]
     print(f"\nvs_kafka: {n:,} messages of {MSG} B per row, one partition, each broker alone on the machine")
+    print(f"load average (1/5/15 min) at each broker's start and at the end: {', '.join(loads)}")
     for r in table:
         print("| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(r)) + " |")
+    print("ratio: ours / Kafka's (rates, CPU, RSS, latency); Kafka's / ours (seconds: > 1 is ours faster)")
     print("target: ours >= 1.00x Kafka's msg/s with the same batching client (linger 5 rows)")
-    if their_reads and our_reads:
-        ratio = their_reads["Spark's Kafka connector"] / our_reads["our source"]
+    key = "Spark's Kafka connector: read"
+    if key in their_reads and "our source: read" in our_reads:
+        ratio = their_reads[key] / our_reads["our source: read"]
         print(f"target: our source on our broker >= 1.00x Spark's Kafka connector on Kafka: {ratio:.2f}x")
     if spark is not None:
         spark.stop()

@@ -1,6 +1,6 @@
-"""``logsource etl`` against the real peers: Apache Kafka as the source (Parquet out) and HDFS as the output
-(a MiniDFSCluster's ``hdfs://``), each killed -9 in the middle while a producer runs; the output ends
-exactly-once. The kill schedule and its helpers are tests/test_etl_failures.py's."""
+"""``logsource etl`` against the real peers: Apache Kafka as the source (Parquet and Iceberg out) and
+HDFS as the output (a MiniDFSCluster's ``hdfs://``), each killed -9 in the middle while a producer runs;
+the output ends exactly-once. The kill schedule and its helpers are tests/test_etl_failures.py's."""
 
 from __future__ import annotations
 
@@ -34,6 +34,28 @@ def test_kill_9_etl_reading_apache_kafka(real_kafka, tmp_path, spark):
         seed=7,
     )
     assert kills.get("commit", 0) == 1, kills
+
+
+@pytest.mark.real_kafka
+@pytest.mark.timeout(1200)
+def test_kill_9_iceberg_etl_reading_apache_kafka(real_kafka, tmp_path, spark):
+    """The Iceberg load keeps its offsets in the table's snapshot, so Apache Kafka as the source changes
+    nothing: killed -9 after the write and before the commit (and at a random moment) while reading it,
+    then run clean, a pyiceberg scan returns every offset of the log exactly once and ``--verify``
+    passes."""
+    kills = run_kill_schedule(
+        real_kafka,
+        tmp_path,
+        spark,
+        topic=f"etlaki-{uuid.uuid4().hex[:8]}",
+        output=str(tmp_path / "out"),
+        points=["after_write", "commit", "random"],
+        kills_wanted=3,
+        extra=("--output-format", "iceberg", "--table", "db.events"),
+        iceberg=True,
+        seed=11,
+    )
+    assert kills.get("commit", 0) == 1 and kills.get("after_write", 0) == 1, kills
 
 
 def hdfs_offsets(spark, output: str) -> dict[int, list[int]]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -281,6 +282,58 @@ def test_kafka_leader_election(broker, tools, topic_name):
     out = proc.stdout + proc.stderr
     # single broker: the preferred replica already leads, which Kafka's tool reports as a no-op
     assert proc.returncode == 0 and f"Valid replica already elected for partitions {t}-0" in out, out
+
+
+def json_events(out: str) -> list[dict]:
+    """The JSON lines a verifiable client printed (other lines, e.g. a warning, skipped)."""
+    events = []
+    for line in out.splitlines():
+        if line.startswith("{"):
+            events.append(json.loads(line))
+    return events
+
+
+def test_kafka_verifiable_producer_and_consumer_group(broker, tools, topic_name):
+    """Kafka's Java producer (acks=all, idempotent by default) and Java consumer in a group (classic
+    protocol, committing after each batch), as Kafka's system tests drive them: every message the
+    producer saw acknowledged (keys 0..6: on all three partitions) is consumed, at the offset it was acknowledged at, and the group's committed
+    offsets end at the log end."""
+    bs = broker.bootstrap
+    t = topic_name("kver")
+    n = 300
+    with Admin(bs) as admin:
+        admin.create_topic(t, partitions=3)
+    out = tools(
+        "VerifiableProducer",
+        "--bootstrap-server", bs, "--topic", t, "--max-messages", str(n), "--acks", "-1",
+        "--throughput", "-1", "--repeating-keys", "7",
+    ).stdout  # fmt: skip
+    sent = [e for e in json_events(out) if e["name"] == "producer_send_success"]
+    assert not [e for e in json_events(out) if e["name"] == "producer_send_error"], out[-2000:]
+    assert len(sent) == n and sorted(int(e["value"]) for e in sent) == list(range(n))
+    acked = {(e["partition"], e["offset"]): e["value"] for e in sent}
+    assert len(acked) == n  # no two acknowledgements share an offset
+    group = f"g-{t}"
+    out = tools(
+        "VerifiableConsumer",
+        "--bootstrap-server", bs, "--topic", t, "--group-id", group, "--group-protocol", "classic",
+        "--max-messages", str(n), "--reset-policy", "earliest", "--verbose",
+        timeout=120,
+    ).stdout  # fmt: skip
+    events = json_events(out)
+    assert any(e["name"] == "partitions_assigned" for e in events), out[-2000:]
+    got = {(e["partition"], e["offset"]): e["value"] for e in events if e["name"] == "record_data"}
+    assert got == acked
+    committed: dict[int, int] = {}
+    for e in events:
+        if e["name"] == "offsets_committed":
+            assert e["success"], e
+            for o in e["offsets"]:
+                committed[o["partition"]] = max(committed.get(o["partition"], 0), o["offset"])
+    with Admin(bs) as admin:
+        ends = admin.list_offsets([(t, p) for p in range(3)], "latest")
+        assert admin.group_offsets(group) == ends
+    assert all(ends.values()) and committed == {p: end for (_t, p), end in ends.items()}
 
 
 # --------------------------------------------------------------------------- Spark's Kafka connector

@@ -100,6 +100,38 @@ def test_cli_groups_describe_shows_lag(real_kafka, topic_name):
     assert rows == [[t, "0", "5", "20", "15"], [t, "1", "20", "20", "0"]], out.stdout
 
 
+def test_cli_groups_describe_shows_a_live_member(real_kafka, topic_name):
+    """``logsource groups describe`` of a group with a member (our Consumer, subscribed and assigned both
+    partitions by Kafka's group coordinator): the state, the member with its client id on each of its
+    partitions, and the lag after its commit."""
+    bs = real_kafka.bootstrap
+    t = topic_name("live")
+    group = f"g-{t}"
+    with Admin(bs) as admin:
+        admin.create_topic(t, partitions=2)
+    produce(bs, t, 2, 10)
+    with Consumer(bs, group_id=group, enable_auto_commit=False, client_id="live-member") as c:
+        c.subscribe([t])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 20 and time.monotonic() < deadline:
+            got += len(c.poll(500))
+        assert got == 20
+        c.commit({(t, 0): 10, (t, 1): 4})
+        env = dict(os.environ, LOGSOURCE_BOOTSTRAP=bs)
+        out = subprocess.run(
+            [*CLI, "groups", "describe", group], capture_output=True, text=True, env=env, timeout=60
+        )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"GROUP {group}  STATE Stable  PROTOCOL ") and lines[0].endswith(
+        "MEMBERS 1"
+    ), out.stdout
+    rows = [ln.split() for ln in out.stdout.split("\n\n")[0].splitlines()[2:]]
+    assert [r[:5] for r in rows] == [[t, "0", "10", "10", "0"], [t, "1", "4", "10", "6"]], out.stdout
+    assert all(r[-1] == "live-member" and r[5] != "-" for r in rows), out.stdout
+
+
 # --------------------------------------------------------------------------- Spark: our source on Kafka
 
 

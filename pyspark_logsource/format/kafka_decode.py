@@ -312,11 +312,16 @@ def _headers_from_spans(data: pa.Buffer, n: int, header_counts: np.ndarray, span
     )
 
 
-def _table_compiled(
-    buf, headers: Sequence[BatchHeader], positions: Sequence[int], max_uncompressed: int
-) -> pa.Table | None:
-    """``_table(_parse(_sections(...)))`` by the compiled core (``_ckafka.parse_records``), or None if
-    it refuses the records (the caller then runs the reference, which raises the precise error).
+def _parse_compiled(
+    buf,
+    headers: Sequence[BatchHeader],
+    positions: Sequence[int],
+    max_uncompressed: int,
+    consecutive: bool | None = None,
+) -> tuple[tuple | None, object]:
+    """``ckafka.parse_records`` over the batches' records sections: (its result, or None if it refuses
+    the records; the buffer its positions index). ``consecutive``: offset deltas must be 0..n-1 (the
+    produce path: ``_parse`` without ``lods``); None: as the headers' last offset deltas say (a fetch).
 
     Uncompressed sections are parsed where they are in ``buf`` (no slices, no joined copy).
     """
@@ -337,18 +342,29 @@ def _table_compiled(
         starts = hs[:, 0] + HEADER_SIZE
         ends = hs[:, 0] + hs[:, 1] + LOG_OVERHEAD
     counts, lods = hs[:, 2].copy(), hs[:, 3].copy()
+    if consecutive is None:
+        consecutive = bool((lods == counts - 1).all())
     r = ckafka.parse_records(
         data,
         starts,
         ends,
         counts,
         lods,
-        bool((lods == counts - 1).all()),
+        consecutive,
         hs[:, 4].copy(),
         hs[:, 5].copy(),
         hs[:, 6].copy(),
         ((hs[:, 7] & TIMESTAMP_TYPE_BIT) != 0).astype(np.uint8),
     )
+    return r, data
+
+
+def _table_compiled(
+    buf, headers: Sequence[BatchHeader], positions: Sequence[int], max_uncompressed: int
+) -> pa.Table | None:
+    """``_table(_parse(_sections(...)))`` by the compiled core (``_ckafka.parse_records``), or None if
+    it refuses the records (the caller then runs the reference, which raises the precise error)."""
+    r, data = _parse_compiled(buf, headers, positions, max_uncompressed)
     if r is None:
         return None
     n, koff, kbytes, kvalid, voff, vbytes, vvalid, offsets, ts, tstype, hcounts, spans = r
@@ -440,6 +456,13 @@ def validate_kafka_records(
         raise CorruptRecord("validate_kafka_records needs a Kafka-layout batch")
     if len(batch) - pos < h.size:
         raise CorruptRecord(f"truncated batch at offset {h.base_offset}")
+    if ckafka is not None:
+        # the compiled parse accepts exactly what _parse accepts, in C: the reference's Python loop over
+        # the record lengths was most of the broker's produce-path CPU for large batches (vs_kafka.py)
+        r, _data = _parse_compiled(batch, [h], [pos], max_uncompressed, consecutive=True)
+        if r is not None:
+            return r[3] is not None  # the keys' validity bitmap: None when no key is null
+    # the reference (and, when the compiled parse refused the records, the precise CorruptRecord)
     p = _parse(_sections(batch, [h], [pos], max_uncompressed), [h.record_count])
     return bool((p.key_len < 0).any())
 
