@@ -178,6 +178,33 @@ def consumer_rows(bs: str, n: int, repeat: int) -> None:
 RD_CONSUME: list = []
 
 
+def producer_rows(bs: str, msgs: list[bytes], repeat: int) -> None:
+    """send(): the caller's cost at batch 50 and the throughput with librdkafka's batching (1 MB, linger
+    5 ms) against confluent-kafka's produce() in the same run. No compiled code runs in send() yet (the
+    accumulator is issue 25's part still open), so both paths should match: the rows say where it stands."""
+    n = len(msgs)
+    caller: dict = {False: [], True: []}
+
+    def send50(compiled: bool) -> None:
+        paper.produce_send(bs, "s50", msgs, 50, 5, 1, caller=caller[compiled])
+
+    for _ in range(repeat):
+        for compiled in (False, True):
+            with path(compiled):
+                send50(compiled)
+    py, co = min(caller[False]), min(caller[True])
+    row("Producer.send() caller cost, batch 50 (as msg/s)", n, "msg", py, co, "<= 0.4 us")
+    print(f"  send() caller cost: {1e6 * py / n:.2f} -> {1e6 * co / n:.2f} us", file=sys.stderr)
+    py, co = both(lambda: kafka_clients.our_produce(bs, "s1m", msgs, "none"), repeat)
+    row("Producer.send(), 1 MB batches, linger 5 ms", n, "msg", py, co)
+    rd = min(kafka_clients.rd_produce(bs, "srd1m", msgs, "none") for _ in range(repeat))
+    RD_PRODUCE.append(n / rd)
+    print(f"  confluent-kafka produce() of the same: {n / rd:,.0f} msg/s", file=sys.stderr, flush=True)
+
+
+RD_PRODUCE: list = []
+
+
 SPARK_CHILD = r"""
 import json, os, sys, time
 os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -242,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--spark", action="store_true", help="also the Spark rows (two child Spark sessions)")
     ap.add_argument("--spark-rows", type=int, default=2_000_000)
+    ap.add_argument("--producer", action="store_true", help="also the send() rows and confluent's produce()")
+    ap.add_argument("--no-read", action="store_true", help="without the format and consumer rows")
     args = ap.parse_args(argv)
     if _speedups.ckafka is None:
         print("the compiled core is not built (or LOGSOURCE_NO_EXTENSIONS is set): nothing to compare")
@@ -266,8 +295,13 @@ def main(argv: list[str] | None = None) -> int:
             p.send("p1000", v, partition=0)
         p.flush()
         p.close()
-        format_rows(d, args.repeat)
-        consumer_rows(bs, n, args.repeat)
+        if not args.no_read:
+            format_rows(d, args.repeat)
+            consumer_rows(bs, n, args.repeat)
+        if args.producer:
+            for t in ("s50", "s1m", "srd1m"):
+                admin.create_topic(t, 1)
+            producer_rows(bs, msgs, args.repeat)
         if args.spark:
             sm = paper.values(args.spark_rows)
             admin.create_topic("srd", 4)
@@ -305,6 +339,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             continue
         print(f"{name:58} {cnt:>10,} {cnt / py:>14,.0f} {cnt / co:>12,.0f} {py / co:>5.2f}x {target:>14}")
+    for rate in RD_PRODUCE:
+        print(f"{'confluent-kafka Producer.produce(), 1 MB batches':58} {n:>10,} {rate:>14,.0f} (same run)")
+        for name, cnt, _unit, py, co, _t in ROWS:
+            if name.startswith("Producer.send(), 1 MB"):
+                print(
+                    f"{'  ours send() / confluent produce()':58} {'':>10} "
+                    f"{cnt / py / rate:>13.2f}x {cnt / co / rate:>11.2f}x {'':>6} {'>= 1.5x':>14}"
+                )
     for rate in RD_CONSUME:
         print(f"{'confluent-kafka Consumer.consume(10000), rd':58} {n:>10,} {rate:>14,.0f} (same run)")
         for name, cnt, _unit, py, co, _t in ROWS:
