@@ -54,6 +54,16 @@ def _wire_crc(mod: ModuleType) -> None:
             mod.set_crc32c_function(0)
 
 
+def load_extension(qualified_name: str) -> ModuleType | None:
+    """A compiled module of another package layer (``client._csend``), None when switched off or not built."""
+    if DISABLED:
+        return None
+    try:
+        return importlib.import_module(qualified_name)
+    except ImportError:
+        return None
+
+
 ckafka = _load()
 crecords = _load("_crecords")
 #: "compiled" or "python": what the format hot paths run (benchmarks and tests print it)
