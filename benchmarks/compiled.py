@@ -48,22 +48,29 @@ from pyspark_logsource import Admin, Consumer, Producer  # noqa: E402
 from pyspark_logsource import format as F  # noqa: E402
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
 from pyspark_logsource.client import fetched  # noqa: E402
+from pyspark_logsource.client import producer as producer_module  # noqa: E402
 from pyspark_logsource.format import _speedups, header, kafka_decode, kafka_encode  # noqa: E402
 
-#: (module, attribute) that each hold a compiled module or None
-_SWITCHES = ((header, "ckafka"), (kafka_decode, "ckafka"), (kafka_encode, "crecords"), (fetched, "crecords"))
+#: (module, attribute, the compiled module) each set to None for the pure-Python path
+_SWITCHES = (
+    (header, "ckafka", _speedups.ckafka),
+    (kafka_decode, "ckafka", _speedups.ckafka),
+    (kafka_encode, "crecords", _speedups.crecords),
+    (fetched, "crecords", _speedups.crecords),
+    (producer_module, "_csend", producer_module._csend),  # read when a Producer is made
+)
 
 
 @contextlib.contextmanager
 def path(compiled: bool):
     """Run the hot paths compiled or pure-Python in this process."""
-    saved = [getattr(m, a) for m, a in _SWITCHES]
-    for m, a in _SWITCHES:
-        setattr(m, a, getattr(_speedups, a) if compiled else None)
+    saved = [getattr(m, a) for m, a, _ in _SWITCHES]
+    for m, a, c in _SWITCHES:
+        setattr(m, a, c if compiled else None)
     try:
         yield
     finally:
-        for (m, a), s in zip(_SWITCHES, saved, strict=True):
+        for (m, a, _), s in zip(_SWITCHES, saved, strict=True):
             setattr(m, a, s)
 
 
@@ -180,8 +187,8 @@ RD_CONSUME: list = []
 
 def producer_rows(bs: str, msgs: list[bytes], repeat: int) -> None:
     """send(): the caller's cost at batch 50 and the throughput with librdkafka's batching (1 MB, linger
-    5 ms) against confluent-kafka's produce() in the same run. No compiled code runs in send() yet (the
-    accumulator is issue 25's part still open), so both paths should match: the rows say where it stands."""
+    5 ms) against confluent-kafka's produce() in the same run. The compiled path is client/_csend's
+    FastSend (the keyless fast path in C); the accumulator's per-partition C buffer is still open."""
     n = len(msgs)
     caller: dict = {False: [], True: []}
 
