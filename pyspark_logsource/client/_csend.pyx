@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The compiled core's ``Producer.send()`` fast path (issue 25): the keyless record in C.
 
-:class:`FastSend` is what ``Producer.send`` is bound to on an instance when the
+:func:`fast_send` makes what ``Producer.send`` is bound to on an instance when the
 extension is built. It does what the Python method's first branch does (a bytes
 value, no key, headers, partition, timestamp or partitioner, the topic's sticky
 batch open and memory left): under the accumulator's lock, append the value and
@@ -23,28 +23,23 @@ cdef extern from "Python.h":
         allocfunc tp_alloc
 
 
-cdef class FastSend:
-    """``Producer.send`` for one producer: the keyless fast path in C, else the Python method."""
+def fast_send(producer, slow, future_type, int64_t record_overhead):
+    """``Producer.send`` for one producer: the keyless fast path in C, else ``slow(producer, ...)``
+    (the Python method). A function, not an object with ``__call__``: Cython's functions take the
+    vectorcall protocol (no argument tuple per call)."""
+    acc = producer._acc
+    acquire = acc.lock.acquire
+    release = acc.lock.release
+    cdef dict sticky = acc.sticky
+    sticky_partitioner = producer._sticky
+    cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
+    cdef int64_t overhead = record_overhead
+    cdef int64_t last_ms = -1
+    last_ts = None
 
-    cdef object producer, acc, acquire, release, sticky, slow, future_type, sticky_partitioner
-    cdef int64_t overhead
-    cdef allocfunc alloc
-
-    def __init__(self, producer, slow, future_type, int64_t record_overhead):
-        """``slow``: the Python ``send`` (unbound); ``future_type``: RecordFuture (``_batch``, ``_index``)."""
-        self.producer = producer
-        self.acc = producer._acc
-        self.acquire = self.acc.lock.acquire
-        self.release = self.acc.lock.release
-        self.sticky = self.acc.sticky
-        self.slow = slow
-        self.future_type = future_type
-        self.sticky_partitioner = producer._sticky
-        self.overhead = record_overhead
-        self.alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
-
-    def __call__(self, topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
+    def send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
         """Queue one record; return a future resolving to ``(partition, offset)``."""
+        nonlocal last_ms, last_ts
         cdef int64_t size, idx, bsize, ts
         cdef timespec now
         cdef PyObject* raw
@@ -54,28 +49,31 @@ cdef class FastSend:
             and headers is None
             and timestamp_ms is None
             and type(value) is bytes
-            and self.producer._partitioner is None
+            and producer._partitioner is None
         ):
-            size = len(value) + self.overhead
+            size = len(value) + overhead
             clock_gettime(CLOCK_REALTIME, &now)  # time.time_ns()'s clock
             ts = (<int64_t>now.tv_sec) * 1000 + now.tv_nsec // 1000000
-            acc = self.acc
-            self.acquire()
+            if ts != last_ms:  # records sent in one millisecond share one int
+                last_ms = ts
+                last_ts = ts
+            ts_obj = last_ts  # this call's (another thread may move last_ts while acquire() waits)
+            acquire()
             try:
-                b = self.sticky.get(topic)
+                b = sticky.get(topic)
                 if b is not None and acc.used + size <= acc.buffer_memory:
                     acc.used += size
                     values = b.values
                     idx = PyList_GET_SIZE(values)
                     PyList_Append(values, value)
-                    PyList_Append(b.timestamps, ts)
+                    PyList_Append(b.timestamps, ts_obj)
                     bsize = b.size + size
                     b.size = bsize
                     if bsize >= acc.batch_size:
                         acc.close_batch(b)
-                        self.sticky_partitioner.on_new_batch(topic, b.partition, self.producer._nparts[topic])
+                        sticky_partitioner.on_new_batch(topic, b.partition, producer._nparts[topic])
                     # RecordFuture(b, idx) without the call of its __init__
-                    raw = self.alloc(<PyTypeObject*>self.future_type, 0)
+                    raw = alloc(<PyTypeObject*>future_type, 0)
                     if raw == NULL:
                         raise MemoryError()
                     f = <object>raw
@@ -84,5 +82,7 @@ cdef class FastSend:
                     f._index = idx
                     return f
             finally:
-                self.release()
-        return self.slow(self.producer, topic, value, key, headers, partition, timestamp_ms)
+                release()
+        return slow(producer, topic, value, key, headers, partition, timestamp_ms)
+
+    return send

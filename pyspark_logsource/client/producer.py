@@ -181,7 +181,7 @@ class Producer:
         self._sender.start()
         if _csend is not None and type(self).send is Producer.send:
             # the keyless fast path of send() below, in C; it calls the method for everything else
-            self.send = _csend.FastSend(self, Producer.send, RecordFuture, RECORD_OVERHEAD)
+            self.send = _csend.fast_send(self, Producer.send, RecordFuture, RECORD_OVERHEAD)
 
     # ------------------------------------------------------------------ public API
 
