@@ -188,7 +188,7 @@ RD_CONSUME: list = []
 def producer_rows(bs: str, msgs: list[bytes], repeat: int) -> None:
     """send(): the caller's cost at batch 50 and the throughput with librdkafka's batching (1 MB, linger
     5 ms) against confluent-kafka's produce() in the same run. The compiled path is client/_csend's
-    FastSend (the keyless fast path in C); the accumulator's per-partition C buffer is still open."""
+    fast_send (the keyless fast path in C); the accumulator's per-partition C buffer is still open."""
     n = len(msgs)
     caller: dict = {False: [], True: []}
 
