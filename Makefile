@@ -42,7 +42,8 @@ demo: install java
 # The format, protocol and client unit tests run a second time on the pure-Python path (the
 # reference the compiled core is checked against; LOGSOURCE_NO_EXTENSIONS=1 switches it off).
 PURE_PYTHON_TESTS := tests/test_format.py tests/test_format_kafka.py tests/test_format_props.py \
-	tests/test_protocol.py tests/test_protocol_fuzz.py tests/test_protocol_schemas.py tests/test_client_units.py
+	tests/test_protocol.py tests/test_protocol_fuzz.py tests/test_protocol_schemas.py tests/test_client_units.py \
+	tests/test_client_memory.py tests/test_producer_paths.py
 test: lint java kcat zookeeper peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	LOGSOURCE_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_PYTHON_TESTS)

@@ -13,7 +13,11 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-EXTENSIONS = ["pyspark_logsource.format._ckafka"]
+EXTENSIONS = [
+    "pyspark_logsource.format._ckafka",
+    "pyspark_logsource.format._crecords",
+    "pyspark_logsource.client._csend",
+]
 
 
 class OptionalBuildExt(build_ext):

@@ -11,7 +11,13 @@ set to None in this process) and the compiled one, alternated, best of
   segment (what poll_arrow() and a Spark task do with what the broker sends),
   and ``walk(check_crc=True)`` over a whole fetch answer of 500 batches of 50
   (our Producer's batch 50, as a Spark task's fetch holds them);
-* ``consumer``: ``Consumer.poll_arrow(1000)`` over the whole topic, ``rd`` and ``ours``;
+* ``format`` also: ``to_kafka()`` of 1 MB fetches of ``ours`` (the broker's conversion of
+  Arrow-bodied batches into Kafka's varint layout for Kafka clients), and
+  ``messages_from_arrow()`` of 1000-row tables (poll()'s batch-to-messages step);
+* ``consumer``: ``Consumer.poll_arrow(1000)`` over the whole topic, ``rd`` and ``ours``; and
+  ``Consumer.poll()`` per message with 200 KB (~1000-message) fetches over ``rd``, ``ours`` and
+  ``p1000`` (our Producer, batches of 1000), with confluent-kafka's ``consume(10000)`` of ``rd``
+  in the same run;
 * ``spark`` (``--spark``): ``sum(length(value))`` over ``--spark-rows`` rows of a
   librdkafka-written topic and of our Producer's, in two child processes, one
   with ``LOGSOURCE_NO_EXTENSIONS=1`` (its Python workers inherit it).
@@ -41,22 +47,31 @@ import paper  # noqa: E402
 from pyspark_logsource import Admin, Consumer, Producer  # noqa: E402
 from pyspark_logsource import format as F  # noqa: E402
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
-from pyspark_logsource.format import _speedups, header, kafka_decode  # noqa: E402
+from pyspark_logsource.client import fetched  # noqa: E402
+from pyspark_logsource.client import producer as producer_module  # noqa: E402
+from pyspark_logsource.format import _speedups, header, kafka_decode, kafka_encode  # noqa: E402
 
-_MODULES = (header, kafka_decode)
+#: (module, attribute, the compiled module) each set to None for the pure-Python path
+_SWITCHES = (
+    (header, "ckafka", _speedups.ckafka),
+    (kafka_decode, "ckafka", _speedups.ckafka),
+    (kafka_encode, "crecords", _speedups.crecords),
+    (fetched, "crecords", _speedups.crecords),
+    (producer_module, "_csend", producer_module._csend),  # read when a Producer is made
+)
 
 
 @contextlib.contextmanager
 def path(compiled: bool):
-    """Run the format hot paths compiled or pure-Python in this process."""
-    saved = [m.ckafka for m in _MODULES]
-    for m in _MODULES:
-        m.ckafka = _speedups.ckafka if compiled else None
+    """Run the hot paths compiled or pure-Python in this process."""
+    saved = [getattr(m, a) for m, a, _ in _SWITCHES]
+    for m, a, c in _SWITCHES:
+        setattr(m, a, c if compiled else None)
     try:
         yield
     finally:
-        for m, s in zip(_MODULES, saved, strict=True):
-            m.ckafka = s
+        for (m, a, _), s in zip(_SWITCHES, saved, strict=True):
+            setattr(m, a, s)
 
 
 def both(fn, repeat: int) -> tuple[float, float]:
@@ -120,6 +135,27 @@ def format_rows(log_dir: str, repeat: int) -> None:
         *both(lambda: [F.walk(ours, check_crc=True) for _ in range(20)], repeat),
     )
     ROWS[-1] = (*ROWS[-1][:1], 500 * 20, *ROWS[-1][2:])
+    # Kafka's varint record encode: what the broker does to Arrow-bodied batches for Kafka clients
+    osegs = sorted(glob.glob(os.path.join(log_dir, "**", "p1000-0", "*.log"), recursive=True))
+    olog = b"".join(Path(s).read_bytes() for s in osegs)
+    oanswers = fetches(olog, 1 << 20)
+    on = sum(h.record_count for _, h in F.walk(olog))
+    py, co = both(lambda: [F.to_kafka(a) for a in oanswers], repeat)
+    assert _both_same(lambda: F.to_kafka(oanswers[0]))
+    row("to_kafka(): Arrow-body 1 MB fetches to Kafka's layout", on, "msg", py, co)
+    # poll()'s batch-to-messages step, on the 1000-record tables of p1000
+    tables = [F.to_arrow(a) for a in fetches(olog, 200 << 10)]
+    tn = sum(t.num_rows for t in tables)
+    py, co = both(lambda: [fetched.messages_from_arrow("p1000", 0, t) for t in tables], repeat)
+    row("messages_from_arrow(), ~1000-row tables", tn, "msg", py, co)
+
+
+def _both_same(fn) -> bool:
+    with path(False):
+        a = fn()
+    with path(True):
+        b = fn()
+    return a == b
 
 
 def consume_all(bs: str, topic: str, n: int) -> None:
@@ -137,6 +173,43 @@ def consumer_rows(bs: str, n: int, repeat: int) -> None:
     for name, topic in (("librdkafka-written topic", "rd"), ("Arrow-body topic (our Producer)", "ours")):
         py, co = both(lambda topic=topic: consume_all(bs, topic, n + 1), repeat)
         row(f"Consumer.poll_arrow(1000), {name}", n, "msg", py, co, ">= 5,000,000" if topic == "rd" else "")
+    # poll() per message, fetches of 200 KB (~1000 messages), as benchmarks/paper.py's consumer rows
+    for name, topic in (("p1000", "p1000"), ("ours", "ours"), ("rd (librdkafka)", "rd")):
+        py, co = both(lambda topic=topic: paper.consume(bs, topic, n, arrow=False), repeat)
+        row(f"Consumer.poll() per message, 200 KB fetches, {name}", n, "msg", py, co, ">= 3,000,000")
+    rd = min(sum(kafka_clients.rd_consume(bs, "rd", n)[1:2]) for _ in range(repeat))
+    RD_CONSUME.append(n / rd)
+    print(f"  confluent-kafka consume(10000) of rd: {n / rd:,.0f} msg/s", file=sys.stderr, flush=True)
+
+
+RD_CONSUME: list = []
+
+
+def producer_rows(bs: str, msgs: list[bytes], repeat: int) -> None:
+    """send(): the caller's cost at batch 50 and the throughput with librdkafka's batching (1 MB, linger
+    5 ms) against confluent-kafka's produce() in the same run. The compiled path is client/_csend's
+    fast_send (the keyless fast path in C); the accumulator's per-partition C buffer is still open."""
+    n = len(msgs)
+    caller: dict = {False: [], True: []}
+
+    def send50(compiled: bool) -> None:
+        paper.produce_send(bs, "s50", msgs, 50, 5, 1, caller=caller[compiled])
+
+    for _ in range(repeat):
+        for compiled in (False, True):
+            with path(compiled):
+                send50(compiled)
+    py, co = min(caller[False]), min(caller[True])
+    row("Producer.send() caller cost, batch 50 (as msg/s)", n, "msg", py, co, "<= 0.4 us")
+    print(f"  send() caller cost: {1e6 * py / n:.2f} -> {1e6 * co / n:.2f} us", file=sys.stderr)
+    py, co = both(lambda: kafka_clients.our_produce(bs, "s1m", msgs, "none"), repeat)
+    row("Producer.send(), 1 MB batches, linger 5 ms", n, "msg", py, co)
+    rd = min(kafka_clients.rd_produce(bs, "srd1m", msgs, "none") for _ in range(repeat))
+    RD_PRODUCE.append(n / rd)
+    print(f"  confluent-kafka produce() of the same: {n / rd:,.0f} msg/s", file=sys.stderr, flush=True)
+
+
+RD_PRODUCE: list = []
 
 
 SPARK_CHILD = r"""
@@ -203,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--spark", action="store_true", help="also the Spark rows (two child Spark sessions)")
     ap.add_argument("--spark-rows", type=int, default=2_000_000)
+    ap.add_argument("--producer", action="store_true", help="also the send() rows and confluent's produce()")
+    ap.add_argument("--no-read", action="store_true", help="without the format and consumer rows")
     args = ap.parse_args(argv)
     if _speedups.ckafka is None:
         print("the compiled core is not built (or LOGSOURCE_NO_EXTENSIONS is set): nothing to compare")
@@ -212,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
         bs = broker.bootstrap
         admin = Admin(bs)
-        for t in ("rd", "ours"):
+        for t in ("rd", "ours", "p1000"):
             admin.create_topic(t, 1)
         kafka_clients.rd_produce(bs, "rd", msgs, "none")
         p = Producer(bs, linger_ms=5, batch_size=1_000_000, buffer_memory=512 << 20, max_in_flight=64)
@@ -221,8 +296,19 @@ def main(argv: list[str] | None = None) -> int:
         p.send("ours", b"warm-up", partition=0)  # as rd_produce's, so both topics hold n + 1
         p.flush()
         p.close()
-        format_rows(d, args.repeat)
-        consumer_rows(bs, n, args.repeat)
+        # batches of 1000 records (200-byte values + 16 bytes accounted each)
+        p = Producer(bs, linger_ms=50, batch_size=216_000, buffer_memory=512 << 20, max_in_flight=64)
+        for v in msgs:
+            p.send("p1000", v, partition=0)
+        p.flush()
+        p.close()
+        if not args.no_read:
+            format_rows(d, args.repeat)
+            consumer_rows(bs, n, args.repeat)
+        if args.producer:
+            for t in ("s50", "s1m", "srd1m"):
+                admin.create_topic(t, 1)
+            producer_rows(bs, msgs, args.repeat)
         if args.spark:
             sm = paper.values(args.spark_rows)
             admin.create_topic("srd", 4)
@@ -260,6 +346,22 @@ def main(argv: list[str] | None = None) -> int:
             )
             continue
         print(f"{name:58} {cnt:>10,} {cnt / py:>14,.0f} {cnt / co:>12,.0f} {py / co:>5.2f}x {target:>14}")
+    for rate in RD_PRODUCE:
+        print(f"{'confluent-kafka Producer.produce(), 1 MB batches':58} {n:>10,} {rate:>14,.0f} (same run)")
+        for name, cnt, _unit, py, co, _t in ROWS:
+            if name.startswith("Producer.send(), 1 MB"):
+                print(
+                    f"{'  ours send() / confluent produce()':58} {'':>10} "
+                    f"{cnt / py / rate:>13.2f}x {cnt / co / rate:>11.2f}x {'':>6} {'>= 1.5x':>14}"
+                )
+    for rate in RD_CONSUME:
+        print(f"{'confluent-kafka Consumer.consume(10000), rd':58} {n:>10,} {rate:>14,.0f} (same run)")
+        for name, cnt, _unit, py, co, _t in ROWS:
+            if name.startswith("Consumer.poll() per message") and name.endswith("rd (librdkafka)"):
+                print(
+                    f"{'  ours poll() / confluent consume(10000), rd':58} {'':>10} "
+                    f"{cnt / py / rate:>13.2f}x {cnt / co / rate:>11.2f}x {'':>6} {'>= 3.0x':>14}"
+                )
     print(
         f"\nbest of {args.repeat}, alternated; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )

@@ -6,6 +6,8 @@ open), so each path appends after the others; a consumer then reads back every f
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from pyspark_logsource import Admin, Consumer, Producer
@@ -73,3 +75,29 @@ def test_fast_path_respects_buffer_memory(broker):
         p.flush(30)
         assert third.result(0) == (0, 2)
     assert [m.value[:1] for m in _read_all(broker.bootstrap, "mem", 3)] == [b"x", b"y", b"z"]
+
+
+def test_send_is_the_compiled_fast_path_when_built(broker):
+    """With the compiled core (client/_csend), ``send`` is its fast_send function; switched off, the method.
+    make test runs this module both ways, so every test above holds on both."""
+    from pyspark_logsource.client import producer as producer_module
+    from pyspark_logsource.format import _speedups
+
+    Admin(broker.bootstrap).create_topic("bound", 1)
+    with Producer(broker.bootstrap, linger_ms=60000, batch_size=3 * 216) as p:
+        compiled = producer_module._csend is not None
+        assert compiled == (not inspect.ismethod(p.send))
+        if _speedups.DISABLED:
+            assert not compiled
+        futs = [p.send("bound", b"%03d" % i + b"x" * 197) for i in range(7)]  # 3 + 3 + 1: two closed
+        assert [f._index for f in futs] == [0, 1, 2, 0, 1, 2, 0]
+        assert futs[0]._batch.closed and futs[3]._batch.closed and not futs[6]._batch.closed
+        p.flush(30)
+        assert [f.result(10) for f in futs] == [(0, i) for i in range(7)]
+        # the rest goes to the Python method: keys, headers, partitions, str values
+        last = p.send("bound", "s", key="k", headers={"h": b"1"}, partition=0)
+        p.flush(30)
+        assert last.result(10) == (0, 7)
+    got = _read_all(broker.bootstrap, "bound", 8)
+    assert [m.value[:3] for m in got] == [b"%03d" % i for i in range(7)] + [b"s"]
+    assert got[7].key == b"k" and list(got[7].headers) == [("h", b"1")]

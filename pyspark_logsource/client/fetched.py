@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..format import ARROW_SCHEMA, decode_arrow, iter_headers, to_arrow
+from ..format._speedups import crecords
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,10 @@ def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message
     n = t.num_rows
     if n == 0:
         return []
+    if crecords is not None:  # the compiled rows (None: headers, or columns it does not take)
+        out = crecords.rows(t, Message, topic, partition, _NO_HEADERS)
+        if out is not None:
+            return out
     offs = int64_values(t.column("offset"))
     first, last = int(offs[0]), int(offs[-1])
     # consecutive offsets (all but compacted batches): a range makes the ints as the rows are built

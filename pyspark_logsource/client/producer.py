@@ -41,6 +41,7 @@ from ..errors import (
     UnknownTopicOrPartition,
 )
 from ..format import compression, encode_arrow
+from ..format._speedups import load_extension
 from ..format.crc import crc32c
 from ..topics import validate_topic_name
 from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
@@ -52,6 +53,9 @@ from .security import ClientSecurity
 from .sender import MAX_UNANSWERED_BATCHES, Sender, SenderSettings, restamp_producer  # noqa: F401
 
 log = logging.getLogger(__name__)
+
+#: the compiled send() fast path (client/_csend.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
+_csend = load_extension(__name__.rpartition(".")[0] + "._csend")
 
 _time_ns = time.time_ns
 _new_object = object.__new__
@@ -175,6 +179,9 @@ class Producer:
         self._sender = self._sender_type(self._acc, self._client, settings, self._refresh_metadata)
         self._sender.stats = stats
         self._sender.start()
+        if _csend is not None and type(self).send is Producer.send:
+            # the keyless fast path of send() below, in C; it calls the method for everything else
+            self.send = _csend.fast_send(self, Producer.send, RecordFuture, RECORD_OVERHEAD)
 
     # ------------------------------------------------------------------ public API
 

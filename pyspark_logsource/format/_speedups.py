@@ -1,7 +1,8 @@
 """The one place that chooses between the compiled core and the pure-Python reference.
 
 ``ckafka`` is the compiled module (``_ckafka.pyx``: the header walk and Kafka's
-varint record decode), or None when it is not built or ``LOGSOURCE_NO_EXTENSIONS``
+varint record decode) and ``crecords`` the other (``_crecords.pyx``: Kafka's varint
+record encode, the consumer's Message rows), each None when it is not built or ``LOGSOURCE_NO_EXTENSIONS``
 is set (to anything but ``0`` or empty), as aiokafka's ``AIOKAFKA_NO_EXTENSIONS``
 does. The modules that use it keep their API; only their bodies branch on it.
 """
@@ -16,16 +17,17 @@ from types import ModuleType
 DISABLED = os.environ.get("LOGSOURCE_NO_EXTENSIONS", "") not in ("", "0")
 
 
-def _load() -> ModuleType | None:
+def _load(name: str = "_ckafka") -> ModuleType | None:
     if DISABLED:
         return None
     try:
         # by name: `from . import _ckafka` reads to the import-cycle check as importing the package
         # itself (the compiled module has no .py to resolve); it imports nothing of the package
-        mod = importlib.import_module(__name__.rpartition(".")[0] + "._ckafka")
+        mod = importlib.import_module(__name__.rpartition(".")[0] + "." + name)
     except ImportError:
         return None
-    _wire_crc(mod)
+    if name == "_ckafka":
+        _wire_crc(mod)
     return mod
 
 
@@ -52,6 +54,17 @@ def _wire_crc(mod: ModuleType) -> None:
             mod.set_crc32c_function(0)
 
 
+def load_extension(qualified_name: str) -> ModuleType | None:
+    """A compiled module of another package layer (``client._csend``), None when switched off or not built."""
+    if DISABLED:
+        return None
+    try:
+        return importlib.import_module(qualified_name)
+    except ImportError:
+        return None
+
+
 ckafka = _load()
+crecords = _load("_crecords")
 #: "compiled" or "python": what the format hot paths run (benchmarks and tests print it)
 IMPLEMENTATION = "python" if ckafka is None else "compiled"

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ..errors import InvalidRequest
 from . import compression
+from ._speedups import crecords
 from .arrow_body import encode
 from .arrow_decode import decode_arrow
 from .header import (
@@ -135,7 +136,12 @@ def _kafka_batch(
         headers, key, value = headers.combine_chunks(), key.combine_chunks(), value.combine_chunks()
     n = len(key)
     if headers.null_count == len(headers):
-        records = _records_vectorised(ts_delta, key, value, off_delta)
+        records = None
+        if crecords is not None:  # the compiled encode (None: a column it does not take)
+            od = None if off_delta is None else np.ascontiguousarray(off_delta, dtype=np.int64)
+            records = crecords.kafka_records(np.ascontiguousarray(ts_delta, dtype=np.int64), key, value, od)
+        if records is None:
+            records = _records_vectorised(ts_delta, key, value, off_delta)
     else:
         records = _records_loop(ts_delta, key, value, headers, off_delta)
     codec = attributes & CODEC_MASK
