@@ -184,7 +184,7 @@ class ProducerTxnHandlers:
                     codes[(o.topic, o.partition)] = InvalidRequest.code
                 else:
                     codes[(o.topic, o.partition)] = 0
-                    entries.append((o.topic, o.partition, o.offset, o.metadata))
+                    entries.append((o.topic, o.partition, o.offset, o.metadata, o.leader_epoch))
             if entries:
                 await self.state.group_ownership.commit_transactional(
                     req.group_id, req.producer_id, req.producer_epoch, entries
