@@ -13,7 +13,13 @@
 #   PARALLEL            tests run at once (default 2), QUICK=1 (default) runs the suite's quick mode (-Q)
 #   TIMEOUT_MULT        test.timeout.multiplier in test.conf (default 4: a loaded 2-core machine)
 #   OUT                 where the log and the summary go (default /tmp/lrk-suite-<mode>)
+#   KAFKA_PATH          a Kafka directory with bin/ (default OUT/kafka, made by scripts/kafka_bin.sh from the
+#                       jars `make peers` fetched): 0052, 0077, 0081, 0109, 0115 and 0119 run its
+#                       kafka-topics.sh / kafka-acls.sh
 #
+# The broker runs with ACLs on and allow.everyone.if.no.acl.found=true, as the suite's CI (trivup) runs
+# Kafka: nothing is refused until a test adds a deny rule (0109, 0115, 0119), and the ACL admin APIs
+# (0081's CreateAcls) answer instead of SECURITY_DISABLED.
 # Only the tests that need a broker run (-L); the mock-cluster/local ones test librdkafka alone. Topics
 # are auto-created with 4 partitions, as in the suite's own CI (trivup); in cluster mode with three
 # replicas and Kafka's default min.insync.replicas=1 (the suite creates replication-factor-1 topics and
@@ -59,6 +65,17 @@ if [ ! -x "$LRK_SRC/tests/test-runner" ]; then
     }
 fi
 
+# 2b. Kafka's bin/ scripts, run by the tests that shell out to them (test.c's test_kafka_cmd/_topics).
+if [ -z "${KAFKA_PATH:-}" ]; then
+    if KAFKA_PATH=$("$WT/scripts/kafka_bin.sh" "$OUT/kafka"); then
+        export KAFKA_PATH
+    else
+        unset KAFKA_PATH
+        echo "no KAFKA_PATH: the tests that run Kafka's bin/ scripts will fail (make peers)" >&2
+    fi
+fi
+ACLS=(-o authorizer.class.name=kafka.security.authorizer.AclAuthorizer -o allow.everyone.if.no.acl.found=true)
+
 # 3. A broker or a cluster, in a fresh data directory.
 DATA=$(mktemp -d /tmp/lrk-data-XXXXXX)
 BROKER_PID=
@@ -76,13 +93,13 @@ trap cleanup EXIT
 if [ "$MODE" = cluster ]; then
     BOOTSTRAP=$("$LOGSOURCE" cluster start --brokers 3 --data-dir "$DATA" \
         -o auto.create.topics.enable=true -o num.partitions=4 \
-        -o min.insync.replicas=1 |
+        -o min.insync.replicas=1 "${ACLS[@]}" |
         sed -n 's/^bootstrap.servers=//p')
 else
     "$LOGSOURCE" broker --config "$WT/conf/server.properties" \
         -o listeners=PLAINTEXT://127.0.0.1:0 -o "log.dirs=$DATA/logs" -o num.partitions=4 \
         -o offsets.topic.replication.factor=1 -o transaction.state.log.replication.factor=1 \
-        -o transaction.state.log.min.isr=1 \
+        -o transaction.state.log.min.isr=1 -o metrics.listener= "${ACLS[@]}" \
         >"$OUT/broker.log" 2>&1 &
     BROKER_PID=$!
     for _ in $(seq 1 300); do
@@ -96,6 +113,9 @@ if [ -z "${BOOTSTRAP:-}" ]; then
     exit 2
 fi
 echo "bootstrap.servers=$BOOTSTRAP  TEST_KAFKA_VERSION=$TEST_KAFKA_VERSION  TESTS_SKIP=$TESTS_SKIP" | tee "$OUT/run.txt"
+# test.c passes BROKERS to kafka-topics.sh --bootstrap-server, or below 3.0 ZK_ADDRESS to --zookeeper, which
+# our kafka-topics.sh turns into --bootstrap-server (Kafka 4's tools have no ZooKeeper mode)
+export BROKERS=$BOOTSTRAP ZK_ADDRESS=$BOOTSTRAP
 
 # 4. test.conf and the run.
 cat >"$OUT/test.conf" <<EOF
