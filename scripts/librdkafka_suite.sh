@@ -13,6 +13,7 @@
 #   PARALLEL            tests run at once (default 2), QUICK=1 (default) runs the suite's quick mode (-Q)
 #   TIMEOUT_MULT        test.timeout.multiplier in test.conf (default 4: a loaded 2-core machine)
 #   OUT                 where the log and the summary go (default /tmp/lrk-suite-<mode>)
+#   KEEP_DATA=1         keep the broker(s) data directory (and their logs) after the run
 #   KAFKA_PATH          a Kafka directory with bin/ (default OUT/kafka, made by scripts/kafka_bin.sh from the
 #                       jars `make peers` fetched): 0052, 0077, 0081, 0109, 0115 and 0119 run its
 #                       kafka-topics.sh / kafka-acls.sh
@@ -86,7 +87,7 @@ cleanup() {
         kill "$BROKER_PID" 2>/dev/null
         wait "$BROKER_PID" 2>/dev/null
     fi
-    rm -rf "$DATA"
+    [ -n "${KEEP_DATA:-}" ] && echo "data kept in $DATA" >&2 || rm -rf "$DATA"
 }
 trap cleanup EXIT
 
