@@ -43,7 +43,11 @@ OUT=${OUT:-/tmp/lrk-suite-$MODE}
 # message format v1 (Produce v2), which Kafka 4.0 removed (KIP-896) and we never served. SASL/SSL/OAUTHBEARER
 # tests skip themselves on a PLAINTEXT test.conf; share groups (0170-0190) are gated on Kafka 4.2;
 # KIP-848 runs only with TEST_CONSUMER_GROUP_PROTOCOL=consumer.
-DEFAULT_SKIP="0092_mixed_msgver"
+# 0052_msg_timestamps: below Kafka 4.0 it also produces with api.version.request=false and
+# broker.version.fallback=0.9.0 (message format v0, which Kafka 4.0 dropped too), which on a cluster never
+# fails fast and runs into its timeout, which aborts the whole runner; its cases for Kafka 4.0+ pass:
+# TEST_KAFKA_VERSION=4.0.0 TESTS=0052 TESTS_SKIP= (see README).
+DEFAULT_SKIP="0092_mixed_msgver,0052_msg_timestamps"
 export TESTS_SKIP=${TESTS_SKIP:-$DEFAULT_SKIP}
 export PYTHONPATH=$WT${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
