@@ -13,7 +13,14 @@
 #   PARALLEL            tests run at once (default 2), QUICK=1 (default) runs the suite's quick mode (-Q)
 #   TIMEOUT_MULT        test.timeout.multiplier in test.conf (default 4: a loaded 2-core machine)
 #   OUT                 where the log and the summary go (default /tmp/lrk-suite-<mode>)
+#   KEEP_DATA=1         keep the broker(s) data directory (and their logs) after the run
+#   KAFKA_PATH          a Kafka directory with bin/ (default OUT/kafka, made by scripts/kafka_bin.sh from the
+#                       jars `make peers` fetched): 0052, 0077, 0081, 0109, 0115 and 0119 run its
+#                       kafka-topics.sh / kafka-acls.sh
 #
+# The broker runs with ACLs on and allow.everyone.if.no.acl.found=true, as the suite's CI (trivup) runs
+# Kafka: nothing is refused until a test adds a deny rule (0109, 0115, 0119), and the ACL admin APIs
+# (0081's CreateAcls) answer instead of SECURITY_DISABLED.
 # Only the tests that need a broker run (-L); the mock-cluster/local ones test librdkafka alone. Topics
 # are auto-created with 4 partitions, as in the suite's own CI (trivup); in cluster mode with three
 # replicas and Kafka's default min.insync.replicas=1 (the suite creates replication-factor-1 topics and
@@ -36,8 +43,12 @@ OUT=${OUT:-/tmp/lrk-suite-$MODE}
 # message format v1 (Produce v2), which Kafka 4.0 removed (KIP-896) and we never served. SASL/SSL/OAUTHBEARER
 # tests skip themselves on a PLAINTEXT test.conf; share groups (0170-0190) are gated on Kafka 4.2;
 # KIP-848 runs only with TEST_CONSUMER_GROUP_PROTOCOL=consumer.
-DEFAULT_SKIP="0092_mixed_msgver"
-export TESTS_SKIP=${TESTS_SKIP:-$DEFAULT_SKIP}
+# 0052_msg_timestamps: below Kafka 4.0 it also produces with api.version.request=false and
+# broker.version.fallback=0.9.0 (message format v0, which Kafka 4.0 dropped too), which on a cluster never
+# fails fast and runs into its timeout, which aborts the whole runner; its cases for Kafka 4.0+ pass:
+# TEST_KAFKA_VERSION=4.0.0 TESTS=0052 TESTS_SKIP= (see README).
+DEFAULT_SKIP="0092_mixed_msgver,0052_msg_timestamps"
+export TESTS_SKIP=${TESTS_SKIP-$DEFAULT_SKIP}  # set but empty: skip nothing
 export PYTHONPATH=$WT${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 
@@ -59,6 +70,17 @@ if [ ! -x "$LRK_SRC/tests/test-runner" ]; then
     }
 fi
 
+# 2b. Kafka's bin/ scripts, run by the tests that shell out to them (test.c's test_kafka_cmd/_topics).
+if [ -z "${KAFKA_PATH:-}" ]; then
+    if KAFKA_PATH=$("$WT/scripts/kafka_bin.sh" "$OUT/kafka"); then
+        export KAFKA_PATH
+    else
+        unset KAFKA_PATH
+        echo "no KAFKA_PATH: the tests that run Kafka's bin/ scripts will fail (make peers)" >&2
+    fi
+fi
+ACLS=(-o authorizer.class.name=kafka.security.authorizer.AclAuthorizer -o allow.everyone.if.no.acl.found=true)
+
 # 3. A broker or a cluster, in a fresh data directory.
 DATA=$(mktemp -d /tmp/lrk-data-XXXXXX)
 BROKER_PID=
@@ -69,20 +91,21 @@ cleanup() {
         kill "$BROKER_PID" 2>/dev/null
         wait "$BROKER_PID" 2>/dev/null
     fi
-    rm -rf "$DATA"
+    [ -n "${KEEP_DATA:-}" ] && echo "data kept in $DATA" >&2 || rm -rf "$DATA"
 }
 trap cleanup EXIT
 
 if [ "$MODE" = cluster ]; then
     BOOTSTRAP=$("$LOGSOURCE" cluster start --brokers 3 --data-dir "$DATA" \
         -o auto.create.topics.enable=true -o num.partitions=4 \
-        -o min.insync.replicas=1 |
+        -o min.insync.replicas=1 "${ACLS[@]}" |
         sed -n 's/^bootstrap.servers=//p')
 else
+    rm -f "$OUT/broker.log" # a previous run's "listening on" line must not be read as this one's
     "$LOGSOURCE" broker --config "$WT/conf/server.properties" \
         -o listeners=PLAINTEXT://127.0.0.1:0 -o "log.dirs=$DATA/logs" -o num.partitions=4 \
         -o offsets.topic.replication.factor=1 -o transaction.state.log.replication.factor=1 \
-        -o transaction.state.log.min.isr=1 \
+        -o transaction.state.log.min.isr=1 -o metrics.listener= "${ACLS[@]}" \
         >"$OUT/broker.log" 2>&1 &
     BROKER_PID=$!
     for _ in $(seq 1 300); do
@@ -96,6 +119,9 @@ if [ -z "${BOOTSTRAP:-}" ]; then
     exit 2
 fi
 echo "bootstrap.servers=$BOOTSTRAP  TEST_KAFKA_VERSION=$TEST_KAFKA_VERSION  TESTS_SKIP=$TESTS_SKIP" | tee "$OUT/run.txt"
+# test.c passes BROKERS to kafka-topics.sh --bootstrap-server, or below 3.0 ZK_ADDRESS to --zookeeper, which
+# our kafka-topics.sh turns into --bootstrap-server (Kafka 4's tools have no ZooKeeper mode)
+export BROKERS=$BOOTSTRAP ZK_ADDRESS=$BOOTSTRAP
 
 # 4. test.conf and the run.
 cat >"$OUT/test.conf" <<EOF

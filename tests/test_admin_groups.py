@@ -8,6 +8,7 @@ import time
 
 from support.brokers import WireClient, broker_process
 
+from pyspark_logsource.errors import UnknownMemberId
 from pyspark_logsource.protocol import records_admin_messages as ra
 from pyspark_logsource.protocol.group_messages import ListGroupsRequest
 
@@ -110,10 +111,13 @@ def test_offset_delete_refuses_subscribed_topics_and_unknown_ones(broker, topic_
     with WireClient(broker.bootstrap) as w:
         w.create_topic(topic, 1)
         w.create_topic(free, 1)
+        # a simple commit beside the member's subscription, made while the group is empty (once it has
+        # members only they commit: UNKNOWN_MEMBER_ID)
+        assert w.commit("ods-g", {(free, 0): 4}).partitions[0].error_code == 0
     member = _member(broker.bootstrap, "ods-g", topic)
     try:
         with WireClient(broker.bootstrap) as w:
-            w.commit("ods-g", {(free, 0): 4})  # a simple commit beside the member's subscription
+            assert w.commit("ods-g", {(free, 0): 5}).partitions[0].error_code == UnknownMemberId.code
             resp = w.request(
                 ra.OffsetDeleteRequest("ods-g", [(topic, 0), (free, 0), (free, 5), ("ods-nope", 0)]),
                 check=False,

@@ -46,8 +46,8 @@ def _groups_on(partition: int, k: int) -> list[str]:
 def test_a_replicated_store_loads_only_the_partitions_it_leads(logs):
     single = GroupOffsetStore(logs, N)  # what a single broker would read: everything
     a, b = _groups_on(0, 1)[0], _groups_on(1, 1)[0]
-    single.commit(a, [("t", 0, 5, None)])
-    single.commit(b, [("t", 0, 7, "m")])
+    single.commit(a, [("t", 0, 5, None, -1)])
+    single.commit(b, [("t", 0, 7, "m", -1)])
     single.store_group(a, b"membership-a")
 
     store = GroupOffsetStore(logs, N, replicated=True)
@@ -65,8 +65,8 @@ def test_a_replicated_commit_shows_only_once_applied_and_never_over_a_newer_one(
     store = GroupOffsetStore(logs, N, replicated=True)
     g = _groups_on(2, 1)[0]
     store.load_partition(2, N)
-    first = store.append_commit(g, [("t", 0, 10, None)])
-    second = store.append_commit(g, [("t", 0, 20, None)])
+    first = store.append_commit(g, [("t", 0, 10, None, -1)])
+    second = store.append_commit(g, [("t", 0, 20, None, -1)])
     assert first.partition == 2 and second.base_offset > first.base_offset
     assert store.fetch(g, None) == {}  # appended, not replicated yet: not visible
     store.apply(second)
@@ -74,7 +74,7 @@ def test_a_replicated_commit_shows_only_once_applied_and_never_over_a_newer_one(
     assert store.fetch(g, None)[("t", 0)].offset == 20
     # a partition that moved away meanwhile: the write is not applied here (the new leader reads it)
     store.unload_partition(2)
-    store.apply(store.append_commit(g, [("t", 0, 30, None)]))
+    store.apply(store.append_commit(g, [("t", 0, 30, None, -1)]))
     assert store.fetch(g, None) == {}
     store.load_partition(2, N)  # every appended record is in the log: the last one wins
     assert store.fetch(g, None)[("t", 0)].offset == 30

@@ -9,9 +9,10 @@ import time
 
 import pytest
 from pyspark.sql import functions as F
+from support.brokers import WireClient
 
 from pyspark_logsource import Admin, Consumer, Producer
-from pyspark_logsource.errors import MessageTooLarge
+from pyspark_logsource.errors import MessageTooLarge, TopicAuthorizationFailed
 
 pytestmark = pytest.mark.real_kafka
 
@@ -334,6 +335,113 @@ def test_kafka_verifiable_producer_and_consumer_group(broker, tools, topic_name)
         ends = admin.list_offsets([(t, p) for p in range(3)], "latest")
         assert admin.group_offsets(group) == ends
     assert all(ends.values()) and committed == {p: end for (_t, p), end in ends.items()}
+
+
+def test_kafka_transactions_list_describe_and_abort_a_hanging_one(broker, tools, topic_name):
+    """kafka-transactions.sh finds a transaction left open (its producer gone) and aborts it on the partition:
+    the last stable offset moves on, so read_committed consumers see what was written after it."""
+    ck = pytest.importorskip("confluent_kafka")
+    bs = broker.bootstrap
+    t, tid = topic_name("ktxn"), topic_name("hanging")
+    with Admin(bs) as admin:
+        admin.create_topic(t, partitions=1)
+    p = ck.Producer({"bootstrap.servers": bs, "transactional.id": tid, "transaction.timeout.ms": 600000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(t, value=b"hanging", partition=0)
+    assert p.flush(10) == 0  # the transaction stays open: nothing ends it within the test
+    produce(bs, t, 1, 1)  # a plain record after it, held back from read_committed readers
+
+    def rows(*args: str) -> list[list[str]]:
+        out = tools("TransactionsCommand", "--bootstrap-server", bs, *args).stdout
+        return [ln.split() for ln in out.splitlines()[1:] if ln.strip()]
+
+    listed = [r for r in rows("list") if r[0] == tid]  # TransactionalId Coordinator ProducerId State
+    assert len(listed) == 1 and listed[0][3] == "Ongoing", listed
+    (desc,) = rows("describe", "--transactional-id", tid)
+    assert desc[2] == listed[0][2], (desc, listed)
+    assert desc[1] == tid and desc[4] == "Ongoing" and desc[5] == "600000" and desc[-1] == f"{t}-0", desc
+    # ProducerId ... CurrentTransactionStartOffset: the open transaction's first offset (the plain producer's
+    # row has none)
+    (prod,) = [r for r in rows("describe-producers", "--topic", t, "--partition", "0") if r[0] == desc[2]]
+    assert prod[-1] == "0", prod
+    assert _read_committed_values(ck, bs, t, 0.5) == []
+    tools(
+        "TransactionsCommand",
+        "--bootstrap-server",
+        bs,
+        "abort",
+        "--topic",
+        t,
+        "--partition",
+        "0",
+        "--start-offset",
+        "0",
+    )
+    (prod,) = [r for r in rows("describe-producers", "--topic", t, "--partition", "0") if r[0] == desc[2]]
+    assert prod[-1] == "None", prod
+    assert _read_committed_values(ck, bs, t, 10) == [f"{t}-p0-0".encode()]
+    unknown = tools(
+        "TransactionsCommand", "--bootstrap-server", bs, "describe", "--transactional-id", "nope", check=False
+    )
+    assert unknown.returncode != 0 and "could not be found" in unknown.stdout + unknown.stderr
+    p.abort_transaction(
+        30
+    )  # the coordinator still has it open (the tool aborts the partition only, as Kafka's)
+
+
+def _read_committed_values(ck, bs: str, topic: str, wait_s: float) -> list[bytes]:
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"rc-{time.monotonic_ns()}",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        end = time.monotonic() + wait_s
+        while time.monotonic() < end and not got:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def test_kafka_acls_add_list_remove(broker_factory, tools, topic_name):
+    """kafka-acls.sh against a broker with ACLs on (allow.everyone.if.no.acl.found: a resource without ACLs is
+    open): an ACL for alice makes the topic hers, so this anonymous client is refused it until it is removed."""
+    acl_broker = broker_factory(
+        {
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        }
+    )
+    bs = acl_broker.bootstrap
+    t = topic_name("kacl")
+    with Admin(bs) as admin:
+        admin.create_topic(t, partitions=1)
+    acls = ("AclCommand", "--bootstrap-server", bs)
+    rule = ("--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe", "--topic", t)
+    out = tools(*acls, "--add", *rule, "--group", "g-alice").stdout
+    assert "resourceType=TOPIC" in out and "resourceType=GROUP" in out, out
+    listed = tools(*acls, "--list", "--topic", t).stdout
+    for op in ("READ", "DESCRIBE"):
+        assert f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)" in listed, listed
+    assert "name=g-alice" in tools(*acls, "--list").stdout
+    with WireClient(bs) as w:  # Metadata: the topic now has ACLs and none lets ANONYMOUS describe it
+        assert w.metadata([t]).topics[0].error_code == TopicAuthorizationFailed.code
+    tools(*acls, "--remove", "--force", *rule)
+    assert "User:alice" not in tools(*acls, "--list", "--topic", t).stdout
+    with WireClient(bs) as w:
+        assert w.metadata([t]).topics[0].error_code == 0
+    bad = tools(
+        *acls, "--add", "--allow-principal", "alice", "--operation", "Read", "--topic", t, check=False
+    )
+    assert bad.returncode != 0, bad.stdout
 
 
 # --------------------------------------------------------------------------- Spark's Kafka connector

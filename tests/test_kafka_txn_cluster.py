@@ -79,6 +79,31 @@ def _txn_batch(pid: int, epoch: int, value: bytes, seq: int = 0) -> bytearray:
     return b
 
 
+def _pipelined_produces_are_appended_in_their_order(c: Cluster, coordinator: int) -> None:
+    """A producer pipelines its batches (sequence 0, 1, 2 ... sent without waiting, as librdkafka's up to 5
+    in flight); where the partition's leader asks the coordinator about each (KIP-890), they are still
+    appended in that order: 2 before 1 would be OUT_OF_ORDER_SEQUENCE, fatal to the producer (librdkafka's
+    0103 on a cluster)."""
+    leaders = c.leaders("t")
+    q = next(q for q, b in sorted(leaders.items()) if b != coordinator)
+    tid = "tx-pipelined"
+    with WireClient(c.brokers[coordinator].bootstrap) as w:
+        r = w.request(InitProducerIdRequest(tid, 60000), check=False)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert w.request(
+            ptm.AddPartitionsToTxnRequest.single(tid, pid, epoch, [("t", q)]), check=False
+        ).errors == {("t", q): 0}
+    n = 8
+    with WireClient(c.brokers[leaders[q]].bootstrap) as w:
+        for seq in range(n):
+            batch = _txn_batch(pid, epoch, b"p-%d" % seq, seq)
+            w.send(ProduceRequest([ProducePartitionData("t", q, batch)], acks=-1, transactional_id=tid))
+        codes = [w.receive().partitions[0].error_code for _ in range(n)]
+    assert codes == [0] * n, codes
+    with WireClient(c.brokers[coordinator].bootstrap) as w:
+        assert w.request(ptm.EndTxnRequest(tid, pid, epoch, False), check=False).error_code == 0
+
+
 def _produce_outside_the_transaction_is_refused_by_every_leader(c: Cluster, coordinator: int) -> None:
     leaders = c.leaders("t")
     added, other = [q for q, b in sorted(leaders.items()) if b != coordinator][:2]
@@ -138,6 +163,7 @@ def test_kafka_transactions_across_leaders_and_a_coordinator_killed_after_its_de
 
         # KIP-890 part 1 where the partition's leader is not the coordinator: it asks the coordinator
         _produce_outside_the_transaction_is_refused_by_every_leader(c, coordinator)
+        _pipelined_produces_are_appended_in_their_order(c, coordinator)
 
         # the coordinator dies once the commit's prepare record is on the ISR, before any marker
         k = _producer(bs, "tx-kill")

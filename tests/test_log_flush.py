@@ -78,3 +78,16 @@ def test_time_due_is_the_background_threads_half_of_the_rule():
     assert not fs.time_due(6, 50_999) and fs.time_due(6, 51_000)
     fs.flushed(6, 51_000)
     assert not fs.time_due(7, 51_999) and fs.time_due(7, 52_000)
+
+
+def test_sync_data_leaves_the_recovery_point_and_a_reopened_log_rereads_past_it(tmp_path):
+    """sync_data (the transaction coordinator's durable decisions): the records are fdatasynced, the
+    recovery point and the indexes wait for the next flush; a log reopened without a clean close re-reads
+    the segment from the recovery point and keeps every record."""
+    lg = open_log(tmp_path, flush_ms=10**9)
+    lg.append_runs([make_batch(i * 10, 10) for i in range(3)])
+    lg.sync_data()
+    assert lg.log_end_offset == 30 and lg.recovery_point == 0
+    again = open_log(tmp_path, flush_ms=10**9)  # the first one was never closed: as after a crash
+    assert again.recovery_info["clean"] is False and again.log_end_offset == 30
+    assert again.flush() == 30 == again.recovery_point

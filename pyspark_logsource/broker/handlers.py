@@ -12,7 +12,6 @@ except a bug, which the server answers with UnknownServerError.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 from collections.abc import Callable
@@ -155,14 +154,9 @@ class Handlers:
         (NotEnoughReplicas) and is answered once the high watermark passed the batches
         (a coroutine; RequestTimedOut after ``timeout_ms``). On a single broker acks=all is acks=1.
         """
-        refused = self.txn.producer.check_produce(req) if req.transactional_id is not None else {}
-        if not isinstance(refused, dict):  # a coroutine: the coordinator (another broker) verifies (KIP-890)
-            return self._produce_verified(req, refused)
-        return self._produce(req, refused)
-
-    async def _produce_verified(self, req: ProduceRequest, verifying: Any) -> Any:
-        resp = self._produce(req, await verifying)
-        return await resp if inspect.isawaitable(resp) else resp
+        if req.transactional_id is not None:  # KIP-890's check first, in arrival order per transactional id
+            return self.txn.producer.produce_in_order(req, self._produce)
+        return self._produce(req, {})
 
     def _produce(self, req: ProduceRequest, refused: dict) -> Any:
         """Produce once the transactional partitions are checked: ``refused`` maps a partition to its error."""

@@ -390,11 +390,16 @@ class GroupCoordinator:
         self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
     ) -> None:
         """Kafka's checks on an OffsetCommit; a commit with generation -1, no member id and no instance
-        id is a "simple" commit (groupless consumers, Spark's lag commits) and is always accepted."""
+        id is a "simple" commit (groupless consumers, Spark's lag commits, an admin's
+        AlterConsumerGroupOffsets), accepted while the group has no members; into a group with members
+        it is UnknownMemberId, as Kafka's validateOffsetCommit answers (only members move a live group's
+        offsets)."""
         self._loop()
-        if generation < 0 and not member_id and instance_id is None:
-            return
         grp = self.groups.get(group_id)
+        if generation < 0 and not member_id and instance_id is None:
+            if grp is not None and grp.members:
+                raise UnknownMemberId(f"group {group_id!r} has members: a commit must name one")
+            return
         if grp is None or not grp.members:
             raise IllegalGeneration(f"group {group_id!r} has no generation {generation}")
         if instance_id is not None:  # a fenced static member is told so whatever the group's state

@@ -152,7 +152,8 @@ class GroupHandlers:
                 r.error_code = OffsetMetadataTooLarge.code  # Kafka's offset.metadata.max.bytes (4096)
             else:
                 # a null metadata is stored as Kafka stores it (OffsetAndMetadata.NO_METADATA: empty)
-                entries.append((p.topic, p.partition, p.offset, "" if p.metadata is None else p.metadata))
+                meta = "" if p.metadata is None else p.metadata
+                entries.append((p.topic, p.partition, p.offset, meta, p.leader_epoch))
             out.append(r)
         if self.state.cluster is not None and entries:
             return self._replicated_commit(req.group_id, entries, out)
@@ -186,5 +187,7 @@ class GroupHandlers:
             if c is None:
                 out.append(cm.OffsetFetchPartitionResponse(t, p))
             else:
-                out.append(cm.OffsetFetchPartitionResponse(t, p, c.offset, c.metadata))
+                out.append(
+                    cm.OffsetFetchPartitionResponse(t, p, c.offset, c.metadata, leader_epoch=c.leader_epoch)
+                )
         return cm.OffsetFetchResponse(partitions=out)

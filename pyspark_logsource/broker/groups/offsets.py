@@ -9,7 +9,7 @@ Why a topic and not a file: it is how Kafka does it, it reuses the log's
 durability (CRC, recovery, flush policy) instead of inventing a second one,
 and one commit is one appended batch (O(partitions in the commit), not
 O(all groups) as rewriting a snapshot file would be). The state is a map
-``(group, topic, partition) -> (offset, metadata)`` rebuilt on start by
+``(group, topic, partition) -> (offset, metadata, leader epoch)`` rebuilt on start by
 replaying the topic in order; the last record for a key wins (what log
 compaction would keep), a record without a value is a tombstone (written when
 a topic is deleted).
@@ -46,7 +46,10 @@ _KEY_VERSION = 1
 #: key version of a group's membership record (Kafka's GroupMetadataKey is version 2 too); the
 #: value is the coordinator's own encoding, the last one per group wins (compaction keeps it)
 _GROUP_KEY_VERSION = 2
-_VALUE = struct.Struct(">hqq")  # version, offset, commit timestamp ms; then metadata utf-8
+_VALUE = struct.Struct(">hqq")  # version 0: version, offset, commit timestamp ms; then metadata utf-8
+#: version 1 adds the committed leader epoch (Kafka's OffsetCommitValue v3 ``leader_epoch``); a version 0
+#: value (written before it) reads as epoch -1, "unknown", as Kafka reads its v1/v2 values
+_VALUE_V1 = struct.Struct(">hqqi")
 
 
 class CommittedOffset(NamedTuple):
@@ -55,6 +58,13 @@ class CommittedOffset(NamedTuple):
     offset: int
     metadata: str | None
     commit_timestamp: int
+    #: the leader epoch of the record before ``offset`` as the consumer saw it (-1: unknown); a consumer
+    #: resuming from the offset validates it against the log (KIP-320) to detect truncation
+    leader_epoch: int = -1
+
+
+#: one committed position as a handler hands it in: (topic, partition, offset, metadata, leader epoch)
+OffsetEntry = tuple[str, int, int, str | None, int]
 
 
 def _encode_key(group: str, topic: str, partition: int) -> bytes:
@@ -90,17 +100,22 @@ def _decode_group_key(key: bytes) -> str | None:
         return None
 
 
-def _encode_value(offset: int, metadata: str | None, ts: int) -> bytes:
+def _encode_value(offset: int, metadata: str | None, ts: int, leader_epoch: int = -1) -> bytes:
     meta = b"\xff" if metadata is None else b"\x00" + metadata.encode()
-    return _VALUE.pack(0, offset, ts) + meta
+    return _VALUE_V1.pack(1, offset, ts, leader_epoch) + meta
 
 
 def _decode_value(value: bytes) -> CommittedOffset | None:
     try:
-        _, offset, ts = _VALUE.unpack_from(value, 0)
-        rest = value[_VALUE.size :]
+        version, offset, ts = _VALUE.unpack_from(value, 0)
+        if version == 0:
+            epoch, rest = -1, value[_VALUE.size :]
+        elif version == 1:
+            epoch, rest = _VALUE_V1.unpack_from(value, 0)[3], value[_VALUE_V1.size :]
+        else:
+            return None
         meta = None if rest[:1] == b"\xff" else rest[1:].decode()
-        return CommittedOffset(offset, meta, ts)
+        return CommittedOffset(offset, meta, ts, epoch)
     except (struct.error, UnicodeDecodeError):
         return None
 
@@ -113,7 +128,7 @@ class OffsetWrite(NamedTuple):
     partition: int
     base_offset: int
     end_offset: int
-    entries: list[tuple[str, int, int, str | None]]
+    entries: list[OffsetEntry]
     timestamp: int
 
 
@@ -285,17 +300,17 @@ class GroupOffsetStore:
     def _log(self, group: str) -> PartitionLog:
         return self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group))
 
-    def commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> None:
-        """Durably store ``(topic, partition, offset, metadata)`` entries for ``group``, all or nothing
+    def commit(self, group: str, entries: list[OffsetEntry]) -> None:
+        """Durably store ``(topic, partition, offset, metadata, leader epoch)`` entries for ``group``, all or nothing
         (a single broker: the append is the commit)."""
         if entries:
             self.apply(self.append_commit(group, entries))
 
-    def append_commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> OffsetWrite:
+    def append_commit(self, group: str, entries: list[OffsetEntry]) -> OffsetWrite:
         """Append the entries as one batch without applying them: in a cluster they count once replicated."""
         now = int(time.time() * 1000)
-        keys = [_encode_key(group, t, p) for t, p, _, _ in entries]
-        values = [_encode_value(o, m, now) for _, _, o, m in entries]
+        keys = [_encode_key(group, t, p) for t, p, _, _, _ in entries]
+        values = [_encode_value(o, m, now, e) for _, _, o, m, e in entries]
         info = self._log(group).append(fmt.encode(values, keys))
         return OffsetWrite(
             group, self.partition_for(group), info.base_offset, info.last_offset + 1, entries, now
@@ -305,16 +320,16 @@ class GroupOffsetStore:
         """Make an appended commit visible (replicated: once it is on the ISR, and only while its partition is
         still loaded; a key already applied from a later record keeps that one)."""
         if not self.replicated:
-            for t, p, o, m in w.entries:
-                self.offsets[(w.group, t, p)] = CommittedOffset(o, m, w.timestamp)
+            for t, p, o, m, e in w.entries:
+                self.offsets[(w.group, t, p)] = CommittedOffset(o, m, w.timestamp, e)
             return
         if w.partition not in self.loaded:
             return
-        for t, p, o, m in w.entries:
+        for t, p, o, m, e in w.entries:
             key = (w.group, t, p)
             if self._applied_at.get(key, -1) <= w.base_offset:
                 self._applied_at[key] = w.base_offset
-                self.offsets[key] = CommittedOffset(o, m, w.timestamp)
+                self.offsets[key] = CommittedOffset(o, m, w.timestamp, e)
 
     # ------------------------------------------------------------ transactional offsets (TxnOffsetCommit)
 
@@ -323,7 +338,7 @@ class GroupOffsetStore:
         group: str,
         producer_id: int,
         producer_epoch: int,
-        entries: list[tuple[str, int, int, str | None]],
+        entries: list[OffsetEntry],
     ) -> OffsetWrite:
         """Append offsets as a transactional batch of the producer; they stay pending (invisible to
         OffsetFetch) until :meth:`complete_txn` sees the transaction's COMMIT marker, and are dropped on ABORT.
@@ -332,16 +347,16 @@ class GroupOffsetStore:
         entry = lg.producer_state.producers.get(producer_id)
         seq = 0 if entry is None or entry.epoch != producer_epoch else (entry.last_seq + 1) & 0x7FFFFFFF
         now = int(time.time() * 1000)
-        keys = [_encode_key(group, t, p) for t, p, _, _ in entries]
-        values = [_encode_value(o, m, now) for _, _, o, m in entries]
+        keys = [_encode_key(group, t, p) for t, p, _, _, _ in entries]
+        values = [_encode_value(o, m, now, e) for _, _, o, m, e in entries]
         batch = fmt.encode(
             values, keys, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq
         )
         set_transactional(batch)
         info = lg.append(batch)
         pending = self.pending.setdefault(producer_id, {})
-        for t, p, o, m in entries:
-            pending[(group, t, p)] = CommittedOffset(o, m, now)
+        for t, p, o, m, e in entries:
+            pending[(group, t, p)] = CommittedOffset(o, m, now, e)
         return OffsetWrite(
             group, self.partition_for(group), info.base_offset, info.last_offset + 1, entries, now
         )

@@ -46,7 +46,7 @@ from ...errors import (
 )
 from .. import internal_topics
 from ..internal_topics import OFFSETS_TOPIC, InternalTopic
-from .offsets import OffsetWrite
+from .offsets import OffsetEntry, OffsetWrite
 
 if TYPE_CHECKING:
     from ..state import BrokerState
@@ -232,7 +232,7 @@ class GroupOwnership:
         self.state.notify(OFFSETS_TOPIC, partition)  # followers long-poll the leader
         self.state.replication.after_append(OFFSETS_TOPIC, partition)
 
-    async def commit(self, group: str, entries: list[tuple[str, int, int, str | None]]) -> None:
+    async def commit(self, group: str, entries: list[OffsetEntry]) -> None:
         """Store committed offsets; in a cluster they are visible (and this returns) once replicated."""
         store = self.state.groups
         if not self.clustered:
@@ -271,7 +271,7 @@ class GroupOwnership:
         group: str,
         producer_id: int,
         producer_epoch: int,
-        entries: list[tuple[str, int, int, str | None]],
+        entries: list[OffsetEntry],
     ) -> None:
         """TxnOffsetCommit: append the offsets as the producer's transactional records; they stay pending until
         the transaction's COMMIT marker (:meth:`.offsets.GroupOffsetStore.complete_txn`). In a cluster this

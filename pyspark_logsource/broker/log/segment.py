@@ -314,6 +314,10 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
+    def sync_data(self) -> None:
+        """fdatasync the log file only (its records durable; the indexes are rebuilt from them if lost)."""
+        os.fdatasync(self._fd)
+
     # ------------------------------------------------------------ reading
 
     def _header_at(self, pos: int) -> fmt.BatchHeader:

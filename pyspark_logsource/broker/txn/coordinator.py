@@ -248,8 +248,8 @@ class TxnCoordinator:
                 raise CoordinatorNotAvailable(f"the transaction state cannot be replicated: {e}") from e
         role = self.state.role(TXN_TOPIC, 0)
         info = self._log.append(fmt.encode(values, keys), role.leader_epoch if role is not None else 0)
-        if fsync:
-            self._log.flush()
+        if fsync:  # the record only: the indexes and the recovery point wait for the next flush
+            self._log.sync_data()
         if repl is not None:
             repl.after_append(TXN_TOPIC, 0)
         return info.last_offset + 1
