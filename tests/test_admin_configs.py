@@ -246,6 +246,37 @@ def test_dynamic_broker_configs_and_restart(broker_factory, topic_name):
     assert _produce(b.bootstrap, topic, [b"x" * 2500]) == [None]
 
 
+def test_dynamic_sasl_broker_config_as_librdkafka_sets_it(broker_factory):
+    """librdkafka's 0081 sets ``sasl.kerberos.min.time.before.relogin`` on a broker with AlterConfigs and
+    IncrementalAlterConfigs: Kafka takes it (a dynamic listener setting); an unknown key stays refused."""
+    b = broker_factory({})
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    key = "sasl.kerberos.min.time.before.relogin"
+    assert (_describe(a, "broker", "0")[key].value, _describe(a, "broker", "0")[key].source) == (
+        "60000",
+        DEFAULT,
+    )
+    _alter(
+        a,
+        ConfigResource(
+            "broker",
+            "0",
+            incremental_configs=[ConfigEntry(key, "58000", incremental_operation=AlterConfigOpType.SET)],
+        ),
+    )
+    got = _describe(a, "broker", "0")[key]
+    assert (got.value, got.source, got.is_read_only) == ("58000", DYNAMIC_BROKER, False)
+    res = ConfigResource("broker", "0", set_config={key: "57000"})
+    assert a.alter_configs([res])[res].result(30) is None
+    assert _describe(a, "broker", "0")[key].value == "57000"
+    bad = ConfigResource("broker", "0", set_config={"sasl.kerberos.nope": "1"})
+    code, msg = _error(a.alter_configs([bad])[bad])
+    assert code == INVALID_CONFIG and "sasl.kerberos.nope" in msg
+    b.restart()
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    assert _describe(a, "broker", "0")[key].value == "57000"
+
+
 def test_kafka_python_and_our_admin(broker, topic_name):
     from kafka.admin import ConfigResource as KpResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient

@@ -131,3 +131,25 @@ def test_incremental_alter_configs_codec(version):
     )
     req = IncrementalAlterConfigsRequest([res], True)
     assert _round_trip(44, version, req) == req
+
+
+def test_dynamic_sasl_settings_are_accepted_stored_and_described():
+    # Kafka takes these as dynamic listener settings (librdkafka's 0081 sets the first one on a broker)
+    check_broker_keys(
+        {"sasl.kerberos.min.time.before.relogin": "58000", "sasl.login.refresh.window.factor": "0.5"}
+    )
+    with pytest.raises(InvalidConfig, match="sasl.kerberos.min.time.before.relogin"):
+        check_broker_keys({"sasl.kerberos.min.time.before.relogin": "soon"})
+    with pytest.raises(InvalidConfig, match="unknown broker config sasl.kerberos.nope"):
+        check_broker_keys({"sasl.kerberos.nope": "1"})
+    dyn = BrokerDynamicConfig(0, {}, None)
+    rows = {k: (v, src, ro, syn) for k, v, src, ro, syn in dyn.describe()}
+    assert rows["sasl.kerberos.min.time.before.relogin"][:3] == ("60000", 5, False)
+    dyn.apply(
+        {"sasl.kerberos.min.time.before.relogin": "59000"}, {"sasl.kerberos.min.time.before.relogin": "58000"}
+    )
+    rows = {k: (v, src, ro, syn) for k, v, src, ro, syn in dyn.describe()}
+    value, src, ro, syn = rows["sasl.kerberos.min.time.before.relogin"]
+    assert (value, src, ro) == ("58000", 2, False)
+    assert [(v, s) for _, v, s in syn] == [("58000", 2), ("59000", 3), ("60000", 5)]
+    assert rows["sasl.kerberos.service.name"][:2] == (None, 5)

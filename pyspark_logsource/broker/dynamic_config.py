@@ -6,7 +6,8 @@ DYNAMIC_DEFAULT_BROKER_CONFIG), ``server.properties`` (STATIC_BROKER_CONFIG), th
 (DEFAULT_CONFIG). Only the broker-level log settings are dynamic here (Kafka's DynamicLogConfig:
 ``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes``, ``min.insync.replicas`` ...); they become
 the default of every log without a topic override of its own, at once (:meth:`.log.LogManager.set_default_config`).
-Every other broker setting is read-only, as Kafka refuses it ("Cannot update these configs dynamically").
+Kafka's dynamic SASL login settings (:data:`SASL_DYNAMIC`, ``sasl.kerberos.*`` ...) are accepted and
+stored, not acted on (no GSSAPI here). Every other broker setting is read-only, as Kafka refuses it ("Cannot update these configs dynamically").
 
 :class:`BrokerDynamicConfig` owns the two dynamic maps. Where they come from: a cluster's ZooKeeper
 (:mod:`.cluster.config_changes` hands them in), or on a single broker :data:`LOCAL_FILE` in the first log
@@ -40,8 +41,25 @@ for _key, _attr in _ALIASES.items():
         BROKER_KEY_OF.setdefault(_attr, _key)
 for _key in ("min.insync.replicas", "compression.type"):
     BROKER_KEY_OF.setdefault(_ATTR[_key], _key)
+#: Kafka's dynamic SASL listener settings (DynamicListenerConfig) and their defaults, with the type each
+#: value must parse as. Accepted, stored and described like the others, but not acted on: this broker
+#: offers no GSSAPI (Kerberos) nor OAUTHBEARER login to refresh (README, "Dynamic broker configs").
+SASL_DYNAMIC: dict[str, tuple[str | None, type]] = {
+    "sasl.kerberos.service.name": (None, str),
+    "sasl.kerberos.kinit.cmd": ("/usr/bin/kinit", str),
+    "sasl.kerberos.ticket.renew.window.factor": ("0.8", float),
+    "sasl.kerberos.ticket.renew.jitter": ("0.05", float),
+    "sasl.kerberos.min.time.before.relogin": ("60000", int),
+    "sasl.kerberos.principal.to.local.rules": ("DEFAULT", str),
+    "sasl.login.refresh.window.factor": ("0.8", float),
+    "sasl.login.refresh.window.jitter": ("0.05", float),
+    "sasl.login.refresh.min.period.seconds": ("60", int),
+    "sasl.login.refresh.buffer.seconds": ("300", int),
+}
 #: the broker settings AlterConfigs may change
-DYNAMIC_KEYS: frozenset[str] = frozenset(BROKER_KEY_OF.values()) | frozenset(_HOURS_MINUTES)
+DYNAMIC_KEYS: frozenset[str] = (
+    frozenset(BROKER_KEY_OF.values()) | frozenset(_HOURS_MINUTES) | frozenset(SASL_DYNAMIC)
+)
 
 
 def check_broker_keys(config: Mapping[str, str]) -> None:
@@ -52,6 +70,12 @@ def check_broker_keys(config: Mapping[str, str]) -> None:
     fixed = sorted(k for k in config if k not in DYNAMIC_KEYS)
     if fixed:
         raise InvalidConfig(f"Cannot update these configs dynamically: {', '.join(fixed)}")
+    for key in sorted(k for k in config if k in SASL_DYNAMIC):
+        kind = SASL_DYNAMIC[key][1]
+        try:
+            kind(config[key])
+        except (TypeError, ValueError):
+            raise InvalidConfig(f"Invalid value {config[key]} for configuration {key}") from None
     LogConfig.from_properties(config)  # InvalidConfig naming the key for a bad value
 
 
@@ -100,9 +124,13 @@ class BrokerDynamicConfig:
         built_in = LogConfig()
         out = []
         given = {k for k in self.static if k in _ALIASES}  # broker-wide log settings (log.cleaner.enable ...)
-        for key in sorted(set(DEFAULTS) | set(BROKER_KEY_OF.values()) | given):
+        for key in sorted(set(DEFAULTS) | set(BROKER_KEY_OF.values()) | given | set(SASL_DYNAMIC)):
             syn = self.synonyms(key)
-            if key in DEFAULTS and key not in DYNAMIC_KEYS:
+            if key in SASL_DYNAMIC:
+                built = SASL_DYNAMIC[key][0]
+                value = syn[0][1] if syn else built
+                default = (key, built, SOURCE_DEFAULT)
+            elif key in DEFAULTS and key not in DYNAMIC_KEYS:
                 value = self.static.get(key, DEFAULTS[key])
                 default = (key, DEFAULTS[key], SOURCE_DEFAULT)
             else:

@@ -86,7 +86,12 @@ def metadata_req_to(r: m.MetadataRequest, v: int) -> dict:
             raise ValueError("Metadata v0 cannot ask for no topics (an empty list means all)")
         ids = r.topic_ids or [None] * len(topics)
         topics_w = [{"name": t, "topic_id": i} for t, i in zip(topics, ids, strict=True)]
-    return {"topics": topics_w, "allow_auto_topic_creation": r.allow_auto_topic_creation}
+    return {
+        "topics": topics_w,
+        "allow_auto_topic_creation": r.allow_auto_topic_creation,
+        "include_cluster_authorized_operations": r.include_cluster_authorized_operations,
+        "include_topic_authorized_operations": r.include_topic_authorized_operations,
+    }
 
 
 def metadata_req_from(d: dict, v: int) -> m.MetadataRequest:
@@ -103,7 +108,13 @@ def metadata_req_from(d: dict, v: int) -> m.MetadataRequest:
     else:
         ids = None
     auto = d["allow_auto_topic_creation"] if v >= 4 else True
-    return m.MetadataRequest(topics, auto, ids if topics is not None else None)
+    return m.MetadataRequest(
+        topics,
+        auto,
+        ids if topics is not None else None,
+        bool(d.get("include_cluster_authorized_operations")) and 8 <= v <= 10,
+        bool(d.get("include_topic_authorized_operations")) and v >= 8,
+    )
 
 
 def metadata_resp_to(r: m.MetadataResponse, v: int) -> dict:
@@ -132,10 +143,11 @@ def metadata_resp_to(r: m.MetadataResponse, v: int) -> dict:
                     }
                     for p in t.partitions
                 ],
-                "topic_authorized_operations": -(1 << 31),
+                "topic_authorized_operations": t.authorized_operations,
             }
             for t in r.topics
         ],
+        "cluster_authorized_operations": r.cluster_authorized_operations,
     }
 
 
@@ -158,11 +170,15 @@ def metadata_resp_from(d: dict, v: int) -> m.MetadataResponse:
             t["is_internal"],
             t["error_code"],
             bytes(t["topic_id"]) if v >= 10 and any(t["topic_id"]) else None,
+            t.get("topic_authorized_operations", -(1 << 31)) if v >= 8 else -(1 << 31),
         )
         for t in d["topics"]
     ]
     brokers = [m.BrokerMetadata(b["node_id"], b["host"], b["port"], b["rack"]) for b in d["brokers"]]
-    return m.MetadataResponse(brokers, d["cluster_id"], d["controller_id"], topics, d["throttle_time_ms"])
+    cluster_ops = d.get("cluster_authorized_operations", -(1 << 31)) if 8 <= v <= 10 else -(1 << 31)
+    return m.MetadataResponse(
+        brokers, d["cluster_id"], d["controller_id"], topics, d["throttle_time_ms"], cluster_ops
+    )
 
 
 # ------------------------------------------------------------------ Produce

@@ -196,7 +196,7 @@ def describe_cluster_resp_to(r: m.DescribeClusterResponse, v: int) -> dict:
         "brokers": [
             {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in r.brokers
         ],
-        "cluster_authorized_operations": -(1 << 31),
+        "cluster_authorized_operations": r.cluster_authorized_operations,
     }
 
 
@@ -209,4 +209,5 @@ def describe_cluster_resp_from(d: dict, v: int) -> m.DescribeClusterResponse:
         [m.BrokerMetadata(b["broker_id"], b["host"], b["port"], b["rack"]) for b in d["brokers"]],
         d["throttle_time_ms"],
         d["endpoint_type"],
+        d["cluster_authorized_operations"],
     )

@@ -233,7 +233,7 @@ def describe_groups_resp_to(r: g.DescribeGroupsResponse, v: int) -> dict:
                     }
                     for m in x.members
                 ],
-                "authorized_operations": -(1 << 31),
+                "authorized_operations": x.authorized_operations,
             }
             for x, o in zip(r.groups, old, strict=True)
         ],
@@ -261,6 +261,7 @@ def describe_groups_resp_from(d: dict, v: int) -> g.DescribeGroupsResponse:
                     for m in x["members"]
                 ],
                 x["error_message"],
+                x["authorized_operations"] if v >= 3 else -(1 << 31),
             )
             for x in d["groups"]
         ],

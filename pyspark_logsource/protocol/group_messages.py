@@ -204,6 +204,8 @@ class DescribedGroup:
     protocol: str = ""
     members: list[DescribedMember] = field(default_factory=list)
     error_message: str | None = None
+    #: v3+: bit set of the allowed AclOperation codes on the group; Int32.MinValue when not asked
+    authorized_operations: int = -(1 << 31)
 
 
 @dataclass(slots=True)

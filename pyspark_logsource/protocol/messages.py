@@ -116,6 +116,9 @@ class MetadataRequest:
     allow_auto_topic_creation: bool = False
     #: v10+: each topic's id, aligned with ``topics`` (v12+ may ask by id alone, with a null name)
     topic_ids: list[bytes | None] | None = None
+    #: v8-10 / v8+: answer with the operations the principal may do on the cluster / each topic
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
 
 
 @dataclass(slots=True)
@@ -151,6 +154,8 @@ class TopicMetadata:
     error_code: int = 0
     #: 16 bytes (Metadata v10+); None: the zero uuid
     topic_id: bytes | None = None
+    #: v8+: bit set of the allowed AclOperation codes; Int32.MinValue when not asked
+    authorized_operations: int = -(1 << 31)
 
 
 @dataclass(slots=True)
@@ -162,6 +167,8 @@ class MetadataResponse:
     controller_id: int = -1
     topics: list[TopicMetadata] = field(default_factory=list)
     throttle_time_ms: int = 0
+    #: v8-10: bit set of the allowed AclOperation codes on the cluster; Int32.MinValue when not asked
+    cluster_authorized_operations: int = -(1 << 31)
 
 
 # ------------------------------------------------------------------ Produce
@@ -385,6 +392,8 @@ class DescribeClusterResponse:
     brokers: list[BrokerMetadata] = field(default_factory=list)
     throttle_time_ms: int = 0
     endpoint_type: int = 1
+    #: bit set of the allowed AclOperation codes on the cluster; Int32.MinValue when not asked
+    cluster_authorized_operations: int = -(1 << 31)
 
 
 __all__ = [

@@ -22,6 +22,7 @@ from .admin_rules import ALL_RULES
 from .checks import Enforcer
 from .handlers import AclHandlers
 from .model import Authorizer
+from .operations import AuthorizedOperations
 from .settings import AclSettings
 from .store import AclStore, FileAclStore, ZkAclStore
 
@@ -45,7 +46,8 @@ class Authorization:
         return AclHandlers(lambda: self.store, self.enabled)
 
     def install(self, handlers: Any) -> None:
-        """Put the checks in front of ``handlers`` (a no-op without an authorizer)."""
+        """Put the checks in front of ``handlers`` (without an authorizer, none) and the authorized
+        operations the responses report (without an authorizer, every operation: Kafka's answer)."""
         if self.enabled:
             Enforcer(self.authorizer, self._topics, ALL_RULES).install(handlers)
             log.info(
@@ -53,6 +55,8 @@ class Authorization:
                 ", ".join(sorted(self.settings.super_users)) or "none",
                 str(self.settings.allow_if_no_acl).lower(),
             )
+        # outside the checks: the entries they answered (denied topics) get their operations too
+        AuthorizedOperations(self.authorizer if self.enabled else None).install(handlers)
 
     def _open(self, store: AclStore) -> None:
         store.on_change = self.authorizer.update
