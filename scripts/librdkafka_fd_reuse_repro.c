@@ -5,7 +5,7 @@
  * when the consumer's group-coordinator socket gets the number, its thread drains the socket as
  * wake-up bytes and every answer is lost: "GroupCoordinator/0: Timed out ApiVersionRequest in flight
  * (after 10013ms)", on each reconnect. With `noclose` (the same steps, nothing closed) the consumer
- * reaches the partition's end. It hits in some runs only (the fd numbers vary): 4 of 14 here.
+ * reaches the partition's end. It hits in some runs only (the fd numbers and timing vary): 4 of 20 here, 0 of 7 with noclose.
  *
  *   gcc -I$LRK/src scripts/librdkafka_fd_reuse_repro.c -L$LRK/src -lrdkafka -o /tmp/fd_reuse_repro
  *   LD_LIBRARY_PATH=$LRK/src /tmp/fd_reuse_repro 127.0.0.1:PORT some-new-topic [noclose]
