@@ -14,6 +14,8 @@
 #   TIMEOUT_MULT        test.timeout.multiplier in test.conf (default 4: a loaded 2-core machine)
 #   OUT                 where the log and the summary go (default /tmp/lrk-suite-<mode>)
 #   KEEP_DATA=1         keep the broker(s) data directory (and their logs) after the run
+#   ALONE               tests run by themselves after the parallel run (default $DEFAULT_ALONE below;
+#                       set but empty: none), their output in OUT/suite-alone.log
 #   KAFKA_PATH          a Kafka directory with bin/ (default OUT/kafka, made by scripts/kafka_bin.sh from the
 #                       jars `make peers` fetched): 0052, 0077, 0081, 0109, 0115 and 0119 run its
 #                       kafka-topics.sh / kafka-acls.sh
@@ -49,6 +51,14 @@ OUT=${OUT:-/tmp/lrk-suite-$MODE}
 # TEST_KAFKA_VERSION=4.0.0 TESTS=0052 TESTS_SKIP= (see README).
 DEFAULT_SKIP="0092_mixed_msgver,0052_msg_timestamps"
 export TESTS_SKIP=${TESTS_SKIP-$DEFAULT_SKIP}  # set but empty: skip nothing
+# Run alone, never beside another test: 0076_produce_retry's interceptor close()s the producer's socket fd
+# under librdkafka, which closes it again later. All tests are threads of one test-runner process, so
+# in between the fd number goes to whatever a parallel test opens next (a new client's wake-up pipe:
+# 0076 then logs "Receive failed: Socket operation on non-socket" and closes that pipe; a socket of the
+# other client's that then gets the same number is drained as wake-up bytes, its answers lost). That is
+# how 0077's GroupCoordinator ApiVersions "timed out after 10 s" in one full run: the broker had answered.
+DEFAULT_ALONE="0076_produce_retry"
+ALONE=${ALONE-$DEFAULT_ALONE}
 export PYTHONPATH=$WT${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 
@@ -130,16 +140,47 @@ test.timeout.multiplier=$TIMEOUT_MULT
 EOF
 ARGS="-L -p$PARALLEL"
 [ "$QUICK" = 1 ] && ARGS="$ARGS -Q"
+runner() { # runner LOG ARGS...: one test-runner process (TESTS, TESTS_SKIP from the environment)
+    local log=$1
+    shift
+    (cd "$LRK_SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" RDKAFKA_GITVER="$LRK_TAG" \
+        LD_LIBRARY_PATH=../src:../src-cpp ./test-runner "$@" >"$log" 2>&1)
+}
+table() { # the suite's own table in a log, ANSI colours stripped: test, result, duration, reason
+    sed 's/\x1b\[[0-9;]*m//g' "$1" |
+        grep -E '^\| *[0-9]{4}_[^|]*\|[^|]*(PASSED|FAILED|SKIPPED|RUNNING|NOT_STARTED)' |
+        sed -E 's/^\| *//; s/ *\| */\t/g'
+}
+# the ALONE tests that this run selects (TESTS, TESTS_SKIP match a test by its number, as test.c does)
+SOLO=()
+for t in ${ALONE//,/ }; do
+    n=${t:0:4}
+    [[ -n "${TESTS:-}" && "$TESTS" != *"$n"* ]] && continue
+    [[ "$TESTS_SKIP" == *"$n"* ]] && continue
+    SOLO+=("$t")
+done
 START=$(date +%s)
-(cd "$LRK_SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" RDKAFKA_GITVER="$LRK_TAG" LD_LIBRARY_PATH=../src:../src-cpp \
-    ./test-runner $ARGS >"$OUT/suite.log" 2>&1)
+SKIP_MAIN=$TESTS_SKIP
+[ ${#SOLO[@]} -gt 0 ] && SKIP_MAIN="$TESTS_SKIP${TESTS_SKIP:+,}$(IFS=,; echo "${SOLO[*]}")"
+TESTS_SKIP=$SKIP_MAIN runner "$OUT/suite.log" $ARGS
 RC=$?
+rm -f "$OUT/suite-alone.log"
+for t in "${SOLO[@]}"; do # one at a time, in a process of its own
+    TESTS=${t:0:4} runner "$OUT/suite-alone.$t.log" ${ARGS/-p$PARALLEL/-p1}
+    r=$?
+    cat "$OUT/suite-alone.$t.log" >>"$OUT/suite-alone.log" && rm -f "$OUT/suite-alone.$t.log"
+    [ $RC -eq 0 ] && RC=$r
+done
 echo "runtime: $(($(date +%s) - START)) s, test-runner exit $RC" | tee -a "$OUT/run.txt"
 
-# 5. Summary: the suite's own table, ANSI colours stripped.
-sed 's/\x1b\[[0-9;]*m//g' "$OUT/suite.log" |
-    grep -E '^\| *[0-9]{4}_[^|]*\|[^|]*(PASSED|FAILED|SKIPPED|RUNNING|NOT_STARTED)' |
-    sed -E 's/^\| *//; s/ *\| */\t/g' >"$OUT/summary.txt"
+# 5. Summary: the suite's own table; an ALONE test's row from its own run.
+table "$OUT/suite.log" >"$OUT/summary.txt"
+if [ ${#SOLO[@]} -gt 0 ]; then
+    solo_re="^($(for t in "${SOLO[@]}"; do printf '%s|' "${t:0:4}"; done | sed 's/|$//'))_" # its number's rows
+    table "$OUT/suite-alone.log" | grep -E "$solo_re" >"$OUT/summary.alone"
+    grep -vE "$solo_re" "$OUT/summary.txt" | cat - "$OUT/summary.alone" | LC_ALL=C sort -o "$OUT/summary.txt"
+    rm -f "$OUT/summary.alone"
+fi
 for s in PASSED FAILED SKIPPED; do
     printf '%s %s\n' "$s" "$(awk -F'\t' -v s=$s '$2 == s' "$OUT/summary.txt" | wc -l)"
 done | tee -a "$OUT/run.txt"

@@ -356,6 +356,9 @@ class Broker:
         parked = OrderedResponses(lambda header, result: self._write_response(writer, header, result))
         quota = ConnectionQuotas(self.quotas)  # KIP-219: throttled answers at once, then the connection muted
         log.debug("connection from %s", peer_s)
+        # LOGSOURCE_LOG_LEVEL=DEBUG: each request and the bytes a read's answers took, to tell a client's
+        # "request timed out" (the broker never answered) from answers lost in the client
+        trace = log.isEnabledFor(logging.DEBUG)
         try:
             while True:
                 if quota.muted_until:
@@ -387,6 +390,16 @@ class Broker:
                     except ProtocolError as e:
                         bad = e
                         break
+                if trace:
+                    for ev in evs:
+                        h = ev.header
+                        log.debug(
+                            "%s: request key %d v%d corr %d",
+                            peer_s,
+                            h.api_key,
+                            h.api_version,
+                            h.correlation_id,
+                        )
                 i = 0
                 while i < len(evs):
                     ev = evs[i]
@@ -456,6 +469,8 @@ class Broker:
                             out = await self._send(writer, parts, out)
                 if out:
                     writer.write(out)
+                    if trace:
+                        log.debug("%s: answered with %d bytes", peer_s, len(out))
                 if quota.on:
                     quota.cycle_done(t_read)  # the decoding and encoding count for the request quota too
                 bad = bad or conn.frames.error
