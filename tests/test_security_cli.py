@@ -10,8 +10,7 @@ import sys
 import uuid
 
 import pytest
-from support.brokers import broker_process
-from support.secure import USERS, add_users_offline, broker_properties, make_pki, write_properties
+from support.secure import USERS, make_pki, sasl_ssl_acl_broker
 
 from pyspark_logsource.client import Admin
 from pyspark_logsource.errors import ConfigError
@@ -30,22 +29,7 @@ def pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory, pki):
     """A broker with one listener, SASL_SSL (no client certificates), and ACLs; admin is a super user."""
-    d = tmp_path_factory.mktemp("cc-broker")
-    props = broker_properties(
-        d,
-        pki,
-        listeners="SASL_SSL://127.0.0.1:0",
-        **{
-            "connection.failed.authentication.delay.ms": "0",
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:admin",
-        },
-    )
-    props.pop("ssl.client.auth")
-    cfg = write_properties(d / "server.properties", props)
-    add_users_offline(cfg, d)
-    props.pop("log.dirs")
-    with broker_process(d, config=props) as b:
+    with sasl_ssl_acl_broker(tmp_path_factory.mktemp("cc-broker"), pki) as b:
         yield b
 
 

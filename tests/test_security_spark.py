@@ -22,8 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.brokers import broker_process
-from support.secure import USERS, add_users_offline, broker_properties, make_pki, write_properties
+from support.secure import USERS, make_pki, sasl_ssl_acl_broker
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.kafka_security import REDACTED, KafkaSecurity, client_options, redact
@@ -76,22 +75,7 @@ def pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory, pki):
     """SASL_SSL only, ACLs on, ``admin`` the super user, ``alice`` without any ACL."""
-    d = tmp_path_factory.mktemp("spark-secure-broker")
-    props = broker_properties(
-        d,
-        pki,
-        listeners="SASL_SSL://127.0.0.1:0",
-        **{
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:admin",
-            "connection.failed.authentication.delay.ms": "0",
-        },
-    )
-    props.pop("ssl.client.auth")
-    cfg = write_properties(d / "server.properties", props)
-    add_users_offline(cfg, d)
-    props.pop("log.dirs")
-    with broker_process(d, config=props) as b:
+    with sasl_ssl_acl_broker(tmp_path_factory.mktemp("spark-secure-broker"), pki) as b:
         yield b
 
 

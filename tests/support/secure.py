@@ -5,9 +5,11 @@ before its first start, and a raw SASL wire client for the bad-input cases.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import socket
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,3 +192,27 @@ def kafka_pem_keystore(d: Path) -> tuple[Path, Path]:
     pkcs8 = key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.NoEncryption())
     (d / "kafka-keystore.pem").write_bytes(pkcs8 + b"".join(c.bytes() for c in leaf.cert_chain_pems))
     return d / "ca.pem", d / "kafka-keystore.pem"
+
+
+@contextlib.contextmanager
+def sasl_ssl_acl_broker(d: Path, pki: Pki) -> Iterator[Any]:
+    """A broker process with one SASL_SSL listener (no client certificates), ACLs on, ``admin`` the super
+    user and the users of :data:`USERS` made before its first start; no failed-login delay."""
+    from support.brokers import broker_process
+
+    props = broker_properties(
+        d,
+        pki,
+        listeners="SASL_SSL://127.0.0.1:0",
+        **{
+            "connection.failed.authentication.delay.ms": "0",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin",
+        },
+    )
+    props.pop("ssl.client.auth")
+    cfg = write_properties(d / "server.properties", props)
+    add_users_offline(cfg, d)
+    props.pop("log.dirs")
+    with broker_process(d, config=props) as b:
+        yield b
