@@ -58,6 +58,11 @@ def total(sample: dict[tuple, float] | None, **match: str) -> float:
     return sum(v for labels, v in sample.items() if all((k, m) in labels for k, m in match.items()))
 
 
+def per_second(now: dict, before: dict, dt: float, counter: str) -> float:
+    """A counter's increase per second between two scrapes (summed over its series)."""
+    return (total(now.get(counter)) - total(before.get(counter))) / dt
+
+
 def by_label(sample: dict[tuple, float] | None, label: str) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
     for labels, v in (sample or {}).items():
@@ -122,20 +127,17 @@ def draw(series: dict[str, list], events: list[tuple[float, str]], out: Path) ->
     ax.set_ylabel("MB/s")
     ax.set_title("kafka_server_brokertopicmetrics_bytesin_total / bytesout_total, per second")
     ax.legend(loc="upper left", fontsize=8)
-    ax = axes[1]
-    for group, values in sorted(series["lag"].items()):
-        ax.plot(t, values, label=group)
-    ax.set_ylabel("messages")
-    ax.set_title("kafka_consumergroup_lag (sum over partitions)")
-    ax.legend(loc="upper left", fontsize=8)
-    ax = axes[2]
-    for group, values in sorted(series["throttle"].items()):
-        ax.plot(t, values, label=group)
-    ax.set_ylabel("ms")
-    ax.set_xlabel("seconds")
-    ax.set_title("kafka_server_produce_throttle_time per quota group (client_id)")
-    if series["throttle"]:
-        ax.legend(loc="upper left", fontsize=8)
+    for ax, key, unit, title in (
+        (axes[1], "lag", "messages", "kafka_consumergroup_lag (sum over partitions)"),
+        (axes[2], "throttle", "ms", "kafka_server_produce_throttle_time per quota group (client_id)"),
+    ):
+        for group, values in sorted(series[key].items()):
+            ax.plot(t, values, label=group)
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        if series[key]:
+            ax.legend(loc="upper left", fontsize=8)
+    axes[2].set_xlabel("seconds")
     for ax in axes:
         for at, label in events:
             ax.axvline(at, color="grey", linewidth=0.8)
@@ -194,12 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             if prev is not None:
                 dt = now - prev_t
                 series["t"].append(now)
-                rates = by_label(s.get("kafka_server_brokertopicmetrics_bytesin_total"), "topic")
-                before = by_label(prev.get("kafka_server_brokertopicmetrics_bytesin_total"), "topic")
-                series["bytes_in"]["all producers"].append((sum(rates.values()) - sum(before.values())) / dt)
-                out_now = total(s.get("kafka_server_brokertopicmetrics_bytesout_total"))
-                out_before = total(prev.get("kafka_server_brokertopicmetrics_bytesout_total"))
-                series["bytes_out"].append((out_now - out_before) / dt)
+
+                series["bytes_in"]["all producers"].append(
+                    per_second(s, prev, dt, "kafka_server_brokertopicmetrics_bytesin_total")
+                )
+                series["bytes_out"].append(
+                    per_second(s, prev, dt, "kafka_server_brokertopicmetrics_bytesout_total")
+                )
                 for group, lag in by_label(s.get("kafka_consumergroup_lag"), "consumergroup").items():
                     series["lag"][group].append(lag)
                 for group, ms in by_label(s.get("kafka_server_produce_throttle_time"), "client_id").items():
