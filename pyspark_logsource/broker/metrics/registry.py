@@ -13,6 +13,7 @@ dropped and ``_total`` added to counters); the README's "Metrics" section lists 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -99,8 +100,12 @@ class _RequestStats:
     def fold(self) -> None:
         if not self.pending:
             return
-        ms = np.array(self.pending) * 1000.0
-        self.folded += len(self.pending)
+        n = len(self.pending)
+        # fromiter over the flattened tuples: half of np.array(list of tuples)'s time, which was most of
+        # what the counters cost per request
+        flat = np.fromiter(chain.from_iterable(self.pending), dtype=np.float64, count=3 * n)
+        ms = flat.reshape(n, 3) * 1000.0
+        self.folded += n
         self.pending = []
         q, lo, re, tot = self.times
         q.observe_all(ms[:, 0])
