@@ -181,6 +181,32 @@ def test_500_idle_and_slow_metrics_connections_leave_kafka_serving(metrics_broke
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == len(latencies) + 1
 
 
+def test_pipelined_one_message_requests_each_counted(metrics_broker, topic_name):
+    """One message per produce request, five in flight: the broker appends such runs together and counts
+    them with one call per run; every request and message must still be counted once."""
+    b, port = metrics_broker, metrics_broker.metrics_port
+    topic = topic_name("m1")
+    with Admin(b.bootstrap) as a:
+        a.create_topic(topic, partitions=1)
+    before = scrape(port)
+    n = 2000
+    with Producer(b.bootstrap, batch_size=1, linger_ms=0, max_in_flight=5, max_batches_per_request=1) as p:
+        for i in range(n):
+            p.send(topic, b"one-%d" % i, partition=0)
+        p.flush(30)
+    s = scrape(port)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(s, name, **labels) - (value(before, name, **labels) or 0)
+
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == n
+    assert delta("kafka_network_requestmetrics_requests_total", request="Produce") == n
+    assert delta("kafka_network_requestmetrics_totaltimems_count", request="Produce") == n
+    assert delta("kafka_network_requestmetrics_localtimems_bucket", request="Produce", le="+Inf") == n
+    size = value(s, "kafka_log_log_size", topic=topic, partition="0")
+    assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == size
+
+
 @pytest.mark.cluster
 def test_under_replicated_follows_a_follower_killed_and_back(zk_connect, tmp_path):
     ports = {bid: free_port() for bid in (1, 2, 3)}

@@ -511,9 +511,11 @@ class Broker:
         """Count a request answered now; a parked one's coroutine is wrapped to count it when answered."""
         m, t1 = self.metrics, perf_counter()
         key = ev.header.api_key
-        label = m.request_label(key, ev.request)
         if key == 0:  # Produce (an int compare: this runs per request)
+            label = "Produce"
             m.produced(ev.request)
+        else:
+            label = m.request_label(key, ev.request)
         if type(result) is not CoroutineType:  # asyncio.iscoroutine costs ten times more
             m.record(label, t0 - t_read, t1 - t0, 0.0)
             if key == 1:  # Fetch
@@ -533,9 +535,9 @@ class Broker:
         """Count a run of produces appended together (the local time shared out)."""
         m = self.metrics
         local = (perf_counter() - t0) / len(run)
-        for ev in run:
-            m.produced(ev.request)
-            m.record("Produce", t0 - t_read, local, 0.0)
+        # one partition for the whole run (produce_run_length's condition): one call each, not one per request
+        m.produced_run(run[0].request.partitions[0].topic, [ev.request.partitions[0].records for ev in run])
+        m.record_run("Produce", t0 - t_read, local, len(run))
 
     def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""

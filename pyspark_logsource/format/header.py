@@ -63,6 +63,8 @@ _CRC = struct.Struct(">I")
 _ATTR_MAXTS = struct.Struct(">hiqq")  # attributes .. max_timestamp, at CRC_START
 _ATTRS = struct.Struct(">h")
 _LENGTH = struct.Struct(">i")
+#: batch_length and records_count of the first batch in one call (the broker counts every produce request)
+_LENGTH_AND_COUNT = struct.Struct(">8xi45xi")
 _PRODUCER = struct.Struct(">qhi")
 
 CODEC_MASK = 0x07
@@ -337,8 +339,10 @@ def iter_headers(
 def count_records(buf: bytes | bytearray | memoryview) -> int:
     """The records of the whole batches in ``buf``, summed from their headers (no validation: metrics)."""
     size = len(buf)
-    if size >= HEADER_SIZE and _LENGTH.unpack_from(buf, _LENGTH_AT)[0] + LOG_OVERHEAD == size:
-        return _LENGTH.unpack_from(buf, 57)[0]  # one batch: the common produce
+    if size >= HEADER_SIZE:
+        length, count = _LENGTH_AND_COUNT.unpack_from(buf)
+        if length + LOG_OVERHEAD == size:
+            return count  # one batch: the common produce
     n = pos = 0
     end = size - HEADER_SIZE
     while pos <= end:

@@ -148,6 +148,16 @@ class BrokerMetrics:
         if len(pending) >= FOLD_EVERY:
             st.fold()
 
+    def record_run(self, label: str, queued_s: float, local_s: float, count: int) -> None:
+        """``count`` requests answered together with the same times (a run of pipelined produces)."""
+        st = self.requests.get(label)
+        if st is None:
+            st = self.requests[label] = _RequestStats()
+        pending = st.pending
+        pending += [(queued_s, local_s, 0.0)] * count
+        if len(pending) >= FOLD_EVERY:
+            st.fold()
+
     def error(self, label: str, error: str) -> None:
         key = (label, error)
         self.errors[key] = self.errors.get(key, 0) + 1
@@ -163,6 +173,19 @@ class BrokerMetrics:
                 t = self.topics_in[p.topic] = [0, 0]
             t[0] += count_records(records)
             t[1] += len(records)
+
+    def produced_run(self, topic: str, batches: list) -> None:
+        """A run of produce requests to one partition of ``topic``: their records (``None`` skipped)."""
+        n = size = 0
+        for records in batches:
+            if records is not None:
+                n += count_records(records)
+                size += len(records)
+        t = self.topics_in.get(topic)
+        if t is None:
+            t = self.topics_in[topic] = [0, 0]
+        t[0] += n
+        t[1] += size
 
     def fetched(self, label: str, response: Any) -> None:
         """A fetch answer's record bytes, per topic (a file region counts its length)."""
