@@ -19,6 +19,7 @@ from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSource
 from ...format import header as fmt
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
 from ...format.kafka_decode import null_key_indexes, validate_kafka_records
+from ...format.plain_run import check_and_stamp
 from . import transactions as txn
 from .config import DELETE, LogConfig
 from .producer_state import ProducerAppend
@@ -94,6 +95,13 @@ class AppendValidator:
         if flags & TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
             txn.check_append(batches, control)
         return mv, batches, flags
+
+    def check_and_stamp(self, records: object, offset: int, leader_epoch: int) -> list | None:
+        """A run of plain batches (Arrow-bodied, not idempotent, not transactional) that passes every
+        check of :meth:`check`, stamped from ``offset``: its ``(position, base offset, size, max
+        timestamp, record count)`` per batch (the format's one-call check and stamp); None, with
+        nothing stamped, for any other run (:meth:`check` then raises, or the general path takes it)."""
+        return check_and_stamp(records, self._max_bytes, self._compact, offset, leader_epoch)
 
     def follower_offsets(self, batches: list, log_end: int) -> tuple[list, int]:
         """``(position, base offset, size, max timestamp, offsets spanned)`` per batch and the next

@@ -233,6 +233,10 @@ class PartitionLog:
         """
         # Hot path: per-batch work only, and as little Python per batch as the checks allow
         # (a produce of one message spends more time here than in its pwrite).
+        if not self._log_append_time and not self._closed:
+            info = self._append_plain(records, leader_epoch)
+            if info is not None:
+                return info
         mv, batches, flags = self._validator.check(records, control)
         now = int(time.time() * 1000)
         with self._lock:
@@ -256,6 +260,42 @@ class PartitionLog:
         if due:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
+
+    def _append_plain(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int | None
+    ) -> AppendInfo | None:
+        """:meth:`append` of a run of plain batches (checked and stamped by one format call, see
+        :meth:`.AppendValidator.check_and_stamp`); None, with nothing done, for any other run."""
+        now = int(time.time() * 1000)
+        with self._lock:
+            latest = self.epochs.latest_epoch
+            epoch = (latest if latest > 0 else 0) if leader_epoch is None else leader_epoch
+            base = self._leo
+            stamped = None if self._closed else self._validator.check_and_stamp(records, base, epoch)
+            if stamped is None:
+                return None
+            last = stamped[-1]
+            offset = last[1] + last[4]
+            active = self._segments.active
+            # LogSegment.should_roll, inlined as in _append_locked
+            if active.size and (
+                active.size + len(records) > active.roll_size
+                or now >= active.roll_ms
+                or offset - 1 > active.roll_offset
+            ):
+                active = self._roll_locked(now)
+            try:
+                active.append(records, stamped)
+            except OSError as e:
+                raise StorageError(f"append to {active.log_path} failed: {e}") from e
+            self._leo = offset  # publish: readers may now fetch up to here
+            if epoch > latest:
+                self.epochs.assign(epoch, base)
+            flush = self._flush  # FlushState.due, inlined as in append
+            due = offset >= flush.due_offset or now >= flush.due_ms
+        if due:
+            self.flush()
+        return new_info(AppendInfo, (base, offset - 1, -1, offset - base, False))
 
     def _append_locked(
         self,
