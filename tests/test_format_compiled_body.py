@@ -223,8 +223,8 @@ def _stamp_args(draw):
 def test_check_and_stamp_agrees_with_the_reference(buf, data):
     max_size, refuse_keyless, offset, epoch = _stamp_args(data.draw)
     a, b = bytearray(buf), bytearray(buf)
-    got = cb.check_and_stamp(a, max_size, refuse_keyless, offset, epoch)
-    want = plain_run.check_and_stamp_py(b, max_size, refuse_keyless, offset, epoch)
+    got = cb.check_and_stamp(max_size, refuse_keyless, a, offset, epoch)
+    want = plain_run.check_and_stamp_py(max_size, refuse_keyless, b, offset, epoch)
     assert got == want
     assert a == b  # stamped alike, or (None) both untouched
     if got is None:
@@ -238,7 +238,7 @@ def test_check_and_stamp_takes_exactly_the_runs_the_general_path_stamps_alike(bu
     as stamp_run stamps it; a run it refuses is untouched."""
     max_size, refuse_keyless, offset, epoch = _stamp_args(data.draw)
     mine = bytearray(buf)
-    got = plain_run.check_and_stamp(mine, max_size, refuse_keyless, offset, epoch)
+    got = plain_run.check_and_stamp(max_size, refuse_keyless, mine, offset, epoch)
     if got is None:
         assert mine == buf
         return
@@ -255,24 +255,24 @@ def test_check_and_stamp_takes_exactly_the_runs_the_general_path_stamps_alike(bu
 @pytest.mark.parametrize("check", [plain_run.check_and_stamp_py] + ([cb.check_and_stamp] if cb else []))
 def test_check_and_stamp_refuses_what_it_must_not_stamp(check):
     plain = fmt_encode([b"a", b"b"], None, 5)
-    assert check(bytearray(plain), 1 << 20, False, 10, 3) == [(0, 10, len(plain), 5, 2)]
-    assert check(bytearray(plain), 1 << 20, True, 10, 3) is None  # keyless on a compacted topic
-    assert check(bytearray(plain), len(plain) - 1, False, 10, 3) is None  # over max.message.bytes
-    assert check(bytes(plain), 1 << 20, False, 10, 3) is None  # read-only: the general path copies it
-    assert check(memoryview(bytes(plain)), 1 << 20, False, 10, 3) is None
-    assert check(memoryview(bytearray(plain)).cast("b"), 1 << 20, False, 10, 3) is None
-    assert check(bytearray(), 1 << 20, False, 10, 3) is None
-    assert check(bytearray(plain), 1 << 20, False, -1, 3) is None
-    assert check(bytearray(plain), 1 << 20, False, 10, 2**31) is None
-    assert check(bytearray(plain), 1 << 20, False, 2**63 - 2, 3) is None  # the last offset overflows
-    assert check(bytearray(plain), 1 << 20, False, True, 3) is None  # not an int
+    assert check(1 << 20, False, bytearray(plain), 10, 3) == [(0, 10, len(plain), 5, 2)]
+    assert check(1 << 20, True, bytearray(plain), 10, 3) is None  # keyless on a compacted topic
+    assert check(len(plain) - 1, False, bytearray(plain), 10, 3) is None  # over max.message.bytes
+    assert check(1 << 20, False, bytes(plain), 10, 3) is None  # read-only: the general path copies it
+    assert check(1 << 20, False, memoryview(bytes(plain)), 10, 3) is None
+    assert check(1 << 20, False, memoryview(bytearray(plain)).cast("b"), 10, 3) is None
+    assert check(1 << 20, False, bytearray(), 10, 3) is None
+    assert check(1 << 20, False, bytearray(plain), -1, 3) is None
+    assert check(1 << 20, False, bytearray(plain), 10, 2**31) is None
+    assert check(1 << 20, False, bytearray(plain), 2**63 - 2, 3) is None  # the last offset overflows
+    assert check(1 << 20, False, bytearray(plain), True, 3) is None  # not an int
     whole = bytearray(plain + plain)
     view = memoryview(whole)[len(plain) :]
-    assert check(view, 1 << 20, False, 0, 0) == [(0, 0, len(plain), 5, 2)]
+    assert check(1 << 20, False, view, 0, 0) == [(0, 0, len(plain), 5, 2)]
     assert whole[: len(plain)] == plain  # only the view's batch was stamped
     idem = fmt_encode([b"a"], None, 5, producer_id=7, producer_epoch=0, base_sequence=0)
-    assert check(bytearray(plain + idem), 1 << 20, False, 0, 0) is None
-    assert check(bytearray(encode_kafka([b"a"], None, 5)), 1 << 20, False, 0, 0) is None
+    assert check(1 << 20, False, bytearray(plain + idem), 0, 0) is None
+    assert check(1 << 20, False, bytearray(encode_kafka([b"a"], None, 5)), 0, 0) is None
 
 
 # ---------------------------------------------------------------- the log, with and without the one-call path

@@ -136,7 +136,7 @@ cdef inline bint _writable_bytes(buf):
     return not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B"
 
 
-def check_and_stamp(buf, int64_t max_size, bint refuse_keyless, base_offset, leader_epoch):
+def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, leader_epoch):
     """``plain_run.check_and_stamp``: the stamped ``(position, base offset, size, max timestamp,
     record count)`` per batch, or None (nothing stamped)."""
     if type(base_offset) is not int or type(leader_epoch) is not int:

@@ -30,12 +30,13 @@ def _writable(buf: object) -> bool:
 
 
 def check_and_stamp_py(
-    buf: bytearray | memoryview, max_size: int, refuse_keyless: bool, base_offset: int, leader_epoch: int
+    max_size: int, refuse_keyless: bool, buf: bytearray | memoryview, base_offset: int, leader_epoch: int
 ) -> list[tuple[int, int, int, int, int]] | None:
     """Stamp the run ``buf`` from ``base_offset`` with ``leader_epoch`` if it is whole, valid, plain
     batches (each at most ``max_size`` bytes; ``refuse_keyless``: none with a null key, as a compacted
     topic demands), and return ``(position, base offset, size, max timestamp, record count)`` per batch;
-    None, with nothing stamped, for any other run.
+    None, with nothing stamped, for any other run. The limits come first: a log binds them once
+    (``functools.partial``, no Python frame per append).
 
     The reference: :data:`check_and_stamp` is the compiled ``_cbody.check_and_stamp`` when it is built
     (it must agree with this function on every input), this function otherwise.

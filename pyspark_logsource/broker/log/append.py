@@ -13,6 +13,7 @@ times and producer sequences (:func:`stamp_run`, :func:`stamp_runs`).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSourceError
@@ -47,13 +48,19 @@ class AppendInfo(NamedTuple):
 class AppendValidator:
     """The checks of a run of batches before it is appended to the log ``name`` of ``topic``."""
 
-    __slots__ = ("name", "topic", "_max_bytes", "_compact")
+    __slots__ = ("name", "topic", "_max_bytes", "_compact", "check_and_stamp")
 
     def __init__(self, name: str, topic: str, config: LogConfig) -> None:
         self.name = name
         self.topic = topic
         self._max_bytes = config.max_message_bytes
         self._compact = config.cleanup_policy != DELETE
+        #: ``check_and_stamp(records, offset, leader_epoch)``: a run of plain batches (Arrow-bodied, not
+        #: idempotent, not transactional) that passes every check of :meth:`check`, stamped from
+        #: ``offset``: its ``(position, base offset, size, max timestamp, record count)`` per batch (the
+        #: format's one-call check and stamp); None, nothing stamped, for any other run (:meth:`check`
+        #: then raises, or the general path takes it)
+        self.check_and_stamp = partial(check_and_stamp, self._max_bytes, self._compact)
 
     def check(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
         """The run as a writable view, its ``(position, header)`` pairs and flags (TRANSACTIONAL,
@@ -95,13 +102,6 @@ class AppendValidator:
         if flags & TRANSACTIONAL:  # checked only when there is one: most appends have no transactional batch
             txn.check_append(batches, control)
         return mv, batches, flags
-
-    def check_and_stamp(self, records: object, offset: int, leader_epoch: int) -> list | None:
-        """A run of plain batches (Arrow-bodied, not idempotent, not transactional) that passes every
-        check of :meth:`check`, stamped from ``offset``: its ``(position, base offset, size, max
-        timestamp, record count)`` per batch (the format's one-call check and stamp); None, with
-        nothing stamped, for any other run (:meth:`check` then raises, or the general path takes it)."""
-        return check_and_stamp(records, self._max_bytes, self._compact, offset, leader_epoch)
 
     def follower_offsets(self, batches: list, log_end: int) -> tuple[list, int]:
         """``(position, base offset, size, max timestamp, offsets spanned)`` per batch and the next
