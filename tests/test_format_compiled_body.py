@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_format_compiled import guarded  # a buffer ending at a PROT_NONE page
 
 from pyspark_logsource.broker.log import LogConfig, PartitionLog
 from pyspark_logsource.broker.log import append as log_append
@@ -37,7 +38,7 @@ except ImportError:  # not built: `python scripts/build_ext.py` builds it in pla
         raise
 
 needs_cbody = pytest.mark.skipif(cb is None, reason="format/_cbody is not built: pure-Python path only")
-PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
@@ -250,6 +251,19 @@ def test_check_and_stamp_takes_exactly_the_runs_the_general_path_stamps_alike(bu
     assert nxt == got[-1][1] + got[-1][4]
     for _, h in batches:
         assert h.is_arrow_body and not h.is_idempotent and not h.attributes & header.TXN_BITS
+
+
+@needs_cbody
+@PROPS
+@given(produced_run(), st.data())
+def test_check_and_stamp_reads_nothing_past_the_buffer(buf, data):
+    """Truncated runs and huge claimed lengths ending at a page's end (reading past it faults)."""
+    b = bytearray(buf)
+    if len(b) >= 12 and data.draw(st.booleans()):  # a batch length claiming far more than there is
+        struct.pack_into(">i", b, 8, data.draw(st.sampled_from([2**31 - 1, len(b), len(b) - 11])))
+    with guarded(bytes(b)) as mv:
+        got = cb.check_and_stamp(1 << 40, False, mv, 0, 0)
+        assert got == plain_run.check_and_stamp_py(1 << 40, False, bytearray(b), 0, 0)
 
 
 @pytest.mark.parametrize("check", [plain_run.check_and_stamp_py] + ([cb.check_and_stamp] if cb else []))

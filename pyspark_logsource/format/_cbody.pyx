@@ -200,13 +200,16 @@ def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, lea
         pos += size
     if offset > INT64_MAX - total:
         return None
-    # pass 2: stamp and describe
+    # pass 2: stamp and describe (the Python-level CRC may have let another thread at the buffer: every
+    # read stays bounded even then)
     cdef list out = []
     pos = 0
     while pos < end:
         p = d + pos
         size = <int64_t>be32(p + 8) + LOG_OVERHEAD
         count = be32(p + 57)
+        if size < HEADER_SIZE or size > end - pos:
+            raise BufferError("the run changed while it was checked")
         put64(p, offset)
         put32(p + 12, epoch)
         out.append((pos, offset, size, be64(p + 35), count))
@@ -292,6 +295,9 @@ def encode_records(
     if size - LOG_OVERHEAD > INT32_MAX:
         return None
     out = PyByteArray_FromStringAndSize(NULL, size)
+    # the allocation may run a collection, and a finalizer Python code: the lists are checked again as copied
+    if PyList_GET_SIZE(vals) != n or PyList_GET_SIZE(ts) != n or (not keyless and PyList_GET_SIZE(ks) != n):
+        raise RuntimeError("a list changed while the batch was encoded")
     cdef uint8_t* d = <uint8_t*>PyByteArray_AS_STRING(out)
     cdef uint8_t* p = d + HEADER_SIZE
     cdef uint8_t* koff = p + 8 * n
@@ -300,7 +306,8 @@ def encode_records(
     cdef int64_t acc = 0, kacc = 0
     cdef object o
     for i in range(n):
-        _int64_at(ts, i, &t)
+        if _int64_at(ts, i, &t) < 0:
+            raise RuntimeError("a list changed while the batch was encoded")
         le64(p + 8 * i, t - base_ts)
     le32(koff, 0)
     le32(voff, 0)
@@ -311,15 +318,21 @@ def encode_records(
     else:
         for i in range(n):
             o = <object>PyList_GET_ITEM(ks, i)
+            if type(o) is not bytes or PyBytes_GET_SIZE(o) > ktotal - kacc:
+                raise RuntimeError("a list changed while the batch was encoded")
             memcpy(data + kacc, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o))
             kacc += PyBytes_GET_SIZE(o)
             le32(koff + 4 * (i + 1), kacc)
         data += kacc
     for i in range(n):
         o = <object>PyList_GET_ITEM(vals, i)
+        if type(o) is not bytes or PyBytes_GET_SIZE(o) > vtotal - acc:
+            raise RuntimeError("a list changed while the batch was encoded")
         memcpy(data + acc, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o))
         acc += PyBytes_GET_SIZE(o)
         le32(voff + 4 * (i + 1), acc)
+    if acc != vtotal or kacc != ktotal:
+        raise RuntimeError("a list changed while the batch was encoded")
     # the header (header.write_header's fields), then its CRC over [21, end)
     put64(d, 0)
     put32(d + 8, size - LOG_OVERHEAD)
