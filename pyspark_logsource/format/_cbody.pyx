@@ -160,7 +160,8 @@ def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, lea
     cdef int32_t length, count, seq
     cdef int attrs
     cdef uint32_t crc
-    # pass 1: every check (header.walk strict with CRC, then the plain-run conditions); nothing written
+    # pass 1: every check of the headers (header.walk strict's, then the plain-run conditions), so that
+    # a run for the general path (an idempotent producer's) costs no CRC here; nothing written
     while pos < end:
         if end - pos < HEADER_SIZE:
             return None
@@ -182,9 +183,6 @@ def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, lea
         size = <int64_t>length + LOG_OVERHEAD
         if size > max_size or pos + size > end:
             return None
-        crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
-        if _crc(p + CRC_START, size - CRC_START) != crc:
-            return None
         if (attrs & CODEC_MASK) > MAX_CODEC:
             return None
         pid = be64(p + 43)
@@ -200,8 +198,19 @@ def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, lea
         pos += size
     if offset > INT64_MAX - total:
         return None
-    # pass 2: stamp and describe (the Python-level CRC may have let another thread at the buffer: every
+    # pass 2: the CRC-32C of every batch (a Python-level CRC may let another thread at the buffer: every
     # read stays bounded even then)
+    pos = 0
+    while pos < end:
+        p = d + pos
+        size = <int64_t>be32(p + 8) + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > end - pos:
+            return None
+        crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
+        if _crc(p + CRC_START, size - CRC_START) != crc:
+            return None
+        pos += size
+    # pass 3: stamp and describe (bounded again, as pass 2)
     cdef list out = []
     pos = 0
     while pos < end:
