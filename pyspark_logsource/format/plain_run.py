@@ -16,7 +16,17 @@ from __future__ import annotations
 from ..errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
 from ._speedups import cbody
 from .crc import crc32c
-from .header import ARROW_BODY, CRC_START, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS, stamp_offset_epoch, walk
+from .header import (
+    ARROW_BODY,
+    CRC_START,
+    HAS_KEY_NULLS,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TXN_BITS,
+    stamp_offset_epoch,
+    walk,
+)
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -28,6 +38,17 @@ def _writable(buf: object) -> bool:
     if type(buf) is not memoryview:
         return False
     return not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B"
+
+
+def _not_plain(attrs: int, producer_id: int, base_sequence: int, refuse_keyless: bool) -> bool:
+    """A batch with these header fields is not plain: a Kafka-layout body, transactional or control,
+    idempotent, or (``refuse_keyless``) with a null key."""
+    return bool(
+        not attrs & ARROW_BODY
+        or attrs & TXN_BITS
+        or (producer_id >= 0 and base_sequence >= 0)
+        or (refuse_keyless and attrs & HAS_KEY_NULLS)
+    )
 
 
 def check_and_stamp_py(
@@ -48,6 +69,10 @@ def check_and_stamp_py(
         return None
     if not _writable(buf) or not len(buf):
         return None
+    if len(buf) >= HEADER_SIZE:  # the first header alone often says "general path" (an idempotent producer)
+        first = HEADER.unpack_from(buf, 0)
+        if _not_plain(first[5], first[9], first[11], refuse_keyless):
+            return None
     try:
         batches = walk(buf, check_crc=False, max_size=max_size, strict=True)
     except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
@@ -55,13 +80,7 @@ def check_and_stamp_py(
     # the headers first: a run for the general path (an idempotent producer's) costs no CRC here
     total = 0
     for _, h in batches:
-        attrs = h.attributes
-        if (
-            not attrs & ARROW_BODY
-            or attrs & TXN_BITS
-            or (h.producer_id >= 0 and h.base_sequence >= 0)
-            or (refuse_keyless and attrs & HAS_KEY_NULLS)
-        ):
+        if _not_plain(h.attributes, h.producer_id, h.base_sequence, refuse_keyless):
             return None
         total += h.record_count
     if base_offset > _INT64_MAX - total:
