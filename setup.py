@@ -16,6 +16,7 @@ from setuptools.command.build_ext import build_ext
 EXTENSIONS = [
     "pyspark_logsource.format._ckafka",
     "pyspark_logsource.format._crecords",
+    "pyspark_logsource.format._cbody",
     "pyspark_logsource.client._csend",
 ]
 

@@ -21,8 +21,13 @@ set to None in this process) and the compiled one, alternated, best of
 * ``spark`` (``--spark``): ``sum(length(value))`` over ``--spark-rows`` rows of a
   librdkafka-written topic and of our Producer's, in two child processes, one
   with ``LOGSOURCE_NO_EXTENSIONS=1`` (its Python workers inherit it).
+* ``log`` (``--log``; ``--log-only``: these rows alone, no broker): the Arrow-body encode of a
+  producer batch (``arrow_body.encode_records``, batches of 1, 50 and 1000, 200-byte values), and
+  ``PartitionLog.append`` of 50-message batches against a plain ``write()`` of the same bytes
+  (benchmarks/paper.py's "log append / write()" row, log_store.bench_append), on each path.
 
     .venv/bin/python benchmarks/compiled.py [--messages 1000000] [--spark --spark-rows 2000000]
+    .venv/bin/python benchmarks/compiled.py --log-only --messages 1000000
 """
 
 from __future__ import annotations
@@ -47,9 +52,17 @@ import paper  # noqa: E402
 from pyspark_logsource import Admin, Consumer, Producer  # noqa: E402
 from pyspark_logsource import format as F  # noqa: E402
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
+from pyspark_logsource.broker.log import append as log_append  # noqa: E402
 from pyspark_logsource.client import fetched  # noqa: E402
 from pyspark_logsource.client import producer as producer_module  # noqa: E402
-from pyspark_logsource.format import _speedups, header, kafka_decode, kafka_encode  # noqa: E402
+from pyspark_logsource.format import (  # noqa: E402
+    _speedups,
+    arrow_body,
+    header,
+    kafka_decode,
+    kafka_encode,
+    plain_run,
+)
 
 #: (module, attribute, the compiled module) each set to None for the pure-Python path
 _SWITCHES = (
@@ -58,6 +71,12 @@ _SWITCHES = (
     (kafka_encode, "crecords", _speedups.crecords),
     (fetched, "crecords", _speedups.crecords),
     (producer_module, "_csend", producer_module._csend),  # read when a Producer is made
+    (arrow_body, "cbody", _speedups.cbody),
+)
+#: (module, attribute, pure-Python value, compiled value) where the pure path is a function, not None
+_TWINS = (
+    # bound when a PartitionLog is made (AppendValidator)
+    (log_append, "check_and_stamp", plain_run.check_and_stamp_py, plain_run.check_and_stamp),
 )
 
 
@@ -65,12 +84,17 @@ _SWITCHES = (
 def path(compiled: bool):
     """Run the hot paths compiled or pure-Python in this process."""
     saved = [getattr(m, a) for m, a, _ in _SWITCHES]
+    saved_twins = [getattr(m, a) for m, a, _, _ in _TWINS]
     for m, a, c in _SWITCHES:
         setattr(m, a, c if compiled else None)
+    for m, a, py, c in _TWINS:
+        setattr(m, a, c if compiled else py)
     try:
         yield
     finally:
         for (m, a, _), s in zip(_SWITCHES, saved, strict=True):
+            setattr(m, a, s)
+        for (m, a, _, _), s in zip(_TWINS, saved_twins, strict=True):
             setattr(m, a, s)
 
 
@@ -148,6 +172,56 @@ def format_rows(log_dir: str, repeat: int) -> None:
     tn = sum(t.num_rows for t in tables)
     py, co = both(lambda: [fetched.messages_from_arrow("p1000", 0, t) for t in tables], repeat)
     row("messages_from_arrow(), ~1000-row tables", tn, "msg", py, co)
+
+
+def log_rows(n: int, repeat: int) -> None:
+    """The Arrow-body encode of producer batches, and the log append vs write() (paper.py's row), both paths."""
+    from log_store import bench_append
+
+    values = paper.values(1000)
+    now = int(time.time() * 1000)
+    for size in (1, 50, 1000):
+        batch, stamps = values[:size], [now + i % 7 for i in range(size)]
+        count = max(1, n // size)
+
+        def encode(batch=batch, stamps=stamps, count=count) -> None:
+            enc = arrow_body.encode_records
+            for _ in range(count):
+                enc(batch, None, stamps, None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+
+        assert _both_same(
+            lambda batch=batch, stamps=stamps: bytes(
+                arrow_body.encode_records(
+                    batch, None, stamps, None, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1
+                )
+            )
+        )
+        row(f"encode_records(), Arrow body, batches of {size}", count * size, "msg", *both(encode, repeat))
+    # PartitionLog.append of 50-message batches vs os.write() of the same bytes, each path in turn
+    rates: dict = {False: (0.0, 0.0), True: (0.0, 0.0)}
+    size = 0
+    with tempfile.TemporaryDirectory() as d:
+        for r in range(repeat):
+            for compiled in (False, True):
+                root = Path(d) / f"{compiled}-{r}"
+                root.mkdir()
+                with path(compiled):
+                    log_mb, plain_mb, size = bench_append(root, 50, n * 216, 3)
+                best = rates[compiled]
+                rates[compiled] = (max(best[0], log_mb), max(best[1], plain_mb))
+    per_mb = 50 / size * (1 << 20)  # messages per MB
+    (py_log, py_plain), (co_log, co_plain) = rates[False], rates[True]
+    row("PartitionLog.append, batches of 50", n, "msg", n / (py_log * per_mb), n / (co_log * per_mb))
+    row("  baseline: plain write(), same bytes", n, "msg", n / (py_plain * per_mb), n / (co_plain * per_mb))
+    LOG_WRITE.update({False: py_log / py_plain, True: co_log / co_plain})
+    print(
+        f"  log append / write(), batches of 50: pure-Python {LOG_WRITE[False]:.2f}, compiled "
+        f"{LOG_WRITE[True]:.2f} (target >= 0.85)",
+        file=sys.stderr,
+    )
+
+
+LOG_WRITE: dict = {}
 
 
 def _both_same(fn) -> bool:
@@ -278,11 +352,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark-rows", type=int, default=2_000_000)
     ap.add_argument("--producer", action="store_true", help="also the send() rows and confluent's produce()")
     ap.add_argument("--no-read", action="store_true", help="without the format and consumer rows")
+    ap.add_argument("--log", action="store_true", help="also the Arrow-body encode and log append rows")
+    ap.add_argument("--log-only", action="store_true", help="only those rows (no broker)")
     args = ap.parse_args(argv)
     if _speedups.ckafka is None:
         print("the compiled core is not built (or LOGSOURCE_NO_EXTENSIONS is set): nothing to compare")
         return 1
     n = args.messages
+    if args.log or args.log_only:
+        log_rows(n, args.repeat)
+    if args.log_only:
+        _print_log_rows(args.repeat)
+        return 0
     msgs = paper.values(n)
     with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
         bs = broker.bootstrap
@@ -366,6 +447,17 @@ def main(argv: list[str] | None = None) -> int:
         f"\nbest of {args.repeat}, alternated; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     return 0
+
+
+def _print_log_rows(repeat: int) -> None:
+    print(f"\n{'row':58} {'count':>10} {'pure Python/s':>14} {'compiled/s':>12} {'ratio':>6}")
+    for name, cnt, _unit, py, co, _target in ROWS:
+        print(f"{name:58} {cnt:>10,} {cnt / py:>14,.0f} {cnt / co:>12,.0f} {py / co:>5.2f}x")
+    print(
+        f"{'log append / write(), batches of 50 (target >= 0.85)':58} {'':>10} {LOG_WRITE[False]:>14.2f} "
+        f"{LOG_WRITE[True]:>12.2f}"
+    )
+    print(f"\nbest of {repeat}, alternated; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def _load(name: str = "_ckafka") -> ModuleType | None:
         mod = importlib.import_module(__name__.rpartition(".")[0] + "." + name)
     except ImportError:
         return None
-    if name == "_ckafka":
+    if name in ("_ckafka", "_cbody"):
         _wire_crc(mod)
     return mod
 
@@ -66,5 +66,7 @@ def load_extension(qualified_name: str) -> ModuleType | None:
 
 ckafka = _load()
 crecords = _load("_crecords")
+#: ``_cbody.pyx``: the Arrow-body encode of a plain producer batch, the log append's check-and-stamp
+cbody = _load("_cbody")
 #: "compiled" or "python": what the format hot paths run (benchmarks and tests print it)
 IMPLEMENTATION = "python" if ckafka is None else "compiled"

@@ -43,6 +43,7 @@ import pyarrow as pa
 
 from ..errors import InvalidRequest, InvalidTimestamp, MessageTooLarge
 from . import compression
+from ._speedups import cbody
 from .header import (
     ARROW_BODY,
     CREATE_TIME,
@@ -500,8 +501,15 @@ def encode_records(
     ``encode`` builds the columns with numpy (~20 us per call whatever the
     record count): dominant for the tiny batches of a low-latency producer.
     Small simple batches (no headers, no null values, keys all present or all
-    absent) take a few ``struct.pack`` calls instead.
+    absent) take a few ``struct.pack`` calls instead; with the compiled core,
+    every plain batch (those, uncompressed, of any size) is one C call.
     """
+    if cbody is not None:  # the compiled encode; None: a batch it does not take, encoded below
+        out = cbody.encode_records(
+            values, keys, timestamps, headers, codec, producer_id, producer_epoch, base_sequence
+        )
+        if out is not None:
+            return out
     n = len(values)
     if n == 1 and headers is None and codec == compression.NONE:
         # one record per batch (batch_size 1, linger 0): the hot case of a low-latency producer

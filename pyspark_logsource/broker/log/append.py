@@ -13,12 +13,14 @@ times and producer sequences (:func:`stamp_run`, :func:`stamp_runs`).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSourceError
 from ...format import header as fmt
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
 from ...format.kafka_decode import null_key_indexes, validate_kafka_records
+from ...format.plain_run import check_and_stamp
 from . import transactions as txn
 from .config import DELETE, LogConfig
 from .producer_state import ProducerAppend
@@ -46,13 +48,19 @@ class AppendInfo(NamedTuple):
 class AppendValidator:
     """The checks of a run of batches before it is appended to the log ``name`` of ``topic``."""
 
-    __slots__ = ("name", "topic", "_max_bytes", "_compact")
+    __slots__ = ("name", "topic", "_max_bytes", "_compact", "check_and_stamp")
 
     def __init__(self, name: str, topic: str, config: LogConfig) -> None:
         self.name = name
         self.topic = topic
         self._max_bytes = config.max_message_bytes
         self._compact = config.cleanup_policy != DELETE
+        #: ``check_and_stamp(records, offset, leader_epoch)``: a run of plain batches (Arrow-bodied, not
+        #: idempotent, not transactional) that passes every check of :meth:`check`, stamped from
+        #: ``offset``: its ``(position, base offset, size, max timestamp, record count)`` per batch (the
+        #: format's one-call check and stamp); None, nothing stamped, for any other run (:meth:`check`
+        #: then raises, or the general path takes it)
+        self.check_and_stamp = partial(check_and_stamp, self._max_bytes, self._compact)
 
     def check(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
         """The run as a writable view, its ``(position, header)`` pairs and flags (TRANSACTIONAL,

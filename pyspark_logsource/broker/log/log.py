@@ -33,13 +33,13 @@ import os
 import shutil
 import threading
 import time
-from bisect import bisect_right
 from pathlib import Path
 
 from ...errors import InvalidRequest, LogSourceError, OffsetOutOfRange, StorageError
 from ...format import header as fmt
 from ...format.header import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TXN_BITS
 from ...topics import validate_topic_name
+from . import reads
 from . import transactions as txn
 from .append import (
     ARROW,
@@ -233,8 +233,28 @@ class PartitionLog:
         """
         # Hot path: per-batch work only, and as little Python per batch as the checks allow
         # (a produce of one message spends more time here than in its pwrite).
-        mv, batches, flags = self._validator.check(records, control)
         now = int(time.time() * 1000)
+        if not self._log_append_time and not self._closed:
+            # a run of plain batches (most produce requests) is checked and stamped by one format call
+            # (AppendValidator.check_and_stamp); any other run gets None, nothing done, and the path below
+            with self._lock:
+                latest = self.epochs.latest_epoch
+                epoch = (latest if latest > 0 else 0) if leader_epoch is None else leader_epoch
+                base = self._leo
+                stamped = None if self._closed else self._validator.check_and_stamp(records, base, epoch)
+                if stamped is not None:
+                    offset = stamped[-1][1] + stamped[-1][4]
+                    self._write_locked(records, stamped, offset, now)
+                    self._leo = offset  # publish: readers may now fetch up to here
+                    if epoch > latest:
+                        self.epochs.assign(epoch, base)
+                    flush = self._flush  # FlushState.due, inlined as below
+                    due = offset >= flush.due_offset or now >= flush.due_ms
+            if stamped is not None:
+                if due:
+                    self.flush()
+                return new_info(AppendInfo, (base, offset - 1, -1, offset - base, False))
+        mv, batches, flags = self._validator.check(records, control)
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
@@ -257,6 +277,23 @@ class PartitionLog:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
 
+    def _write_locked(
+        self, data: memoryview | bytearray, stamped: list, next_offset: int, now: int, arrow: bool = True
+    ) -> None:
+        """Write stamped batches to the active segment, rolling it first if Kafka's rule says so
+        (LogSegment.should_roll, inlined: this runs per produce request); StorageError if the write fails."""
+        active = self._segments.active
+        if active.size and (
+            active.size + len(data) > active.roll_size
+            or now >= active.roll_ms
+            or next_offset - 1 > active.roll_offset
+        ):
+            active = self._roll_locked(now)
+        try:
+            active.append(data, stamped, arrow=arrow)
+        except OSError as e:
+            raise StorageError(f"append to {active.log_path} failed: {e}") from e
+
     def _append_locked(
         self,
         mv: memoryview,
@@ -274,18 +311,7 @@ class PartitionLog:
             return offset  # a retry of appended batches
         if flags & TRANSACTIONAL:
             self._last_bases = [s[1] for s in stamped]  # base offset per batch, for the transaction hooks
-        active = self._segments.active
-        # LogSegment.should_roll, inlined: this runs per produce request
-        if active.size and (
-            active.size + len(mv) > active.roll_size
-            or now >= active.roll_ms
-            or offset - 1 > active.roll_offset
-        ):
-            active = self._roll_locked(now)
-        try:
-            active.append(mv, stamped, arrow=bool(flags & ARROW))
-        except OSError as e:
-            raise StorageError(f"append to {active.log_path} failed: {e}") from e
+        self._write_locked(mv, stamped, offset, now, bool(flags & ARROW))
         if producers is not None:
             producers.commit()
         base = self._leo
@@ -386,13 +412,7 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             stamped, expected = self._validator.follower_offsets(batches, self._leo)
-            active = self._segments.active
-            if active.size and active.should_roll(end, expected - 1, now):
-                active = self._roll_locked(now)
-            try:
-                active.append(mv[:end], stamped, arrow=any(h.is_arrow_body for _, h in batches))
-            except OSError as e:
-                raise StorageError(f"follower append to {active.log_path} failed: {e}") from e
+            self._write_locked(mv[:end], stamped, expected, now, any(h.is_arrow_body for _, h in batches))
             ps, epochs = self.producer_state, self.epochs
             for _, h in batches:
                 ps.replay(h)
@@ -419,30 +439,15 @@ class PartitionLog:
         At least one whole batch even if larger than ``max_bytes``; an empty
         region at the log end (or at/after ``max_offset``, exclusive).
         """
+        # the log end first, then the view: a view taken after it holds every batch below it
         leo = self._leo
-        bases, segs = self._segments.view
-        start = segs[0].base_offset
-        if self._start.offset > start:
-            start = self._start.offset
-        if offset < start or offset > leo:
-            raise OffsetOutOfRange(f"offset {offset} is outside [{start}, {leo}] of {self.name}")
-        if offset == leo or (max_offset is not None and offset >= max_offset):
-            return FileRegion(segs[-1].file, segs[-1].size, 0)
-        for seg in segs[bisect_right(bases, offset) - 1 :]:
-            region = seg.read(offset, max_bytes, max_offset)
-            if region is not None:
-                return region
-        return FileRegion(segs[-1].file, segs[-1].size, 0)
+        return reads.read_region(
+            self._segments.view, self._start.offset, leo, offset, max_bytes, max_offset, self.name
+        )
 
     def read_checked(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Like :meth:`read` but returns the bytes after CRC-checking every batch (CorruptRecord)."""
-        region = self.read(offset, max_bytes, max_offset)
-        data = os.pread(region.file.fileno(), region.length, region.position)
-        pos = 0
-        while pos < len(data):
-            h = fmt.validate(data, pos)
-            pos += h.size
-        return data
+        return reads.checked_bytes(self.read(offset, max_bytes, max_offset))
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """First offset whose record timestamp is >= ``timestamp``; None when there is none.
@@ -453,21 +458,13 @@ class PartitionLog:
             return self._leo
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset
-        for seg in self._segments.view.segments:
-            if seg.max_timestamp >= timestamp:
-                found = seg.find_timestamp(timestamp)
-                if found is not None:
-                    return max(found, self.log_start_offset)
-        return None
+        found = reads.first_offset_at(self._segments.view.segments, timestamp)
+        return None if found is None else max(found, self.log_start_offset)
 
     def max_timestamp(self) -> tuple[int, int] | None:
         """(the largest record timestamp, the base offset of the first batch holding it); None when no
         record has a timestamp (ListOffsets' MAX_TIMESTAMP, KIP-734)."""
-        best: tuple[int, int] | None = None
-        for seg in self._segments.view.segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]):
-                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
-        return best
+        return reads.max_timestamp(self._segments.view.segments)
 
     # ------------------------------------------------------------ flush and roll
 

@@ -1,0 +1,359 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled core's Arrow-body encode and the log append's check-and-stamp (issue 25).
+
+* :func:`encode_records` is ``arrow_body.encode_records`` for a plain producer
+  batch (no codec, no headers, every value ``bytes``, keys all ``bytes`` or
+  absent, int timestamps): the batch written in one C pass into one bytearray,
+  byte-identical;
+* :func:`check_and_stamp` is ``plain_run.check_and_stamp``: the header walk with
+  CRC-32C of a produced run and, when every batch is a plain one (our Arrow body,
+  no producer id, not transactional), the offset/epoch stamp in place, in one call.
+
+As in ``_ckafka``, each returns None for any input it does not take; the caller
+then runs the pure-Python reference, which produces the result or the typed
+error (tests/test_format_compiled_body.py checks both ways on the same input).
+Every read is bounded by the buffer it belongs to.
+"""
+
+from cpython.buffer cimport PyBUF_READ
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+
+from pyspark_logsource.format.crc import crc32c as _py_crc32c
+
+cdef enum:
+    HEADER_SIZE = 61
+    LOG_OVERHEAD = 12
+    CRC_START = 21
+    MIN_LENGTH = 49  # HEADER_SIZE - LOG_OVERHEAD
+    MAGIC = 2
+    ARROW_BODY = 0x1000
+    HAS_KEY_NULLS = 0x100
+    TXN_BITS = 0x30  # transactional | control
+    KAFKA_ATTRIBUTES = 0x7F
+    CODEC_MASK = 0x07
+    MAX_CODEC = 4
+
+cdef int64_t INT32_MAX = 2147483647
+cdef int64_t INT32_MIN = -2147483648
+cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
+
+ctypedef uint32_t (*crc_fn_t)(uint32_t, const uint8_t*, size_t) noexcept nogil
+#: the crc32c package's hardware CRC-32C, set by _speedups when it checks out (as for _ckafka);
+#: NULL: the Python-level crc32c function
+cdef crc_fn_t _crc_c = NULL
+
+
+def set_crc32c_function(size_t address):
+    """Use the C function at ``address`` (the crc32c package's convention) for the CRCs; 0: none."""
+    global _crc_c
+    _crc_c = <crc_fn_t>address
+
+
+def crc32c_direct(const uint8_t[::1] data):
+    """CRC-32C of ``data`` through the C function set by :func:`set_crc32c_function` (None if unset)."""
+    if _crc_c == NULL:
+        return None
+    return _crc_c(0xFFFFFFFF, &data[0] if data.shape[0] else NULL, data.shape[0]) ^ 0xFFFFFFFF
+
+
+cdef inline uint32_t _crc(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
+    if _crc_c != NULL:
+        return _crc_c(0xFFFFFFFF, p, n) ^ 0xFFFFFFFF
+    return _py_crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
+
+
+cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
+    return <int64_t>(
+        (<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
+        | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7]
+    )
+
+
+cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | <uint64_t>p[3])
+
+
+cdef inline int be16(const uint8_t* p) noexcept nogil:
+    return <int>(<short>((p[0] << 8) | p[1]))
+
+
+cdef inline void put64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(u >> (56 - 8 * i))
+
+
+cdef inline void put32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>(u >> 24)
+    p[1] = <uint8_t>(u >> 16)
+    p[2] = <uint8_t>(u >> 8)
+    p[3] = <uint8_t>u
+
+
+cdef inline void put16(uint8_t* p, int v) noexcept nogil:
+    p[0] = <uint8_t>((v >> 8) & 0xFF)
+    p[1] = <uint8_t>(v & 0xFF)
+
+
+cdef inline void le64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(u >> (8 * i))
+
+
+cdef inline void le32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>u
+    p[1] = <uint8_t>(u >> 8)
+    p[2] = <uint8_t>(u >> 16)
+    p[3] = <uint8_t>(u >> 24)
+
+
+cdef inline bint legal_high(int attrs) noexcept nogil:
+    """header.walk's ``attrs & _HIGH_MASK in _LEGAL_HIGH``."""
+    cdef int high = attrs & (0xFFFF & ~KAFKA_ATTRIBUTES)
+    if high == 0:
+        return True
+    return (high & ~0x0700) == ARROW_BODY
+
+
+cdef inline bint _writable_bytes(buf):
+    """``plain_run._writable``: a bytearray, or a writable contiguous 1-D memoryview of unsigned bytes."""
+    if type(buf) is bytearray:
+        return True
+    if type(buf) is not memoryview:
+        return False
+    return not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B"
+
+
+def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, leader_epoch):
+    """``plain_run.check_and_stamp``: the stamped ``(position, base offset, size, max timestamp,
+    record count)`` per batch, or None (nothing stamped)."""
+    if type(base_offset) is not int or type(leader_epoch) is not int:
+        return None
+    cdef int overflow = 0
+    cdef int64_t offset = PyLong_AsLongLongAndOverflow(base_offset, &overflow)
+    if overflow or offset < 0:
+        return None
+    cdef int64_t epoch = PyLong_AsLongLongAndOverflow(leader_epoch, &overflow)
+    if overflow or epoch < INT32_MIN or epoch > INT32_MAX:
+        return None
+    if not _writable_bytes(buf):
+        return None
+    cdef uint8_t[::1] view = buf
+    cdef int64_t end = view.shape[0]
+    if end == 0:
+        return None
+    cdef uint8_t* d = &view[0]
+    cdef uint8_t* p
+    cdef int64_t pos = 0, size, base, lod, total = 0, pid
+    cdef int32_t length, count, seq
+    cdef int attrs
+    cdef uint32_t crc
+    # pass 1: every check of the headers (header.walk strict's, then the plain-run conditions), so that
+    # a run for the general path (an idempotent producer's) costs no CRC here; nothing written
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            return None
+        p = d + pos
+        base = be64(p)
+        length = be32(p + 8)
+        attrs = be16(p + 21)
+        lod = be32(p + 23)
+        count = be32(p + 57)
+        if (
+            lod != count - 1
+            or count < 1
+            or <signed char>p[16] != MAGIC
+            or length < MIN_LENGTH
+            or not legal_high(attrs)
+            or base > INT64_MAX - lod
+        ):
+            return None
+        size = <int64_t>length + LOG_OVERHEAD
+        if size > max_size or pos + size > end:
+            return None
+        if (attrs & CODEC_MASK) > MAX_CODEC:
+            return None
+        pid = be64(p + 43)
+        seq = be32(p + 53)
+        if (
+            not attrs & ARROW_BODY
+            or attrs & TXN_BITS
+            or (pid >= 0 and seq >= 0)
+            or (refuse_keyless and attrs & HAS_KEY_NULLS)
+        ):
+            return None
+        total += count
+        pos += size
+    if offset > INT64_MAX - total:
+        return None
+    # pass 2: the CRC-32C of every batch (a Python-level CRC may let another thread at the buffer: every
+    # read stays bounded even then)
+    pos = 0
+    while pos < end:
+        p = d + pos
+        size = <int64_t>be32(p + 8) + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > end - pos:
+            return None
+        crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
+        if _crc(p + CRC_START, size - CRC_START) != crc:
+            return None
+        pos += size
+    # pass 3: stamp and describe (bounded again, as pass 2)
+    cdef list out = []
+    pos = 0
+    while pos < end:
+        p = d + pos
+        size = <int64_t>be32(p + 8) + LOG_OVERHEAD
+        count = be32(p + 57)
+        if size < HEADER_SIZE or size > end - pos:
+            raise BufferError("the run changed while it was checked")
+        put64(p, offset)
+        put32(p + 12, epoch)
+        out.append((pos, offset, size, be64(p + 35), count))
+        offset += count
+        pos += size
+    return out
+
+
+cdef inline int _int64_at(list items, Py_ssize_t i, int64_t* out):
+    """``items[i]`` as an int64 when it is exactly an int that fits: 0, else -1."""
+    cdef object o = <object>PyList_GET_ITEM(items, i)
+    cdef int overflow = 0
+    if type(o) is not int:
+        return -1
+    out[0] = PyLong_AsLongLongAndOverflow(o, &overflow)
+    return -1 if overflow else 0
+
+
+cdef inline bint _all_bytes(list items, Py_ssize_t n, int64_t* total):
+    """Every item is exactly ``bytes``; their summed length in ``total`` (stops past INT32_MAX)."""
+    cdef Py_ssize_t i
+    cdef object o
+    cdef int64_t t = 0
+    for i in range(n):
+        o = <object>PyList_GET_ITEM(items, i)
+        if type(o) is not bytes:
+            return False
+        t += PyBytes_GET_SIZE(o)
+        if t > INT32_MAX:
+            return False
+    total[0] = t
+    return True
+
+
+def encode_records(
+    values, keys, timestamps, headers, codec, producer_id, producer_epoch, base_sequence
+):
+    """``arrow_body.encode_records`` of a plain batch, byte-identical, or None (another batch: the
+    reference encodes it, or raises)."""
+    if headers is not None or type(codec) is not int or codec != 0 or type(values) is not list or type(timestamps) is not list:
+        return None
+    cdef list vals = values
+    cdef list ts = timestamps
+    cdef list ks
+    cdef Py_ssize_t n = PyList_GET_SIZE(vals), i
+    if n < 1 or PyList_GET_SIZE(ts) != n:
+        return None
+    cdef bint keyless = keys is None
+    if not keyless:
+        if type(keys) is not list or PyList_GET_SIZE(keys) != n:
+            return None
+        ks = keys
+    cdef int64_t pid, pepoch, bseq, t = 0, base_ts, max_ts, vtotal = 0, ktotal = 0
+    cdef int overflow = 0
+    if type(producer_id) is not int or type(producer_epoch) is not int or type(base_sequence) is not int:
+        return None
+    pid = PyLong_AsLongLongAndOverflow(producer_id, &overflow)
+    if overflow:
+        return None
+    pepoch = PyLong_AsLongLongAndOverflow(producer_epoch, &overflow)
+    if overflow or pepoch < -32768 or pepoch > 32767:
+        return None
+    bseq = PyLong_AsLongLongAndOverflow(base_sequence, &overflow)
+    if overflow or bseq < INT32_MIN or bseq > INT32_MAX:
+        return None
+    if _int64_at(ts, 0, &base_ts) < 0:
+        return None
+    max_ts = base_ts
+    for i in range(1, n):
+        if _int64_at(ts, i, &t) < 0:
+            return None
+        # t - base_ts must fit int64 (the reference packs it as one)
+        if (base_ts < 0 and t > INT64_MAX + base_ts) or (base_ts > 0 and t < -INT64_MAX - 1 + base_ts):
+            return None
+        if t > max_ts:
+            max_ts = t
+    if not _all_bytes(vals, n, &vtotal):
+        return None
+    if not keyless and not _all_bytes(ks, n, &ktotal):
+        return None
+    cdef int64_t bitmap = (n + 7) // 8 if keyless else 0
+    cdef int64_t size = HEADER_SIZE + 8 * n + 8 * (n + 1) + bitmap + ktotal + vtotal
+    if size - LOG_OVERHEAD > INT32_MAX:
+        return None
+    out = PyByteArray_FromStringAndSize(NULL, size)
+    # the allocation may run a collection, and a finalizer Python code: the lists are checked again as copied
+    if PyList_GET_SIZE(vals) != n or PyList_GET_SIZE(ts) != n or (not keyless and PyList_GET_SIZE(ks) != n):
+        raise RuntimeError("a list changed while the batch was encoded")
+    cdef uint8_t* d = <uint8_t*>PyByteArray_AS_STRING(out)
+    cdef uint8_t* p = d + HEADER_SIZE
+    cdef uint8_t* koff = p + 8 * n
+    cdef uint8_t* voff = koff + 4 * (n + 1)
+    cdef uint8_t* data = voff + 4 * (n + 1)
+    cdef int64_t acc = 0, kacc = 0
+    cdef object o
+    for i in range(n):
+        if _int64_at(ts, i, &t) < 0:
+            raise RuntimeError("a list changed while the batch was encoded")
+        le64(p + 8 * i, t - base_ts)
+    le32(koff, 0)
+    le32(voff, 0)
+    if keyless:
+        memset(koff, 0, 4 * (n + 1))
+        memset(data, 0, bitmap)
+        data += bitmap
+    else:
+        for i in range(n):
+            o = <object>PyList_GET_ITEM(ks, i)
+            if type(o) is not bytes or PyBytes_GET_SIZE(o) > ktotal - kacc:
+                raise RuntimeError("a list changed while the batch was encoded")
+            memcpy(data + kacc, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o))
+            kacc += PyBytes_GET_SIZE(o)
+            le32(koff + 4 * (i + 1), kacc)
+        data += kacc
+    for i in range(n):
+        o = <object>PyList_GET_ITEM(vals, i)
+        if type(o) is not bytes or PyBytes_GET_SIZE(o) > vtotal - acc:
+            raise RuntimeError("a list changed while the batch was encoded")
+        memcpy(data + acc, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o))
+        acc += PyBytes_GET_SIZE(o)
+        le32(voff + 4 * (i + 1), acc)
+    if acc != vtotal or kacc != ktotal:
+        raise RuntimeError("a list changed while the batch was encoded")
+    # the header (header.write_header's fields), then its CRC over [21, end)
+    put64(d, 0)
+    put32(d + 8, size - LOG_OVERHEAD)
+    put32(d + 12, -1)
+    d[16] = MAGIC
+    put16(d + 21, ARROW_BODY | (HAS_KEY_NULLS if keyless else 0))
+    put32(d + 23, n - 1)
+    put64(d + 27, base_ts)
+    put64(d + 35, max_ts)
+    put64(d + 43, pid)
+    put16(d + 51, <int>pepoch)
+    put32(d + 53, bseq)
+    put32(d + 57, n)
+    put32(d + 17, _crc(d + CRC_START, size - CRC_START))
+    return out

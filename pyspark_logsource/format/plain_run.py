@@ -1,0 +1,102 @@
+"""A produced run of plain batches, checked and stamped in one call (the log append's fast path).
+
+A *plain* batch is the common produce: our Arrow body, no producer id or
+sequence (not idempotent), not transactional, not a control batch. For a run
+made only of those the log needs from the format nothing but the checks every
+run gets (``header.walk(..., check_crc=True, max_size=, strict=True)``) and the
+offset/epoch stamp; :func:`check_and_stamp` does both, and the compiled core
+(``_cbody.check_and_stamp``) does it in one C pass when it is built. Any other
+run (or any check that fails) gives None with nothing stamped: the caller then
+takes the general path, which raises the typed error or handles the producer
+state and transactions.
+"""
+
+from __future__ import annotations
+
+from ..errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
+from ._speedups import cbody
+from .crc import crc32c
+from .header import (
+    ARROW_BODY,
+    CRC_START,
+    HAS_KEY_NULLS,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TXN_BITS,
+    stamp_offset_epoch,
+    walk,
+)
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def _writable(buf: object) -> bool:
+    """A bytearray, or a writable contiguous 1-D memoryview of unsigned bytes: what is stamped in place."""
+    if type(buf) is bytearray:
+        return True
+    if type(buf) is not memoryview:
+        return False
+    return not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B"
+
+
+def _not_plain(attrs: int, producer_id: int, base_sequence: int, refuse_keyless: bool) -> bool:
+    """A batch with these header fields is not plain: a Kafka-layout body, transactional or control,
+    idempotent, or (``refuse_keyless``) with a null key."""
+    return bool(
+        not attrs & ARROW_BODY
+        or attrs & TXN_BITS
+        or (producer_id >= 0 and base_sequence >= 0)
+        or (refuse_keyless and attrs & HAS_KEY_NULLS)
+    )
+
+
+def check_and_stamp_py(
+    max_size: int, refuse_keyless: bool, buf: bytearray | memoryview, base_offset: int, leader_epoch: int
+) -> list[tuple[int, int, int, int, int]] | None:
+    """Stamp the run ``buf`` from ``base_offset`` with ``leader_epoch`` if it is whole, valid, plain
+    batches (each at most ``max_size`` bytes; ``refuse_keyless``: none with a null key, as a compacted
+    topic demands), and return ``(position, base offset, size, max timestamp, record count)`` per batch;
+    None, with nothing stamped, for any other run. The limits come first: a log binds them once
+    (``functools.partial``, no Python frame per append).
+
+    The reference: :data:`check_and_stamp` is the compiled ``_cbody.check_and_stamp`` when it is built
+    (it must agree with this function on every input), this function otherwise.
+    """
+    if type(base_offset) is not int or type(leader_epoch) is not int:
+        return None
+    if not 0 <= base_offset <= _INT64_MAX or not -(1 << 31) <= leader_epoch < 1 << 31:
+        return None
+    if not _writable(buf) or not len(buf):
+        return None
+    if len(buf) >= HEADER_SIZE:  # the first header alone often says "general path" (an idempotent producer)
+        first = HEADER.unpack_from(buf, 0)
+        if _not_plain(first[5], first[9], first[11], refuse_keyless):
+            return None
+    try:
+        batches = walk(buf, check_crc=False, max_size=max_size, strict=True)
+    except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
+        return None
+    # the headers first: a run for the general path (an idempotent producer's) costs no CRC here
+    total = 0
+    for _, h in batches:
+        if _not_plain(h.attributes, h.producer_id, h.base_sequence, refuse_keyless):
+            return None
+        total += h.record_count
+    if base_offset > _INT64_MAX - total:
+        return None
+    mv = memoryview(buf)
+    for pos, h in batches:
+        if crc32c(mv[pos + CRC_START : pos + h.batch_length + LOG_OVERHEAD]) != h.crc:
+            return None
+    out = []
+    offset = base_offset
+    for pos, h in batches:
+        stamp_offset_epoch(buf, pos, offset, h.batch_length, leader_epoch)
+        out.append((pos, offset, h.batch_length + LOG_OVERHEAD, h.max_timestamp, h.record_count))
+        offset += h.record_count
+    return out
+
+
+#: the one the log calls (chosen once: no Python frame between the log and the compiled pass)
+check_and_stamp = check_and_stamp_py if cbody is None else cbody.check_and_stamp

@@ -1,0 +1,350 @@
+"""format/_cbody.pyx against its pure-Python references (issue 25): the Arrow-body encode of a
+producer batch and the log append's check-and-stamp.
+
+The compiled module is imported directly, so these tests compare it with the
+references on both test runs (with the extensions, and with
+``LOGSOURCE_NO_EXTENSIONS=1``, when the package itself uses only the
+references). Each compiled function returns None for input it does not take;
+whenever it returns a result, that result is byte-identical to the reference's,
+and the public function (compiled first, reference on None) gives the same
+result or the same typed error as the reference alone. The last tests run the
+log's append with and without the one-call path and compare the files.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_format_compiled import guarded  # a buffer ending at a PROT_NONE page
+
+from pyspark_logsource.broker.log import LogConfig, PartitionLog
+from pyspark_logsource.broker.log import append as log_append
+from pyspark_logsource.broker.log.config import LONG_MAX
+from pyspark_logsource.format import arrow_body, header, plain_run
+from pyspark_logsource.format import encode as fmt_encode
+from pyspark_logsource.format.crc import crc32c
+from pyspark_logsource.format.kafka_encode import encode_kafka
+
+try:
+    from pyspark_logsource.format import _cbody as cb
+except ImportError:  # not built: `python scripts/build_ext.py` builds it in place
+    cb = None
+    if os.environ.get("CI"):
+        raise
+
+needs_cbody = pytest.mark.skipif(cb is None, reason="format/_cbody is not built: pure-Python path only")
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+def _outcome(fn, *args, **kw):
+    try:
+        return ("ok", fn(*args, **kw))
+    except Exception as e:  # noqa: BLE001 - the reference's error, whatever it is, must be the same
+        return ("error", type(e), str(e))
+
+
+def _reference_encode(*args, **kw):
+    saved = arrow_body.cbody
+    arrow_body.cbody = None
+    try:
+        return arrow_body.encode_records(*args, **kw)
+    finally:
+        arrow_body.cbody = saved
+
+
+def _compiled_encode(*args, **kw):
+    saved = arrow_body.cbody
+    arrow_body.cbody = cb
+    try:
+        return arrow_body.encode_records(*args, **kw)
+    finally:
+        arrow_body.cbody = saved
+
+
+# ---------------------------------------------------------------- encode_records
+
+_value = st.one_of(st.binary(max_size=40), st.binary(max_size=300))
+
+
+@st.composite
+def producer_batch(draw, plain: bool = False):
+    """encode_records' arguments: plain ones, or (without ``plain``) every kind the producer hands it."""
+    n = draw(st.integers(1, 80))
+    odd = st.one_of(st.none(), st.just(bytearray(b"ba")), st.just(memoryview(b"mv")), st.just("str"))
+    item = _value if plain else st.one_of(_value, _value, _value, odd)
+    values = draw(st.lists(item, min_size=n, max_size=n))
+    keys = draw(st.one_of(st.none(), st.lists(_value if plain else item, min_size=n, max_size=n)))
+    if not plain and keys is not None and draw(st.booleans()):
+        keys = keys[:-1]  # a length mismatch
+    base = draw(st.integers(0, 2**41) if plain else INT64)
+    spread = st.integers(-5000, 5000) if plain else st.one_of(st.integers(-5000, 5000), INT64)
+    timestamps = [base] + [
+        base + d if plain else d for d in draw(st.lists(spread, min_size=n - 1, max_size=n - 1))
+    ]
+    headers = None
+    if not plain and draw(st.integers(0, 4)) == 0:
+        headers = [[("h", b"v")] if i % 2 else None for i in range(n)]
+    codec = 0 if plain else draw(st.sampled_from([0, 0, 0, 1, "none"]))
+    pid = draw(st.integers(-1, 2**40) if plain else st.one_of(st.integers(-1, 2**40), INT64, st.just(2**63)))
+    epoch = draw(st.integers(-1, 32767) if plain else st.integers(-40000, 40000))
+    seq = draw(st.integers(-1, 2**31 - 1) if plain else st.integers(-(2**32), 2**32))
+    return (values, keys, timestamps, headers), {
+        "codec": codec,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "base_sequence": seq,
+    }
+
+
+@needs_cbody
+@PROPS
+@given(producer_batch(plain=True))
+def test_plain_batches_encode_byte_identically_in_c(batch):
+    args, kw = batch
+    out = cb.encode_records(*args, kw["codec"], kw["producer_id"], kw["producer_epoch"], kw["base_sequence"])
+    assert out is not None  # a plain batch is the compiled encode's to take
+    assert type(out) is bytearray
+    assert out == _reference_encode(*args, **kw)
+    header.validate(out)
+
+
+@needs_cbody
+@PROPS
+@given(producer_batch())
+def test_any_producer_batch_gives_the_same_batch_or_the_same_error(batch):
+    args, kw = batch
+    direct = cb.encode_records(
+        *args, kw["codec"], kw["producer_id"], kw["producer_epoch"], kw["base_sequence"]
+    )
+    ref = _outcome(_reference_encode, *args, **kw)
+    if direct is not None:
+        assert ref == ("ok", direct)
+    assert _outcome(_compiled_encode, *args, **kw) == ref
+
+
+@needs_cbody
+def test_encode_edges():
+    kw = {"codec": 0, "producer_id": -1, "producer_epoch": -1, "base_sequence": -1}
+    # the largest and smallest timestamps; deltas that do not fit int64 are the reference's to refuse
+    for ts in ([2**63 - 1], [-(2**63)], [0, 2**63 - 1], [-1, 2**63 - 1], [1, -(2**63)], [True], [2**63]):
+        values = [b"v"] * len(ts)
+        assert _outcome(_compiled_encode, values, None, ts, None, **kw) == _outcome(
+            _reference_encode, values, None, ts, None, **kw
+        )
+    assert cb.encode_records([b"v", b"w"], None, [-1, 2**63 - 1], None, 0, -1, -1, -1) is None  # delta 2**63
+    assert cb.encode_records([b"v", b"w"], None, [1, -(2**63)], None, 0, -1, -1, -1) is None
+    # not lists, bytes subclasses, empty: the reference's
+    assert cb.encode_records((b"v",), None, [1], None, 0, -1, -1, -1) is None
+    assert cb.encode_records([b"v"], None, (1,), None, 0, -1, -1, -1) is None
+    assert cb.encode_records([], None, [], None, 0, -1, -1, -1) is None
+
+    class B(bytes):
+        pass
+
+    assert cb.encode_records([B(b"v")], None, [1], None, 0, -1, -1, -1) is None
+    # empty values and keys, a batch of one
+    for keys in (None, [b""], [b"k"]):
+        out = cb.encode_records([b""], keys, [7], None, 0, 5, 1, 0)
+        assert out == _reference_encode(
+            [b""], keys, [7], None, **{**kw, "producer_id": 5, "producer_epoch": 1, "base_sequence": 0}
+        )
+
+
+# ---------------------------------------------------------------- check_and_stamp
+
+
+def _reseal(buf: bytearray, pos: int = 0) -> None:
+    size = struct.unpack_from(">i", buf, pos + 8)[0] + 12
+    struct.pack_into(">I", buf, pos + 17, crc32c(memoryview(buf)[pos + 21 : pos + size]))
+
+
+@st.composite
+def one_batch(draw):
+    n = draw(st.integers(1, 6))
+    values = [draw(st.binary(max_size=30)) for _ in range(n)]
+    keys = draw(st.one_of(st.none(), st.just([b"k%d" % i for i in range(n)])))
+    kind = draw(
+        st.sampled_from(["plain", "plain", "plain", "idempotent", "kafka", "transactional", "nullkey"])
+    )
+    ts = draw(st.integers(0, 2**41))
+    if kind == "kafka":
+        return encode_kafka(values, keys, ts)
+    if kind == "nullkey":
+        keys = [None] + [b"k"] * (n - 1)
+    pid, seq = (draw(st.integers(0, 2**40)), draw(st.integers(0, 1000))) if kind == "idempotent" else (-1, -1)
+    if kind == "plain" and draw(st.booleans()):  # a producer id without a sequence is still plain
+        pid = draw(st.integers(0, 2**40))
+    out = fmt_encode(
+        values, keys, ts, producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=seq
+    )
+    if kind == "transactional":
+        attrs = struct.unpack_from(">h", out, 21)[0] | header.TRANSACTIONAL_BIT
+        struct.pack_into(">h", out, 21, attrs)
+        _reseal(out)
+    return out
+
+
+@st.composite
+def produced_run(draw):
+    batches = draw(st.lists(one_batch(), min_size=1, max_size=4))
+    buf = bytearray().join(batches)
+    mutation = draw(st.sampled_from(["none", "none", "none", "byte", "resealed", "truncate", "append"]))
+    if mutation == "byte":
+        i = draw(st.integers(0, len(buf) - 1))
+        buf[i] ^= draw(st.integers(1, 255))
+    elif mutation == "resealed":  # a header field changed, the CRC made to match it
+        i = draw(st.integers(21, 60))
+        buf[i] ^= draw(st.integers(1, 255))
+        _reseal(buf)
+    elif mutation == "truncate":
+        del buf[draw(st.integers(0, len(buf) - 1)) :]
+    elif mutation == "append":
+        buf += draw(st.binary(min_size=1, max_size=70))
+    return buf
+
+
+def _stamp_args(draw):
+    return (
+        draw(st.one_of(st.integers(61, 400), st.just(1 << 20))),
+        draw(st.booleans()),
+        draw(st.one_of(st.integers(0, 2**40), st.just(2**63 - 3), st.integers(-5, -1))),
+        draw(st.one_of(st.integers(-1, 100), st.just(2**31), st.just(-(2**31) - 1))),
+    )
+
+
+@needs_cbody
+@PROPS
+@given(produced_run(), st.data())
+def test_check_and_stamp_agrees_with_the_reference(buf, data):
+    max_size, refuse_keyless, offset, epoch = _stamp_args(data.draw)
+    a, b = bytearray(buf), bytearray(buf)
+    got = cb.check_and_stamp(max_size, refuse_keyless, a, offset, epoch)
+    want = plain_run.check_and_stamp_py(max_size, refuse_keyless, b, offset, epoch)
+    assert got == want
+    assert a == b  # stamped alike, or (None) both untouched
+    if got is None:
+        assert a == buf
+
+
+@PROPS
+@given(produced_run(), st.data())
+def test_check_and_stamp_takes_exactly_the_runs_the_general_path_stamps_alike(buf, data):
+    """Whatever path is in use: a run it takes passes every check of AppendValidator.check and is stamped
+    as stamp_run stamps it; a run it refuses is untouched."""
+    max_size, refuse_keyless, offset, epoch = _stamp_args(data.draw)
+    mine = bytearray(buf)
+    got = plain_run.check_and_stamp(max_size, refuse_keyless, mine, offset, epoch)
+    if got is None:
+        assert mine == buf
+        return
+    ref = bytearray(buf)
+    batches = header.walk(ref, check_crc=True, max_size=max_size, strict=True)
+    stamped: list = []
+    nxt = log_append.stamp_run(memoryview(ref), batches, offset, epoch, 0, False, None, stamped)
+    assert (mine, got) == (ref, stamped)
+    assert nxt == got[-1][1] + got[-1][4]
+    for _, h in batches:
+        assert h.is_arrow_body and not h.is_idempotent and not h.attributes & header.TXN_BITS
+
+
+@needs_cbody
+@PROPS
+@given(produced_run(), st.data())
+def test_check_and_stamp_reads_nothing_past_the_buffer(buf, data):
+    """Truncated runs and huge claimed lengths ending at a page's end (reading past it faults)."""
+    b = bytearray(buf)
+    if len(b) >= 12 and data.draw(st.booleans()):  # a batch length claiming far more than there is
+        struct.pack_into(">i", b, 8, data.draw(st.sampled_from([2**31 - 1, len(b), len(b) - 11])))
+    with guarded(bytes(b)) as mv:
+        got = cb.check_and_stamp(1 << 40, False, mv, 0, 0)
+        assert got == plain_run.check_and_stamp_py(1 << 40, False, bytearray(b), 0, 0)
+
+
+@pytest.mark.parametrize("check", [plain_run.check_and_stamp_py] + ([cb.check_and_stamp] if cb else []))
+def test_check_and_stamp_refuses_what_it_must_not_stamp(check):
+    plain = fmt_encode([b"a", b"b"], None, 5)
+    assert check(1 << 20, False, bytearray(plain), 10, 3) == [(0, 10, len(plain), 5, 2)]
+    assert check(1 << 20, True, bytearray(plain), 10, 3) is None  # keyless on a compacted topic
+    assert check(len(plain) - 1, False, bytearray(plain), 10, 3) is None  # over max.message.bytes
+    assert check(1 << 20, False, bytes(plain), 10, 3) is None  # read-only: the general path copies it
+    assert check(1 << 20, False, memoryview(bytes(plain)), 10, 3) is None
+    assert check(1 << 20, False, memoryview(bytearray(plain)).cast("b"), 10, 3) is None
+    assert check(1 << 20, False, bytearray(), 10, 3) is None
+    assert check(1 << 20, False, bytearray(plain), -1, 3) is None
+    assert check(1 << 20, False, bytearray(plain), 10, 2**31) is None
+    assert check(1 << 20, False, bytearray(plain), 2**63 - 2, 3) is None  # the last offset overflows
+    assert check(1 << 20, False, bytearray(plain), True, 3) is None  # not an int
+    whole = bytearray(plain + plain)
+    view = memoryview(whole)[len(plain) :]
+    assert check(1 << 20, False, view, 0, 0) == [(0, 0, len(plain), 5, 2)]
+    assert whole[: len(plain)] == plain  # only the view's batch was stamped
+    idem = fmt_encode([b"a"], None, 5, producer_id=7, producer_epoch=0, base_sequence=0)
+    assert check(1 << 20, False, bytearray(plain + idem), 0, 0) is None
+    assert check(1 << 20, False, bytearray(encode_kafka([b"a"], None, 5)), 0, 0) is None
+
+
+# ---------------------------------------------------------------- the log, with and without the one-call path
+
+
+def _runs() -> list[bytearray]:
+    out = []
+    seq = 0
+    for i in range(40):
+        n = 1 + i % 7
+        keys = None if i % 3 else [b"k%d" % j for j in range(n)]
+        if i % 5 == 4:  # an idempotent run between the plain ones takes the general path
+            out.append(
+                fmt_encode(
+                    [b"i%d" % i] * n, keys, 1000 + i, producer_id=9, producer_epoch=0, base_sequence=seq
+                )
+            )
+            seq += n
+        elif i % 11 == 10:
+            out.append(encode_kafka([b"x" * i] * n, keys, 1000 + i))
+        else:
+            out.append(fmt_encode([bytes([i]) * (50 * i)] * n, keys, 2000 - i))
+    return out
+
+
+def _append_all(directory: Path, runs: list[bytearray]) -> tuple[list, dict[str, bytes]]:
+    cfg = LogConfig(segment_bytes=6000, index_interval_bytes=500, flush_ms=LONG_MAX, flush_messages=LONG_MAX)
+    lg = PartitionLog(directory, cfg, "t", 0)
+    infos = [lg.append(bytearray(r)) for r in runs]
+    infos.append(lg.append(bytearray(runs[0]), leader_epoch=4))
+    lg.close()
+    files = {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+    return infos, files
+
+
+def test_the_log_writes_the_same_files_with_and_without_the_one_call_path(tmp_path, monkeypatch):
+    runs = _runs()
+    taken = []
+    check = log_append.check_and_stamp
+    monkeypatch.setattr(log_append, "check_and_stamp", lambda *a: taken.append(check(*a)) or taken[-1])
+    fast = _append_all(tmp_path / "fast" / "t-0", runs)
+    assert sum(t is not None for t in taken) > 25  # the plain runs took the one-call path
+    monkeypatch.setattr(log_append, "check_and_stamp", lambda *a: None)
+    general = _append_all(tmp_path / "general" / "t-0", runs)
+    assert fast == general
+    assert sum(1 for n in fast[1] if n.endswith(".log")) > 3  # it rolled: several segments, indexes
+
+
+def test_a_refused_run_gets_the_general_paths_typed_error(tmp_path):
+    from pyspark_logsource.errors import CorruptRecord, InvalidRecord
+
+    lg = PartitionLog(tmp_path / "t-0", LogConfig(cleanup_policy="compact"), "t", 0)
+    bad = fmt_encode([b"a"], [b"k"], 5)
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecord, match="CRC mismatch"):
+        lg.append(bad)
+    with pytest.raises(InvalidRecord, match="refuses records without a key"):
+        lg.append(fmt_encode([b"a"], None, 5))
+    assert lg.log_end_offset == 0
+    assert lg.append(fmt_encode([b"a"], [b"k"], 5))[:2] == (0, 0)
+    lg.close()
