@@ -112,6 +112,11 @@ cdef class RecordBuffer:
     cdef Py_ssize_t nkeys, nvnull  # records with a key; records with a null value
     cdef int64_t maxts
 
+    def __cinit__(self, Py_ssize_t capacity=0):
+        """``capacity``: bytes of values to make room for at once (the batch size: one allocation)."""
+        if capacity > 0:
+            _grow(<void**>&self.vdata, &self.vcap, capacity, 1)
+
     def __dealloc__(self):
         PyMem_Free(self.vdata)
         PyMem_Free(self.kdata)
@@ -310,7 +315,7 @@ cdef bint _direct_lock_ok(lock) except -1:
     return ok and not lock.locked() and lock.acquire(False) and (lock.release() is None)
 
 
-def fast_send(producer, slow, future_type, int64_t record_overhead, crc32c):
+def fast_send(producer, slow, future_type, int64_t record_overhead, int64_t batch_overhead, crc32c):
     """``Producer.send`` for one producer (its accumulator an AccumulatorCore): the fast path in C,
     else ``slow(producer, topic, value, key, headers, partition, timestamp_ms)``. A function, not an
     object with ``__call__``: Cython's functions take the vectorcall protocol (no argument tuple per call)."""
@@ -324,9 +329,16 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, crc32c):
     cdef dict open_batches = acc.open
     cdef dict nparts = producer._nparts
     close_batch = acc.close_batch
+    new_batch = acc.new_batch
     sticky_partitioner = producer._sticky
+    cdef dict sticky_current = sticky_partitioner._current
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
+    # the last keyed or explicit-partition lookup: its topic (by identity), partition count, partition and
+    # open batch (valid while that batch is not closed: a partition has one open batch at a time)
+    last_topic = None
+    last_batch = None
+    cdef int64_t last_n = 0, last_p = -1
 
     def send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
         """Queue one record; return a future resolving to ``(partition, offset)``."""
@@ -358,13 +370,16 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, crc32c):
                 return slow(producer, topic, value, key, headers, partition, timestamp_ms)
         else:
             return slow(producer, topic, value, key, headers, partition, timestamp_ms)
+        nonlocal last_topic, last_batch, last_n, last_p
         keyless_sticky = partition is None and key is None
-        tp = None
         if not keyless_sticky:
-            n_obj = nparts.get(topic)
-            if n_obj is None:
-                return slow(producer, topic, value, key, headers, partition, timestamp_ms)
-            n = n_obj
+            if topic is last_topic:
+                n = last_n
+            else:
+                n_obj = nparts.get(topic)
+                if n_obj is None:
+                    return slow(producer, topic, value, key, headers, partition, timestamp_ms)
+                n = n_obj
             if partition is not None:
                 if type(partition) is not int:
                     return slow(producer, topic, value, key, headers, partition, timestamp_ms)
@@ -373,7 +388,6 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, crc32c):
                     return slow(producer, topic, value, key, headers, partition, timestamp_ms)
             else:
                 p = (<int64_t>crc32c(key) & 0x7FFFFFFF) % n
-            tp = (topic, p)
         # the accumulator's lock: taken in C when it is free, else by its method (which waits without the GIL)
         direct = lk != NULL and PyThread_acquire_lock(lk.lock_lock, 0)
         if direct:
@@ -382,7 +396,26 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, crc32c):
             acquire()
         try:
             if not core.closed:
-                b = sticky.get(topic) if keyless_sticky else open_batches.get(tp)
+                if keyless_sticky:
+                    b = sticky.get(topic)
+                    if b is None and core.used + size <= core.buffer_memory and size + batch_overhead < core.batch_size:
+                        # the topic's next sticky batch, opened here as the Python method opens it (a record
+                        # that fills a batch alone, or a batch with headers, is the method's)
+                        n_obj = nparts.get(topic)
+                        if n_obj is not None:
+                            p_obj = sticky_current.get(topic, n_obj)
+                            if p_obj >= n_obj:
+                                p_obj = sticky_partitioner.partition(topic, n_obj)
+                            b = open_batches.get((topic, p_obj))
+                            if b is None:
+                                b = new_batch(topic, p_obj)
+                            if b.buf is not None:
+                                sticky[topic] = b
+                elif topic is last_topic and p == last_p and last_batch is not None and not last_batch.closed:
+                    b = last_batch
+                else:
+                    b = open_batches.get((topic, p))
+                    last_topic, last_n, last_p, last_batch = topic, n, p, b
                 if b is not None and core.used + size <= core.buffer_memory:
                     buf_obj = b.buf
                     if buf_obj is not None:
