@@ -520,7 +520,8 @@ if _caccum is not None:
         def new_batch(self, topic: str, partition: int) -> ProducerBatch:
             """Open a batch for a partition, its records in a C buffer; call with the lock held."""
             b = RecordAccumulator.new_batch(self, topic, partition)
-            b.buf = _caccum.RecordBuffer(min(self.batch_size, 1 << 20))  # room for the batch's values at once
+            # room for a small batch's values at once (a big one grows by doubling: memory is taken as used)
+            b.buf = _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
             b.values = b.timestamps = None  # type: ignore[assignment]
             return b
 
