@@ -25,7 +25,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_DECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
@@ -38,6 +38,15 @@ cdef extern from "Python.h":
     ctypedef PyObject* (*allocfunc)(PyTypeObject*, Py_ssize_t)
     ctypedef struct TypeAlloc "PyTypeObject":
         allocfunc tp_alloc
+
+cdef extern from "Python.h":
+    # a __slots__ member's descriptor: where the slot sits in the instance (descrobject.h, structmember.h)
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    int T_OBJECT_EX
 
 cdef extern from "pythread.h":
     ctypedef void* PyThread_type_lock
@@ -296,6 +305,27 @@ cdef class AccumulatorCore:
     cdef public bint closed
 
 
+cdef Py_ssize_t _slot_offset(type cls, str name) except -1:
+    """Where the ``__slots__`` member ``name`` of ``cls`` sits in an instance (read and written in C below)."""
+    d = getattr(cls, name)
+    if type(d).__name__ != "member_descriptor" or (<PyMemberDescrObject*>d).d_member.type != T_OBJECT_EX:
+        raise TypeError(f"{cls.__name__}.{name} is not a __slots__ member")
+    return (<PyMemberDescrObject*>d).d_member.offset
+
+
+cdef inline PyObject* _slot(object o, Py_ssize_t offset) noexcept:
+    """The slot's value, borrowed (NULL when unset)."""
+    return (<PyObject**>((<char*><PyObject*>o) + offset))[0]
+
+
+cdef inline void _set_slot(object o, Py_ssize_t offset, object value) noexcept:
+    cdef PyObject** at = <PyObject**>((<char*><PyObject*>o) + offset)
+    cdef PyObject* old = at[0]
+    Py_INCREF(value)
+    at[0] = <PyObject*>value
+    Py_XDECREF(old)
+
+
 cdef bint _direct_lock_ok(lock) except -1:
     """Whether ``lock`` (a _thread.lock) has the C layout fast_send takes it by: checked with its own methods."""
     import _thread
@@ -315,7 +345,9 @@ cdef bint _direct_lock_ok(lock) except -1:
     return ok and not lock.locked() and lock.acquire(False) and (lock.release() is None)
 
 
-def fast_send(producer, slow, future_type, int64_t record_overhead, int64_t batch_overhead, crc32c):
+def fast_send(
+    producer, slow, type future_type, type batch_type, int64_t record_overhead, int64_t batch_overhead, crc32c
+):
     """``Producer.send`` for one producer (its accumulator an AccumulatorCore): the fast path in C,
     else ``slow(producer, topic, value, key, headers, partition, timestamp_ms)``. A function, not an
     object with ``__call__``: Cython's functions take the vectorcall protocol (no argument tuple per call)."""
@@ -334,6 +366,11 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, int64_t batc
     cdef dict sticky_current = sticky_partitioner._current
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
+    # the slots read and written per record, by offset (no attribute lookup); batches of another type go
+    # to the Python method
+    cdef Py_ssize_t f_batch = _slot_offset(future_type, "_batch"), f_index = _slot_offset(future_type, "_index")
+    cdef Py_ssize_t b_buf = _slot_offset(batch_type, "buf"), b_size = _slot_offset(batch_type, "size")
+    cdef Py_ssize_t b_closed = _slot_offset(batch_type, "closed")
     # the last keyed or explicit-partition lookup: its topic (by identity), partition count, partition and
     # open batch (valid while that batch is not closed: a partition has one open batch at a time)
     last_topic = None
@@ -342,7 +379,7 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, int64_t batc
 
     def send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
         """Queue one record; return a future resolving to ``(partition, offset)``."""
-        cdef int64_t size, bsize, ts, n, p
+        cdef int64_t size, ts, n = 0, p = 0
         cdef Py_ssize_t idx
         cdef int overflow = 0
         cdef timespec now
@@ -411,19 +448,23 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, int64_t batc
                                 b = new_batch(topic, p_obj)
                             if b.buf is not None:
                                 sticky[topic] = b
-                elif topic is last_topic and p == last_p and last_batch is not None and not last_batch.closed:
+                elif topic is last_topic and p == last_p and last_batch is not None and _slot(
+                    last_batch, b_closed
+                ) == <PyObject*>False:
                     b = last_batch
                 else:
                     b = open_batches.get((topic, p))
                     last_topic, last_n, last_p, last_batch = topic, n, p, b
-                if b is not None and core.used + size <= core.buffer_memory:
-                    buf_obj = b.buf
-                    if buf_obj is not None:
-                        buf = <RecordBuffer>buf_obj
+                if b is not None and type(b) is batch_type and core.used + size <= core.buffer_memory:
+                    raw = _slot(b, b_buf)
+                    raw_size = _slot(b, b_size)
+                    if raw != NULL and raw != <PyObject*>None and raw_size != NULL:
+                        buf = <RecordBuffer>raw
                         idx = buf.append(value, key, ts)
                         core.used += size
-                        bsize = b.size + size
-                        b.size = bsize
+                        bsize = <object>raw_size
+                        bsize += size
+                        _set_slot(b, b_size, bsize)
                         if bsize >= core.batch_size:
                             close_batch(b)
                             if keyless_sticky:
@@ -434,8 +475,8 @@ def fast_send(producer, slow, future_type, int64_t record_overhead, int64_t batc
                             raise MemoryError()
                         f = <object>raw
                         Py_DECREF(f)  # <object> took its own reference
-                        f._batch = b
-                        f._index = idx
+                        _set_slot(f, f_batch, b)
+                        _set_slot(f, f_index, idx)
                         return f
         finally:
             if direct:

@@ -196,7 +196,13 @@ class Producer:
             if compiled:
                 # send() into the accumulator's C buffers (client/_caccum); the rest goes to _send_compiled
                 self.send = _caccum.fast_send(
-                    self, Producer._send_compiled, RecordFuture, RECORD_OVERHEAD, BATCH_OVERHEAD, crc32c
+                    self,
+                    Producer._send_compiled,
+                    RecordFuture,
+                    ProducerBatch,
+                    RECORD_OVERHEAD,
+                    BATCH_OVERHEAD,
+                    crc32c,
                 )
             elif _csend is not None:
                 # the keyless fast path of send() below, in C; it calls the method for everything else
