@@ -10,7 +10,9 @@
   timestamp outside int64: the producer keeps that record in lists, where the reference's
   encode answers for it);
 * through a Producer: keyless, keyed, explicit-partition and null-value records all go into
-  the C buffers from the compiled send(), and a consumer reads every field back.
+  the C buffers from the compiled send() (a key to its hash's partition, as the Python path), a
+  partition out of range and a closed producer give the Python path's typed errors, and a consumer
+  reads every field back.
 
 Both implementations run in one process (the buffer beside the lists), so this module checks the
 same thing under ``LOGSOURCE_NO_EXTENSIONS=1`` (the Producer test then runs the pure path).
@@ -25,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyspark_logsource import Admin, Consumer, Producer
-from pyspark_logsource.errors import InvalidRequest
+from pyspark_logsource.errors import ClientClosed, InvalidRequest, UnknownTopicOrPartition
 from pyspark_logsource.format import compression, decode
 from pyspark_logsource.format.arrow_body import SMALL_BATCH, encode_records
 
@@ -126,12 +128,20 @@ def test_compiled_send_takes_every_kind_of_record_into_the_buffers(broker):
             p.send("cbuf", b"d", partition=1, timestamp_ms=1234),
             p.send("cbuf", b"e", key=b"x" * 3),
         ]
+        assert futs[2].partition == 1 and futs[4].partition == p.partition_for(
+            "cbuf", b"xxx"
+        )  # the key's hash
+        with pytest.raises(UnknownTopicOrPartition):
+            p.send("cbuf", b"z", partition=2)  # out of range: the Python method's typed error
         batches = {id(f._batch) for f in firsts + futs}
         if producer_module._caccum is not None:
             assert all(f._batch.buf is not None for f in firsts + futs)
             assert len(batches) == 2  # every record joined an open batch of its partition
         p.flush(30)
         offsets = [f.result(10) for f in firsts + futs]
+    for kw in ({}, {"key": b"k"}, {"partition": 1}):  # closed: every path refuses
+        with pytest.raises(ClientClosed):
+            p.send("cbuf", b"late", **kw)
     parts = {q: [] for q in (0, 1)}
     with Consumer(broker.bootstrap) as c:
         c.assign([("cbuf", 0), ("cbuf", 1)])

@@ -366,6 +366,7 @@ def fast_send(
     cdef dict sticky_current = sticky_partitioner._current
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
+    cdef bint has_partitioner = producer._partitioner is not None  # set once, by Producer.__init__
     # the slots read and written per record, by offset (no attribute lookup); batches of another type go
     # to the Python method
     cdef Py_ssize_t f_batch = _slot_offset(future_type, "_batch"), f_index = _slot_offset(future_type, "_index")
@@ -390,7 +391,7 @@ def fast_send(
             headers is not None
             or (value is not None and type(value) is not bytes)
             or (key is not None and type(key) is not bytes)
-            or producer._partitioner is not None
+            or has_partitioner
         ):
             return slow(producer, topic, value, key, headers, partition, timestamp_ms)
         size = overhead
