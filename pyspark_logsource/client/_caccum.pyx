@@ -137,6 +137,10 @@ cdef class RecordBuffer:
     def __len__(self):
         return self.n
 
+    def clear(self) -> None:
+        """Drop the records, keep the memory (a recycled buffer: no allocation, pages already in use)."""
+        self.n = self.vlen = self.klen = self.nkeys = self.nvnull = 0
+
     cdef int _grow_records(self) except -1:
         cdef Py_ssize_t cap = 2 * self.cap if self.cap else 16
         cdef void* q

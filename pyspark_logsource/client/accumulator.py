@@ -517,13 +517,29 @@ if _caccum is not None:
         """RecordAccumulator with its memory counter and limits as C fields and each open batch's records
         in a C buffer (``ProducerBatch.buf``), which the compiled send() appends to."""
 
+        #: encoded batches' buffers kept for new batches (as Kafka's BufferPool): a new buffer's memory is
+        #: page-faulted in as records are copied, a recycled one is in use already
+        POOL = 8
+
+        def __init__(self, **settings: float) -> None:  # noqa: D107 - RecordAccumulator's, and the pool
+            RecordAccumulator.__init__(self, **settings)  # type: ignore[arg-type]
+            self._pool: list = []
+
         def new_batch(self, topic: str, partition: int) -> ProducerBatch:
             """Open a batch for a partition, its records in a C buffer; call with the lock held."""
             b = RecordAccumulator.new_batch(self, topic, partition)
+            pool = self._pool
             # room for a small batch's values at once (a big one grows by doubling: memory is taken as used)
-            b.buf = _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
+            b.buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
             b.values = b.timestamps = None  # type: ignore[assignment]
             return b
+
+        def recycle(self, buf: object) -> None:
+            """Keep an encoded batch's buffer for a new batch (any thread; nothing else refers to it)."""
+            pool = self._pool
+            if len(pool) < self.POOL:
+                buf.clear()
+                pool.append(buf)
 
 else:
     CompiledAccumulator = None  # type: ignore[assignment,misc]

@@ -202,6 +202,8 @@ class Sender:
             if b.encoded is None:
                 if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
                     data = b.buf.encode(self.codec, pid, epoch, seq)
+                    buf, b.buf = b.buf, None
+                    self._acc.recycle(buf)  # type: ignore[attr-defined]
                 else:
                     data = encode_records(
                         b.values,
