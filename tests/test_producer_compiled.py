@@ -11,8 +11,8 @@
   encode answers for it);
 * through a Producer: keyless, keyed, explicit-partition and null-value records all go into
   the C buffers from the compiled send() (a key to its hash's partition, as the Python path), a
-  partition out of range and a closed producer give the Python path's typed errors, and a consumer
-  reads every field back.
+  partition out of range and a closed producer give the Python path's typed errors, a send() while
+  another thread holds the accumulator's lock waits for it, and a consumer reads every field back.
 
 Both implementations run in one process (the buffer beside the lists), so this module checks the
 same thing under ``LOGSOURCE_NO_EXTENSIONS=1`` (the Producer test then runs the pure path).
@@ -21,6 +21,7 @@ same thing under ``LOGSOURCE_NO_EXTENSIONS=1`` (the Producer test then runs the 
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -133,6 +134,15 @@ def test_compiled_send_takes_every_kind_of_record_into_the_buffers(broker):
         )  # the key's hash
         with pytest.raises(UnknownTopicOrPartition):
             p.send("cbuf", b"z", partition=2)  # out of range: the Python method's typed error
+        # the accumulator's lock held elsewhere: send() waits for it (the C path takes it only when free)
+        held: list = []
+        with p._acc.lock:
+            t = threading.Thread(target=lambda: held.append(p.send("cbuf", b"f", partition=0)))
+            t.start()
+            t.join(0.2)
+            assert t.is_alive() and not held
+        t.join(10)
+        futs.append(held[0])
         batches = {id(f._batch) for f in firsts + futs}
         if producer_module._caccum is not None:
             assert all(f._batch.buf is not None for f in firsts + futs)
@@ -154,7 +164,7 @@ def test_compiled_send_takes_every_kind_of_record_into_the_buffers(broker):
                 break
     got = {(q, o): (k, v, t) for q, rows in parts.items() for o, k, v, t in rows}
     sent = [(None, b"open"), (None, b"open"), (None, b"a"), (b"k", None), (b"k2", b"c"), (None, b"d")]
-    sent.append((b"xxx", b"e"))
+    sent += [(b"xxx", b"e"), (None, b"f")]
     for (q, o), (k, v) in zip(offsets, sent, strict=True):
         assert got[(q, o)][:2] == (k, v)
     assert got[offsets[5]][2] == 1234
