@@ -22,7 +22,7 @@
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.long cimport PyLong_AsLongLong, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
@@ -384,7 +384,7 @@ def fast_send(
 
     def send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
         """Queue one record; return a future resolving to ``(partition, offset)``."""
-        cdef int64_t size, ts, n = 0, p = 0
+        cdef int64_t size, ts, bsize, n = 0, p = 0
         cdef Py_ssize_t idx
         cdef int overflow = 0
         cdef timespec now
@@ -467,9 +467,8 @@ def fast_send(
                         buf = <RecordBuffer>raw
                         idx = buf.append(value, key, ts)
                         core.used += size
-                        bsize = <object>raw_size
-                        bsize += size
-                        _set_slot(b, b_size, bsize)
+                        bsize = PyLong_AsLongLong(<object>raw_size) + size
+                        _set_slot(b, b_size, PyLong_FromLongLong(bsize))
                         if bsize >= core.batch_size:
                             close_batch(b)
                             if keyless_sticky:
