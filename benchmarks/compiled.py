@@ -72,12 +72,12 @@ _SWITCHES = (
     (fetched, "crecords", _speedups.crecords),
     (producer_module, "_csend", producer_module._csend),  # read when a Producer is made
     (arrow_body, "cbody", _speedups.cbody),
+    (producer_module, "_caccum", producer_module._caccum),  # the C accumulator (buffers, send, encode)
 )
 #: (module, attribute, pure-Python value, compiled value) where the pure path is a function, not None
 _TWINS = (
     # bound when a PartitionLog is made (AppendValidator)
     (log_append, "check_and_stamp", plain_run.check_and_stamp_py, plain_run.check_and_stamp),
-)
 
 
 @contextlib.contextmanager
@@ -261,8 +261,8 @@ RD_CONSUME: list = []
 
 def producer_rows(bs: str, msgs: list[bytes], repeat: int) -> None:
     """send(): the caller's cost at batch 50 and the throughput with librdkafka's batching (1 MB, linger
-    5 ms) against confluent-kafka's produce() in the same run. The compiled path is client/_csend's
-    fast_send (the keyless fast path in C); the accumulator's per-partition C buffer is still open."""
+    5 ms) against confluent-kafka's produce() in the same run. The compiled path is client/_caccum: send()
+    into per-partition C record buffers (keyless, keyed or explicit partition) and the batch encode from them."""
     n = len(msgs)
     caller: dict = {False: [], True: []}
 

@@ -22,6 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 
 from ..errors import BufferFull, ClientClosed, RequestTimedOut
+from ..format._speedups import load_extension
 from ..format.batch import HEADER_SIZE
 from ..topics import TopicPartition
 
@@ -126,6 +127,7 @@ class ProducerBatch:
         "tp",
         "_future",
         "outcome",
+        "buf",
     )
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
@@ -153,6 +155,8 @@ class ProducerBatch:
         self.closed = False
         self.restamp = False
         self.solo = False
+        #: the compiled accumulator's C record buffer (values, keys and timestamps then stay None)
+        self.buf = None
 
     @classmethod
     def from_encoded(
@@ -186,6 +190,14 @@ class ProducerBatch:
                         f._state = FINISHED
                     self._future = f
         return f
+
+    def spill(self) -> None:
+        """Move the records from the C buffer into the lists (a record the buffer does not take, e.g. headers)."""
+        buf = self.buf
+        if buf is not None:
+            self.values, self.keys, self.timestamps = buf.to_lists()
+            self.has_keys = self.keys is not None
+            self.buf = None
 
     def resolve(self, result, error: BaseException | None) -> None:
         """Complete the batch (once; later calls are ignored) and its future if one was made."""
@@ -338,7 +350,7 @@ class RecordAccumulator:
         if b.closed:
             return
         b.closed = True
-        b.record_count = len(b.values)
+        b.record_count = len(b.values) if b.buf is None else len(b.buf)
         if self.open.get(b.tp) is b:
             del self.open[b.tp]
         if self.sticky.get(b.topic) is b:
@@ -494,3 +506,40 @@ class RecordAccumulator:
             if self.space._waiters:  # a send() blocked on memory (notify_all costs ~1 us even for nobody)
                 self.space.notify_all()
         b.resolve(result, error)
+
+
+#: the compiled accumulator core (client/_caccum.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
+_caccum = load_extension(__package__ + "._caccum")
+
+if _caccum is not None:
+
+    class CompiledAccumulator(_caccum.AccumulatorCore, RecordAccumulator):
+        """RecordAccumulator with its memory counter and limits as C fields and each open batch's records
+        in a C buffer (``ProducerBatch.buf``), which the compiled send() appends to."""
+
+        #: encoded batches' buffers kept for new batches (as Kafka's BufferPool): a new buffer's memory is
+        #: page-faulted in as records are copied, a recycled one is in use already
+        POOL = 8
+
+        def __init__(self, **settings: float) -> None:  # noqa: D107 - RecordAccumulator's, and the pool
+            RecordAccumulator.__init__(self, **settings)  # type: ignore[arg-type]
+            self._pool: list = []
+
+        def new_batch(self, topic: str, partition: int) -> ProducerBatch:
+            """Open a batch for a partition, its records in a C buffer; call with the lock held."""
+            b = RecordAccumulator.new_batch(self, topic, partition)
+            pool = self._pool
+            # room for a small batch's values at once (a big one grows by doubling: memory is taken as used)
+            b.buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
+            b.values = b.timestamps = None  # type: ignore[assignment]
+            return b
+
+        def recycle(self, buf: object) -> None:
+            """Keep an encoded batch's buffer for a new batch (any thread; nothing else refers to it)."""
+            pool = self._pool
+            if len(pool) < self.POOL:
+                buf.clear()
+                pool.append(buf)
+
+else:
+    CompiledAccumulator = None  # type: ignore[assignment,misc]

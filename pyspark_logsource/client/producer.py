@@ -44,7 +44,15 @@ from ..format import compression, encode_arrow
 from ..format._speedups import load_extension
 from ..format.crc import crc32c
 from ..topics import validate_topic_name
-from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordAccumulator, RecordFuture
+from . import accumulator
+from .accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    CompiledAccumulator,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordFuture,
+)
 from .metadata import Bootstrap
 from .metrics import ClientMetrics
 from .network import NetworkClient
@@ -56,6 +64,9 @@ log = logging.getLogger(__name__)
 
 #: the compiled send() fast path (client/_csend.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
 _csend = load_extension(__name__.rpartition(".")[0] + "._csend")
+#: the compiled accumulator (client/_caccum.pyx: C record buffers, send() into them, their batch encode);
+#: read when a Producer is made (benchmarks/compiled.py sets it to None for the pure-Python row)
+_caccum = accumulator._caccum
 
 _time_ns = time.time_ns
 _new_object = object.__new__
@@ -157,7 +168,9 @@ class Producer:
             stats=(stats := ClientMetrics()),
         )
         self._stats = stats
-        self._acc = RecordAccumulator(
+        # the compiled accumulator where send() is the compiled one (a subclass's send() appends to lists)
+        compiled = _caccum is not None and type(self).send is Producer.send
+        self._acc = (CompiledAccumulator if compiled else RecordAccumulator)(
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms
         )
         self._partitioner = partitioner
@@ -179,9 +192,21 @@ class Producer:
         self._sender = self._sender_type(self._acc, self._client, settings, self._refresh_metadata)
         self._sender.stats = stats
         self._sender.start()
-        if _csend is not None and type(self).send is Producer.send:
-            # the keyless fast path of send() below, in C; it calls the method for everything else
-            self.send = _csend.fast_send(self, Producer.send, RecordFuture, RECORD_OVERHEAD)
+        if type(self).send is Producer.send:
+            if compiled:
+                # send() into the accumulator's C buffers (client/_caccum); the rest goes to _send_compiled
+                self.send = _caccum.fast_send(
+                    self,
+                    Producer._send_compiled,
+                    RecordFuture,
+                    ProducerBatch,
+                    RECORD_OVERHEAD,
+                    BATCH_OVERHEAD,
+                    crc32c,
+                )
+            elif _csend is not None:
+                # the keyless fast path of send() below, in C; it calls the method for everything else
+                self.send = _csend.fast_send(self, Producer.send, RecordFuture, RECORD_OVERHEAD)
 
     # ------------------------------------------------------------------ public API
 
@@ -228,15 +253,46 @@ class Producer:
                         f._index = idx
                         return f
                     if size + BATCH_OVERHEAD >= acc.batch_size and not acc.closed:
-                        # the record fills a batch alone (batch_size 1: a request per record)
-                        n = self._nparts.get(topic)
-                        if n is not None:
-                            p = self._sticky._current.get(topic, n)  # inlined StickyPartitioner.partition
-                            if p < n and (topic, p) not in acc.open:
-                                acc.used += size
-                                b = acc.add_alone(topic, p, value, ts, size)
-                                self._sticky.on_new_batch(topic, p, n)
-                                return RecordFuture(b, 0)
+                        f = self._alone(topic, value, size, ts)
+                        if f is not None:
+                            return f
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _alone(self, topic: str, value: bytes, size: int, ts: int) -> RecordFuture | None:
+        """A keyless record that fills a batch alone (batch_size 1: a request per record), queued without
+        opening a batch; None when the sticky partition is not known or has an open batch. Lock held."""
+        n = self._nparts.get(topic)
+        if n is not None:
+            acc = self._acc
+            p = self._sticky._current.get(topic, n)  # inlined StickyPartitioner.partition
+            if p < n and (topic, p) not in acc.open:
+                acc.used += size
+                b = acc.add_alone(topic, p, value, ts, size)
+                self._sticky.on_new_batch(topic, p, n)
+                return RecordFuture(b, 0)
+        return None
+
+    def _send_compiled(
+        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
+    ) -> RecordFuture:
+        """What the compiled send() (client/_caccum's fast_send) calls for a record it does not queue."""
+        if (
+            key is None
+            and partition is None
+            and headers is None
+            and timestamp_ms is None
+            and type(value) is bytes
+            and self._partitioner is None
+        ):
+            size = len(value) + RECORD_OVERHEAD
+            acc = self._acc
+            if size + BATCH_OVERHEAD >= acc.batch_size:
+                ts = _time_ns() // 1_000_000
+                with acc.lock:
+                    if not acc.closed and acc.used + size <= acc.buffer_memory:
+                        f = self._alone(topic, value, size, ts)
+                        if f is not None:
+                            return f
         return self._send(topic, value, key, headers, partition, timestamp_ms)
 
     def _send(
@@ -286,19 +342,31 @@ class Producer:
             b = acc.open.get((topic, partition))
             if b is None:
                 b = acc.new_batch(topic, partition)
-            idx = len(b.values)
-            b.values.append(value)
-            b.timestamps.append(ts)
-            if key is not None:
-                if b.keys is None:
-                    b.keys = [None] * idx
-                b.has_keys = True
-            if b.keys is not None:
-                b.keys.append(key)
-            if headers or b.headers is not None:
-                if b.headers is None:
-                    b.headers = [None] * idx
-                b.headers.append(headers or None)
+            idx = -1
+            if b.buf is not None:  # the compiled accumulator's C buffer: keys and nulls, no headers
+                if not headers:
+                    try:
+                        idx = b.buf.add(value, key, ts)
+                    except (
+                        OverflowError
+                    ):  # a timestamp outside int64: the lists keep it, the encode refuses it
+                        pass
+                if idx < 0:
+                    b.spill()
+            if idx < 0:
+                idx = len(b.values)
+                b.values.append(value)
+                b.timestamps.append(ts)
+                if key is not None:
+                    if b.keys is None:
+                        b.keys = [None] * idx
+                    b.has_keys = True
+                if b.keys is not None:
+                    b.keys.append(key)
+                if headers or b.headers is not None:
+                    if b.headers is None:
+                        b.headers = [None] * idx
+                    b.headers.append(headers or None)
             if b.keys is None and b.headers is None:
                 if sticky:
                     acc.sticky[topic] = b

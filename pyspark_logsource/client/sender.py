@@ -200,8 +200,12 @@ class Sender:
             if self.idempotent:
                 self._stamped[id(b)] = pid
             if b.encoded is None:
-                b.encoded = self.in_broker_layout(
-                    encode_records(
+                if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
+                    data = b.buf.encode(self.codec, pid, epoch, seq)
+                    buf, b.buf = b.buf, None
+                    self._acc.recycle(buf)  # type: ignore[attr-defined]
+                else:
+                    data = encode_records(
                         b.values,
                         b.keys if b.has_keys else None,
                         b.timestamps,
@@ -211,9 +215,9 @@ class Sender:
                         producer_epoch=epoch,
                         base_sequence=seq,
                     )
-                )
-                # The lists are no longer needed; memory stays accounted until the answer.
-                b.values = b.keys = b.timestamps = b.headers = None  # type: ignore[assignment]
+                b.encoded = self.in_broker_layout(data)
+                # The records are no longer needed; memory stays accounted until the answer.
+                b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
             elif self.idempotent and (b.restamp or b.attempts == 0):
                 restamp_producer(b.encoded, pid, epoch, seq)
             b.restamp = False
