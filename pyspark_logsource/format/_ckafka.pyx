@@ -29,6 +29,8 @@ cdef enum:
     ARROW_BODY = 0x1000
     KAFKA_ATTRIBUTES = 0x7F
     CODEC_MASK = 0x07
+    TIMESTAMP_TYPE_BIT = 0x08
+    CONTROL_BIT = 0x20
     MAX_CODEC = 4
 
 cdef int64_t INT32_MIN = -2147483648
@@ -351,6 +353,48 @@ def parse_records(
         hcount_a if total_headers else None,
         spans,
     )
+
+
+def parse_walked(data, list walked):
+    """:func:`parse_records` over a walked run (``(position, BatchHeader)`` pairs of ``header.walk``) of
+    uncompressed, non-control Kafka-layout batches, the header fields read here in C: what
+    ``kafka_decode._parse_compiled(data, headers, positions)`` gives for such a run, without its numpy
+    glue per fetch. None when a batch is not such a batch (the caller takes the general path), or when
+    ``parse_records`` refuses the records."""
+    cdef Py_ssize_t m = len(walked), b
+    if m == 0:
+        return None
+    starts_a = np.empty(m, dtype=np.int64)
+    ends_a = np.empty(m, dtype=np.int64)
+    counts_a = np.empty(m, dtype=np.int64)
+    lods_a = np.empty(m, dtype=np.int64)
+    base_a = np.empty(m, dtype=np.int64)
+    base_ts_a = np.empty(m, dtype=np.int64)
+    max_ts_a = np.empty(m, dtype=np.int64)
+    la_a = np.empty(m, dtype=np.uint8)
+    cdef int64_t[::1] starts = starts_a, ends = ends_a, counts = counts_a, lods = lods_a
+    cdef int64_t[::1] base = base_a, base_ts = base_ts_a, max_ts = max_ts_a
+    cdef uint8_t[::1] la = la_a
+    cdef bint consecutive = True
+    cdef int64_t pos, attrs
+    for b in range(m):
+        item = walked[b]
+        pos = item[0]
+        h = item[1]
+        attrs = h[5]
+        if attrs & (ARROW_BODY | CODEC_MASK | CONTROL_BIT):
+            return None
+        starts[b] = pos + HEADER_SIZE
+        ends[b] = pos + <int64_t>h[1] + LOG_OVERHEAD
+        counts[b] = h[12]
+        lods[b] = h[6]
+        base[b] = h[0]
+        base_ts[b] = h[7]
+        max_ts[b] = h[8]
+        la[b] = (attrs & TIMESTAMP_TYPE_BIT) != 0
+        if lods[b] != counts[b] - 1:
+            consecutive = False
+    return parse_records(data, starts_a, ends_a, counts_a, lods_a, consecutive, base_a, base_ts_a, max_ts_a, la_a)
 
 
 cdef object _header_spans(
