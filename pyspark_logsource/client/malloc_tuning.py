@@ -16,7 +16,6 @@ process for reuse). Only on glibc; ``LOGSOURCE_NO_MALLOPT=1`` leaves malloc alon
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 
@@ -47,6 +46,8 @@ def _apply() -> bool:
             return False
     except (ValueError, OSError, AttributeError):
         return False
+    import ctypes  # here: a Spark worker's read path imports this module
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
