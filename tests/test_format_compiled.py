@@ -455,3 +455,57 @@ def test_the_walks_c_level_crc_is_crc32c(data):
     """The crc32c package's C function the walk calls directly (when wired) gives crc32c()'s values."""
     got = ck.crc32c_direct(data)
     assert got is None or got == crc32c(data)
+
+
+# ---------------------------------------------------------------- one compiled call per fetch answer
+
+
+def _parsed_key(r):
+    return None if r is None else [x.tolist() if isinstance(x, np.ndarray) else x for x in r]
+
+
+@PROPS
+@given(fetch(), st.data())
+def test_parse_walked_is_the_reference_parse_of_plain_runs(buf, data):
+    """``parse_walked`` (the header fields read in C from the walk) gives ``_parse_compiled``'s result for
+    runs of uncompressed, non-control Kafka-layout batches, None for any other run; ``to_arrow`` and the
+    consumer's ``records_to_arrow`` (which take it) decode every fetch as the pure-Python path does."""
+    from pyspark_logsource.client.fetched import records_to_arrow
+
+    b = bytearray(buf)
+    if len(b) > F.HEADER_SIZE and data.draw(st.booleans()):  # a record byte: the CRC then fails
+        b[data.draw(st.integers(F.HEADER_SIZE, len(b) - 1))] ^= 0x40
+    b = bytes(b)
+    walked = _run(lambda: F.walk(b), False)
+    if walked[0] != "ok":
+        return
+    walked = walked[1]
+    got = ck.parse_walked(b, list(walked))
+    plain = walked and not any(
+        h.attributes & (F.ARROW_BODY | F.CODEC_MASK | F.CONTROL_BIT) for _, h in walked
+    )
+    if not plain:
+        assert got is None
+    else:
+        heads, positions = [h for _, h in walked], [p for p, _ in walked]
+        ref, _ = _run(lambda: kafka_decode._parse_compiled(b, heads, positions, 1 << 30), True)[1]
+        assert _parsed_key(got) == _parsed_key(ref)
+    _same(lambda: F.to_arrow(b, walked=walked), _table_key)
+    _same(lambda: records_to_arrow(b, False), _table_key)
+    _same(lambda: records_to_arrow(b, True), _table_key)
+
+
+def test_parse_walked_refuses_what_it_does_not_take():
+    plain = bytes(F.encode_kafka([b"a", None], [None, b"k"]))
+    walked = F.walk(plain)
+    assert ck.parse_walked(plain, []) is None
+    assert ck.parse_walked(plain, walked)[0] == 2
+    for other in (
+        bytes(F.encode_kafka([b"a"], codec="gzip")),
+        bytes(F.encode_kafka([b""], control=True, transactional=True)),
+        bytes(F.encode([b"a"])),
+    ):
+        run = plain + other
+        assert ck.parse_walked(run, F.walk(run)) is None
+    # a walk that claims more than the buffer holds: refused by the parse's bounds checks, not read
+    assert ck.parse_walked(plain[:-3], walked) is None

@@ -192,3 +192,56 @@ def test_messages_hold_no_extra_references_and_need_no_collector():
     assert msgs[7].value == b"v7" and msgs[7].offset == 7 and msgs[7] == tuple(msgs[7])
     del msgs
     assert sys.getrefcount(topic) == before
+
+
+# ---------------------------------------------------------------- frame buffers (protocol.connection)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.integers(0, 200_000), min_size=1, max_size=4),
+    st.lists(st.integers(1, 90_000), min_size=1, max_size=20),
+    st.booleans(),
+    st.integers(0, 255),
+)
+def test_frames_in_unfilled_buffers_are_the_frames_received(sizes, cuts, direct, fill):
+    """``unfilled_bytearray`` (a frame buffer not zero-filled) gives the same frames as ``bytearray``
+    for frames large enough to be filled in place, received in any pieces through ``feed`` or
+    through ``unfilled()``/``filled()``: a frame is handed on only once every byte was received."""
+    from pyspark_logsource.protocol import connection
+
+    stream = b"".join(
+        len(f).to_bytes(4, "big") + f for f in (bytes([(fill + i) % 256]) * s for i, s in enumerate(sizes))
+    )
+
+    def receive(new_frame) -> list[bytes]:
+        saved = connection._new_frame
+        connection._new_frame = new_frame
+        try:
+            dec = connection.FrameDecoder(max_frame_bytes=1 << 20)
+            out, pos, k = [], 0, 0
+            while pos < len(stream):
+                n = cuts[k % len(cuts)]
+                k += 1
+                room = dec.unfilled()
+                if direct and room is not None:
+                    n = min(n, len(room))
+                    room[:n] = stream[pos : pos + n]
+                    got = dec.filled(n)
+                else:
+                    got = dec.feed(stream[pos : pos + n])
+                out += [bytes(f) for f in got]
+                pos += n
+            assert dec.buffered == 0
+            return out
+        finally:
+            connection._new_frame = saved
+
+    assert (
+        receive(cr.unfilled_bytearray)
+        == receive(bytearray)
+        == [bytes([(fill + i) % 256]) * s for i, s in enumerate(sizes)]
+    )
+    assert type(cr.unfilled_bytearray(5)) is bytearray and len(cr.unfilled_bytearray(0)) == 0
+    with pytest.raises(ValueError):
+        cr.unfilled_bytearray(-1)

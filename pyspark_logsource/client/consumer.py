@@ -44,6 +44,7 @@ from ..protocol.messages import FetchPartition, FetchRequest
 from ..topics import TopicPartition
 from .fetched import Message, _warm_up_decoder, messages_from_arrow
 from .group import GroupMembership
+from .malloc_tuning import tune_for_fetches
 from .metadata import Bootstrap
 from .metrics import ClientMetrics
 from .network import NetworkClient
@@ -106,6 +107,7 @@ class Consumer:
             )
         #: read_committed (the default): no staged or aborted transactional data, latest = last stable offset
         self.isolation = int(isolation_level == "read_committed")
+        tune_for_fetches()  # fetch-sized blocks stay in the process: no page faults per answer
         self._stats = ClientMetrics()
         self._client = NetworkClient(
             bootstrap,

@@ -26,6 +26,7 @@ from ..format import decode, iter_headers, read_header, to_arrow
 from ..protocol.messages import READ_COMMITTED, READ_UNCOMMITTED, FetchPartition, FetchRequest
 from .committed import CommittedFilter, committed_only
 from .connection import BrokerConnection
+from .malloc_tuning import tune_for_fetches
 from .network import ROUTING_ERRORS, NetworkClient, Retry
 from .security import ClientSecurity
 
@@ -67,6 +68,7 @@ def read_range(
         raise InvalidRequest(f"invalid offset range [{start}, {end}) for {topic}-{partition}")
     if start == end:
         return
+    tune_for_fetches()  # fetch-sized blocks stay in the process: no page faults per answer
     client = NetworkClient(
         bootstrap,
         client_id=client_id or "logsource-reader",

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..format import ARROW_SCHEMA, decode_arrow, iter_headers, to_arrow
+from ..format import ARROW_SCHEMA, decode_arrow, to_arrow, walk
 from ..format._speedups import crecords
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,18 @@ class Message(NamedTuple):
 class _Fetched:
     """Record bytes of one fetch response for one partition, decoded lazily."""
 
-    __slots__ = ("fetch_offset", "data", "size", "table", "error", "row", "epoch", "check_crc", "next_offset")
+    __slots__ = (
+        "fetch_offset",
+        "data",
+        "size",
+        "table",
+        "offsets",
+        "error",
+        "row",
+        "epoch",
+        "check_crc",
+        "next_offset",
+    )
 
     def __init__(
         self, fetch_offset: int, data: memoryview, epoch: int, check_crc: bool = True, next_offset: int = -1
@@ -50,6 +61,8 @@ class _Fetched:
         self.data = data
         self.size = len(data)
         self.table: pa.Table | None = None
+        #: the table's offset column as numpy (read once: poll() takes a table in several parts)
+        self.offsets: np.ndarray | None = None
         self.error: Exception | None = None
         self.row = 0
         self.epoch = epoch
@@ -72,13 +85,37 @@ class _Fetched:
         t = self.table
         if t.num_rows == 0:
             return t
-        # offsets are sorted: skip the rows before ``position`` (format.batch.trim does the same
-        # through ChunkedArray.to_numpy, whose first call imports pandas: ~0.4 s on the first poll)
-        offs = int64_values(t.column(_OFFSET))
+        lo = self._first_row(position)
+        return t if lo == 0 else t.slice(lo)
+
+    def take(self, position: int, limit: int) -> tuple[pa.Table, int, bool]:
+        """Up to ``limit`` rows from ``position`` on (decoded on first use): (them, the position after
+        them, whether no row is left after them). The position comes from the offsets read once, not
+        from an Arrow scalar per call."""
+        self.decode()
+        if self.error is not None:
+            raise self.error
+        t = self.table
+        n = t.num_rows
+        if n == 0:
+            return t, position, True
+        lo = self._first_row(position)
+        hi = min(n, lo + limit)
+        if hi <= lo:
+            return t.slice(n), position, True
+        part = t if lo == 0 and hi == n else t.slice(lo, hi - lo)
+        return part, int(self.offsets[hi - 1]) + 1, hi == n  # type: ignore[index]
+
+    def _first_row(self, position: int) -> int:
+        """The first row at or after ``position`` (the table has rows)."""
+        offs = self.offsets
+        if offs is None:
+            # offsets are sorted: skip the rows before ``position`` (format.batch.trim does the same
+            # through ChunkedArray.to_numpy, whose first call imports pandas: ~0.4 s on the first poll)
+            offs = self.offsets = int64_values(self.table.column(_OFFSET))  # type: ignore[union-attr]
         if position <= offs[0]:
-            return t  # the usual case: nothing before the position
-        lo = int(np.searchsorted(offs, position, side="left"))
-        return t.slice(lo)
+            return 0  # the usual case: nothing before the position
+        return int(np.searchsorted(offs, position, side="left"))
 
 
 _OFFSET = ARROW_SCHEMA.get_field_index("offset")
@@ -135,11 +172,12 @@ RUN_DECODE_MIN_BATCHES = 8
 
 def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = True) -> pa.Table:
     """Decode every whole batch of a fetch response into one Arrow table."""
-    walked = iter_headers(data)
+    # one walk, with the CRCs: it was two (one here, one in to_arrow or per batch in decode_arrow)
+    walked = walk(data, check_crc=check_crc)
     if len(walked) >= RUN_DECODE_MIN_BATCHES or not all(h.is_arrow_body for _, h in walked):
         # Kafka-layout batches (and control batches among them) are the run decoder's job
-        return to_arrow(data, check_crc=check_crc)
-    batches = [decode_arrow(data, pos, check_crc=check_crc).to_arrow() for pos, _ in walked]
+        return to_arrow(data, check_crc=check_crc, walked=walked)
+    batches = [decode_arrow(data, pos, check_crc=False).to_arrow() for pos, _ in walked]
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 

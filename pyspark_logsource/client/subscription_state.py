@@ -165,17 +165,13 @@ class PartitionState:
         buffered = self.buffered
         while buffered and count < limit:
             f = buffered[0]
-            t = f.arrow(self.position)
-            if t.num_rows == 0:
-                buffered.popleft()
-                self.buffered_bytes -= f.size
-                self.position = max(self.position, f.next_offset)  # past a compaction gap
-                continue
-            part = t.slice(0, limit - count)
-            out.append(part)
-            count += part.num_rows
-            self.position = int(part.column("offset")[-1].as_py()) + 1
-            if part.num_rows == t.num_rows:
+            part, after, done = f.take(self.position, limit - count)
+            rows = part.num_rows
+            if rows:
+                out.append(part)
+                count += rows
+                self.position = after
+            if done:
                 buffered.popleft()
                 self.buffered_bytes -= f.size
                 self.position = max(self.position, f.next_offset)  # past a compaction gap
@@ -284,9 +280,8 @@ class PartitionState:
         data = p.records
         if not data:
             return ANSWER_NOTHING
-        last_next = None
-        for _, h in iter_headers(data):
-            last_next = h.next_offset
+        walked = iter_headers(data)
+        last_next = walked[-1][1].next_offset if walked else None
         if last_next is None:
             # A batch larger than max_bytes: ask for more next time (up to the request bound).
             try:
@@ -301,7 +296,7 @@ class PartitionState:
         self.max_bytes = settings.max_partition_fetch_bytes
         self.span = last_next - offset
         if settings.isolation:
-            data = committed_only(data, p.aborted_transactions)
+            data = committed_only(data, p.aborted_transactions, walked)
         self.buffered.append(_Fetched(offset, data, epoch, settings.check_crcs, last_next))
         self.buffered_bytes += len(data)
         self.fetch_position = last_next

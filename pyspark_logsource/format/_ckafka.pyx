@@ -13,7 +13,7 @@ belongs to.
 """
 
 from cpython.buffer cimport PyBUF_READ
-from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
@@ -29,6 +29,8 @@ cdef enum:
     ARROW_BODY = 0x1000
     KAFKA_ATTRIBUTES = 0x7F
     CODEC_MASK = 0x07
+    TIMESTAMP_TYPE_BIT = 0x08
+    CONTROL_BIT = 0x20
     MAX_CODEC = 4
 
 cdef int64_t INT32_MIN = -2147483648
@@ -244,8 +246,18 @@ def parse_records(
             return None
     key_start_a = np.empty(n, dtype=np.int64)
     key_len_a = np.empty(n, dtype=np.int64)
-    val_start_a = np.empty(n, dtype=np.int64)
-    val_len_a = np.empty(n, dtype=np.int64)
+    # the values are copied as they are parsed (the record is in cache then; a second pass over a
+    # multi-MB fetch read it from memory again): into a buffer as large as the sections, which hold
+    # every value, shrunk to the values' size at the end
+    cdef int64_t cap = 0
+    for s in range(nsec):
+        cap += section_ends[s] - section_starts[s]
+    val_body = PyByteArray_FromStringAndSize(NULL, cap)
+    cdef uint8_t* vout = <uint8_t*>(<char*>val_body) if cap else NULL
+    val_off_a = np.empty(n + 1, dtype=np.int32)
+    val_valid_a = np.zeros((n + 7) // 8, dtype=np.uint8)
+    cdef int32_t[::1] val_off = val_off_a
+    cdef uint8_t[::1] val_valid = val_valid_a
     offsets_a = np.empty(n, dtype=np.int64)
     ts_a = np.empty(n, dtype=np.int64)
     tstype_a = np.empty(n, dtype=np.int32)
@@ -253,7 +265,6 @@ def parse_records(
     hpos_a = np.zeros(n, dtype=np.int64)
     hend_a = np.zeros(n, dtype=np.int64)
     cdef int64_t[::1] key_start = key_start_a, key_len = key_len_a
-    cdef int64_t[::1] val_start = val_start_a, val_len = val_len_a
     cdef int64_t[::1] offsets = offsets_a, ts = ts_a, hpos = hpos_a, hend = hend_a
     cdef int32_t[::1] tstype = tstype_a, hcount = hcount_a
     cdef int64_t p = 0, e, rec_end, q, prev, kl, vl, hc, total_headers = 0
@@ -305,13 +316,17 @@ def parse_records(
                 key_nulls += 1
             if read_int32(d, &q, rec_end, &vl) < 0 or vl < -1:
                 return None
-            val_start[i] = q
-            val_len[i] = vl
             if vl >= 0:
+                if q + vl > rec_end or val_total + vl > cap or val_total + vl > INT32_MAX:
+                    return None
+                if vl:
+                    memcpy(vout + val_total, d + q, vl)
                 q += vl
                 val_total += vl
+                val_valid[i >> 3] |= 1 << (i & 7)
             else:
                 val_nulls += 1
+            val_off[i + 1] = <int32_t>val_total
             if read_int32(d, &q, rec_end, &hc) < 0 or hc < 0:
                 return None
             if hc == 0:
@@ -336,21 +351,64 @@ def parse_records(
         if spans is None:
             return None
     key_off, key_bytes, key_valid = _gather(d, n, key_start, key_len, key_total, key_nulls)
-    val_off, val_bytes, val_valid = _gather(d, n, val_start, val_len, val_total, val_nulls)
+    PyByteArray_Resize(val_body, val_total)
+    val_off_a[0] = 0
     return (
         n,
         key_off,
         key_bytes,
         key_valid,
-        val_off,
-        val_bytes,
-        val_valid,
+        val_off_a,
+        val_body,
+        val_valid_a if val_nulls else None,
         offsets_a,
         ts_a,
         tstype_a,
         hcount_a if total_headers else None,
         spans,
     )
+
+
+def parse_walked(data, list walked):
+    """:func:`parse_records` over a walked run (``(position, BatchHeader)`` pairs of ``header.walk``) of
+    uncompressed, non-control Kafka-layout batches, the header fields read here in C: what
+    ``kafka_decode._parse_compiled(data, headers, positions)`` gives for such a run, without its numpy
+    glue per fetch. None when a batch is not such a batch (the caller takes the general path), or when
+    ``parse_records`` refuses the records."""
+    cdef Py_ssize_t m = len(walked), b
+    if m == 0:
+        return None
+    starts_a = np.empty(m, dtype=np.int64)
+    ends_a = np.empty(m, dtype=np.int64)
+    counts_a = np.empty(m, dtype=np.int64)
+    lods_a = np.empty(m, dtype=np.int64)
+    base_a = np.empty(m, dtype=np.int64)
+    base_ts_a = np.empty(m, dtype=np.int64)
+    max_ts_a = np.empty(m, dtype=np.int64)
+    la_a = np.empty(m, dtype=np.uint8)
+    cdef int64_t[::1] starts = starts_a, ends = ends_a, counts = counts_a, lods = lods_a
+    cdef int64_t[::1] base = base_a, base_ts = base_ts_a, max_ts = max_ts_a
+    cdef uint8_t[::1] la = la_a
+    cdef bint consecutive = True
+    cdef int64_t pos, attrs
+    for b in range(m):
+        item = walked[b]
+        pos = item[0]
+        h = item[1]
+        attrs = h[5]
+        if attrs & (ARROW_BODY | CODEC_MASK | CONTROL_BIT):
+            return None
+        starts[b] = pos + HEADER_SIZE
+        ends[b] = pos + <int64_t>h[1] + LOG_OVERHEAD
+        counts[b] = h[12]
+        lods[b] = h[6]
+        base[b] = h[0]
+        base_ts[b] = h[7]
+        max_ts[b] = h[8]
+        la[b] = (attrs & TIMESTAMP_TYPE_BIT) != 0
+        if lods[b] != counts[b] - 1:
+            consecutive = False
+    return parse_records(data, starts_a, ends_a, counts_a, lods_a, consecutive, base_a, base_ts_a, max_ts_a, la_a)
 
 
 cdef object _header_spans(

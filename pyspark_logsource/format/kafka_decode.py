@@ -365,8 +365,23 @@ def _table_compiled(
     """``_table(_parse(_sections(...)))`` by the compiled core (``_ckafka.parse_records``), or None if
     it refuses the records (the caller then runs the reference, which raises the precise error)."""
     r, data = _parse_compiled(buf, headers, positions, max_uncompressed)
-    if r is None:
+    return None if r is None else _compiled_table(r, data)
+
+
+def plain_run_table(buf, walked: list) -> pa.Table | None:
+    """A walked run (``header.walk``'s pairs, CRCs checked as the caller wants) of uncompressed,
+    non-control Kafka-layout batches as one ``ARROW_SCHEMA`` table, by one compiled call
+    (``_ckafka.parse_walked``) and the Arrow wrapping: ``decode_kafka_run``'s table for such a run.
+    None when the compiled core is off, a batch is not such a batch, or the parse refuses the records
+    (the caller takes the general path, which raises the precise error)."""
+    if ckafka is None:
         return None
+    r = ckafka.parse_walked(buf, walked)
+    return None if r is None else _compiled_table(r, buf)
+
+
+def _compiled_table(r: tuple, data) -> pa.Table:
+    """The table of a ``parse_records`` result (``data``: the buffer its header spans index)."""
     n, koff, kbytes, kvalid, voff, vbytes, vvalid, offsets, ts, tstype, hcounts, spans = r
 
     def binary(off: np.ndarray, body: bytearray, valid: np.ndarray | None) -> pa.Array:

@@ -43,7 +43,7 @@ from .header import (
     set_attributes_and_length,
     walk,
 )
-from .kafka_decode import KafkaRecordBatch, decode_kafka, decode_kafka_run
+from .kafka_decode import KafkaRecordBatch, decode_kafka, decode_kafka_run, plain_run_table
 
 _INT32_MAX = (1 << 31) - 1
 _TS_MS = pa.timestamp("ms")
@@ -334,6 +334,10 @@ def to_arrow(
         walked = walk(buf, check_crc=check_crc)
     if not walked:
         return ARROW_SCHEMA.empty_table()
+    # the common fetch of Kafka clients' data (plain Kafka-layout batches): one compiled call
+    plain = plain_run_table(buf, walked)
+    if plain is not None:
+        return trim(plain, start_offset, end_offset)
     hs = _header_array(walked)
     m = len(hs)
     attrs = hs[:, _H_ATTR]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedVersion
+from ..format._speedups import crecords
 from .codecs import (
     APIS,
     SUPPORTED_VERSIONS,
@@ -39,6 +40,8 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 #: Frames at least this large are received into a buffer of their final size, allocated once the
 #: (checked) length prefix has arrived, as Kafka's NetworkReceive does.
 _FILL_IN_PLACE = 64 * 1024
+#: a frame's buffer: not zero-filled when compiled (every byte is received into it before it is handed on)
+_new_frame = bytearray if crecords is None else crecords.unfilled_bytearray
 
 
 class FrameDecoder:
@@ -132,7 +135,7 @@ class FrameDecoder:
                 self._need = n
             if len(buf) - 4 < self._need:
                 if self._need >= _FILL_IN_PLACE:
-                    frame = bytearray(self._need)
+                    frame = _new_frame(self._need)
                     self._filled = len(buf) - 4
                     frame[: self._filled] = memoryview(buf)[4:]
                     self._frame = frame
