@@ -17,6 +17,7 @@ EXTENSIONS = [
     "pyspark_logsource.format._ckafka",
     "pyspark_logsource.format._crecords",
     "pyspark_logsource.client._csend",
+    "pyspark_logsource.protocol._cproduce",
 ]
 
 

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedVersion
+from . import messages as m
 from .codecs import (
     APIS,
     SUPPORTED_VERSIONS,
+    _cproduce,
     decode_request_body,
     decode_request_header,
     decode_response_body,
@@ -201,6 +203,10 @@ class ServerConnection:
     @staticmethod
     def decode_frame(frame: bytearray | memoryview) -> RequestReceived | UnsupportedRequest:
         """Decode one request frame (without its length prefix)."""
+        if _produce_decode is not None:  # the compiled Produce fast path (None: not its shape)
+            ev = _produce_decode(frame)
+            if ev is not None:
+                return ev
         r = Reader(frame)
         header = decode_request_header(r)
         if not is_supported(header.api_key, header.api_version):
@@ -216,6 +222,15 @@ class ServerConnection:
     def unsupported_parts(header: RequestHeader) -> list[Any]:
         """Kafka's answer to an ApiVersions request of a version it does not know."""
         return encode_api_versions_fallback(header.correlation_id)
+
+
+#: protocol/_cproduce.pyx's decode of the common Produce frame, None when not built or switched off
+_produce_decode = (
+    _cproduce.decode_produce_frame
+    if _cproduce is not None
+    and _cproduce.bind(RequestHeader, m.ProduceRequest, m.ProducePartitionData, RequestReceived)
+    else None
+)
 
 
 # ------------------------------------------------------------------ client side
