@@ -18,6 +18,7 @@ EXTENSIONS = [
     "pyspark_logsource.format._crecords",
     "pyspark_logsource.client._csend",
     "pyspark_logsource.protocol._cproduce",
+    "pyspark_logsource.format._cvalidate",
 ]
 
 

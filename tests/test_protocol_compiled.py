@@ -34,6 +34,11 @@ except ImportError:  # not built: `python scripts/build_ext.py` or `pip install 
         raise
     pytestmark = pytest.mark.skip(reason="protocol/_cproduce is not built: pure-Python path only")
 
+if (
+    cp is not None
+):  # bound by protocol.connection unless LOGSOURCE_NO_EXTENSIONS is set: the tests compare anyway
+    assert cp.bind(m.RequestHeader, m.ProduceRequest, m.ProducePartitionData, RequestReceived)
+
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 VERSIONS = range(3, 9)
 _BATCHES = [

@@ -66,5 +66,7 @@ def load_extension(qualified_name: str) -> ModuleType | None:
 
 ckafka = _load()
 crecords = _load("_crecords")
+#: ``_cvalidate.pyx``: the produce path's check of an uncompressed Kafka-layout batch's records
+cvalidate = _load("_cvalidate")
 #: "compiled" or "python": what the format hot paths run (benchmarks and tests print it)
 IMPLEMENTATION = "python" if ckafka is None else "compiled"

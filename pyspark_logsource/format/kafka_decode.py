@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import CorruptRecord
 from . import compression
-from ._speedups import ckafka
+from ._speedups import ckafka, cvalidate
 from .arrow_body import ARROW_SCHEMA, HEADER_TYPE, MAX_UNCOMPRESSED_BYTES, Record
 from .arrow_decode import _gather, _np_col, _null_headers_col
 from .header import (
@@ -456,6 +456,11 @@ def validate_kafka_records(
         raise CorruptRecord("validate_kafka_records needs a Kafka-layout batch")
     if len(batch) - pos < h.size:
         raise CorruptRecord(f"truncated batch at offset {h.base_offset}")
+    if cvalidate is not None and not h.attributes & CODEC_MASK:
+        # uncompressed (a producer's one-message batch): the records checked in C with no allocation
+        null_key = cvalidate.check_records(batch, pos, h.size, h.record_count)
+        if null_key is not None:
+            return null_key
     if ckafka is not None:
         # the compiled parse accepts exactly what _parse accepts, in C: the reference's Python loop over
         # the record lengths was most of the broker's produce-path CPU for large batches (vs_kafka.py)
