@@ -4,9 +4,12 @@
 
 One broker process per path (``LOGSOURCE_NO_EXTENSIONS=1`` in the pure one's environment), the
 same raw protocol client in another process (pre-encoded one-message batches, Produce v8,
-acks=1, 64 requests in flight: :func:`broker_wire.produce_worker`). Printed per path: msg/s
-and the broker process's CPU seconds (utime + stime from /proc) per request; the ratio is
-pure / compiled. The rounds alternate the paths so the machine's noise hits both.
+acks=1, 64 requests in flight, sent 16 per write; it reads each answer's error code and
+nothing else, so that it costs the broker's machine little). Both batch layouts: our
+Arrow body (our Producer) and Kafka's varint records (a Java producer, librdkafka).
+Printed per path: msg/s and the broker process's CPU seconds (utime + stime from /proc)
+per request; the ratio is pure / compiled. The rounds alternate the paths so the
+machine's noise hits both.
 """
 
 from __future__ import annotations
@@ -21,10 +24,53 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from broker_wire import _connect, _request, produce_worker  # noqa: E402
+import struct  # noqa: E402
+import time  # noqa: E402
+
+from broker_wire import _connect, _request  # noqa: E402
 
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
-from pyspark_logsource.protocol import ClientConnection, CreatableTopic, CreateTopicsRequest  # noqa: E402
+from pyspark_logsource.format import encode, encode_kafka  # noqa: E402
+from pyspark_logsource.protocol import (  # noqa: E402
+    ClientConnection,
+    CreatableTopic,
+    CreateTopicsRequest,
+    FrameDecoder,
+    ProducePartitionData,
+    ProduceRequest,
+)
+
+WINDOW, PER_WRITE = 64, 16
+
+
+def produce_worker(port: int, topic: str, requests: int, size: int, kafka: bool, out: mp.Queue) -> None:
+    """Pipeline ``requests`` one-message produce requests; put (seconds, failed answers)."""
+    value = os.urandom(size)
+    batch = bytes(encode_kafka([value]) if kafka else encode([value]))
+    _, frame = ClientConnection("bench").request_bytes(
+        ProduceRequest([ProducePartitionData(topic, 0, batch)]), 8
+    )
+    n = len(frame)
+    chunk = bytearray(bytes(frame) * PER_WRITE)
+    err_at = 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # the answer's error code: after cid, topic, partition
+    sock = _connect(port)
+    dec = FrameDecoder()
+    sent = done = errors = 0
+    t0 = time.perf_counter()
+    while done < requests:
+        if sent < requests and sent - done <= WINDOW - PER_WRITE:
+            k = min(PER_WRITE, requests - sent)
+            for j in range(k):
+                struct.pack_into(">i", chunk, j * n + 8, sent + j)  # the correlation id
+            sock.sendall(memoryview(chunk)[: k * n])
+            sent += k
+            continue
+        for f in dec.feed(sock.recv(1 << 20)):
+            errors += f[err_at] != 0 or f[err_at + 1] != 0
+            done += 1
+    elapsed = time.perf_counter() - t0
+    sock.close()
+    out.put((elapsed, errors))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -33,7 +79,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_path(pure: bool, requests: int, size: int) -> tuple[float, float]:
+def run_path(pure: bool, requests: int, size: int, kafka: bool) -> tuple[float, float]:
     """(msg/s, broker CPU µs per request) with the broker on the pure or the compiled path."""
     env_before = os.environ.get("LOGSOURCE_NO_EXTENSIONS")
     if pure:
@@ -53,7 +99,7 @@ def run_path(pure: bool, requests: int, size: int) -> tuple[float, float]:
             # a warm-up run (imports, first segment), then the measured one
             for n in (requests // 10, requests):
                 c0 = cpu_seconds(b.pid)
-                p = ctx.Process(target=produce_worker, args=(b.port, "p1", 1, 1, n, size, q))
+                p = ctx.Process(target=produce_worker, args=(b.port, "p1", n, size, kafka, q))
                 p.start()
                 elapsed, errors = q.get()
                 p.join()
@@ -73,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=100_000, help="one-message produce requests per run")
     ap.add_argument("--size", type=int, default=200, help="message value size in bytes")
     ap.add_argument("--rounds", type=int, default=2, help="runs per path (alternating), best kept")
+    ap.add_argument(
+        "--layout", choices=("arrow", "kafka", "both"), default="both", help="the batches' layout"
+    )
     args = ap.parse_args(argv)
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.rounds):

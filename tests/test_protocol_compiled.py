@@ -215,3 +215,39 @@ def test_encode_common_response_takes_the_compiled_path() -> None:
         assert bytes(out) == bytes(codecs._encode_produce_response_fast(5, version, resp)[0])
     assert cp.encode_produce_response(5, 9, resp) is None  # flexible: the schema codec
     assert cp.encode_produce_response(2**31, 8, resp) is None
+
+
+def _append(events, results, compiled: bool):
+    saved = connection._cproduce_append
+    connection._cproduce_append = cp.append_responses if compiled else None
+    try:
+        return ("ok", bytes(ServerConnection.append_responses(bytearray(b"head"), events, results)))
+    except Exception as e:  # noqa: BLE001
+        return ("error", type(e), str(e))
+    finally:
+        connection._cproduce_append = saved
+
+
+@PROPS
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(VERSIONS), _i32, st.one_of(st.none(), produce_responses())), max_size=6
+    )
+)
+def test_append_responses_same_bytes_both_ways(rows) -> None:
+    events = [RequestReceived(m.RequestHeader(0, v, cid, "c"), None) for v, cid, _ in rows]
+    results = [r for _, _, r in rows]
+    assert _append(events, results, True) == _append(events, results, False)
+
+
+def test_append_responses_other_apis_and_mismatched_lengths() -> None:
+    meta = RequestReceived(m.RequestHeader(3, 1, 9, "c"), None)
+    prod = RequestReceived(m.RequestHeader(0, 8, 10, "c"), None)
+    results = [
+        m.MetadataResponse(brokers=[], topics=[]),
+        m.ProduceResponse([m.ProducePartitionResponse("t", 0)]),
+    ]
+    both = _append([meta, prod], results, True)
+    assert both == _append([meta, prod], results, False) and both[0] == "ok"
+    assert _append([meta], results, True) == _append([meta], results, False)
+    assert _append([meta], results, True)[1] is ValueError

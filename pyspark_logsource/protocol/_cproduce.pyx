@@ -267,3 +267,25 @@ def encode_produce_response(int64_t cid, int version, resp):
         q += 6
     put32(q, throttle)
     return out
+
+
+def append_responses(bytearray out, events, results, encode):
+    """Append the response frames to ``events``' requests (``results``: None for no answer, acks=0) to
+    ``out``: a Produce v3-v8 answer of the common shape here, any other by ``encode(header, result)``
+    (the frame's parts). The bytes of ``ServerConnection.append_responses``' Python loop."""
+    cdef Py_ssize_t i, n = len(events)
+    if len(results) != n:
+        raise ValueError(f"{n} requests but {len(results)} results")
+    for i in range(n):
+        result = results[i]
+        if result is None:
+            continue
+        header = events[i].header
+        frame = None
+        if header.api_key == 0:
+            frame = encode_produce_response(header.correlation_id, header.api_version, result)
+        if frame is not None:
+            out += frame
+        else:
+            out += b"".join(encode(header, result))
+    return out

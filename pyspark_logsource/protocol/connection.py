@@ -219,6 +219,20 @@ class ServerConnection:
         return encode_response(header, response)
 
     @staticmethod
+    def append_responses(out: bytearray, events: list[Any], results: list[Any]) -> bytearray:
+        """Append the response frames to ``events``' requests to ``out`` (a None result: no answer).
+
+        Only for answers without file regions (a run of produces): their parts are all bytes."""
+        if _cproduce_append is not None:
+            return _cproduce_append(out, events, results, encode_response)
+        if len(results) != len(events):
+            raise ValueError(f"{len(events)} requests but {len(results)} results")
+        for ev, result in zip(events, results, strict=True):
+            if result is not None:
+                out += b"".join(encode_response(ev.header, result))
+        return out
+
+    @staticmethod
     def unsupported_parts(header: RequestHeader) -> list[Any]:
         """Kafka's answer to an ApiVersions request of a version it does not know."""
         return encode_api_versions_fallback(header.correlation_id)
@@ -232,6 +246,7 @@ _produce_decode = (
     else None
 )
 
+_cproduce_append = _cproduce.append_responses if _produce_decode is not None else None
 
 # ------------------------------------------------------------------ client side
 
