@@ -251,3 +251,56 @@ def test_append_responses_other_apis_and_mismatched_lengths() -> None:
     assert both == _append([meta, prod], results, False) and both[0] == "ok"
     assert _append([meta], results, True) == _append([meta], results, False)
     assert _append([meta], results, True)[1] is ValueError
+
+
+def _feed_all(chunks: list[bytes], max_bytes: int, compiled: bool) -> list:
+    """Every feed()'s frames (or its typed error) on one path."""
+    from pyspark_logsource.protocol.connection import FrameDecoder
+
+    saved = connection._split_frames
+    connection._split_frames = cp.split_frames if compiled else None
+    dec, out = FrameDecoder(max_bytes), []
+    try:
+        for c in chunks:
+            try:
+                out.append([bytes(f) for f in dec.feed(c)])
+            except ProtocolError as e:
+                out.append(("error", type(e), str(e), getattr(e, "code", None)))
+        out.append((dec.buffered, dec.in_frame))
+        return out
+    finally:
+        connection._split_frames = saved
+
+
+@st.composite
+def streams(draw) -> tuple[list[bytes], int]:
+    max_bytes = draw(st.sampled_from([100, 70_000, 1 << 20]))
+    parts = []
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(["small", "small", "small", "big", "bad"]))
+        if kind == "bad":
+            parts.append(struct.pack(">i", draw(st.sampled_from([-1, -(2**31), max_bytes + 1]))))
+        else:
+            n = draw(st.integers(0, 40)) if kind == "small" else draw(st.integers(65_530, 65_540))
+            parts.append(struct.pack(">i", n) + bytes([len(parts) & 0xFF]) * n)
+    data = b"".join(parts)
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=5)))
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    return chunks, max_bytes
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(streams())
+def test_frame_splitting_same_frames_and_errors_both_ways(case) -> None:
+    chunks, max_bytes = case
+    assert _feed_all(chunks, max_bytes, True) == _feed_all(chunks, max_bytes, False)
+
+
+def test_split_frames_stops_at_what_the_python_loop_handles() -> None:
+    two = struct.pack(">i", 2) + b"ab" + struct.pack(">i", 1) + b"c"
+    assert cp.split_frames(bytearray(two), 100, 64) == ([bytearray(b"ab"), bytearray(b"c")], 11)
+    assert cp.split_frames(bytearray(two[:-1]), 100, 64) == ([bytearray(b"ab")], 6)  # incomplete
+    assert cp.split_frames(bytearray(struct.pack(">i", -1) + two), 100, 64) == ([], 0)  # bad prefix
+    assert cp.split_frames(bytearray(two), 1, 64) == ([], 0)  # over the bound
+    assert cp.split_frames(bytearray(two), 100, 2) == ([], 0)  # big: filled in place by the Python loop
+    assert cp.split_frames(bytearray(b"\x00\x00"), 100, 64) == ([], 0)

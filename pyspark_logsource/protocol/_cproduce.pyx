@@ -289,3 +289,20 @@ def append_responses(bytearray out, events, results, encode):
         else:
             out += b"".join(encode(header, result))
     return out
+
+
+def split_frames(bytearray buf, Py_ssize_t max_frame_bytes, Py_ssize_t big):
+    """``(frames, bytes used)``: each complete frame at the start of ``buf`` as its own bytearray
+    (without its length prefix), up to the first that is incomplete, has a bad length prefix
+    (negative or over ``max_frame_bytes``) or is ``big`` bytes or more: ``FrameDecoder.feed``'s
+    Python loop goes on from there (and raises the typed error)."""
+    cdef Py_ssize_t pos = 0, end = PyByteArray_GET_SIZE(buf), n
+    cdef const uint8_t* d = <const uint8_t*>PyByteArray_AS_STRING(buf)
+    frames = []
+    while end - pos >= 4:
+        n = be32(d + pos)
+        if n < 0 or n > max_frame_bytes or n >= big or end - pos - 4 < n:
+            break
+        frames.append(PyByteArray_FromStringAndSize(<const char*>d + pos + 4, n))
+        pos += 4 + n
+    return frames, pos

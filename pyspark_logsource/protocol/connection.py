@@ -118,6 +118,12 @@ class FrameDecoder:
                 return frames
         buf = self._buf
         buf += data
+        if _split_frames is not None and self._need < 0:
+            # the compiled loop takes the complete small frames; the loop below the rest (or the error)
+            got, used = _split_frames(buf, self.max_frame_bytes, _FILL_IN_PLACE)
+            if used:
+                del buf[:used]
+                frames += got
         while True:
             if self._need < 0:
                 if len(buf) < 4:
@@ -247,6 +253,8 @@ _produce_decode = (
 )
 
 _cproduce_append = _cproduce.append_responses if _produce_decode is not None else None
+#: the compiled frame splitting of FrameDecoder.feed (the Python loop there is its reference)
+_split_frames = _cproduce.split_frames if _cproduce is not None else None
 
 # ------------------------------------------------------------------ client side
 
