@@ -79,9 +79,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_path(pure: bool, requests: int, size: int, kafka: bool) -> tuple[float, float]:
-    """(msg/s, broker CPU µs per request) with the broker on the pure or the compiled path."""
+def run_path(
+    pure: bool, requests: int, size: int, kafka: bool, tree: str | None = None
+) -> tuple[float, float]:
+    """(msg/s, broker CPU µs per request) with the broker on the pure or the compiled path (of the
+    source tree ``tree``: another checkout, for a before/after row; None: this one)."""
     env_before = os.environ.get("LOGSOURCE_NO_EXTENSIONS")
+    path_before = os.environ.get("PYTHONPATH")
+    cwd = os.getcwd()
+    if tree is not None:  # `python -m` puts the working directory first on the path: the child's is the tree
+        os.environ["PYTHONPATH"] = tree
+        os.chdir(tree)
     if pure:
         os.environ["LOGSOURCE_NO_EXTENSIONS"] = "1"
     else:
@@ -108,6 +116,11 @@ def run_path(pure: bool, requests: int, size: int, kafka: bool) -> tuple[float, 
                 raise SystemExit(f"{errors} failed requests")
             return requests / elapsed, cpu / requests * 1e6
     finally:
+        os.chdir(cwd)
+        if path_before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path_before
         if env_before is None:
             os.environ.pop("LOGSOURCE_NO_EXTENSIONS", None)
         else:
@@ -122,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--layout", choices=("arrow", "kafka", "both"), default="both", help="the batches' layout"
     )
+    ap.add_argument(
+        "--base",
+        metavar="TREE",
+        help="also run the compiled path of another source tree (its extensions built), as row 'base'",
+    )
     args = ap.parse_args(argv)
     best: dict[tuple[str, str], tuple[float, float]] = {}
     layouts = (
@@ -129,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for _ in range(args.rounds):
         for layout, kafka in layouts.items():
-            for name, pure in (("python", True), ("compiled", False)):
-                rate, us = run_path(pure, args.requests, args.size, kafka)
+            paths = [("python", True, None), ("compiled", False, None)]
+            if args.base:
+                paths.append(("base", False, args.base))
+            for name, pure, tree in paths:
+                rate, us = run_path(pure, args.requests, args.size, kafka, tree)
                 print(
                     f"  {layout:<6}{name:<9} {rate:>10,.0f} msg/s  {us:6.2f} us broker CPU/request",
                     flush=True,
@@ -149,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{layout}: compiled / python: msg/s {cr / pr:.2f}x, broker CPU per request {pu / cu:.2f}x less"
         )
+        if args.base:
+            br, bu = best[(layout, "base")]
+            print(
+                f"{layout}: compiled / base: msg/s {cr / br:.2f}x, broker CPU per request {bu / cu:.2f}x less"
+            )
     print(
         f"targets: >= 100,000 msg/s, <= 6 us; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
