@@ -6,7 +6,10 @@ One broker process per path (``LOGSOURCE_NO_EXTENSIONS=1`` in the pure one's env
 same raw protocol client in another process (pre-encoded one-message batches, Produce v8,
 acks=1, 64 requests in flight, sent 16 per write; it reads each answer's error code and
 nothing else, so that it costs the broker's machine little). Both batch layouts: our
-Arrow body (our Producer) and Kafka's varint records (a Java producer, librdkafka).
+Arrow body (our Producer) and Kafka's varint records (a Java producer, librdkafka). With
+``--producer``, a third client: our ``Producer.send()`` at batch 1 (paper.py's "batch 1:
+send(), 1 msg/request, pipelined" row: linger 0, 64 in flight), whose own CPU is then part
+of what limits msg/s.
 Printed per path: msg/s and the broker process's CPU seconds (utime + stime from /proc)
 per request; the ratio is pure / compiled. The rounds alternate the paths so the
 machine's noise hits both.
@@ -43,8 +46,14 @@ from pyspark_logsource.protocol import (  # noqa: E402
 WINDOW, PER_WRITE = 64, 16
 
 
-def produce_worker(port: int, topic: str, requests: int, size: int, kafka: bool, out: mp.Queue) -> None:
+def produce_worker(port: int, topic: str, requests: int, size: int, client: str, out: mp.Queue) -> None:
     """Pipeline ``requests`` one-message produce requests; put (seconds, failed answers)."""
+    if client == "producer":
+        from paper import produce_send, values
+
+        out.put((produce_send(f"127.0.0.1:{port}", topic, values(requests), 1, WINDOW, 1), 0))
+        return
+    kafka = client == "kafka"
     value = os.urandom(size)
     batch = bytes(encode_kafka([value]) if kafka else encode([value]))
     _, frame = ClientConnection("bench").request_bytes(
@@ -80,7 +89,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_path(
-    pure: bool, requests: int, size: int, kafka: bool, tree: str | None = None
+    pure: bool, requests: int, size: int, client: str, tree: str | None = None
 ) -> tuple[float, float]:
     """(msg/s, broker CPU µs per request) with the broker on the pure or the compiled path (of the
     source tree ``tree``: another checkout, for a before/after row; None: this one)."""
@@ -107,7 +116,7 @@ def run_path(
             # a warm-up run (imports, first segment), then the measured one
             for n in (requests // 10, requests):
                 c0 = cpu_seconds(b.pid)
-                p = ctx.Process(target=produce_worker, args=(b.port, "p1", n, size, kafka, q))
+                p = ctx.Process(target=produce_worker, args=(b.port, "p1", n, size, client, q))
                 p.start()
                 elapsed, errors = q.get()
                 p.join()
@@ -140,18 +149,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TREE",
         help="also run the compiled path of another source tree (its extensions built), as row 'base'",
     )
+    ap.add_argument(
+        "--producer", action="store_true", help="also our Producer.send() at batch 1 as the client"
+    )
     args = ap.parse_args(argv)
     best: dict[tuple[str, str], tuple[float, float]] = {}
-    layouts = (
-        {"arrow": False, "kafka": True} if args.layout == "both" else {args.layout: args.layout == "kafka"}
-    )
+    layouts = ["arrow", "kafka"] if args.layout == "both" else [args.layout]
+    if args.producer:
+        layouts.append("producer")
     for _ in range(args.rounds):
-        for layout, kafka in layouts.items():
+        for layout in layouts:
             paths = [("python", True, None), ("compiled", False, None)]
             if args.base:
                 paths.append(("base", False, args.base))
             for name, pure, tree in paths:
-                rate, us = run_path(pure, args.requests, args.size, kafka, tree)
+                rate, us = run_path(pure, args.requests, args.size, layout, tree)
                 print(
                     f"  {layout:<6}{name:<9} {rate:>10,.0f} msg/s  {us:6.2f} us broker CPU/request",
                     flush=True,
