@@ -127,3 +127,17 @@ def test_arguments_outside_the_buffer_are_refused() -> None:
     assert cv.check_records(buf, 0, HEADER_SIZE - 1, 1) is None
     assert cv.check_records("not a buffer", 0, n, 1) is None
     assert cv.check_records(b"x" * 10 + buf, 10, n, 1) is False  # a batch inside a larger run
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(mangled())
+def test_no_read_past_the_batch(case) -> None:
+    from test_format_compiled import guarded  # a view whose last byte is the last readable one
+
+    buf, h = case
+    with guarded(bytes(buf)) as mv:
+        # the record lengths claim more than is there (a cut or flipped batch): refused, never a fault
+        assert cv.check_records(mv, 0, len(mv), h.record_count) in (None, True, False)
+        if h.size <= len(mv):
+            fast = cv.check_records(mv, 0, h.size, h.record_count)
+            assert fast is None or _validate(bytes(buf), h, "pure") == ("ok", fast)
