@@ -38,6 +38,7 @@ if (
     cp is not None
 ):  # bound by protocol.connection unless LOGSOURCE_NO_EXTENSIONS is set: the tests compare anyway
     assert cp.bind(m.RequestHeader, m.ProduceRequest, m.ProducePartitionData, RequestReceived)
+    assert cp.bind_responses(m.ProduceResponse, m.ProducePartitionResponse)
 
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 VERSIONS = range(3, 9)
@@ -304,3 +305,33 @@ def test_split_frames_stops_at_what_the_python_loop_handles() -> None:
     assert cp.split_frames(bytearray(two), 1, 64) == ([], 0)  # over the bound
     assert cp.split_frames(bytearray(two), 100, 2) == ([], 0)  # big: filled in place by the Python loop
     assert cp.split_frames(bytearray(b"\x00\x00"), 100, 64) == ([], 0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 64])
+def test_new_produce_responses_same_objects_both_ways(n: int) -> None:
+    saved = codecs._new_responses
+    try:
+        codecs._new_responses = None
+        pure = codecs.new_produce_responses("tópic", 4, n)
+        codecs._new_responses = cp.new_produce_responses
+        fast = codecs.new_produce_responses("tópic", 4, n)
+    finally:
+        codecs._new_responses = saved
+    assert fast == pure
+    responses, parts = fast
+    assert [r.partitions[0] for r in responses] == parts
+    assert all(r.partitions[0] is p for r, p in zip(responses, parts, strict=True))  # filled in place
+    assert len({id(p) for p in parts}) == n  # one object per request
+
+
+def test_bind_responses_refuses_changed_defaults() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Other:
+        partitions: list = dataclasses.field(default_factory=list)
+        throttle_time_ms: int = 5
+
+    try:
+        assert not cp.bind_responses(Other, m.ProducePartitionResponse)
+        assert cp.new_produce_responses("t", 0, 1) is None
+    finally:
+        assert cp.bind_responses(m.ProduceResponse, m.ProducePartitionResponse)

@@ -74,6 +74,7 @@ from ..protocol import (
     SupportedFeature,
     TopicMetadata,
 )
+from ..protocol.codecs import new_produce_responses
 from ..protocol.messages import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, MAX_TIMESTAMP
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .admin.handlers import AdminHandlers
@@ -216,7 +217,7 @@ class Handlers:
         (PartitionLog.append_runs: one lock, one write), each answered as :meth:`produce` answers it."""
         first = reqs[0].partitions[0]
         topic, partition, acks = first.topic, first.partition, reqs[0].acks
-        rs = [ProducePartitionResponse(topic, partition) for _ in reqs]
+        answers, rs = new_produce_responses(topic, partition, len(reqs))
         try:
             lg = self._produce_log(topic, partition, acks)
         except LogSourceError as e:
@@ -261,7 +262,7 @@ class Handlers:
                 self.state.replication.after_append(topic, partition)
         if acks == 0:
             return [None] * len(reqs)
-        return [ProduceResponse([r]) for r in rs]
+        return answers
 
     async def _await_commits(self, commits: list, resp: ProduceResponse, timeout_ms: int) -> ProduceResponse:
         """acks=all: wait for every partition's high watermark to pass its appended batches."""

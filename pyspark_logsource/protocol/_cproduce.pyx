@@ -306,3 +306,56 @@ def split_frames(bytearray buf, Py_ssize_t max_frame_bytes, Py_ssize_t big):
         frames.append(PyByteArray_FromStringAndSize(<const char*>d + pos + 4, n))
         pos += 4 + n
     return frames, pos
+
+
+cdef object _Response = None
+cdef object _PartitionResponse = None
+_RESPONSE_FIELDS = (("partitions", None), ("throttle_time_ms", 0))
+_PARTITION_RESPONSE_FIELDS = (
+    ("topic", None), ("partition", None), ("error_code", 0), ("base_offset", -1), ("log_append_time_ms", -1),
+    ("log_start_offset", -1), ("error_message", None), ("record_errors", ()),
+)
+
+
+def bind_responses(response_cls, partition_cls):
+    """Hand over ProduceResponse and ProducePartitionResponse; False (new_produce_responses stays off) if
+    their fields or defaults changed."""
+    global _Response, _PartitionResponse
+    import dataclasses
+
+    for cls, want in ((response_cls, _RESPONSE_FIELDS), (partition_cls, _PARTITION_RESPONSE_FIELDS)):
+        got = tuple(
+            (f.name, None if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
+        )
+        if got != want or not hasattr(cls, "__slots__"):
+            _Response = None
+            return False
+    _Response, _PartitionResponse = response_cls, partition_cls
+    return True
+
+
+def new_produce_responses(topic, partition, Py_ssize_t n):
+    """``n`` ProduceResponses of one ProducePartitionResponse each, every other field at its default:
+    (the responses, their partition responses). As ``codecs.new_produce_responses``, without the
+    dataclass ``__init__`` calls; None when the classes are not bound."""
+    if _Response is None:
+        return None
+    cdef Py_ssize_t i
+    responses = []
+    parts = []
+    for i in range(n):
+        p = _new(_PartitionResponse)
+        p.topic = topic
+        p.partition = partition
+        p.error_code = 0
+        p.base_offset = -1
+        p.log_append_time_ms = -1
+        p.log_start_offset = -1
+        p.error_message = None
+        p.record_errors = ()
+        r = _new(_Response)
+        r.partitions = [p]
+        r.throttle_time_ms = 0
+        parts.append(p)
+        responses.append(r)
+    return responses, parts

@@ -304,6 +304,26 @@ def _decode_produce_request_fast(r: Reader) -> m.ProduceRequest | None:
     return m.ProduceRequest([m.ProducePartitionData(name, partition, buf[head + 12 : end])], acks, timeout)
 
 
+def new_produce_responses(
+    topic: str, partition: int, n: int
+) -> tuple[list[m.ProduceResponse], list[m.ProducePartitionResponse]]:
+    """``n`` ProduceResponses of one partition each, every other field at its default: (the responses,
+    their partition responses), for the handler to fill in (a run of produces: one per request)."""
+    if _new_responses is not None:
+        made = _new_responses(topic, partition, n)
+        if made is not None:
+            return made
+    parts = [m.ProducePartitionResponse(topic, partition) for _ in range(n)]
+    return [m.ProduceResponse([p]) for p in parts], parts
+
+
+_new_responses = (
+    _cproduce.new_produce_responses
+    if _cproduce is not None and _cproduce.bind_responses(m.ProduceResponse, m.ProducePartitionResponse)
+    else None
+)
+
+
 # response v3-v8, one topic and one partition without messages: per version the struct of
 # (partition count, index, error, base offset, log append time[, log start][, 0 record errors, null message])
 _PRODUCE_RESP_HEAD = struct.Struct(">iiih")  # size, correlation id, topic count, name length
