@@ -19,6 +19,8 @@ EXTENSIONS = [
     "pyspark_logsource.format._cbody",
     "pyspark_logsource.client._csend",
     "pyspark_logsource.client._caccum",
+    "pyspark_logsource.protocol._cproduce",
+    "pyspark_logsource.format._cvalidate",
 ]
 
 

@@ -74,6 +74,7 @@ from ..protocol import (
     SupportedFeature,
     TopicMetadata,
 )
+from ..protocol.codecs import new_produce_responses
 from ..protocol.messages import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, MAX_TIMESTAMP
 from ..topics import check_deletable, is_internal, validate_topic_name
 from .admin.handlers import AdminHandlers
@@ -216,7 +217,7 @@ class Handlers:
         (PartitionLog.append_runs: one lock, one write), each answered as :meth:`produce` answers it."""
         first = reqs[0].partitions[0]
         topic, partition, acks = first.topic, first.partition, reqs[0].acks
-        rs = [ProducePartitionResponse(topic, partition) for _ in reqs]
+        answers, rs = new_produce_responses(topic, partition, len(reqs))
         try:
             lg = self._produce_log(topic, partition, acks)
         except LogSourceError as e:
@@ -226,13 +227,16 @@ class Handlers:
             log.debug("produce to %s-%d failed: %s", topic, partition, e)
         if lg is not None:
             runs, which = [], []
+            arrow_off = not self.config.arrow_body_enable
             for r, req in zip(rs, reqs, strict=True):
                 records = req.partitions[0].records
-                try:
-                    self._check_records(records)
-                except LogSourceError as e:
-                    r.error_code, r.error_message = error_fields(e)
-                    continue
+                # _check_records' conditions inline (this loop runs per request); it raises the error
+                if records is None or not len(records) or (arrow_off and _has_arrow_body(records)):
+                    try:
+                        self._check_records(records)
+                    except LogSourceError as e:
+                        r.error_code, r.error_message = error_fields(e)
+                        continue
                 runs.append(records)
                 which.append(r)
             try:
@@ -240,23 +244,25 @@ class Handlers:
             except LogSourceError as e:  # the log itself failed (closed, a disk error): every run did
                 infos = [e] * len(runs)
             appended = fresh = False
+            lso = None  # read once, after the first good append: the same for the whole run
             for r, info in zip(which, infos, strict=True):
                 if isinstance(info, LogSourceError):
                     r.error_code, r.error_message = error_fields(info)
                     r.record_errors = getattr(info, "record_errors", ())
                     log.debug("produce to %s-%d failed: %s", topic, partition, info)
                     continue
-                r.base_offset, r.log_append_time_ms = info.base_offset, info.log_append_time
-                r.log_start_offset = lg.log_start_offset
+                if lso is None:
+                    lso = lg.log_start_offset
+                r.base_offset, r.log_append_time_ms, r.log_start_offset = info[0], info[2], lso
                 appended = True
-                fresh = fresh or not info.duplicate
+                fresh = fresh or not info[4]  # AppendInfo: base, last, append time, count, duplicate
             if fresh:
                 self.state.notify(topic, partition)
             if appended and self.state.replication is not None:
                 self.state.replication.after_append(topic, partition)
         if acks == 0:
             return [None] * len(reqs)
-        return [ProduceResponse(partitions=[r]) for r in rs]
+        return answers
 
     async def _await_commits(self, commits: list, resp: ProduceResponse, timeout_ms: int) -> ProduceResponse:
         """acks=all: wait for every partition's high watermark to pass its appended batches."""

@@ -438,9 +438,7 @@ class Broker:
                             self._measure_run(run, t_read, t0)
                         if parked.busy:
                             await parked.flush()
-                        for e, result in zip(run, results, strict=True):
-                            if result is not None:  # None: acks=0
-                                out += b"".join(ServerConnection.response_parts(e.header, result))
+                        out = ServerConnection.append_responses(out, run, results)  # None: acks=0
                         continue
                     if parked.busy and ev.header.api_key != ApiKey.PRODUCE:
                         await parked.flush()  # only produces overtake parked answers: others see their effect

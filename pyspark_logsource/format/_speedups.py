@@ -68,5 +68,7 @@ ckafka = _load()
 crecords = _load("_crecords")
 #: ``_cbody.pyx``: the Arrow-body encode of a plain producer batch, the log append's check-and-stamp
 cbody = _load("_cbody")
+#: ``_cvalidate.pyx``: the produce path's check of an uncompressed Kafka-layout batch's records
+cvalidate = _load("_cvalidate")
 #: "compiled" or "python": what the format hot paths run (benchmarks and tests print it)
 IMPLEMENTATION = "python" if ckafka is None else "compiled"

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import CorruptRecord
 from . import compression
-from ._speedups import ckafka
+from ._speedups import ckafka, cvalidate
 from .arrow_body import ARROW_SCHEMA, HEADER_TYPE, MAX_UNCOMPRESSED_BYTES, Record
 from .arrow_decode import _gather, _np_col, _null_headers_col
 from .header import (
@@ -466,11 +466,22 @@ def validate_kafka_records(
     walker's job (pass its ``header`` to skip re-reading it). Returns whether
     some record has a null key (compacted topics refuse those).
     """
+    # an uncompressed batch (a producer's one-message batch) is checked in C with no allocation; it
+    # refuses a batch past the buffer's end, which the checks below then report (runs per request: the
+    # header by index, 5: attributes, 1: batch length, 12: record count)
+    if cvalidate is not None and header is not None and not header[5] & (ARROW_BODY | CODEC_MASK):
+        null_key = cvalidate.check_records(batch, pos, header[1] + LOG_OVERHEAD, header[12])
+        if null_key is not None:
+            return null_key
     h = read_header(batch, pos) if header is None else header
     if h.attributes & ARROW_BODY:
         raise CorruptRecord("validate_kafka_records needs a Kafka-layout batch")
     if len(batch) - pos < h.size:
         raise CorruptRecord(f"truncated batch at offset {h.base_offset}")
+    if cvalidate is not None and not h.attributes & CODEC_MASK:
+        null_key = cvalidate.check_records(batch, pos, h.size, h.record_count)
+        if null_key is not None:
+            return null_key
     if ckafka is not None:
         # the compiled parse accepts exactly what _parse accepts, in C: the reference's Python loop over
         # the record lengths was most of the broker's produce-path CPU for large batches (vs_kafka.py)

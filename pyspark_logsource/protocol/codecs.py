@@ -22,6 +22,7 @@ import struct
 from typing import Any
 
 from ..errors import UnsupportedVersion
+from ..format._speedups import load_extension
 from . import adapters as a
 from . import fetch_fast
 from . import messages as m
@@ -43,6 +44,16 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 def response_header_is_flexible(api_key: int, api_version: int) -> bool:
     """Response header v1? (ApiVersions always answers with header v0, so old clients can parse it.)"""
     return api_key != m.ApiKey.API_VERSIONS and is_flexible(api_key, api_version)
+
+
+#: the compiled Produce fast paths (protocol/_cproduce.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS
+#: is set: where they return None the Python code below runs (their reference)
+_cproduce = load_extension(__name__.rpartition(".")[0] + "._cproduce")
+if _cproduce is not None and not all(
+    (0, v) in CODECS and not CODECS[(0, v)][0].flexible and not CODECS[(0, v)][1].flexible
+    for v in range(3, 9)
+):
+    _cproduce = None  # the compiled code knows Produce v3-v8 as non-flexible
 
 
 # ------------------------------------------------------------------ headers
@@ -153,6 +164,10 @@ def encode_response(header: m.RequestHeader, response: Any) -> list[Any]:
     key, version = header.api_key, header.api_version
     resp_codec = CODECS[(key, version)][1]
     if key == 0 and not resp_codec.flexible:
+        if _cproduce is not None:
+            out = _cproduce.encode_produce_response(header.correlation_id, version, response)
+            if out is not None:
+                return [out]
         try:
             fast = _encode_produce_response_fast(header.correlation_id, version, response)
         except _ENCODE_ERRORS:
@@ -287,6 +302,26 @@ def _decode_produce_request_fast(r: Reader) -> m.ProduceRequest | None:
         return None
     r.pos = end
     return m.ProduceRequest([m.ProducePartitionData(name, partition, buf[head + 12 : end])], acks, timeout)
+
+
+def new_produce_responses(
+    topic: str, partition: int, n: int
+) -> tuple[list[m.ProduceResponse], list[m.ProducePartitionResponse]]:
+    """``n`` ProduceResponses of one partition each, every other field at its default: (the responses,
+    their partition responses), for the handler to fill in (a run of produces: one per request)."""
+    if _new_responses is not None:
+        made = _new_responses(topic, partition, n)
+        if made is not None:
+            return made
+    parts = [m.ProducePartitionResponse(topic, partition) for _ in range(n)]
+    return [m.ProduceResponse([p]) for p in parts], parts
+
+
+_new_responses = (
+    _cproduce.new_produce_responses
+    if _cproduce is not None and _cproduce.bind_responses(m.ProduceResponse, m.ProducePartitionResponse)
+    else None
+)
 
 
 # response v3-v8, one topic and one partition without messages: per version the struct of

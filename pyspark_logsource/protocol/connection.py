@@ -14,9 +14,11 @@ from typing import Any
 
 from ..errors import UnsupportedVersion
 from ..format._speedups import crecords
+from . import messages as m
 from .codecs import (
     APIS,
     SUPPORTED_VERSIONS,
+    _cproduce,
     decode_request_body,
     decode_request_header,
     decode_response_body,
@@ -119,6 +121,12 @@ class FrameDecoder:
                 return frames
         buf = self._buf
         buf += data
+        if _split_frames is not None and self._need < 0:
+            # the compiled loop takes the complete small frames; the loop below the rest (or the error)
+            got, used = _split_frames(buf, self.max_frame_bytes, _FILL_IN_PLACE)
+            if used:
+                del buf[:used]
+                frames += got
         while True:
             if self._need < 0:
                 if len(buf) < 4:
@@ -204,6 +212,10 @@ class ServerConnection:
     @staticmethod
     def decode_frame(frame: bytearray | memoryview) -> RequestReceived | UnsupportedRequest:
         """Decode one request frame (without its length prefix)."""
+        if _produce_decode is not None:  # the compiled Produce fast path (None: not its shape)
+            ev = _produce_decode(frame)
+            if ev is not None:
+                return ev
         r = Reader(frame)
         header = decode_request_header(r)
         if not is_supported(header.api_key, header.api_version):
@@ -216,10 +228,36 @@ class ServerConnection:
         return encode_response(header, response)
 
     @staticmethod
+    def append_responses(out: bytearray, events: list[Any], results: list[Any]) -> bytearray:
+        """Append the response frames to ``events``' requests to ``out`` (a None result: no answer).
+
+        Only for answers without file regions (a run of produces): their parts are all bytes."""
+        if _cproduce_append is not None:
+            return _cproduce_append(out, events, results, encode_response)
+        if len(results) != len(events):
+            raise ValueError(f"{len(events)} requests but {len(results)} results")
+        for ev, result in zip(events, results, strict=True):
+            if result is not None:
+                out += b"".join(encode_response(ev.header, result))
+        return out
+
+    @staticmethod
     def unsupported_parts(header: RequestHeader) -> list[Any]:
         """Kafka's answer to an ApiVersions request of a version it does not know."""
         return encode_api_versions_fallback(header.correlation_id)
 
+
+#: protocol/_cproduce.pyx's decode of the common Produce frame, None when not built or switched off
+_produce_decode = (
+    _cproduce.decode_produce_frame
+    if _cproduce is not None
+    and _cproduce.bind(RequestHeader, m.ProduceRequest, m.ProducePartitionData, RequestReceived)
+    else None
+)
+
+_cproduce_append = _cproduce.append_responses if _produce_decode is not None else None
+#: the compiled frame splitting of FrameDecoder.feed (the Python loop there is its reference)
+_split_frames = _cproduce.split_frames if _cproduce is not None else None
 
 # ------------------------------------------------------------------ client side
 
