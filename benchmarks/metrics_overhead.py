@@ -1,14 +1,17 @@
 """The cost of the broker's metrics: benchmarks/paper.py's producer, consumer and append rows against a broker
 with ``metrics.listener`` set (every request counted, another process scraping it every ``--scrape-interval``
 seconds, 5 by default as in conf/prometheus.yml) and one without, in one run, each row on and off back to
-back, ``--rounds`` times; each row prints the best msg/s and the least broker CPU per message of both
-(``--stat median`` for medians), and on / off (the target: >= 0.95).
+back, ``--rounds`` times. Each row prints both sides' median msg/s and broker CPU per message, and
+on / off (the target: >= 0.95): by default the median over the rounds of each round's on/off ratio
+(``--stat paired``), or the ratio of the best rates and least CPU (``--stat best``) or of the medians.
 
-Why the best of the rounds: on a shared machine other processes only ever slow a run down, so the fastest
-of several runs is the closest to what the code costs (``timeit``'s advice); two equal brokers
-(``--control``) land within a few percent of each other that way, where single runs spread by 10%. The
-broker's CPU is read from the scheduler (``/proc/<pid>/task/*/schedstat``, nanoseconds, every thread),
-not from the 10 ms tick of ``/proc/<pid>/stat``.
+Why paired ratios: the two runs of a round run back to back, so drift on a shared machine (other
+processes, writeback of the previous row's data, CPU frequency) hits both of a pair alike; the median
+of the pairs then drops the rounds a burst hit. ``--control`` (an A/A run, metrics on neither broker)
+shows how far apart two equal brokers land with the same settings. Both brokers are started anew each
+round, in alternating order. The broker's CPU is read from the scheduler
+(``/proc/<pid>/task/*/schedstat``, nanoseconds, every thread), not from the 10 ms tick of
+``/proc/<pid>/stat``.
 
 Rows: ``send()`` with one message per produce request (the worst case: the per-request cost is all there
 is), ``send()`` with 50 per batch, ``send_arrow()`` batches of 50, the consumer (``poll_arrow`` and
@@ -16,7 +19,7 @@ is), ``send()`` with 50 per batch, ``send_arrow()`` batches of 50, the consumer 
 -> append -> answer, nothing overlapped). ``PartitionLog.append`` alone (paper.py's append row) does not go
 through the network layer, where the counters are, so it is not repeated here.
 
-    .venv/bin/python benchmarks/metrics_overhead.py                       # 400,000 messages, 7 rounds
+    .venv/bin/python benchmarks/metrics_overhead.py                       # 1,000,000 messages, 9 rounds
     .venv/bin/python benchmarks/metrics_overhead.py --messages 50000 --rounds 2
 """
 
@@ -133,14 +136,15 @@ def one_round(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=400_000)
+    ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--batch1-messages", type=int, default=50_000, help="messages of the 1-per-request rows")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument(
         "--stat",
-        choices=("best", "median"),
-        default="best",
-        help="per row and side: the best rate and least CPU of the rounds (default), or their medians",
+        choices=("paired", "best", "median"),
+        default="paired",
+        help="on/off: the median of the rounds' on/off ratios (default), of the best rates and least CPU, "
+        "or of the medians",
     )
     ap.add_argument(
         "--scrape-interval", type=float, default=5.0, help="seconds between scrapes (conf/prometheus.yml: 5)"
@@ -163,24 +167,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {r + 1} done", file=sys.stderr)
     if args.control:
         print("A/A CONTROL: neither broker has metrics; on/off shows the noise between two equal brokers")
-    best = args.stat == "best"
     print(
-        f"{n:,} messages of 200 bytes ({n1:,} for the 1-per-request row), "
-        f"{'best' if best else 'median'} of {args.rounds} rounds"
+        f"{n:,} messages of 200 bytes ({n1:,} for the 1-per-request row), {args.rounds} rounds, on/off: {args.stat}"
     )
     print(
-        "msg/s: the row's rate; us/msg: the broker process's CPU (user + system) per message, which the other"
+        "msg/s: the row's median rate; us/msg: the broker process's CPU (user + system) per message, median;"
     )
-    print("processes of a shared machine disturb less; on/off: on's rate / off's, and off's CPU / on's")
+    print("on/off: on's rate / off's, and off's CPU / on's")
     print(
         f"{'row':<34} {'on msg/s':>10} {'off msg/s':>10} {'on/off':>7} {'on us/msg':>10} {'off us/msg':>11} {'on/off':>7}"
     )
+    med = statistics.median
     for row, on_rates in rates["on"].items():
-        rate_of, cpu_of = (max, min) if best else (statistics.median, statistics.median)
-        a, b = rate_of(on_rates), rate_of(rates["off"][row])
-        ca, cb = cpu_of(cpu["on"][row]), cpu_of(cpu["off"][row])
+        off_rates, on_cpu, off_cpu = rates["off"][row], cpu["on"][row], cpu["off"][row]
+        if args.stat == "paired":
+            rate_ratio = med(a / b for a, b in zip(on_rates, off_rates, strict=True))
+            cpu_ratio = med(b / a for a, b in zip(on_cpu, off_cpu, strict=True) if a)
+        elif args.stat == "best":
+            rate_ratio, cpu_ratio = max(on_rates) / max(off_rates), min(off_cpu) / min(on_cpu)
+        else:
+            rate_ratio, cpu_ratio = med(on_rates) / med(off_rates), med(off_cpu) / med(on_cpu)
         print(
-            f"{row:<34} {a:>10,.0f} {b:>10,.0f} {a / b:>7.3f} {ca:>10.2f} {cb:>11.2f} {cb / ca if ca else float('nan'):>7.3f}"
+            f"{row:<34} {med(on_rates):>10,.0f} {med(off_rates):>10,.0f} {rate_ratio:>7.3f} "
+            f"{med(on_cpu):>10.2f} {med(off_cpu):>11.2f} {cpu_ratio:>7.3f}"
         )
     return 0
 
