@@ -207,6 +207,27 @@ def test_pipelined_one_message_requests_each_counted(metrics_broker, topic_name)
     assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == size
 
 
+def test_refused_batches_are_not_counted_in(metrics_broker, topic_name):
+    """Kafka counts messages and bytes in as appended: a batch the log refuses (a keyless record on a
+    compacted topic) adds nothing, the next accepted one adds its own."""
+    b, port = metrics_broker, metrics_broker.metrics_port
+    topic = topic_name("mc")
+    with Admin(b.bootstrap) as a:
+        a.create_topic(topic, partitions=1, config={"cleanup.policy": "compact"})
+    kp = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "retries": 0})
+    errors = []
+    kp.produce(topic, b"keyless", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    kp.flush(30)
+    assert errors and errors[0] is not None  # refused: INVALID_RECORD
+    assert value(scrape(port), "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) in (None, 0)
+    kp.produce(topic, b"v", key=b"k", partition=0)
+    assert kp.flush(30) == 0
+    s = scrape(port)
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 1
+    size = value(s, "kafka_log_log_size", topic=topic, partition="0")
+    assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == size
+
+
 @pytest.mark.cluster
 def test_under_replicated_follows_a_follower_killed_and_back(zk_connect, tmp_path):
     ports = {bid: free_port() for bid in (1, 2, 3)}
@@ -270,6 +291,33 @@ def test_request_time_buckets_follow_prometheus_le():
         if "le" in s.labels
     }
     assert remote["10000.0"] == FOLD_EVERY + 9 and remote["+Inf"] == FOLD_EVERY + 10
+
+
+def test_a_run_of_requests_counts_as_that_many_requests():
+    from pyspark_logsource.broker.metrics.registry import FOLD_EVERY, BrokerMetrics, RequestCollector
+
+    m = BrokerMetrics()
+    # runs of 3 pipelined produces (one entry each) beside single requests, across a fold
+    for _ in range(FOLD_EVERY):
+        m.record_run("Produce", 0.0002, 0.003, 3)
+    for _ in range(10):
+        m.record("Produce", 0.0, 0.02, 0.0)
+    n = 3 * FOLD_EVERY + 10
+    fams = {f.name: f for f in RequestCollector(m).collect()}
+    assert {s.value for s in fams["kafka_network_requestmetrics_requests"].samples} == {n}
+    local = {
+        s.name: s for s in fams["kafka_network_requestmetrics_localtimems"].samples if "le" not in s.labels
+    }
+    assert local["kafka_network_requestmetrics_localtimems_count"].value == n
+    assert local["kafka_network_requestmetrics_localtimems_sum"].value == pytest.approx(
+        3 * FOLD_EVERY * 3 + 200
+    )
+    buckets = {
+        s.labels["le"]: s.value
+        for s in fams["kafka_network_requestmetrics_localtimems"].samples
+        if "le" in s.labels
+    }
+    assert buckets["2.5"] == 0 and buckets["5.0"] == 3 * FOLD_EVERY and buckets["25.0"] == n
 
 
 def test_a_taken_metrics_port_stops_the_broker_with_a_clear_error(tmp_path):

@@ -179,6 +179,8 @@ class Handlers:
                 r.log_start_offset = lg.log_start_offset
                 if not info.duplicate:
                     self.state.notify(p.topic, p.partition)
+                    if self.state.topic_stats is not None:
+                        self.state.topic_stats.appended(p.topic, info.record_count, len(p.records))
                 if repl is not None:
                     repl.after_append(p.topic, p.partition)
                     if req.acks == -1:
@@ -244,8 +246,9 @@ class Handlers:
             except LogSourceError as e:  # the log itself failed (closed, a disk error): every run did
                 infos = [e] * len(runs)
             appended = fresh = False
+            n = size = 0  # appended records and bytes (duplicates append nothing)
             lso = None  # read once, after the first good append: the same for the whole run
-            for r, info in zip(which, infos, strict=True):
+            for r, info, records in zip(which, infos, runs, strict=True):
                 if isinstance(info, LogSourceError):
                     r.error_code, r.error_message = error_fields(info)
                     r.record_errors = getattr(info, "record_errors", ())
@@ -255,9 +258,14 @@ class Handlers:
                     lso = lg.log_start_offset
                 r.base_offset, r.log_append_time_ms, r.log_start_offset = info[0], info[2], lso
                 appended = True
-                fresh = fresh or not info[4]  # AppendInfo: base, last, append time, count, duplicate
+                if not info[4]:  # AppendInfo: base, last, append time, count, duplicate
+                    fresh = True
+                    n += info[3]
+                    size += len(records)
             if fresh:
                 self.state.notify(topic, partition)
+                if self.state.topic_stats is not None:
+                    self.state.topic_stats.appended(topic, n, size)
             if appended and self.state.replication is not None:
                 self.state.replication.after_append(topic, partition)
         if acks == 0:

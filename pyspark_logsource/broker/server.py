@@ -108,6 +108,8 @@ class Broker:
         self.shutdown_errors: list[Exception] = []
         #: the request counters (None: no metrics.listener, nothing counted) and their endpoint
         self.metrics = BrokerMetrics() if config.metrics_listener else None
+        if self.metrics is not None:  # the produce path counts what it appends into them
+            self.state.topic_stats = self.metrics.topic_stats
         self.metrics_http: MetricsServer | None = None
 
     @property
@@ -511,7 +513,6 @@ class Broker:
         key = ev.header.api_key
         if key == 0:  # Produce (an int compare: this runs per request)
             label = "Produce"
-            m.produced(ev.request)
         else:
             label = m.request_label(key, ev.request)
         if type(result) is not CoroutineType:  # asyncio.iscoroutine costs ten times more
@@ -533,9 +534,7 @@ class Broker:
         """Count a run of produces appended together (the local time shared out)."""
         m = self.metrics
         local = (perf_counter() - t0) / len(run)
-        # one partition for the whole run (produce_run_length's condition): one call each, not one per request
-        m.produced_run(run[0].request.partitions[0].topic, [ev.request.partitions[0].records for ev in run])
-        m.record_run("Produce", t0 - t_read, local, len(run))
+        m.record_run("Produce", t0 - t_read, local, len(run))  # the messages: counted by the handler
 
     def _call(self, ev: RequestReceived, session: Session) -> Any:
         """The handler's response, or its coroutine (Fetch); errors become error responses."""

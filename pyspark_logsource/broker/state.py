@@ -230,6 +230,9 @@ class BrokerState:
     #: where the quotas are kept and changed (:mod:`.quotas.store`): a file on a single broker (opened by
     #: :func:`.builder.open_state`), ZooKeeper in a cluster (opened when the broker joins it)
     quota_store: Any = None
+    #: the produce path's per-topic counters (:class:`.metrics.registry.BrokerTopicStats`) when
+    #: ``metrics.listener`` is set, else None (nothing counted)
+    topic_stats: Any = None
 
     def __post_init__(self) -> None:
         if self.cluster_id is None:

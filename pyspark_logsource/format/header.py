@@ -63,8 +63,6 @@ _CRC = struct.Struct(">I")
 _ATTR_MAXTS = struct.Struct(">hiqq")  # attributes .. max_timestamp, at CRC_START
 _ATTRS = struct.Struct(">h")
 _LENGTH = struct.Struct(">i")
-#: batch_length and records_count of the first batch in one call (the broker counts every produce request)
-_LENGTH_AND_COUNT = struct.Struct(">8xi45xi")
 _PRODUCER = struct.Struct(">qhi")
 
 CODEC_MASK = 0x07
@@ -334,24 +332,6 @@ def iter_headers(
 ) -> list[tuple[int, BatchHeader]]:
     """``(position, header)`` for each whole batch in ``buf`` (a partial tail is skipped)."""
     return walk(buf, check_crc=check_crc)
-
-
-def count_records(buf: bytes | bytearray | memoryview) -> int:
-    """The records of the whole batches in ``buf``, summed from their headers (no validation: metrics)."""
-    size = len(buf)
-    if size >= HEADER_SIZE:
-        length, count = _LENGTH_AND_COUNT.unpack_from(buf)
-        if length + LOG_OVERHEAD == size:
-            return count  # one batch: the common produce
-    n = pos = 0
-    end = size - HEADER_SIZE
-    while pos <= end:
-        length = _LENGTH.unpack_from(buf, pos + _LENGTH_AT)[0]
-        if length < HEADER_SIZE - LOG_OVERHEAD:
-            break  # not a batch: the log refuses it, the metric stops here
-        n += _LENGTH.unpack_from(buf, pos + 57)[0]
-        pos += LOG_OVERHEAD + length
-    return n
 
 
 # ---------------------------------------------------------------- stamping and writing

@@ -20,7 +20,6 @@ import numpy as np
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from ...format.header import count_records
 from ...protocol import ApiKey
 
 _FETCH = int(ApiKey.FETCH)
@@ -72,10 +71,12 @@ class _Histogram:
         self.counts = np.zeros(len(TIME_BUCKETS_MS) + 1, dtype=np.int64)
         self.total = 0.0
 
-    def observe_all(self, ms: np.ndarray) -> None:
+    def observe_all(self, ms: np.ndarray, weights: np.ndarray) -> None:
+        """Observe each of ``ms`` ``weights`` times."""
         # bucket i holds bound[i-1] < v <= bound[i], as Prometheus' le
-        self.counts += np.bincount(np.searchsorted(_BOUNDS, ms, side="left"), minlength=len(self.counts))
-        self.total += float(ms.sum())
+        idx = np.searchsorted(_BOUNDS, ms, side="left")
+        self.counts += np.bincount(idx, weights=weights, minlength=len(self.counts)).astype(np.int64)
+        self.total += float((ms * weights).sum())
 
     def buckets(self) -> list[tuple[str, int]]:
         out, acc = [], 0
@@ -86,32 +87,53 @@ class _Histogram:
 
 
 class _RequestStats:
-    """One API's request count and time histograms; a request's times are appended to ``pending`` (a
-    tuple append: the per-request cost) and put in the buckets every :data:`FOLD_EVERY` requests or at
-    a scrape."""
+    """One API's request count and time histograms. Requests are appended to ``pending`` as
+    ``(queued, local, remote, count)``: one tuple per request, or per run of pipelined produces answered
+    together with the same times (the per-request cost), and put in the buckets every
+    :data:`FOLD_EVERY` tuples or at a scrape."""
 
     __slots__ = ("folded", "times", "pending")
 
     def __init__(self) -> None:
         self.folded = 0
         self.times = tuple(_Histogram() for _ in REQUEST_TIMES)
-        self.pending: list[tuple[float, float, float]] = []
+        self.pending: list[tuple[float, float, float, int]] = []
 
     def fold(self) -> None:
         if not self.pending:
             return
         n = len(self.pending)
-        # fromiter over the flattened tuples: half of np.array(list of tuples)'s time, which was most of
-        # what the counters cost per request
-        flat = np.fromiter(chain.from_iterable(self.pending), dtype=np.float64, count=3 * n)
-        ms = flat.reshape(n, 3) * 1000.0
-        self.folded += n
+        # fromiter over the flattened tuples: half of np.array(list of tuples)'s time
+        flat = np.fromiter(chain.from_iterable(self.pending), dtype=np.float64, count=4 * n).reshape(n, 4)
         self.pending = []
+        ms, weights = flat[:, :3] * 1000.0, flat[:, 3]
+        self.folded += int(weights.sum())
         q, lo, re, tot = self.times
-        q.observe_all(ms[:, 0])
-        lo.observe_all(ms[:, 1])
-        re.observe_all(ms[:, 2])
-        tot.observe_all(ms.sum(axis=1))
+        q.observe_all(ms[:, 0], weights)
+        lo.observe_all(ms[:, 1], weights)
+        re.observe_all(ms[:, 2], weights)
+        tot.observe_all(ms.sum(axis=1), weights)
+
+
+class BrokerTopicStats:
+    """Kafka's ``BrokerTopicStats`` counters of what comes in: the messages and bytes the produce path appended per topic,
+    counted from its append results (no header walk of its own: the count is free there) once per request
+    or per run of pipelined requests. Duplicates (an idempotent retry) and refused batches are not
+    appended, so not counted; replicas' appends are not produce requests."""
+
+    __slots__ = ("topics_in",)
+
+    def __init__(self) -> None:
+        #: topic -> [messages in, bytes in]
+        self.topics_in: dict[str, list[int]] = {}
+
+    def appended(self, topic: str, messages: int, size: int) -> None:
+        """``messages`` records in ``size`` bytes appended to ``topic`` by produce requests."""
+        t = self.topics_in.get(topic)
+        if t is None:
+            t = self.topics_in[topic] = [0, 0]
+        t[0] += messages
+        t[1] += size
 
 
 class BrokerMetrics:
@@ -123,8 +145,10 @@ class BrokerMetrics:
         self.requests: dict[str, _RequestStats] = {}
         #: (request label, error name) -> count of requests answered with that error
         self.errors: dict[tuple[str, str], int] = {}
+        #: what the produce path appended, per topic (it counts into it; the scrape reads it)
+        self.topic_stats = BrokerTopicStats()
         #: topic -> [messages in, bytes in]
-        self.topics_in: dict[str, list[int]] = {}
+        self.topics_in = self.topic_stats.topics_in
         #: topic -> bytes out to consumers
         self.topics_out: dict[str, int] = {}
         #: bytes out to followers (Kafka's ReplicationBytesOutPerSec)
@@ -144,7 +168,7 @@ class BrokerMetrics:
         if st is None:
             st = self.requests[label] = _RequestStats()
         pending = st.pending
-        pending.append((queued_s, local_s, remote_s))
+        pending.append((queued_s, local_s, remote_s, 1))
         if len(pending) >= FOLD_EVERY:
             st.fold()
 
@@ -154,38 +178,13 @@ class BrokerMetrics:
         if st is None:
             st = self.requests[label] = _RequestStats()
         pending = st.pending
-        pending += [(queued_s, local_s, 0.0)] * count
+        pending.append((queued_s, local_s, 0.0, count))
         if len(pending) >= FOLD_EVERY:
             st.fold()
 
     def error(self, label: str, error: str) -> None:
         key = (label, error)
         self.errors[key] = self.errors.get(key, 0) + 1
-
-    def produced(self, request: Any) -> None:
-        """A produce request's messages and bytes, per topic (summed from the batch headers)."""
-        for p in request.partitions:
-            records = p.records
-            if records is None:
-                continue
-            t = self.topics_in.get(p.topic)
-            if t is None:
-                t = self.topics_in[p.topic] = [0, 0]
-            t[0] += count_records(records)
-            t[1] += len(records)
-
-    def produced_run(self, topic: str, batches: list) -> None:
-        """A run of produce requests to one partition of ``topic``: their records (``None`` skipped)."""
-        n = size = 0
-        for records in batches:
-            if records is not None:
-                n += count_records(records)
-                size += len(records)
-        t = self.topics_in.get(topic)
-        if t is None:
-            t = self.topics_in[topic] = [0, 0]
-        t[0] += n
-        t[1] += size
 
     def fetched(self, label: str, response: Any) -> None:
         """A fetch answer's record bytes, per topic (a file region counts its length)."""
