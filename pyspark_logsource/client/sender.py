@@ -178,6 +178,8 @@ class Sender:
                         for b in run:
                             if not b.done():
                                 self._fail_or_retry(b, e)
+            # not kept while this thread waits for the next batches: the answered ones' bytes go now
+            rounds = runs = more = r = run = b = None  # type: ignore[assignment]
 
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
