@@ -24,6 +24,7 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
+from pyspark_logsource.format._cwire cimport be16, be32, be64, le32, le64, legal_high, put16, put32, put64
 
 from pyspark_logsource.format.crc import crc32c as _py_crc32c
 
@@ -67,64 +68,6 @@ cdef inline uint32_t _crc(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
     if _crc_c != NULL:
         return _crc_c(0xFFFFFFFF, p, n) ^ 0xFFFFFFFF
     return _py_crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
-
-
-cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
-    return <int64_t>(
-        (<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
-        | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7]
-    )
-
-
-cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | <uint64_t>p[3])
-
-
-cdef inline int be16(const uint8_t* p) noexcept nogil:
-    return <int>(<short>((p[0] << 8) | p[1]))
-
-
-cdef inline void put64(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = <uint64_t>v
-    cdef int i
-    for i in range(8):
-        p[i] = <uint8_t>(u >> (56 - 8 * i))
-
-
-cdef inline void put32(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = <uint8_t>(u >> 24)
-    p[1] = <uint8_t>(u >> 16)
-    p[2] = <uint8_t>(u >> 8)
-    p[3] = <uint8_t>u
-
-
-cdef inline void put16(uint8_t* p, int v) noexcept nogil:
-    p[0] = <uint8_t>((v >> 8) & 0xFF)
-    p[1] = <uint8_t>(v & 0xFF)
-
-
-cdef inline void le64(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = <uint64_t>v
-    cdef int i
-    for i in range(8):
-        p[i] = <uint8_t>(u >> (8 * i))
-
-
-cdef inline void le32(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = <uint8_t>u
-    p[1] = <uint8_t>(u >> 8)
-    p[2] = <uint8_t>(u >> 16)
-    p[3] = <uint8_t>(u >> 24)
-
-
-cdef inline bint legal_high(int attrs) noexcept nogil:
-    """header.walk's ``attrs & _HIGH_MASK in _LEGAL_HIGH``."""
-    cdef int high = attrs & (0xFFFF & ~KAFKA_ATTRIBUTES)
-    if high == 0:
-        return True
-    return (high & ~0x0700) == ARROW_BODY
 
 
 cdef inline bint _writable_bytes(buf):

@@ -17,6 +17,7 @@ from cpython.bytearray cimport PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
+from pyspark_logsource.format._cwire cimport be16, be32, be64, legal_high, read_int32, read_varint, unzigzag
 
 import numpy as np
 
@@ -33,7 +34,6 @@ cdef enum:
     CONTROL_BIT = 0x20
     MAX_CODEC = 4
 
-cdef int64_t INT32_MIN = -2147483648
 cdef int64_t INT32_MAX = 2147483647
 cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
 
@@ -57,29 +57,6 @@ def crc32c_direct(const uint8_t[::1] data):
     if _crc_c == NULL:
         return None
     return _crc_c(0xFFFFFFFF, &data[0] if data.shape[0] else NULL, data.shape[0]) ^ 0xFFFFFFFF
-
-
-cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
-    return <int64_t>(
-        (<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
-        | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7]
-    )
-
-
-cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | <uint64_t>p[3])
-
-
-cdef inline int be16(const uint8_t* p) noexcept nogil:
-    return <int>(<short>((p[0] << 8) | p[1]))
-
-
-cdef inline bint legal_high(int attrs) noexcept nogil:
-    """header.walk's ``attrs & _HIGH_MASK in _LEGAL_HIGH``."""
-    cdef int high = attrs & (0xFFFF & ~KAFKA_ATTRIBUTES)
-    if high == 0:
-        return True
-    return (high & ~0x0700) == ARROW_BODY
 
 
 def walk(buf, header_type, crc_fn, bint check_crc, int64_t limit, bint strict):
@@ -158,38 +135,6 @@ def walk(buf, header_type, crc_fn, bint check_crc, int64_t limit, bint strict):
     if strict and pos != end:
         return None
     return out
-
-
-cdef inline int read_varint(const uint8_t* d, int64_t* q, int64_t stop, int width, uint64_t* out) noexcept nogil:
-    """Read the varint at ``q[0]`` (at most ``width`` bytes, none at or past ``stop``): 0, or -1 if not."""
-    cdef uint64_t u = 0
-    cdef int64_t p = q[0]
-    cdef int i
-    cdef uint8_t b
-    for i in range(width):
-        if p + i >= stop:
-            return -1
-        b = d[p + i]
-        u |= <uint64_t>(b & 0x7F) << (7 * i)
-        if b < 0x80:
-            out[0] = u
-            q[0] = p + i + 1
-            return 0
-    return -1
-
-
-cdef inline int64_t unzigzag(uint64_t u) noexcept nogil:
-    return <int64_t>(u >> 1) ^ -<int64_t>(u & 1)
-
-
-cdef inline int read_int32(const uint8_t* d, int64_t* q, int64_t stop, int64_t* out) noexcept nogil:
-    cdef uint64_t u
-    if read_varint(d, q, stop, 5, &u) < 0:
-        return -1
-    out[0] = unzigzag(u)
-    if out[0] < INT32_MIN or out[0] > INT32_MAX:
-        return -1
-    return 0
 
 
 def parse_records(

@@ -15,44 +15,12 @@ Every read is bounded by the batch.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from pyspark_logsource.format._cwire cimport read_int32, read_varint, unzigzag
 
-cdef int64_t INT32_MIN = -2147483648
 cdef int64_t INT32_MAX = 2147483647
 
 cdef enum:
     HEADER_SIZE = 61
-
-
-cdef inline int read_varint(const uint8_t* d, int64_t* q, int64_t stop, int width, uint64_t* out) noexcept nogil:
-    """Read the varint at ``q[0]`` (at most ``width`` bytes, none at or past ``stop``): 0, or -1 if not."""
-    cdef uint64_t u = 0
-    cdef int64_t p = q[0]
-    cdef int i
-    cdef uint8_t b
-    for i in range(width):
-        if p + i >= stop:
-            return -1
-        b = d[p + i]
-        u |= <uint64_t>(b & 0x7F) << (7 * i)
-        if b < 0x80:
-            out[0] = u
-            q[0] = p + i + 1
-            return 0
-    return -1
-
-
-cdef inline int64_t unzigzag(uint64_t u) noexcept nogil:
-    return <int64_t>(u >> 1) ^ -<int64_t>(u & 1)
-
-
-cdef inline int read_int32(const uint8_t* d, int64_t* q, int64_t stop, int64_t* out) noexcept nogil:
-    cdef uint64_t u
-    if read_varint(d, q, stop, 5, &u) < 0:
-        return -1
-    out[0] = unzigzag(u)
-    if out[0] < INT32_MIN or out[0] > INT32_MAX:
-        return -1
-    return 0
 
 
 cdef int _check(const uint8_t* d, int64_t p, int64_t e, int64_t count, bint* null_key) noexcept nogil:

@@ -24,6 +24,7 @@ from cpython.memoryview cimport PyMemoryView_FromObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
+from pyspark_logsource.format._cwire cimport be16, be32, put16, put32, put64
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -62,34 +63,6 @@ def bind(header_cls, request_cls, partition_cls, received_cls):
             return False
     _Header, _Request, _Partition, _Received = header_cls, request_cls, partition_cls, received_cls
     return True
-
-
-cdef inline int be16(const uint8_t* p) noexcept nogil:
-    return <int16_t>(<uint16_t>((p[0] << 8) | p[1]))
-
-
-cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline void put16(uint8_t* p, int v) noexcept nogil:
-    p[0] = (v >> 8) & 0xFF
-    p[1] = v & 0xFF
-
-
-cdef inline void put32(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = u >> 24
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
-cdef inline void put64(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = <uint64_t>v
-    cdef int i
-    for i in range(8):
-        p[i] = (u >> (56 - 8 * i)) & 0xFF
 
 
 cdef object _client_str(const char* p, Py_ssize_t n):

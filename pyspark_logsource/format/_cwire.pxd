@@ -1,0 +1,103 @@
+# cython: language_level=3
+"""Big-endian, little-endian and varint reads and writes shared by the compiled modules.
+
+Inline C only (no module state, so nothing is imported at run time): ``cimport``
+these where ``format/`` and ``protocol/`` read or write Kafka's wire layouts. The
+reads take a pointer the caller has bounded; ``read_varint`` and ``read_int32``
+are bounded by ``stop`` themselves.
+"""
+
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+
+cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
+    return <int64_t>(
+        (<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
+        | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7]
+    )
+
+
+cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int be16(const uint8_t* p) noexcept nogil:
+    """A signed INT16."""
+    return <int16_t>(<uint16_t>((p[0] << 8) | p[1]))
+
+
+cdef inline void put64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(u >> (56 - 8 * i))
+
+
+cdef inline void put32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>(u >> 24)
+    p[1] = <uint8_t>(u >> 16)
+    p[2] = <uint8_t>(u >> 8)
+    p[3] = <uint8_t>u
+
+
+cdef inline void put16(uint8_t* p, int v) noexcept nogil:
+    p[0] = <uint8_t>((v >> 8) & 0xFF)
+    p[1] = <uint8_t>(v & 0xFF)
+
+
+cdef inline void le64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(u >> (8 * i))
+
+
+cdef inline void le32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>u
+    p[1] = <uint8_t>(u >> 8)
+    p[2] = <uint8_t>(u >> 16)
+    p[3] = <uint8_t>(u >> 24)
+
+
+cdef inline int read_varint(const uint8_t* d, int64_t* q, int64_t stop, int width, uint64_t* out) noexcept nogil:
+    """Read the varint at ``q[0]`` (at most ``width`` bytes, none at or past ``stop``): 0, or -1 if not."""
+    cdef uint64_t u = 0
+    cdef int64_t p = q[0]
+    cdef int i
+    cdef uint8_t b
+    for i in range(width):
+        if p + i >= stop:
+            return -1
+        b = d[p + i]
+        u |= <uint64_t>(b & 0x7F) << (7 * i)
+        if b < 0x80:
+            out[0] = u
+            q[0] = p + i + 1
+            return 0
+    return -1
+
+
+cdef inline int64_t unzigzag(uint64_t u) noexcept nogil:
+    return <int64_t>(u >> 1) ^ -<int64_t>(u & 1)
+
+
+cdef inline int read_int32(const uint8_t* d, int64_t* q, int64_t stop, int64_t* out) noexcept nogil:
+    """A zigzag varint that fits an INT32 (Kafka's record lengths and deltas): 0, or -1 if not."""
+    cdef uint64_t u
+    if read_varint(d, q, stop, 5, &u) < 0:
+        return -1
+    out[0] = unzigzag(u)
+    if out[0] < -2147483648 or out[0] > 2147483647:
+        return -1
+    return 0
+
+
+cdef inline bint legal_high(int attrs) noexcept nogil:
+    """header.walk's ``attrs & _HIGH_MASK in _LEGAL_HIGH``: Kafka's 7 bits, or our Arrow body (0x1000) with
+    its 0x0700 flags."""
+    cdef int high = attrs & (0xFFFF & ~0x7F)
+    if high == 0:
+        return True
+    return (high & ~0x0700) == 0x1000
