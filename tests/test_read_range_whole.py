@@ -72,3 +72,43 @@ def test_whole_fetches_drop_aborted_transactions_and_markers(tmp_path):
             *[b"win-%d" % i for i in range(4)],
             b"after",
         ]
+
+
+def _load(bs: str, topic: str, n: int) -> None:
+    with Admin(bs) as a:
+        a.create_topic(topic, partitions=1)
+    with Producer(bs, batch_size=4096, linger_ms=5) as p:
+        for i in range(n):
+            p.send(topic, b"%06d" % i, partition=0)
+        p.flush()
+
+
+def test_a_prefetched_fetch_lost_with_a_killed_broker_is_sent_again(tmp_path):
+    """The next fetch is sent before a whole fetch is handed on. The broker is killed -9 and restarted with
+    that fetch sent (answered or not, as the race goes): the read goes on from where it was, on a new
+    connection if it must. Every offset once, in order."""
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        _load(bs, "t", 3000)
+        got: list[bytes] = []
+        killed = False
+        for rb in read_range(bs, "t", 0, 0, 3000, whole_fetches=True, max_bytes=4096):
+            got.extend(rb.column("value").to_pylist())
+            if not killed:  # the fetch after this one is already sent
+                killed = True
+                b.kill()
+                b.start()
+        assert killed and len(got) == 3000
+        assert got == [b"%06d" % i for i in range(3000)]
+
+
+def test_a_read_closed_early_with_a_fetch_in_flight_leaves_the_broker_serving(tmp_path):
+    with broker_process(tmp_path) as b:
+        bs = b.bootstrap
+        _load(bs, "t", 2000)
+        it = read_range(bs, "t", 0, 0, 2000, whole_fetches=True, max_bytes=4096)
+        first = next(it)
+        it.close()  # the prefetched answer is never read: its connection is closed
+        assert first.column("offset")[0].as_py() == 0
+        rest = sum(rb.num_rows for rb in read_range(bs, "t", 0, 0, 2000, whole_fetches=True, max_bytes=4096))
+        assert rest == 2000

@@ -133,6 +133,19 @@ class _Waiter:
         self.event.set()
 
 
+class PendingResponse:
+    """A request sent by :meth:`BrokerConnection.submit`; ``result()`` waits for its response."""
+
+    __slots__ = ("_conn", "_waiter", "_limit")
+
+    def __init__(self, conn: BrokerConnection, waiter: _Waiter, limit: float) -> None:
+        self._conn, self._waiter, self._limit = conn, waiter, limit
+
+    def result(self) -> Any:
+        """The response (typed errors raised as ``request()`` raises them); waits up to the request timeout."""
+        return self._conn._await(self._waiter, self._limit)
+
+
 def raise_for_response(resp: Any) -> Any:
     """Raise the typed error of a response's top-level error code (where its API has one)."""
     code = getattr(resp, "error_code", 0)
@@ -416,9 +429,19 @@ class BrokerConnection:
 
     def request(self, request: Any, timeout: float | None = None) -> Any:
         """Send ``request`` and wait for its response (typed errors raised for top-level codes)."""
+        return self.submit(request, timeout).result()
+
+    def submit(self, request: Any, timeout: float | None = None) -> PendingResponse:
+        """Send ``request`` now and return a handle whose ``result()`` waits for its response.
+
+        The caller works in between (a reader decodes one fetch answer while the next is under
+        way); on a connection without a reader thread the response is read in ``result()``.
+        """
         w = _Waiter()
         self.send(request, w, timeout=timeout)
-        limit = (self.request_timeout if timeout is None else timeout) + 1.0
+        return PendingResponse(self, w, (self.request_timeout if timeout is None else timeout) + 1.0)
+
+    def _await(self, w: _Waiter, limit: float) -> Any:
         if self.threaded:
             if not w.event.wait(limit):
                 self._fail(RequestTimedOut(f"no response from broker {self.address} within {limit:.1f} s"))

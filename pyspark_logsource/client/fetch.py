@@ -25,7 +25,7 @@ from ..errors import (
 from ..format import decode, iter_headers, read_header, to_arrow
 from ..protocol.messages import READ_COMMITTED, READ_UNCOMMITTED, FetchPartition, FetchRequest
 from .committed import CommittedFilter, committed_only
-from .connection import BrokerConnection
+from .connection import BrokerConnection, PendingResponse
 from .malloc_tuning import tune_for_fetches
 from .network import ROUTING_ERRORS, NetworkClient, Retry
 from .security import ClientSecurity
@@ -80,23 +80,34 @@ def read_range(
     conn: BrokerConnection | None = None
     replicated = False
     isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
+    # whole_fetches: the next fetch is sent before this one's answer is decoded and handed on, so the
+    # broker reads and sends it while the task converts (as Kafka's consumer and librdkafka prefetch)
+    ahead: tuple[int, int, PendingResponse] | None = None
+
+    def fetch(at: int, size: int) -> FetchRequest:
+        return FetchRequest(
+            [FetchPartition(topic, partition, at, size)],
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=size,
+            isolation_level=isolation,
+        )
+
     try:
         pos = start
         size = max(int(max_bytes), 1024)
         while pos < end:
             failure: LogSourceError | None = None
+            sent, ahead = ahead, None
             try:
                 if conn is None or conn.closed:
+                    sent = None
                     conn = client.node_connection(client.leader_for(topic, partition))
                     replicated = _replicated(client, topic, partition)
-                req = FetchRequest(
-                    [FetchPartition(topic, partition, pos, size)],
-                    max_wait_ms=0,
-                    min_bytes=0,
-                    max_bytes=size,
-                    isolation_level=isolation,
-                )
-                resp = conn.request(req)
+                if sent is not None and sent[:2] == (pos, size):
+                    resp = sent[2].result()
+                else:
+                    resp = conn.request(fetch(pos, size))
             except (NetworkError, LeaderNotAvailable) as e:
                 failure = e
             else:
@@ -144,12 +155,17 @@ def read_range(
             data = p.records
             progressed = False
             if data and whole_fetches:
+                headers = iter_headers(data, check_crc=check_crc)
+                after = headers[-1][1].next_offset if headers else pos
+                if pos < after < end and not conn.closed:
+                    ahead = (after, size, conn.submit(fetch(after, size)))
                 rb, pos, progressed = _decode_whole(
                     data,
                     pos,
                     end,
                     p.aborted_transactions if read_committed else None,
                     read_committed,
+                    headers,
                     check_crc,
                 )
                 if rb is not None and rb.num_rows:
@@ -208,6 +224,7 @@ def _decode_whole(
     end: int,
     aborted: object,
     read_committed: bool,
+    headers: list,
     check_crc: bool,
 ) -> tuple[pa.RecordBatch | None, int, bool]:
     """(records of ``data`` in ``[pos, end)`` as one batch, the next position, whether it moved).
@@ -216,9 +233,8 @@ def _decode_whole(
     vectorised calls and one copy of the keys and values, instead of a few
     dozen pyarrow objects per stored batch and a later concatenation).
     """
-    # one walk of the headers (with the CRC check) serves the range check, the read_committed
-    # filter and the decoding: it was three, a third of a Spark read's Python CPU
-    headers = iter_headers(data, check_crc=check_crc)
+    # one walk of the headers (with the CRC check, by the caller) serves the range check, the
+    # read_committed filter and the decoding: it was three, a third of a Spark read's Python CPU
     if not headers or headers[-1][1].next_offset <= pos:
         return None, pos, False
     clean = committed_only(data, aborted, headers) if read_committed else data
