@@ -243,7 +243,7 @@ class PartitionLog:
                 latest = self.epochs.latest_epoch
                 epoch = (latest if latest > 0 else 0) if leader_epoch is None else leader_epoch
                 base = self._leo
-                stamped = offset = None
+                offset = None
                 if not self._closed:
                     active = self._segments.active
                     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -291,8 +291,13 @@ class LogSegment:
         )
 
     def append_plain(
-        self, write, records: bytearray | memoryview, base_offset: int, leader_epoch: int, now: int
-    ):
+        self,
+        write: Callable[..., tuple[int, int, int] | None],
+        records: bytearray | memoryview,
+        base_offset: int,
+        leader_epoch: int,
+        now: int,
+    ) -> int | None:
         """Append a run of one plain batch in one format call, when it is one and needs no roll: ``write``
         (AppendValidator.write_plain) checks, stamps and writes it at the end of this segment's file;
         the segment then records it as :meth:`append` does and returns the next offset. None, nothing
