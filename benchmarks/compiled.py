@@ -78,6 +78,7 @@ _SWITCHES = (
 _TWINS = (
     # bound when a PartitionLog is made (AppendValidator)
     (log_append, "check_and_stamp", plain_run.check_and_stamp_py, plain_run.check_and_stamp),
+    (log_append, "write_plain_batch", plain_run.write_plain_batch_py, plain_run.write_plain_batch),
 )
 
 

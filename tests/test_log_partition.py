@@ -581,9 +581,13 @@ def test_full_disk_mid_append_appends_nothing(tmp_path, monkeypatch):
     import errno
     import os
 
+    from pyspark_logsource.broker.log import append as append_mod
     from pyspark_logsource.broker.log import segment as segment_mod
     from pyspark_logsource.errors import StorageError
+    from pyspark_logsource.format import plain_run
 
+    # the writes through os.pwrite (the compiled one-call step's write: test_log_plain_append.py)
+    monkeypatch.setattr(append_mod, "write_plain_batch", plain_run.write_plain_batch_py)
     log = open_log(tmp_path)
     log.append(make_batch(0, 4))
     size, leo = log.size_bytes, log.log_end_offset

@@ -7,7 +7,9 @@
   byte-identical;
 * :func:`check_and_stamp` is ``plain_run.check_and_stamp``: the header walk with
   CRC-32C of a produced run and, when every batch is a plain one (our Arrow body,
-  no producer id, not transactional), the offset/epoch stamp in place, in one call.
+  no producer id, not transactional), the offset/epoch stamp in place, in one call;
+* :func:`write_plain_batch` is ``plain_run.write_plain_batch``: the same for one
+  plain batch, then its ``pwrite`` at the end of the log segment's file.
 
 As in ``_ckafka``, each returns None for any input it does not take; the caller
 then runs the pure-Python reference, which produces the result or the typed
@@ -300,3 +302,112 @@ def encode_records(
     put32(d + 57, n)
     put32(d + 17, _crc(d + CRC_START, size - CRC_START))
     return out
+
+
+# ---------------------------------------------------------------- the log append's one-call step
+
+from libc.errno cimport EINTR, errno
+from posix.types cimport off_t
+from posix.unistd cimport ftruncate, pwrite
+from libc.string cimport strerror
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+
+
+cdef int _write_all(int fd, const uint8_t* d, int64_t n, int64_t position) except -1:
+    """pwrite ``d[:n]`` at ``position`` (short writes continued, EINTR retried as os.pwrite does); on a
+    failure the file is cut back to ``position`` (all or nothing; a failing cut is not reported over the
+    write's error) and OSError raised."""
+    cdef int64_t done = 0
+    cdef ssize_t w
+    cdef int err
+    while done < n:
+        with nogil:
+            w = pwrite(fd, d + done, <size_t>(n - done), <off_t>(position + done))
+        if w < 0:
+            err = errno
+            if err == EINTR:
+                try:
+                    PyErr_CheckSignals()
+                except BaseException:
+                    ftruncate(fd, <off_t>position)
+                    raise
+                continue
+            ftruncate(fd, <off_t>position)
+            raise OSError(err, strerror(err).decode())  # as os.pwrite raises it
+        done += w
+    return 0
+
+
+def write_plain_batch(
+    int64_t max_size, bint refuse_keyless, buf, base_offset, leader_epoch, int fd, int64_t position,
+    int64_t roll_size, int64_t roll_offset
+):
+    """``plain_run.write_plain_batch``: one plain batch checked, stamped and written at ``position``
+    of ``fd``; ``(size, next offset, max timestamp)``, or None (nothing stamped or written)."""
+    if type(base_offset) is not int or type(leader_epoch) is not int:
+        return None
+    cdef int overflow = 0
+    cdef int64_t offset = PyLong_AsLongLongAndOverflow(base_offset, &overflow)
+    if overflow or offset < 0:
+        return None
+    cdef int64_t epoch = PyLong_AsLongLongAndOverflow(leader_epoch, &overflow)
+    if overflow or epoch < INT32_MIN or epoch > INT32_MAX:
+        return None
+    if not _writable_bytes(buf):
+        return None
+    # the buffer protocol directly (a typed memoryview costs more than the rest of the checks): the
+    # export keeps a bytearray from being resized while the write runs without the GIL
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+    try:
+        return _write_plain(max_size, refuse_keyless, <uint8_t*>view.buf, view.len, offset, epoch, fd,
+                            position, roll_size, roll_offset)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _write_plain(
+    int64_t max_size, bint refuse_keyless, uint8_t* p, int64_t end, int64_t offset, int64_t epoch, int fd,
+    int64_t position, int64_t roll_size, int64_t roll_offset
+):
+    if end < HEADER_SIZE:
+        return None
+    # check_and_stamp's pass 1 for a run of exactly one batch
+    cdef int64_t base = be64(p), lod = be32(p + 23), size, pid
+    cdef int32_t length = be32(p + 8), count = be32(p + 57), seq = be32(p + 53)
+    cdef int attrs = be16(p + 21)
+    if (
+        lod != count - 1
+        or count < 1
+        or <signed char>p[16] != MAGIC
+        or length < MIN_LENGTH
+        or not legal_high(attrs)
+        or base > INT64_MAX - lod
+    ):
+        return None
+    size = <int64_t>length + LOG_OVERHEAD
+    if size > max_size or size != end or (attrs & CODEC_MASK) > MAX_CODEC:
+        return None
+    pid = be64(p + 43)
+    if (
+        not attrs & ARROW_BODY
+        or attrs & TXN_BITS
+        or (pid >= 0 and seq >= 0)
+        or (refuse_keyless and attrs & HAS_KEY_NULLS)
+        or offset > INT64_MAX - count
+    ):
+        return None
+    # the segment's roll rule (LogSegment.should_roll's size and offset bounds; its age the caller's)
+    if position > 0 and (position + size > roll_size or offset + lod > roll_offset):
+        return None
+    cdef uint32_t crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
+    if _crc(p + CRC_START, size - CRC_START) != crc:
+        return None
+    if be32(p + 8) != length:  # a Python-level CRC may let another thread at the buffer
+        raise BufferError("the batch changed while it was checked")
+    put64(p, offset)
+    put32(p + 12, epoch)
+    cdef int64_t max_ts = be64(p + 35)
+    _write_all(fd, p, size, position)
+    return (size, offset + count, max_ts)

@@ -8,10 +8,17 @@ offset/epoch stamp; :func:`check_and_stamp` does both, and the compiled core
 (``_cbody.check_and_stamp``) does it in one C pass when it is built. Any other
 run (or any check that fails) gives None with nothing stamped: the caller then
 takes the general path, which raises the typed error or handles the producer
-state and transactions.
+state and transactions. :func:`write_plain_batch` is the same for a run of
+exactly one plain batch (the common produce) and also writes it at the end of
+the log segment's file: the log append's whole byte work in one call
+(``_cbody.write_plain_batch`` when built); the segment records the numbers it
+returns, the log its end offset.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
 
 from ..errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
 from ._speedups import cbody
@@ -100,3 +107,51 @@ def check_and_stamp_py(
 
 #: the one the log calls (chosen once: no Python frame between the log and the compiled pass)
 check_and_stamp = check_and_stamp_py if cbody is None else cbody.check_and_stamp
+
+
+def write_plain_batch_py(
+    max_size: int,
+    refuse_keyless: bool,
+    buf: bytearray | memoryview,
+    base_offset: int,
+    leader_epoch: int,
+    fd: int,
+    position: int,
+    roll_size: int,
+    roll_offset: int,
+) -> tuple[int, int, int] | None:
+    """The log append's common step in one call: ``buf`` holding exactly one plain batch is checked and
+    stamped as :func:`check_and_stamp_py` does, then written at ``position`` of the file ``fd``; returns
+    ``(size, next offset, max timestamp)``. None, with nothing stamped or written, for any other run, or
+    when the batch would break the segment's roll bounds (``position`` non-zero and ``position + size >
+    roll_size`` or its last offset ``> roll_offset``: the caller rolls first, on its general path).
+
+    A failed write cuts the file back to ``position`` (all or nothing) and raises the OSError; short
+    writes are continued. The reference: :data:`write_plain_batch` is ``_cbody.write_plain_batch`` when
+    it is built (it must agree with this function on every input), this function otherwise.
+    """
+    if type(base_offset) is not int or not _writable(buf) or len(buf) < HEADER_SIZE:
+        return None
+    h = HEADER.unpack_from(buf, 0)
+    size = h[1] + LOG_OVERHEAD  # batch length
+    if size != len(buf):  # not exactly one batch
+        return None
+    if position and (position + size > roll_size or base_offset + h[12] - 1 > roll_offset):
+        return None  # h[12]: record count (its checks follow; a bad one gives None there too)
+    stamped = check_and_stamp_py(max_size, refuse_keyless, buf, base_offset, leader_epoch)
+    if stamped is None:
+        return None
+    _, offset, size, max_ts, count = stamped[0]
+    try:
+        written = os.pwrite(fd, buf, position)
+        while written < size:
+            written += os.pwrite(fd, memoryview(buf)[written:], position + written)
+    except BaseException:
+        with contextlib.suppress(OSError):  # the write's error is the one to report
+            os.ftruncate(fd, position)  # all or nothing
+        raise
+    return size, offset + count, max_ts
+
+
+#: the one the log's append calls (bound by AppendValidator), compiled when built
+write_plain_batch = write_plain_batch_py if cbody is None else cbody.write_plain_batch

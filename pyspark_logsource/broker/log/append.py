@@ -20,7 +20,7 @@ from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSource
 from ...format import header as fmt
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
 from ...format.kafka_decode import null_key_indexes, validate_kafka_records
-from ...format.plain_run import check_and_stamp
+from ...format.plain_run import check_and_stamp, write_plain_batch
 from . import transactions as txn
 from .config import DELETE, LogConfig
 from .producer_state import ProducerAppend
@@ -48,7 +48,7 @@ class AppendInfo(NamedTuple):
 class AppendValidator:
     """The checks of a run of batches before it is appended to the log ``name`` of ``topic``."""
 
-    __slots__ = ("name", "topic", "_max_bytes", "_compact", "check_and_stamp")
+    __slots__ = ("name", "topic", "_max_bytes", "_compact", "check_and_stamp", "write_plain")
 
     def __init__(self, name: str, topic: str, config: LogConfig) -> None:
         self.name = name
@@ -61,6 +61,11 @@ class AppendValidator:
         #: format's one-call check and stamp); None, nothing stamped, for any other run (:meth:`check`
         #: then raises, or the general path takes it)
         self.check_and_stamp = partial(check_and_stamp, self._max_bytes, self._compact)
+        #: ``write_plain(records, offset, leader_epoch, fd, position, roll_size, roll_offset)``: the same
+        #: for a run of exactly one plain batch, then written at ``position`` of the segment file ``fd``
+        #: (the format's one-call append step, :func:`~...format.plain_run.write_plain_batch`):
+        #: ``(size, next offset, max timestamp)``, or None with nothing stamped or written
+        self.write_plain = partial(write_plain_batch, self._max_bytes, self._compact)
 
     def check(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
         """The run as a writable view, its ``(position, header)`` pairs and flags (TRANSACTIONAL,

@@ -235,22 +235,33 @@ class PartitionLog:
         # (a produce of one message spends more time here than in its pwrite).
         now = int(time.time() * 1000)
         if not self._log_append_time and not self._closed:
-            # a run of plain batches (most produce requests) is checked and stamped by one format call
-            # (AppendValidator.check_and_stamp); any other run gets None, nothing done, and the path below
+            # one plain batch (most produce requests) is checked, stamped and written by one format call
+            # (AppendValidator.write_plain, through the active segment, which records it); a run of
+            # plain batches is checked and stamped by one (AppendValidator.check_and_stamp); any other
+            # run gets None, nothing done, and the path below
             with self._lock:
                 latest = self.epochs.latest_epoch
                 epoch = (latest if latest > 0 else 0) if leader_epoch is None else leader_epoch
                 base = self._leo
-                stamped = None if self._closed else self._validator.check_and_stamp(records, base, epoch)
-                if stamped is not None:
-                    offset = stamped[-1][1] + stamped[-1][4]
-                    self._write_locked(records, stamped, offset, now)
+                offset = None
+                if not self._closed:
+                    active = self._segments.active
+                    try:
+                        offset = active.append_plain(self._validator.write_plain, records, base, epoch, now)
+                    except OSError as e:
+                        raise StorageError(f"append to {active.log_path} failed: {e}") from e
+                    if offset is None:
+                        stamped = self._validator.check_and_stamp(records, base, epoch)
+                        if stamped is not None:
+                            offset = stamped[-1][1] + stamped[-1][4]
+                            self._write_locked(records, stamped, offset, now)
+                if offset is not None:
                     self._leo = offset  # publish: readers may now fetch up to here
                     if epoch > latest:
                         self.epochs.assign(epoch, base)
                     flush = self._flush  # FlushState.due, inlined as below
                     due = offset >= flush.due_offset or now >= flush.due_ms
-            if stamped is not None:
+            if offset is not None:
                 if due:
                     self.flush()
                 return new_info(AppendInfo, (base, offset - 1, -1, offset - base, False))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -289,6 +289,45 @@ class LogSegment:
             max_ts,
             max_ts_offset,
         )
+
+    def append_plain(
+        self,
+        write: Callable[..., tuple[int, int, int] | None],
+        records: bytearray | memoryview,
+        base_offset: int,
+        leader_epoch: int,
+        now: int,
+    ) -> int | None:
+        """Append a run of one plain batch in one format call, when it is one and needs no roll: ``write``
+        (AppendValidator.write_plain) checks, stamps and writes it at the end of this segment's file;
+        the segment then records it as :meth:`append` does and returns the next offset. None, nothing
+        stamped or written, for any other run or when the segment must roll first (the general path);
+        OSError (the file cut back, nothing recorded) when the write fails."""
+        # Hot path (one call per produce request): the state stays here, the byte work is the format's.
+        start = self.size
+        if start and now >= self.roll_ms:  # should_roll's age bound (size and offset: write's)
+            return None
+        done = write(records, base_offset, leader_epoch, self._fd, start, self.roll_size, self.roll_offset)
+        if done is None:
+            return None
+        size, nxt, ts = done
+        self.holds_arrow = True  # before the bytes are published to readers
+        if self._created_ms is None:
+            self.created_ms = int(time.time() * 1000)
+        self.size = start + size  # publish: readers may now see these bytes
+        if ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = ts, base_offset
+        since = self._bytes_since_index
+        if since >= self.config.index_interval_bytes and start:
+            # either index full: the next append rolls (roll_size, see should_roll)
+            if self.offset_index.append(base_offset, start) | self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp
+            ):
+                self.roll_size = -1
+            since = 0
+        self._bytes_since_index = since + size
+        self.next_offset = nxt
+        return nxt
 
     def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
