@@ -217,3 +217,12 @@ def test_an_answer_decoded_for_poll_arrow_after_poll_took_part_of_it_goes_on_fro
     finally:
         fetched.crecords = saved
     assert first + rest == want
+
+
+def test_control_compressed_and_header_batches_get_no_descriptor():
+    b = F.encode([b"a", b"b"])
+    ((pos, h),) = walk(b)
+    assert cr.batch_rows(b, pos, h) == batch_rows_py(b, pos, h) is not None
+    for bit in (0x20, 0x400, 0x01):  # control, headers, gzip
+        other = h._replace(attributes=h.attributes | bit)
+        assert cr.batch_rows(b, pos, other) is None and batch_rows_py(b, pos, other) is None

@@ -21,6 +21,7 @@ from ..format._speedups import crecords
 from ..format.header import (
     ARROW_BODY,
     CODEC_MASK,
+    CONTROL_BIT,
     HAS_HEADERS,
     HAS_KEY_NULLS,
     HAS_VALUE_NULLS,
@@ -308,9 +309,10 @@ def _messages_py(topic: str, partition: int, t: pa.Table, cls: type) -> list:
 
 def batch_rows_py(data: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> tuple | None:
     """``crecords.batch_rows``'s reference: the row descriptor of the uncompressed, header-less Arrow-body
-    batch at ``pos``, or None for another kind of batch or a body ``decode_arrow`` refuses."""
+    data batch at ``pos``, or None for another kind of batch (a control batch too) or a body
+    ``decode_arrow`` refuses."""
     attrs = h.attributes
-    if not attrs & ARROW_BODY or attrs & (CODEC_MASK | HAS_HEADERS):
+    if not attrs & ARROW_BODY or attrs & (CODEC_MASK | HAS_HEADERS | CONTROL_BIT):
         return None
     try:
         decode_arrow(data, pos, check_crc=False)

@@ -257,6 +257,7 @@ cdef enum:
     _HAS_VALUE_NULLS = 0x200
     _TIMESTAMP_TYPE_BIT = 0x08
     _CODEC_MASK = 0x07
+    _CONTROL_BIT = 0x20
     _HEADER_SIZE = 61
 
 
@@ -288,7 +289,7 @@ cdef bint _offsets_ok(const uint8_t* p, int64_t n1) noexcept nogil:
 
 
 def batch_rows(data, Py_ssize_t pos, h):
-    """The row descriptor of the uncompressed, header-less Arrow-body batch at ``pos`` (``h``: its
+    """The row descriptor of the uncompressed, header-less Arrow-body data batch at ``pos`` (``h``: its
     header, from ``walk``), or None: another kind of batch, or a body ``decode_arrow`` refuses (its
     Python path then raises the CorruptRecord). ``client.fetched.batch_rows_py`` is the reference.
 
@@ -296,7 +297,7 @@ def batch_rows(data, Py_ssize_t pos, h):
     position (-1: none), key and value validity bitmaps' positions (-1: none), key and value offsets'
     positions, key and value data positions, the batch's end), positions absolute in ``data``."""
     cdef int64_t attrs = h.attributes
-    if not attrs & _ARROW_BODY or attrs & (_CODEC_MASK | _HAS_HEADERS):
+    if not attrs & _ARROW_BODY or attrs & (_CODEC_MASK | _HAS_HEADERS | _CONTROL_BIT):
         return None
     cdef const uint8_t[::1] b = data
     cdef int64_t n = h.record_count, size = h.size, blen = b.shape[0]
