@@ -42,7 +42,7 @@ from ..errors import (
 from ..format import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..protocol.messages import FetchPartition, FetchRequest
 from ..topics import TopicPartition
-from .fetched import Message, _warm_up_decoder, messages_from_arrow
+from .fetched import Message, RowSpans, _warm_up_decoder, messages_from_arrow
 from .group import GroupMembership
 from .malloc_tuning import tune_for_fetches
 from .metadata import Bootstrap
@@ -300,7 +300,7 @@ class Consumer:
 
     def poll(self, timeout_ms: float = 1000, max_records: int = 500) -> list[Message]:
         """Return up to ``max_records`` records, waiting up to ``timeout_ms`` for the first."""
-        taken: list[tuple[TopicPartition, pa.Table]] = []
+        taken: list[tuple[TopicPartition, pa.Table | RowSpans]] = []
         count = 0
 
         def take(tp: TopicPartition, st: PartitionState) -> bool:
@@ -311,11 +311,14 @@ class Consumer:
             count += n
             return count >= max_records
 
-        self._wait_and_take(timeout_ms, take, lambda: count > 0)
+        self._wait_and_take(timeout_ms, take, lambda: count > 0, rows=True)
         # the Message objects are made without the lock: the I/O thread hands over answers meanwhile
         out: list[Message] = []
         for tp, part in taken:
-            out += messages_from_arrow(tp[0], tp[1], part)
+            if type(part) is RowSpans:  # compiled: straight from the fetched bytes
+                part.messages(tp[0], tp[1], out)
+            else:
+                out += messages_from_arrow(tp[0], tp[1], part)
         self._stats.add_records(len(out))
         return out
 
@@ -348,7 +351,7 @@ class Consumer:
         out["records-lag-max"] = max(lags) if lags else -1
         return out
 
-    def _wait_and_take(self, timeout_ms: float, take, have) -> None:
+    def _wait_and_take(self, timeout_ms: float, take, have, rows: bool = False) -> None:
         self._check_open()
         if self._group is not None:
             self._group.tick()
@@ -357,7 +360,7 @@ class Consumer:
         while True:
             self._resolve_positions()
             # decode what is buffered before taking the lock, which the I/O thread needs for each answer
-            subs.decode_buffered()
+            subs.decode_buffered(rows)
             with self._lock:
                 err = subs.take_error()
                 if err is not None:

@@ -15,8 +15,20 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from ..errors import CorruptRecord
 from ..format import ARROW_SCHEMA, decode_arrow, to_arrow, walk
 from ..format._speedups import crecords
+from ..format.header import (
+    ARROW_BODY,
+    CODEC_MASK,
+    CONTROL_BIT,
+    HAS_HEADERS,
+    HAS_KEY_NULLS,
+    HAS_VALUE_NULLS,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +61,7 @@ class _Fetched:
         "epoch",
         "check_crc",
         "next_offset",
+        "spans",
     )
 
     def __init__(
@@ -66,6 +79,8 @@ class _Fetched:
         self.error: Exception | None = None
         self.row = 0
         self.epoch = epoch
+        #: poll()'s compiled path: a ``batch_rows`` descriptor per batch (None: not indexed, or not taken)
+        self.spans: list[tuple] | None = None
 
     def decode(self) -> None:
         """Decode the batches, once; a decoding error is kept and raised by ``arrow``."""
@@ -76,6 +91,30 @@ class _Fetched:
                 self.error = e
             else:
                 self.data = None  # type: ignore[assignment]
+
+    def index(self) -> None:
+        """For poll(), once: each batch's row descriptor when the compiled core takes every batch
+        (uncompressed Arrow bodies without headers), so that Messages are made from the bytes with no
+        Arrow table; else the table (``decode``). The CRCs are checked by the same walk either way."""
+        if self.spans is not None or self.table is not None or self.error is not None:
+            return
+        if crecords is not None:
+            data = self.data
+            try:
+                walked = walk(data, check_crc=self.check_crc)
+            except Exception as e:  # noqa: BLE001 - raised by take(), as decode() keeps it
+                self.error = e
+                return
+            spans = []
+            for pos, h in walked:
+                d = crecords.batch_rows(data, pos, h)
+                if d is None:  # the table path takes it (and raises what decode_arrow raises)
+                    break
+                spans.append(d)
+            else:
+                self.spans = spans
+                return
+        self.decode()
 
     def arrow(self, position: int) -> pa.Table:
         """Rows from ``position`` on (decodes the batches on first use)."""
@@ -91,8 +130,10 @@ class _Fetched:
     def take(self, position: int, limit: int) -> tuple[pa.Table, int, bool]:
         """Up to ``limit`` rows from ``position`` on (decoded on first use): (them, the position after
         them, whether no row is left after them). The position comes from the offsets read once, not
-        from an Arrow scalar per call."""
-        self.decode()
+        from an Arrow scalar per call. Indexed (compiled), the rows are a :class:`RowSpans`."""
+        self.index()
+        if self.spans is not None and self.table is None:  # (a poll_arrow() may have decoded it since)
+            return self._take_spans(position, limit)
         if self.error is not None:
             raise self.error
         t = self.table
@@ -106,6 +147,32 @@ class _Fetched:
         part = t if lo == 0 and hi == n else t.slice(lo, hi - lo)
         return part, int(self.offsets[hi - 1]) + 1, hi == n  # type: ignore[index]
 
+    def _take_spans(self, position: int, limit: int) -> tuple[RowSpans, int, bool]:
+        """``take`` over the batch descriptors: the same rows, position and end as over the table (an
+        Arrow body's offsets are its base offset + row, and batches come in offset order)."""
+        pieces: list[tuple[tuple, int, int]] = []
+        count = 0
+        after = position
+        done = True
+        if limit > 0:
+            for d in self.spans:  # type: ignore[union-attr]
+                base, n = d[1], d[2]
+                lo = position - base
+                if lo >= n:
+                    continue  # every row before the position
+                if count >= limit:
+                    done = False
+                    break
+                lo = max(lo, 0)
+                hi = min(n, lo + limit - count)
+                pieces.append((d, lo, hi))
+                count += hi - lo
+                after = base + hi
+                if hi < n:
+                    done = False
+                    break
+        return RowSpans(self.data, pieces, count), after, done
+
     def _first_row(self, position: int) -> int:
         """The first row at or after ``position`` (the table has rows)."""
         offs = self.offsets
@@ -116,6 +183,23 @@ class _Fetched:
         if position <= offs[0]:
             return 0  # the usual case: nothing before the position
         return int(np.searchsorted(offs, position, side="left"))
+
+
+class RowSpans:
+    """Rows poll() took from indexed batches: (descriptor, first row, end row) pieces of ``data``."""
+
+    __slots__ = ("data", "pieces", "num_rows")
+
+    def __init__(self, data: memoryview, pieces: list[tuple[tuple, int, int]], num_rows: int) -> None:
+        self.data = data
+        self.pieces = pieces
+        self.num_rows = num_rows
+
+    def messages(self, topic: str, partition: int, out: list[Message]) -> None:
+        """Append the rows' Messages to ``out`` (built in C from the fetched bytes)."""
+        data = self.data
+        for d, lo, hi in self.pieces:
+            crecords.arrow_messages(data, d, lo, hi, Message, topic, partition, _NO_HEADERS, out)
 
 
 _OFFSET = ARROW_SCHEMA.get_field_index("offset")
@@ -195,6 +279,14 @@ def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message
         out = crecords.rows(t, Message, topic, partition, _NO_HEADERS)
         if out is not None:
             return out
+    return _messages_py(topic, partition, t, Message)
+
+
+def _messages_py(topic: str, partition: int, t: pa.Table, cls: type) -> list:
+    """``messages_from_arrow``'s Python path (``cls``: the row type)."""
+    n = t.num_rows
+    if n == 0:
+        return []
     offs = int64_values(t.column("offset"))
     first, last = int(offs[0]), int(offs[-1])
     # consecutive offsets (all but compacted batches): a range makes the ints as the rows are built
@@ -209,4 +301,63 @@ def messages_from_arrow(topic: str, partition: int, t: pa.Table) -> list[Message
     else:
         headers = [tuple((d["key"], d["value"]) for d in h) if h else _NO_HEADERS for h in hcol.to_pylist()]
     rows = zip(repeat(topic, n), repeat(partition, n), offsets, ts, keys, values, headers, strict=True)
-    return list(map(_new_tuple, repeat(Message, n), rows))
+    return list(map(_new_tuple, repeat(cls, n), rows))
+
+
+# ---------------------------------------------------------------- the compiled path's references
+
+
+def batch_rows_py(data: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> tuple | None:
+    """``crecords.batch_rows``'s reference: the row descriptor of the uncompressed, header-less Arrow-body
+    data batch at ``pos``, or None for another kind of batch (a control batch too) or a body
+    ``decode_arrow`` refuses."""
+    attrs = h.attributes
+    if not attrs & ARROW_BODY or attrs & (CODEC_MASK | HAS_HEADERS | CONTROL_BIT):
+        return None
+    try:
+        decode_arrow(data, pos, check_crc=False)
+    except CorruptRecord:
+        return None
+    n, at = h.record_count, pos + HEADER_SIZE
+    log_append = bool(attrs & TIMESTAMP_TYPE_BIT)
+    key_len = int.from_bytes(data[at + 12 * n : at + 12 * n + 4], "little", signed=True)
+    p = 16 * n + 8
+    kvalid = vvalid = -1
+    if attrs & HAS_KEY_NULLS:
+        kvalid, p = at + p, p + (n + 7) // 8
+    if attrs & HAS_VALUE_NULLS:
+        vvalid, p = at + p, p + (n + 7) // 8
+    return (
+        pos,
+        h.base_offset,
+        n,
+        log_append,
+        h.max_timestamp if log_append else h.base_timestamp,
+        -1 if log_append else at,
+        kvalid,
+        vvalid,
+        at + 8 * n,
+        at + 12 * n + 4,
+        at + p,
+        at + p + key_len,
+        pos + h.size,
+    )
+
+
+def arrow_messages_py(
+    data: bytes | bytearray | memoryview,
+    d: tuple,
+    lo: int,
+    hi: int,
+    cls: type,
+    topic: str,
+    partition: int,
+    no_headers: tuple,
+    out: list,
+) -> None:
+    """``crecords.arrow_messages``'s reference: rows ``[lo, hi)`` of the batch ``d`` describes, through its
+    Arrow table and ``messages_from_arrow``'s Python path, appended to ``out``."""
+    if not 0 <= lo <= hi <= d[2]:
+        raise ValueError("rows or descriptor out of the batch's bounds")
+    t = pa.Table.from_batches([decode_arrow(data, d[0], check_crc=False).to_arrow()]).slice(lo, hi - lo)
+    out += [_new_tuple(cls, (*m[:6], no_headers)) for m in _messages_py(topic, partition, t, cls)]

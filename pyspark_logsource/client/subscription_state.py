@@ -35,7 +35,7 @@ from ..format import iter_headers, read_header
 from ..protocol.messages import FetchPartitionResponse
 from ..topics import TopicPartition
 from .committed import committed_only
-from .fetched import _Fetched
+from .fetched import RowSpans, _Fetched
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +158,10 @@ class PartitionState:
 
     # ------------------------------------------------------------ handing records out (poll)
 
-    def take(self, limit: int) -> tuple[list[pa.Table], int]:
-        """Up to ``limit`` buffered rows from the position on, and their count; the position moves past them."""
-        out: list[pa.Table] = []
+    def take(self, limit: int) -> tuple[list[pa.Table | RowSpans], int]:
+        """Up to ``limit`` buffered rows from the position on (Arrow tables, or row spans of the fetched
+        bytes where the compiled core indexed them), and their count; the position moves past them."""
+        out: list[pa.Table | RowSpans] = []
         count = 0
         buffered = self.buffered
         while buffered and count < limit:
@@ -427,11 +428,15 @@ class SubscriptionState:
             out.append((tp, st, offset))
         return out
 
-    def decode_buffered(self) -> None:
-        """Decode every buffered answer (without the lock: a snapshot; decoding is idempotent)."""
+    def decode_buffered(self, rows: bool = False) -> None:
+        """Decode every buffered answer (without the lock: a snapshot; decoding is idempotent); ``rows``
+        (poll()): index it for Messages instead where the compiled core takes it (``_Fetched.index``)."""
         for st in list(self.partitions.values()):
             for f in tuple(st.buffered):
-                f.decode()
+                if rows:
+                    f.index()
+                else:
+                    f.decode()
 
     def fetch_answered(
         self,

@@ -245,3 +245,161 @@ def unfilled_bytearray(Py_ssize_t n):
     if n < 0:
         raise ValueError("negative size")
     return PyByteArray_FromStringAndSize(NULL, n)
+
+
+# ---------------------------------------------------------------- poll(): Messages straight from Arrow bodies
+
+# header.py's attribute bits and size (constants here: this module imports nothing of format/)
+cdef enum:
+    _ARROW_BODY = 0x1000
+    _HAS_HEADERS = 0x400
+    _HAS_KEY_NULLS = 0x100
+    _HAS_VALUE_NULLS = 0x200
+    _TIMESTAMP_TYPE_BIT = 0x08
+    _CODEC_MASK = 0x07
+    _CONTROL_BIT = 0x20
+    _HEADER_SIZE = 61
+
+
+cdef inline int32_t _le32(const uint8_t* p) noexcept nogil:
+    # unaligned: the body follows a 61-byte header
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef inline int64_t _le64(const uint8_t* p) noexcept nogil:
+    cdef int64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
+cdef bint _offsets_ok(const uint8_t* p, int64_t n1) noexcept nogil:
+    """An offsets array of ``n1`` entries starts at 0 and never decreases (arrow_decode._check_offsets)."""
+    cdef int64_t i
+    cdef int32_t prev = _le32(p), cur
+    if prev != 0:
+        return False
+    for i in range(1, n1):
+        cur = _le32(p + 4 * i)
+        if cur < prev:
+            return False
+        prev = cur
+    return True
+
+
+def batch_rows(data, Py_ssize_t pos, h):
+    """The row descriptor of the uncompressed, header-less Arrow-body data batch at ``pos`` (``h``: its
+    header, from ``walk``), or None: another kind of batch, or a body ``decode_arrow`` refuses (its
+    Python path then raises the CorruptRecord). ``client.fetched.batch_rows_py`` is the reference.
+
+    The descriptor: (pos, base offset, records, log-append time, timestamp base, timestamp deltas'
+    position (-1: none), key and value validity bitmaps' positions (-1: none), key and value offsets'
+    positions, key and value data positions, the batch's end), positions absolute in ``data``."""
+    cdef int64_t attrs = h.attributes
+    if not attrs & _ARROW_BODY or attrs & (_CODEC_MASK | _HAS_HEADERS | _CONTROL_BIT):
+        return None
+    cdef const uint8_t[::1] b = data
+    cdef int64_t n = h.record_count, size = h.size, blen = b.shape[0]
+    if n < 1 or pos < 0 or size < _HEADER_SIZE or pos + size > blen:
+        return None
+    cdef const uint8_t* body = &b[0] + pos + _HEADER_SIZE
+    cdef int64_t total = size - _HEADER_SIZE, n1 = n + 1
+    cdef int64_t p = 8 * n + 8 * n1, bitmap = (n + 7) // 8
+    if p > total:
+        return None
+    cdef int64_t key_len = _le32(body + 8 * n + 4 * n), value_len = _le32(body + 8 * n + 8 * n + 4)
+    cdef int64_t kvalid = -1, vvalid = -1
+    if attrs & _HAS_KEY_NULLS:
+        kvalid = p
+        p += bitmap
+    if attrs & _HAS_VALUE_NULLS:
+        vvalid = p
+        p += bitmap
+    if key_len < 0 or value_len < 0 or p + key_len + value_len != total:
+        return None
+    if not _offsets_ok(body + 8 * n, n1) or not _offsets_ok(body + 8 * n + 4 * n1, n1):
+        return None
+    cdef int64_t at = pos + _HEADER_SIZE
+    cdef bint log_append = attrs & _TIMESTAMP_TYPE_BIT
+    return (
+        pos,
+        h.base_offset,
+        n,
+        log_append,
+        h.max_timestamp if log_append else h.base_timestamp,
+        -1 if log_append else at,
+        -1 if kvalid < 0 else at + kvalid,
+        -1 if vvalid < 0 else at + vvalid,
+        at + 8 * n,
+        at + 8 * n + 4 * n1,
+        at + p,
+        at + p + key_len,
+        pos + size,
+    )
+
+
+cdef inline object _field(const uint8_t* b, int64_t valid, const uint8_t* offs, int64_t data, int64_t i, int64_t end):
+    """Row i's key or value: None when its validity bit is clear, else its bytes."""
+    if valid >= 0 and not (b[valid + (i >> 3)] >> (i & 7)) & 1:
+        return None
+    cdef int32_t o0 = _le32(offs + 4 * i), o1 = _le32(offs + 4 * i + 4)
+    if o0 < 0 or o1 < o0 or data + o1 > end:  # checked by batch_rows: only changed bytes get here
+        raise ValueError("the batch's bytes changed after batch_rows read them")
+    return PyBytes_FromStringAndSize(<const char*>b + data + o0, o1 - o0)
+
+
+def arrow_messages(data, tuple d, Py_ssize_t lo, Py_ssize_t hi, cls, topic, partition, no_headers, list out):
+    """Append ``cls(topic, partition, offset, timestamp, key, value, no_headers)`` for rows ``[lo, hi)`` of
+    the batch ``d`` (a ``batch_rows`` descriptor of ``data``) to ``out``: poll()'s Messages straight from
+    the fetched bytes, as ``rows`` makes them from the batch's Arrow table. ``client.fetched.
+    arrow_messages_py`` is the reference."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        raise TypeError("cls must be a tuple type")
+    cdef PyTypeObject* tp = <PyTypeObject*>cls
+    cdef allocfunc alloc = (<TypeAlloc*>tp).tp_alloc
+    cdef const uint8_t[::1] buf = data
+    cdef int64_t n = d[2], end = d[12], base = d[1], tbase = d[4], tpos = d[5]
+    cdef int64_t kvalid = d[6], vvalid = d[7], koff = d[8], voff = d[9], kdata = d[10], vdata = d[11]
+    if alloc == NULL or not 0 <= lo <= hi <= n or end > buf.shape[0] or min(koff, voff, kdata, vdata) < 0:
+        raise ValueError("rows or descriptor out of the batch's bounds")
+    if tpos >= 0 and tpos + 8 * n > end or koff + 4 * (n + 1) > end or voff + 4 * (n + 1) > end:
+        raise ValueError("descriptor out of the batch's bounds")
+    cdef const uint8_t* b = &buf[0]
+    cdef int64_t i, t, prev_t = 0
+    cdef PyObject* raw
+    cdef bint untrack = (
+        type(topic) is str and type(partition) is int and no_headers == () and not PyObject_GC_IsTracked(no_headers)
+    )
+    tsv = None
+    for i in range(lo, hi):
+        key = _field(b, kvalid, b + koff, kdata, i, end)
+        val = _field(b, vvalid, b + voff, vdata, i, end)
+        off = PyLong_FromLongLong(base + i)
+        # numpy's int64 addition in arrow_decode wraps around: so does this one
+        t = tbase if tpos < 0 else <int64_t>(<uint64_t>_le64(b + tpos + 8 * i) + <uint64_t>tbase)
+        if tsv is None or t != prev_t:  # records of one batch mostly share a millisecond: one int
+            tsv = PyLong_FromLongLong(t)
+            prev_t = t
+        raw = alloc(tp, 7)
+        if raw == NULL:
+            raise MemoryError()
+        msg = <object>raw
+        Py_DECREF(msg)
+        Py_INCREF(topic)
+        PyTuple_SET_ITEM(msg, 0, topic)
+        Py_INCREF(partition)
+        PyTuple_SET_ITEM(msg, 1, partition)
+        Py_INCREF(off)
+        PyTuple_SET_ITEM(msg, 2, off)
+        Py_INCREF(tsv)
+        PyTuple_SET_ITEM(msg, 3, tsv)
+        Py_INCREF(key)
+        PyTuple_SET_ITEM(msg, 4, key)
+        Py_INCREF(val)
+        PyTuple_SET_ITEM(msg, 5, val)
+        Py_INCREF(no_headers)
+        PyTuple_SET_ITEM(msg, 6, no_headers)
+        if untrack:  # atomic items only, as in rows()
+            PyObject_GC_UnTrack(<void*>msg)
+        out.append(msg)
