@@ -7,7 +7,7 @@ attribute bits they come from are :mod:`~pyspark_logsource.format.header`'s),
 state: header, size, CRC, codec, Kafka records, keys of a compacted topic,
 transactional batches; and that a follower's fetched offsets grow past the log
 end, whose batches the format's walker checked) and the stamping of offsets, epochs, append
-times and producer sequences (:func:`stamp_run`, :func:`stamp_runs`).
+times and producer sequences (:func:`stamp_run`, :func:`check_stamp_runs`).
 :class:`~.log.PartitionLog` holds the lock and the log end and calls these.
 """
 
@@ -18,12 +18,13 @@ from typing import NamedTuple
 
 from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSourceError
 from ...format import header as fmt
+from ...format._speedups import load_extension
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
 from ...format.kafka_decode import null_key_indexes, validate_kafka_records
 from ...format.plain_run import check_and_stamp
 from . import transactions as txn
 from .config import DELETE, LogConfig
-from .producer_state import ProducerAppend
+from .producer_state import ProducerAppend, ProducerStateManager
 
 #: what :meth:`AppendValidator.check` found in a run (bits of its ``flags``)
 TRANSACTIONAL, ARROW, IDEMPOTENT = 1, 2, 4
@@ -173,25 +174,94 @@ def stamp_run(
     return offset
 
 
-def stamp_runs(
-    good: list,
+def stamp_plain_runs_py(
+    check_and_stamp: object,
+    runs: list,
+    i: int,
+    offset: int,
+    leader_epoch: int,
+    at: int,
+    parts: list,
+    stamped: list,
+    appended: list,
+) -> tuple[int, int, int]:
+    """Check and stamp ``runs[i:]`` with ``check_and_stamp`` (:attr:`AppendValidator.check_and_stamp`)
+    from ``offset`` while it takes them (plain runs); add each run to ``parts``, its batches to
+    ``stamped`` (positions moved by the bytes ``at`` before it) and ``(index, base offset, next
+    offset)`` to ``appended``. Returns the index of the first run it refused (``len(runs)``: none),
+    the next offset and the bytes stamped so far.
+
+    The reference: :data:`stamp_plain_runs` is the compiled ``_cruns.stamp_plain_runs`` when it is
+    built (it must agree with this function on every input), this function otherwise.
+    """
+    n = len(runs)
+    while i < n:
+        records = runs[i]
+        st = check_and_stamp(records, offset, leader_epoch)
+        if st is None:
+            break
+        for pos, base, size, max_ts, count in st:
+            stamped.append((pos + at, base, size, max_ts, count))
+        nxt = st[-1][1] + st[-1][4]
+        parts.append(records)
+        appended.append((i, offset, nxt))
+        at += len(records)
+        offset = nxt
+        i += 1
+    return i, offset, at
+
+
+_cruns = load_extension(__package__ + "._cruns")
+#: what :func:`check_stamp_runs` calls (chosen once)
+stamp_plain_runs = stamp_plain_runs_py if _cruns is None else _cruns.stamp_plain_runs
+
+
+def check_stamp_runs(
+    validator: AppendValidator,
+    producer_state: ProducerStateManager,
+    runs: list,
     offset: int,
     leader_epoch: int,
     now: int,
     log_append_time: bool,
-    producers: ProducerAppend | None,
     out: list,
-) -> tuple[list, list, list, int]:
-    """Stamp several checked runs ``(index, view, batches, flags)`` one after the other from ``offset``.
+) -> tuple[list, list, list, int, ProducerAppend | None, bool] | None:
+    """Check and stamp several produce requests' runs one after the other from ``offset``, as
+    :meth:`AppendValidator.check` and :func:`stamp_runs` would; the plain runs by the format's
+    one-call check and stamp (:func:`stamp_plain_runs`), any other run by those two.
 
-    A run that fails (a sequence gap) gets its error in ``out[index]`` and changes nothing; a retry
-    gets its original AppendInfo there. Returns the views to write, their stamped batches, ``(index,
-    base offset, next offset)`` per stamped run, and the next offset."""
+    A run that fails gets its error in ``out[index]`` and changes nothing; a retry gets its original
+    AppendInfo there. Returns the runs to write, their stamped batches, ``(index, base offset, next
+    offset)`` per stamped run, the next offset, the producer checks to commit after the write (None:
+    no idempotent batch) and whether some batch has our Arrow body; None (nothing to write, nothing
+    to commit) when a run is transactional: those are appended one by one."""
+    parts: list = []
     stamped: list = []
-    parts = []
-    appended = []
-    at = 0
-    for i, mv, batches, _ in good:
+    appended: list = []
+    producers = None
+    arrow = False
+    at = i = 0
+    n = len(runs)
+    plain = None if log_append_time else validator.check_and_stamp
+    while i < n:
+        if plain is not None:
+            i, offset, at = stamp_plain_runs(
+                plain, runs, i, offset, leader_epoch, at, parts, stamped, appended
+            )
+            if appended and not arrow:
+                arrow = True  # plain runs have our Arrow body
+            if i == n:
+                break
+        try:
+            mv, batches, flags = validator.check(runs[i], False)
+        except LogSourceError as e:
+            out[i] = e
+            i += 1
+            continue
+        if flags & TRANSACTIONAL:
+            return None
+        if flags & IDEMPOTENT and producers is None:
+            producers = ProducerAppend(producer_state)
         point = producers.savepoint() if producers is not None else 0
         mark = len(stamped)
         try:
@@ -201,12 +271,16 @@ def stamp_runs(
             if producers is not None:
                 producers.rollback(point)
             out[i] = e
+            i += 1
             continue
         if type(nxt) is not int:
             out[i] = nxt  # a retry: its original offsets
-            continue
-        parts.append(mv)
-        appended.append((i, offset, nxt))
-        at += len(mv)
-        offset = nxt
-    return parts, stamped, appended, offset
+        else:
+            parts.append(mv)
+            appended.append((i, offset, nxt))
+            at += len(mv)
+            offset = nxt
+            if flags & ARROW:
+                arrow = True
+        i += 1
+    return parts, stamped, appended, offset, producers, arrow
