@@ -11,6 +11,7 @@ compare the answers, the bytes and the producer state.
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,8 +20,15 @@ from support.logdata import make_batch, open_log, region_bytes
 from test_format_compiled_body import produced_run
 
 from pyspark_logsource.broker.log import append as log_append
-from pyspark_logsource.broker.log.config import LogConfig
+from pyspark_logsource.broker.log.producer_state import (
+    BatchMetadata,
+    ProducerAppend,
+    ProducerEntry,
+    ProducerStateManager,
+)
 from pyspark_logsource.errors import LogSourceError
+from pyspark_logsource.format import encode as fmt_encode
+from pyspark_logsource.format import plain_run
 
 try:
     from pyspark_logsource.broker.log import _cruns
@@ -42,46 +50,161 @@ def _outcome(fn, *args):
         return ("error", type(e), str(e))
 
 
-def _both(check_and_stamp, runs, i, offset, epoch, at):
-    """Run the compiled loop and the reference on copies of ``runs``: their outcomes, lists and buffers."""
+def _manager(tmp_path, state) -> ProducerStateManager:
+    """A partition's producer state holding ``state``: pid -> (epoch, [(first seq, last seq)])."""
+    m = ProducerStateManager(tmp_path)
+    for pid, (epoch, seqs) in state.items():
+        m.producers[pid] = ProducerEntry(
+            pid, epoch, [BatchMetadata(f, la, 100 + f, 100 + la) for f, la in seqs]
+        )
+    return m
+
+
+def _state(m: ProducerStateManager) -> dict:
+    return {pid: (e.epoch, list(e.batches), e.last_timestamp) for pid, e in m.producers.items()}
+
+
+def _both(tmp_path, state, runs, i, offset, epoch, at, max_size, keyless):
+    """Run the compiled loop and the reference on copies of ``runs`` and of the producer state: their
+    outcomes, lists, buffers and the producer state after a commit."""
     got = []
-    for fn in (_cruns.stamp_plain_runs, log_append.stamp_plain_runs_py):
+    cas = partial(plain_run.check_and_stamp, max_size, keyless)
+    for fn, spr in (
+        (_cruns.stamp_usual_runs, partial(_cruns.stamp_producer_run, max_size, keyless)),
+        (log_append.stamp_usual_runs_py, partial(log_append.stamp_producer_run_py, max_size, keyless)),
+    ):
+        m = _manager(tmp_path, state)
+        producers = ProducerAppend(m)
         mine = [bytearray(r) for r in runs]
         parts, stamped, appended = [], [], []
-        res = _outcome(fn, check_and_stamp, mine, i, offset, epoch, at, parts, stamped, appended)
-        got.append((res, [bytes(p) for p in parts], stamped, appended, mine))
+        res = _outcome(fn, cas, spr, producers, mine, i, offset, epoch, at, parts, stamped, appended)
+        producers.commit()
+        got.append((res, [bytes(p) for p in parts], stamped, appended, mine, _state(m)))
     return got
+
+
+@st.composite
+def producer_state(draw):
+    state = {}
+    for pid in draw(st.lists(st.sampled_from([1, 2, 3]), unique=True, max_size=3)):
+        last = draw(st.sampled_from([-1, 5, 2**31 - 2]))
+        seqs = []
+        for _ in range(draw(st.integers(0, 3))):
+            first = (last + 1) & (2**31 - 1)
+            last = (first + draw(st.integers(0, 2))) & (2**31 - 1)
+            seqs.append((first, last))
+        state[pid] = (draw(st.integers(0, 2)), seqs)
+    return state
+
+
+@st.composite
+def producer_batch(draw, state):
+    """An idempotent batch of a producer in ``state`` (or a new one): often its next, else any."""
+    pid = draw(st.sampled_from([1, 2, 3, 4]))
+    epoch, seqs = state.get(pid, (0, []))
+    nxt = (seqs[-1][1] + 1) & (2**31 - 1) if seqs else 0
+    seq = draw(st.one_of(st.just(nxt), st.just(nxt), st.integers(0, 8), st.just(2**31 - 1)))
+    epoch = draw(st.one_of(st.just(epoch), st.integers(0, 3)))
+    n = draw(st.integers(1, 3))
+    keys = draw(st.one_of(st.none(), st.just([None] * n)))
+    out = fmt_encode(
+        [b"v%d" % j for j in range(n)], keys, 1000, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
+    if draw(st.integers(0, 9)) == 0:
+        out[draw(st.integers(0, len(out) - 1))] ^= draw(st.integers(1, 255))
+    return out
+
+
+@st.composite
+def usual_runs(draw):
+    state = draw(producer_state())
+    runs = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.integers(0, 3)) == 0:
+            runs.append(draw(produced_run()))  # plain, Kafka's layout, transactional, mutated, truncated
+        else:
+            runs.append(bytearray().join(draw(producer_batch(state)) for _ in range(draw(st.integers(1, 3)))))
+    return state, runs
 
 
 @needs_cruns
 @PROPS
-@given(st.lists(produced_run(), min_size=1, max_size=6), st.data())
-def test_stamp_plain_runs_agrees_with_the_reference(runs, data):
-    """Random runs (plain, idempotent, Kafka's layout, transactional, corrupt, truncated): the same
-    index, offset and byte count, the same lists and the same stamped buffers."""
+@given(usual_runs(), st.data())
+def test_stamp_usual_runs_agrees_with_the_reference(tmp_path_factory, sr, data):
+    """Random runs (plain; idempotent: next, duplicate, gap, new or old epoch, new producer, wrapped
+    sequence, null keys; Kafka's layout, transactional, corrupt, truncated) over a random producer
+    state: the same index, offset and byte count, the same lists, stamped buffers and producer state."""
+    state, runs = sr
     i = data.draw(st.integers(0, len(runs)))
-    offset = data.draw(st.one_of(st.integers(0, 2**40), st.just(2**63 - 3)))
-    epoch = data.draw(st.integers(-1, 100))
+    offset = data.draw(st.one_of(st.integers(0, 2**40), st.just(2**63 - 3), st.integers(-3, -1)))
+    epoch = data.draw(st.one_of(st.integers(-1, 100), st.just(2**31), st.just(-(2**31) - 1)))
     at = data.draw(st.integers(0, 1 << 20))
-    max_size = data.draw(st.one_of(st.integers(61, 400), st.just(1 << 20)))
-    cas = LogConfig(max_message_bytes=max_size)
-    validator = log_append.AppendValidator("t-0", "t", cas)
-    compiled, reference = _both(validator.check_and_stamp, runs, i, offset, epoch, at)
+    max_size = data.draw(st.one_of(st.integers(61, 200), st.just(1 << 20)))
+    keyless = data.draw(st.booleans())
+    tmp = tmp_path_factory.mktemp("ps")
+    compiled, reference = _both(tmp, state, runs, i, offset, epoch, at, max_size, keyless)
     assert compiled == reference
 
 
 @needs_cruns
-def test_stamp_plain_runs_passes_errors_through_alike():
+@PROPS
+@given(usual_runs(), st.data())
+def test_stamp_producer_run_agrees_with_the_reference(tmp_path_factory, sr, data):
+    """One run in any buffer (bytes, a read-only or strided view), any offset and epoch: the same
+    answer, buffer and producer state."""
+    state, runs = sr
+    kind = data.draw(st.sampled_from(["bytearray", "view", "bytes", "readonly", "strided"]))
+    offset = data.draw(st.one_of(st.integers(0, 2**40), st.just(2**63 - 1), st.just(-1), st.just(1.0)))
+    epoch = data.draw(st.one_of(st.integers(-1, 100), st.just(2**31)))
+    max_size = data.draw(st.one_of(st.integers(61, 200), st.just(1 << 20)))
+    keyless = data.draw(st.booleans())
+    out = []
+    tmp = tmp_path_factory.mktemp("ps")
+    for fn in (_cruns.stamp_producer_run, log_append.stamp_producer_run_py):
+        mine = bytearray(runs[0])
+        buf = {
+            "bytearray": lambda b: b,
+            "view": memoryview,
+            "bytes": bytes,
+            "readonly": lambda b: memoryview(b).toreadonly(),
+            "strided": lambda b: memoryview(b)[::2],
+        }[kind](mine)
+        m = _manager(tmp, state)
+        producers = ProducerAppend(m)
+        stamped: list = []
+        res = _outcome(fn, max_size, keyless, buf, offset, epoch, producers, stamped, 5)
+        producers.commit()
+        out.append((res, stamped, mine, _state(m)))
+    assert out[0] == out[1]
+
+
+@needs_cruns
+def test_stamp_usual_runs_passes_errors_through_alike(tmp_path):
     """A check that raises, or answers an empty list, or a non-list: the same typed error both ways."""
-    runs = [make_batch(0, 1)]
 
     def raises(records, offset, epoch):
         raise ValueError("bad run")
 
     for cas in (raises, lambda r, o, e: [], lambda r, o, e: (1, 2)):
-        compiled, reference = _both(cas, runs, 0, 0, 0, 0)
-        assert compiled[0][0] == "error"
-        assert compiled[0][1] is reference[0][1]
+        got = [
+            _outcome(
+                fn,
+                cas,
+                None,
+                ProducerAppend(_manager(tmp_path, {})),
+                [make_batch(0, 1)],
+                0,
+                0,
+                0,
+                0,
+                [],
+                [],
+                [],
+            )
+            for fn in (_cruns.stamp_usual_runs, log_append.stamp_usual_runs_py)
+        ]
+        assert got[0][0] == got[1][0] == "error"
+        assert got[0][1] is got[1][1]
 
 
 def _outcome_of(r) -> tuple:
