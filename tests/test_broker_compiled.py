@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.logdata import make_batch, open_log, region_bytes
 from test_format_compiled_body import produced_run
+from test_protocol_compiled import cp, mangled, produce_frames  # cp: _cproduce, its classes bound
 
 from pyspark_logsource.broker.log import append as log_append
 from pyspark_logsource.broker.log.producer_state import (
@@ -29,6 +30,8 @@ from pyspark_logsource.broker.log.producer_state import (
 from pyspark_logsource.errors import LogSourceError
 from pyspark_logsource.format import encode as fmt_encode
 from pyspark_logsource.format import plain_run
+from pyspark_logsource.protocol import connection
+from pyspark_logsource.protocol.connection import ServerConnection
 
 try:
     from pyspark_logsource.broker.log import _cruns
@@ -281,3 +284,39 @@ def test_coalesced_append_answers_and_stores_as_one_by_one(tmp_path_factory, run
     finally:
         a.close()
         b.close()
+
+
+# ---------------------------------------------------------------- the read loop's frame decode
+
+
+def _decode_frames(frames: list, compiled: bool):
+    """ServerConnection.decode_frames on one path: the events, and the error's type, text and code."""
+    saved = connection._decode_frames, connection._produce_decode
+    if compiled:  # whether or not the package uses it (LOGSOURCE_NO_EXTENSIONS=1): the tests compare anyway
+        connection._decode_frames, connection._produce_decode = cp.decode_frames, cp.decode_produce_frame
+    else:
+        connection._decode_frames = connection._produce_decode = None
+    try:
+        evs, bad = ServerConnection.decode_frames([bytearray(f) for f in frames])
+        kinds = [
+            [type(p.records) for p in getattr(ev, "request", None).partitions]
+            for ev in evs
+            if hasattr(ev, "request")
+        ]
+        return evs, kinds, bad and (type(bad), str(bad), getattr(bad, "code", None))
+    finally:
+        connection._decode_frames, connection._produce_decode = saved
+
+
+needs_cproduce = pytest.mark.skipif(
+    cp is None, reason="protocol/_cproduce is not built: pure-Python path only"
+)
+
+
+@needs_cproduce
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.lists(st.one_of(produce_frames(), mangled()), max_size=8))
+def test_decode_frames_same_events_and_error_both_ways(frames):
+    """A read's frames (Produce of every shape, malformed ones among them): the same requests up to
+    the first bad frame and the same typed error, compiled loop or Python loop."""
+    assert _decode_frames(frames, True) == _decode_frames(frames, False)
