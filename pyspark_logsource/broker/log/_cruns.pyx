@@ -16,6 +16,9 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int64_t, uint8_t
 
 from pyspark_logsource.errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
+from pyspark_logsource.format._speedups import ckafka as _ckafka
+from pyspark_logsource.format.crc import crc32c
+from pyspark_logsource.format.header import BatchHeader
 from pyspark_logsource.format.header import walk as _walk
 
 
@@ -91,10 +94,13 @@ def stamp_producer_run(
     attrs = (b[ATTRS_AT] << 8) | b[ATTRS_AT + 1]
     if not attrs & ARROW_BODY or attrs & TXN_BITS:
         return None
-    try:
-        batches = _walk(buf, check_crc=True, max_size=max_size, strict=True)
-    except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
-        return None
+    # header.walk's body: the compiled walk, and the reference only where that one declines
+    batches = None if _ckafka is None else _ckafka.walk(buf, BatchHeader, crc32c, True, max_size, True)
+    if batches is None:
+        try:
+            batches = _walk(buf, check_crc=True, max_size=max_size, strict=True)
+        except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
+            return None
     m = PyList_GET_SIZE(batches)
     for k in range(m):
         h = <tuple>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(batches, k), 1)
@@ -104,7 +110,7 @@ def stamp_producer_run(
         total += <int64_t>(<object>PyTuple_GET_ITEM(h, 12))
     if off > INT64_MAX - total:
         return None
-    point = producers.savepoint()
+    point = producers.savepoint() if m > 1 else None  # one batch: nothing staged when it fails
     stage = producers.stage_next
     nxt = off
     for k in range(m):
@@ -114,7 +120,8 @@ def stamp_producer_run(
                 <object>PyTuple_GET_ITEM(h, 9), <object>PyTuple_GET_ITEM(h, 10), <object>PyTuple_GET_ITEM(h, 11),
                 <object>PyTuple_GET_ITEM(h, 6), nxt, <object>PyTuple_GET_ITEM(h, 8),
             ):
-                producers.rollback(point)
+                if point is not None:
+                    producers.rollback(point)
                 return None
         nxt += <int64_t>(<object>PyTuple_GET_ITEM(h, 12))
     for k in range(m):
