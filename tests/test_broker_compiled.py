@@ -30,6 +30,7 @@ from pyspark_logsource.broker.log.producer_state import (
 from pyspark_logsource.errors import LogSourceError
 from pyspark_logsource.format import encode as fmt_encode
 from pyspark_logsource.format import plain_run
+from pyspark_logsource.format.kafka_encode import encode_kafka
 from pyspark_logsource.protocol import connection
 from pyspark_logsource.protocol.connection import ServerConnection
 
@@ -232,12 +233,17 @@ def producer_runs(draw):
     runs = []
     for _ in range(draw(st.integers(2, 12))):
         kind = draw(
-            st.sampled_from(["next", "next", "next", "plain", "retry", "gap", "epoch", "old", "corrupt"])
+            st.sampled_from(
+                ["next", "next", "next", "plain", "retry", "gap", "epoch", "old", "corrupt", "kafka"]
+            )
         )
         pid = draw(st.sampled_from([7, 8]))
         n = draw(st.integers(1, 3))
         if kind == "plain":
             runs.append(make_batch(0, n))
+            continue
+        if kind == "kafka":  # a Kafka client's layout (then the rest of the append takes the general path)
+            runs.append(encode_kafka([b"v%d" % j for j in range(n)], None, 1000))
             continue
         if kind == "corrupt":
             b = make_batch(0, 1, producer_id=pid, producer_epoch=epochs[pid], base_sequence=seqs[pid])

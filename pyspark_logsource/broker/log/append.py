@@ -330,11 +330,11 @@ def check_stamp_runs(
     usual = not log_append_time  # the usual runs in one call (the general path stamps LogAppendTime)
     if usual:
         producers = ProducerAppend(producer_state)
-    plain, mine = validator.check_and_stamp, validator.stamp_producer_run
+    plain, next_run = validator.check_and_stamp, validator.stamp_producer_run
     while i < n:
         if usual:
             i, offset, at = stamp_usual_runs(
-                plain, mine, producers, runs, i, offset, leader_epoch, at, parts, stamped, appended
+                plain, next_run, producers, runs, i, offset, leader_epoch, at, parts, stamped, appended
             )
             if appended:
                 arrow = True  # the usual runs have our Arrow body
@@ -348,16 +348,22 @@ def check_stamp_runs(
             continue
         if flags & TRANSACTIONAL:
             return None
-        if flags & IDEMPOTENT and producers is None:
-            producers = ProducerAppend(producer_state)
-        point = producers.savepoint() if producers is not None else 0
+        if not flags & ARROW:
+            # a Kafka client's run: the usual-run calls decline its layout, and its connection's next
+            # runs are alike (either path gives the same result: this only saves their calls)
+            usual = False
+        mine = None  # the producer checks of an idempotent run (only those stage anything)
+        if flags & IDEMPOTENT:
+            if producers is None:
+                producers = ProducerAppend(producer_state)
+            mine, point = producers, producers.savepoint()
         mark = len(stamped)
         try:
-            nxt = stamp_run(mv, batches, offset, leader_epoch, now, log_append_time, producers, stamped, at)
+            nxt = stamp_run(mv, batches, offset, leader_epoch, now, log_append_time, mine, stamped, at)
         except LogSourceError as e:
             del stamped[mark:]
-            if producers is not None:
-                producers.rollback(point)
+            if mine is not None:
+                mine.rollback(point)
             out[i] = e
             i += 1
             continue
