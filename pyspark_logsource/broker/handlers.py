@@ -228,19 +228,23 @@ class Handlers:
                 r.error_code, r.error_message = error_fields(e)
             log.debug("produce to %s-%d failed: %s", topic, partition, e)
         if lg is not None:
-            runs, which = [], []
-            arrow_off = not self.config.arrow_body_enable
-            for r, req in zip(rs, reqs, strict=True):
-                records = req.partitions[0].records
-                # _check_records' conditions inline (this loop runs per request); it raises the error
-                if records is None or not len(records) or (arrow_off and _has_arrow_body(records)):
-                    try:
-                        self._check_records(records)
-                    except LogSourceError as e:
-                        r.error_code, r.error_message = error_fields(e)
-                        continue
-                runs.append(records)
-                which.append(r)
+            runs = [req.partitions[0].records for req in reqs]
+            which = rs
+            # _check_records' conditions, for the whole run at once (all(): none None or empty); the
+            # loop below finds the refused requests and raises their errors
+            if not all(runs) or not self.config.arrow_body_enable:
+                runs, which = [], []
+                arrow_off = not self.config.arrow_body_enable
+                for r, req in zip(rs, reqs, strict=True):
+                    records = req.partitions[0].records
+                    if records is None or not len(records) or (arrow_off and _has_arrow_body(records)):
+                        try:
+                            self._check_records(records)
+                        except LogSourceError as e:
+                            r.error_code, r.error_message = error_fields(e)
+                            continue
+                    runs.append(records)
+                    which.append(r)
             try:
                 infos = lg.append_runs(runs)
             except LogSourceError as e:  # the log itself failed (closed, a disk error): every run did
@@ -256,8 +260,8 @@ class Handlers:
                     continue
                 if lso is None:
                     lso = lg.log_start_offset
+                    appended = True
                 r.base_offset, r.log_append_time_ms, r.log_start_offset = info[0], info[2], lso
-                appended = True
                 if not info[4]:  # AppendInfo: base, last, append time, count, duplicate
                     fresh = True
                     n += info[3]

@@ -384,14 +384,7 @@ class Broker:
                 # before a fetch parks (earlier answers must not wait) and around a sendfile;
                 # requests before a malformed one are answered, then the connection closes
                 out = bytearray()
-                bad: ProtocolError | None = None
-                evs = []
-                for f in frames:
-                    try:
-                        evs.append(conn.decode_frame(f))
-                    except ProtocolError as e:
-                        bad = e
-                        break
+                evs, bad = ServerConnection.decode_frames(frames)
                 if trace:
                     for ev in evs:
                         h = ev.header

@@ -332,3 +332,20 @@ def new_produce_responses(topic, partition, Py_ssize_t n):
         parts.append(p)
         responses.append(r)
     return responses, parts
+
+
+def decode_frames(list frames, decode_frame, error_type):
+    """``(events, error)``: the frames decoded in order, stopping at the first whose ``decode_frame``
+    raises ``error_type`` (that error; None: all decoded). As ``ServerConnection.decode_frames``: the
+    common Produce frame by :func:`decode_produce_frame` (no Python call), any other by
+    ``decode_frame`` (the Python path, which raises the typed error)."""
+    cdef list events = []
+    for frame in frames:
+        ev = decode_produce_frame(frame)
+        if ev is None:
+            try:
+                ev = decode_frame(frame)
+            except error_type as e:
+                return events, e
+        events.append(ev)
+    return events, None

@@ -223,6 +223,22 @@ class ServerConnection:
         return RequestReceived(header, decode_request_body(header, r))
 
     @staticmethod
+    def decode_frames(
+        frames: list,
+    ) -> tuple[list[RequestReceived | UnsupportedRequest], ProtocolError | None]:
+        """Decode ``frames`` in order up to the first malformed one: (the requests, that frame's
+        ProtocolError or None). A server answers the requests before a bad one, then closes."""
+        if _decode_frames is not None:
+            return _decode_frames(frames, ServerConnection.decode_frame, ProtocolError)
+        events = []
+        for f in frames:
+            try:
+                events.append(ServerConnection.decode_frame(f))
+            except ProtocolError as e:
+                return events, e
+        return events, None
+
+    @staticmethod
     def response_parts(header: RequestHeader, response: Any) -> list[Any]:
         """Parts of the response frame for ``header``'s request."""
         return encode_response(header, response)
@@ -256,6 +272,8 @@ _produce_decode = (
 )
 
 _cproduce_append = _cproduce.append_responses if _produce_decode is not None else None
+#: the compiled loop of ServerConnection.decode_frames (the Python loop there is its reference)
+_decode_frames = getattr(_cproduce, "decode_frames", None) if _produce_decode is not None else None
 #: the compiled frame splitting of FrameDecoder.feed (the Python loop there is its reference)
 _split_frames = _cproduce.split_frames if _cproduce is not None else None
 

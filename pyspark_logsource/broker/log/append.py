@@ -7,28 +7,39 @@ attribute bits they come from are :mod:`~pyspark_logsource.format.header`'s),
 state: header, size, CRC, codec, Kafka records, keys of a compacted topic,
 transactional batches; and that a follower's fetched offsets grow past the log
 end, whose batches the format's walker checked) and the stamping of offsets, epochs, append
-times and producer sequences (:func:`stamp_run`, :func:`stamp_runs`).
+times and producer sequences (:func:`stamp_run`, :func:`check_stamp_runs`).
 :class:`~.log.PartitionLog` holds the lock and the log end and calls these.
 """
 
 from __future__ import annotations
 
+import struct
 from functools import partial
 from typing import NamedTuple
 
-from ...errors import CorruptRecord, DuplicateSequence, InvalidRecord, LogSourceError
+from ...errors import (
+    CorruptRecord,
+    DuplicateSequence,
+    InvalidRecord,
+    LogSourceError,
+    MessageTooLarge,
+    UnsupportedCompressionType,
+)
 from ...format import header as fmt
+from ...format._speedups import load_extension
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
 from ...format.kafka_decode import null_key_indexes, validate_kafka_records
 from ...format.plain_run import check_and_stamp, write_plain_batch
 from . import transactions as txn
 from .config import DELETE, LogConfig
-from .producer_state import ProducerAppend
+from .producer_state import ProducerAppend, ProducerStateManager
 
 #: what :meth:`AppendValidator.check` found in a run (bits of its ``flags``)
 TRANSACTIONAL, ARROW, IDEMPOTENT = 1, 2, 4
 #: runs per ``pwritev`` of a coalesced append (below the kernel's IOV_MAX of 1024 buffers)
 MAX_COALESCED_RUNS = 512
+_INT64_MAX = (1 << 63) - 1
+_ATTRS, _ATTRS_AT = struct.Struct(">h"), 21  # a batch header's attributes and where they are
 
 new_info = (
     tuple.__new__
@@ -48,7 +59,15 @@ class AppendInfo(NamedTuple):
 class AppendValidator:
     """The checks of a run of batches before it is appended to the log ``name`` of ``topic``."""
 
-    __slots__ = ("name", "topic", "_max_bytes", "_compact", "check_and_stamp", "write_plain")
+    __slots__ = (
+        "name",
+        "topic",
+        "_max_bytes",
+        "_compact",
+        "check_and_stamp",
+        "write_plain",
+        "stamp_producer_run",
+    )
 
     def __init__(self, name: str, topic: str, config: LogConfig) -> None:
         self.name = name
@@ -66,6 +85,9 @@ class AppendValidator:
         #: (the format's one-call append step, :func:`~...format.plain_run.write_plain_batch`):
         #: ``(size, next offset, max timestamp)``, or None with nothing stamped or written
         self.write_plain = partial(write_plain_batch, self._max_bytes, self._compact)
+        #: ``stamp_producer_run(records, offset, leader_epoch, producers, stamped, at)``: an idempotent
+        #: producer's usual run checked, staged and stamped in one call (:func:`stamp_producer_run`)
+        self.stamp_producer_run = partial(stamp_producer_run, self._max_bytes, self._compact)
 
     def check(self, records: bytes | bytearray | memoryview, control: bool) -> tuple[memoryview, list, int]:
         """The run as a writable view, its ``(position, header)`` pairs and flags (TRANSACTIONAL,
@@ -178,40 +200,194 @@ def stamp_run(
     return offset
 
 
-def stamp_runs(
-    good: list,
+def stamp_usual_runs_py(
+    check_and_stamp: object,
+    stamp_producer_run: object,
+    producers: ProducerAppend,
+    runs: list,
+    i: int,
+    offset: int,
+    leader_epoch: int,
+    at: int,
+    parts: list,
+    stamped: list,
+    appended: list,
+) -> tuple[int, int, int]:
+    """Check and stamp ``runs[i:]`` from ``offset`` while each is a plain run
+    (:attr:`AppendValidator.check_and_stamp` takes it) or an idempotent producer's next
+    (:attr:`AppendValidator.stamp_producer_run` takes it, staged in ``producers``); add each run to
+    ``parts``, its batches to ``stamped`` (positions moved by the bytes ``at`` before it) and
+    ``(index, base offset, next offset)`` to ``appended``. Returns the index of the first run neither
+    took (``len(runs)``: none), the next offset and the bytes stamped so far. Every run taken has our
+    Arrow body.
+
+    The reference: :data:`stamp_usual_runs` is the compiled ``_cruns.stamp_usual_runs`` when it is
+    built (it must agree with this function on every input), this function otherwise.
+    """
+    n = len(runs)
+    while i < n:
+        records = runs[i]
+        st = check_and_stamp(records, offset, leader_epoch)
+        if st is not None:
+            for pos, base, size, max_ts, count in st:
+                stamped.append((pos + at, base, size, max_ts, count))
+            nxt = st[-1][1] + st[-1][4]
+        else:
+            nxt = stamp_producer_run(records, offset, leader_epoch, producers, stamped, at)
+            if nxt is None:
+                break
+        parts.append(records)
+        appended.append((i, offset, nxt))
+        at += len(records)
+        offset = nxt
+        i += 1
+    return i, offset, at
+
+
+def stamp_producer_run_py(
+    max_size: int,
+    refuse_keyless: bool,
+    buf: bytearray | memoryview,
+    offset: int,
+    leader_epoch: int,
+    producers: ProducerAppend,
+    stamped: list,
+    at: int,
+) -> int | None:
+    """Check and stamp the run ``buf`` from ``offset`` if it is whole, valid batches with our Arrow
+    body, none transactional (nor, ``refuse_keyless``, with a null key), whose idempotent batches are
+    each their producer's next (:meth:`ProducerAppend.stage_next`, which stages them); add ``(position
+    + at, base offset, size, max timestamp, count)`` per batch to ``stamped`` and return the next
+    offset. None, with nothing stamped or staged, for any other run (the general path then checks it:
+    a typed error, a duplicate, a new epoch). An idempotent producer's usual run, in one call.
+
+    The reference: :data:`stamp_producer_run` is the compiled ``_cruns.stamp_producer_run`` when it is
+    built (it must agree with this function on every input), this function otherwise.
+    """
+    if type(buf) is not bytearray and not (
+        type(buf) is memoryview
+        and not buf.readonly
+        and buf.c_contiguous
+        and buf.ndim == 1
+        and buf.format == "B"
+    ):
+        return None
+    if type(offset) is not int or type(leader_epoch) is not int:
+        return None
+    if not 0 <= offset <= _INT64_MAX or not -(1 << 31) <= leader_epoch < 1 << 31:
+        return None
+    if len(buf) < fmt.HEADER_SIZE:
+        return None
+    attrs = _ATTRS.unpack_from(buf, _ATTRS_AT)[0]  # the first header alone often says "not this path"
+    if not attrs & ARROW_BODY or attrs & TXN_BITS:
+        return None
+    try:
+        batches = fmt.walk(buf, check_crc=True, max_size=max_size, strict=True)
+    except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
+        return None
+    total = 0
+    for _, h in batches:
+        attrs = h[5]
+        if not attrs & ARROW_BODY or attrs & TXN_BITS or (refuse_keyless and attrs & HAS_KEY_NULLS):
+            return None
+        total += h[12]
+    if offset > _INT64_MAX - total:
+        return None
+    point = producers.savepoint()
+    nxt = offset
+    for _, h in batches:
+        if h[9] >= 0 and h[11] >= 0 and not producers.stage_next(h[9], h[10], h[11], h[6], nxt, h[8]):
+            producers.rollback(point)
+            return None
+        nxt += h[12]
+    stamp = fmt.stamp_offset_epoch
+    for pos, h in batches:
+        stamp(buf, pos, offset, h[1], leader_epoch)
+        stamped.append((pos + at, offset, h[1] + LOG_OVERHEAD, h[8], h[12]))
+        offset += h[12]
+    return offset
+
+
+_cruns = load_extension(__package__ + "._cruns")
+#: what :func:`check_stamp_runs` calls (chosen once)
+stamp_usual_runs = stamp_usual_runs_py if _cruns is None else _cruns.stamp_usual_runs
+stamp_producer_run = stamp_producer_run_py if _cruns is None else _cruns.stamp_producer_run
+
+
+def check_stamp_runs(
+    validator: AppendValidator,
+    producer_state: ProducerStateManager,
+    runs: list,
     offset: int,
     leader_epoch: int,
     now: int,
     log_append_time: bool,
-    producers: ProducerAppend | None,
     out: list,
-) -> tuple[list, list, list, int]:
-    """Stamp several checked runs ``(index, view, batches, flags)`` one after the other from ``offset``.
+) -> tuple[list, list, list, int, ProducerAppend | None, bool] | None:
+    """Check and stamp several produce requests' runs one after the other from ``offset``, as
+    :meth:`AppendValidator.check` and :func:`stamp_run` would; the plain runs and an idempotent
+    producer's next runs by one call each (:func:`stamp_usual_runs`), any other run by those two.
 
-    A run that fails (a sequence gap) gets its error in ``out[index]`` and changes nothing; a retry
-    gets its original AppendInfo there. Returns the views to write, their stamped batches, ``(index,
-    base offset, next offset)`` per stamped run, and the next offset."""
+    A run that fails gets its error in ``out[index]`` and changes nothing; a retry gets its original
+    AppendInfo there. Returns the runs to write, their stamped batches, ``(index, base offset, next
+    offset)`` per stamped run, the next offset, the producer checks to commit after the write (None:
+    none made) and whether some batch has our Arrow body; None (nothing to write, nothing
+    to commit) when a run is transactional: those are appended one by one."""
+    parts: list = []
     stamped: list = []
-    parts = []
-    appended = []
-    at = 0
-    for i, mv, batches, _ in good:
-        point = producers.savepoint() if producers is not None else 0
+    appended: list = []
+    producers = None
+    arrow = False
+    at = i = 0
+    n = len(runs)
+    usual = not log_append_time  # the usual runs in one call (the general path stamps LogAppendTime)
+    if usual:
+        producers = ProducerAppend(producer_state)
+    plain, next_run = validator.check_and_stamp, validator.stamp_producer_run
+    while i < n:
+        if usual:
+            i, offset, at = stamp_usual_runs(
+                plain, next_run, producers, runs, i, offset, leader_epoch, at, parts, stamped, appended
+            )
+            if appended:
+                arrow = True  # the usual runs have our Arrow body
+            if i == n:
+                break
+        try:
+            mv, batches, flags = validator.check(runs[i], False)
+        except LogSourceError as e:
+            out[i] = e
+            i += 1
+            continue
+        if flags & TRANSACTIONAL:
+            return None
+        if not flags & ARROW:
+            # a Kafka client's run: the usual-run calls decline its layout, and its connection's next
+            # runs are alike (either path gives the same result: this only saves their calls)
+            usual = False
+        mine = None  # the producer checks of an idempotent run (only those stage anything)
+        if flags & IDEMPOTENT:
+            if producers is None:
+                producers = ProducerAppend(producer_state)
+            mine, point = producers, producers.savepoint()
         mark = len(stamped)
         try:
-            nxt = stamp_run(mv, batches, offset, leader_epoch, now, log_append_time, producers, stamped, at)
+            nxt = stamp_run(mv, batches, offset, leader_epoch, now, log_append_time, mine, stamped, at)
         except LogSourceError as e:
             del stamped[mark:]
-            if producers is not None:
-                producers.rollback(point)
+            if mine is not None:
+                mine.rollback(point)
             out[i] = e
+            i += 1
             continue
         if type(nxt) is not int:
             out[i] = nxt  # a retry: its original offsets
-            continue
-        parts.append(mv)
-        appended.append((i, offset, nxt))
-        at += len(mv)
-        offset = nxt
-    return parts, stamped, appended, offset
+        else:
+            parts.append(mv)
+            appended.append((i, offset, nxt))
+            at += len(mv)
+            offset = nxt
+            if flags & ARROW:
+                arrow = True
+        i += 1
+    return parts, stamped, appended, offset, producers, arrow

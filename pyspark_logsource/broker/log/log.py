@@ -48,9 +48,9 @@ from .append import (
     TRANSACTIONAL,
     AppendInfo,
     AppendValidator,
+    check_stamp_runs,
     new_info,
     stamp_run,
-    stamp_runs,
 )
 from .config import LogConfig
 from .epochs import LeaderEpochCache
@@ -343,48 +343,43 @@ class PartitionLog:
         if len(runs) == 1:
             return [self._append_one(runs[0])]
         out: list = [None] * len(runs)
-        good = []  # (index, view, batches, flags)
-        for i, records in enumerate(runs):
-            try:
-                good.append((i, *self._validator.check(records, False)))
-            except LogSourceError as e:
-                out[i] = e
-        if (
-            len(good) < 2
-            or len(good) > MAX_COALESCED_RUNS
-            or any(g[3] & TRANSACTIONAL for g in good)
-            or not self._append_coalesced(good, out)
-        ):
-            for i, *_ in good:
-                out[i] = self._append_one(runs[i])
+        if len(runs) > MAX_COALESCED_RUNS or not self._append_coalesced(runs, out):
+            for i, records in enumerate(runs):
+                out[i] = self._append_one(records)
         return out
 
-    def _append_coalesced(self, good: list, out: list) -> bool:
-        """Append the checked runs ``good`` together, answers in ``out``; False (nothing done) if they would roll."""
+    def _append_coalesced(self, runs: list, out: list) -> bool:
+        """Append ``runs`` together, answers in ``out``; False (nothing done) if they would roll the
+        segment or one is transactional."""
         now = int(time.time() * 1000)
-        size = sum(len(g[1]) for g in good)
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
+            latest = self.epochs.latest_epoch
+            epoch = latest if latest > 0 else 0
+            lat = self._log_append_time
+            # checked and stamped in place (the plain runs by one compiled call each); nothing is
+            # published before the write, and a retry one by one stamps the runs again
+            done = check_stamp_runs(
+                self._validator, self.producer_state, runs, self._leo, epoch, now, lat, out
+            )
+            if done is None:
+                return False  # a transactional run: one by one
+            parts, stamped, appended, offset, producers, arrow = done
+            if not parts:
+                return True
             active = self._segments.active
-            upper = self._leo + sum(h[6] + 1 for g in good for _, h in g[2])  # offsets spanned at most
+            size = sum(map(len, parts))
             # one by one, a run rolls the segment if it finds it too full: with all of them in, or (an
             # empty segment takes its first run whatever its size) by their bytes and offsets alone
             if (
-                active.should_roll(size, upper - 1, now)
+                active.should_roll(size, offset - 1, now)
                 if active.size
-                else size > self.config.segment_bytes or upper - 1 - active.base_offset > 0xFFFFFFFF
+                else size > self.config.segment_bytes or offset - 1 - active.base_offset > 0xFFFFFFFF
             ):
                 return False  # rare (once a segment): the one-by-one path rolls where it must
-            latest = self.epochs.latest_epoch
-            epoch = latest if latest > 0 else 0
-            producers = ProducerAppend(self.producer_state) if any(g[3] & IDEMPOTENT for g in good) else None
-            lat = self._log_append_time
-            parts, stamped, appended, offset = stamp_runs(good, self._leo, epoch, now, lat, producers, out)
-            if not parts:
-                return True
             try:
-                active.append(parts, stamped, arrow=any(g[3] & ARROW for g in good))
+                active.append(parts, stamped, arrow=arrow)
             except OSError as e:
                 raise StorageError(f"append to {active.log_path} failed: {e}") from e
             if producers is not None:

@@ -100,7 +100,7 @@ class ProducerAppend:
     rest of the check).
     """
 
-    __slots__ = ("_producers", "_staged", "_copies")
+    __slots__ = ("_producers", "_staged", "_copies", "_tails")
 
     def __init__(self, manager: ProducerStateManager) -> None:
         self._producers = manager.producers
@@ -108,6 +108,8 @@ class ProducerAppend:
         self._staged: list[tuple[int, int, BatchMetadata, int]] = []
         #: producer id -> its entry with this append's staged batches, made on a second batch
         self._copies: dict[int, ProducerEntry] | None = None
+        #: producer id -> (epoch, last sequence) of its last staged batch (what the next must follow)
+        self._tails: dict[int, tuple[int, int]] = {}
 
     def _entry(self, pid: int) -> ProducerEntry | None:
         """The producer's entry as the staged batches leave it."""
@@ -168,9 +170,38 @@ class ProducerAppend:
             max_timestamp,
         )
         self._staged.append(staged)
+        self._tails[pid] = (staged[1], staged[2][1])
         copies = self._copies
         if copies is not None and pid in copies:
             copies[pid].add(*staged[1:])
+
+    def stage_next(
+        self, pid: int, epoch: int, seq: int, last_offset_delta: int, base_offset: int, max_timestamp: int
+    ) -> bool:
+        """Stage the batch as :meth:`check` and :meth:`record` would if it is the producer's next:
+        the sequence after its last batch in the same epoch, or 0 from a producer with no state here;
+        False, nothing staged, for any other batch (then :meth:`check` decides: a duplicate, a gap,
+        a fenced or a new epoch). The usual idempotent append: no duplicate search, no copy."""
+        tail = self._tails.get(pid)
+        if tail is None:
+            entry = self._producers.get(pid)
+            if entry is None:
+                if seq != 0:
+                    return False
+            else:
+                batches = entry.batches
+                if epoch != entry.epoch or seq != ((batches[-1][1] + 1) & _INT32_MAX if batches else 0):
+                    return False
+        elif epoch != tail[0] or seq != (tail[1] + 1) & _INT32_MAX:
+            return False
+        last_seq = (seq + last_offset_delta) & _INT32_MAX
+        batch = _new_meta(BatchMetadata, (seq, last_seq, base_offset, base_offset + last_offset_delta))
+        self._staged.append((pid, epoch, batch, max_timestamp))
+        self._tails[pid] = (epoch, last_seq)
+        copies = self._copies
+        if copies is not None and pid in copies:
+            copies[pid].add(epoch, batch, max_timestamp)
+        return True
 
     def savepoint(self) -> int:
         """A point to :meth:`rollback` to (before one run of a coalesced append)."""
@@ -180,6 +211,7 @@ class ProducerAppend:
         """Unstage the batches staged since ``point`` (the run failed)."""
         del self._staged[point:]
         self._copies = None  # rebuilt from what is still staged
+        self._tails = {pid: (epoch, batch[1]) for pid, epoch, batch, _ in self._staged}
 
     def commit(self) -> None:
         """Apply the staged batches (after they are written)."""

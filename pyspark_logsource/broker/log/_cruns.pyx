@@ -1,0 +1,146 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled core of the coalesced produce append (issue 25): the usual runs checked and stamped in C.
+
+:func:`stamp_usual_runs` and :func:`stamp_producer_run` are the compiled twins of
+``stamp_usual_runs_py`` and ``stamp_producer_run_py`` in
+:mod:`pyspark_logsource.broker.log.append` (the references: same arguments, same results,
+same effects on the lists, buffers and producer checks they are handed). A producer
+pipelining one-message requests has dozens of runs per network read; the loop takes each
+plain run by the format's one-call check and stamp and each idempotent producer's next run
+by :func:`stamp_producer_run` (the format's walk, the producer state's ``stage_next``, the
+stamp in C), with no Python frame per run.
+"""
+
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM
+from libc.stdint cimport int64_t, uint8_t
+
+from pyspark_logsource.errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
+from pyspark_logsource.format._speedups import ckafka as _ckafka
+from pyspark_logsource.format.crc import crc32c
+from pyspark_logsource.format.header import BatchHeader
+from pyspark_logsource.format.header import walk as _walk
+
+
+def stamp_usual_runs(
+    check_and_stamp, stamp_producer_run, producers, list runs, Py_ssize_t i, offset, leader_epoch, at,
+    list parts, list stamped, list appended,
+):
+    """``(index of the first run not taken, next offset, bytes stamped)``: see ``stamp_usual_runs_py``."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(runs), k, m
+    cdef list st
+    cdef tuple t
+    while i < n:
+        records = <object>PyList_GET_ITEM(runs, i)
+        got = check_and_stamp(records, offset, leader_epoch)
+        if got is not None:
+            st = got
+            m = PyList_GET_SIZE(st)
+            if m == 0:
+                raise IndexError("list index out of range")  # as the reference's st[-1]
+            for k in range(m):
+                t = <tuple>PyList_GET_ITEM(st, k)
+                pos, base, size, max_ts, count = t
+                PyList_Append(stamped, (pos + at, base, size, max_ts, count))
+            t = <tuple>PyList_GET_ITEM(st, m - 1)
+            nxt = <object>PyTuple_GET_ITEM(t, 1) + <object>PyTuple_GET_ITEM(t, 4)
+        else:
+            nxt = stamp_producer_run(records, offset, leader_epoch, producers, stamped, at)
+            if nxt is None:
+                break
+        PyList_Append(parts, records)
+        PyList_Append(appended, (i, offset, nxt))
+        at = at + len(records)
+        offset = nxt
+        i += 1
+    return i, offset, at
+
+
+cdef enum:
+    HEADER_SIZE = 61
+    LOG_OVERHEAD = 12
+    ATTRS_AT = 21
+    ARROW_BODY = 0x1000  # format.header's bits
+    TXN_BITS = 0x30
+    HAS_KEY_NULLS = 0x100
+
+
+cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+def stamp_producer_run(
+    int64_t max_size, bint refuse_keyless, buf, offset, leader_epoch, producers, list stamped, at,
+):
+    """The next offset, or None (nothing stamped or staged): see ``stamp_producer_run_py``."""
+    cdef uint8_t[::1] b
+    cdef int64_t off, nxt, total = 0, epoch, count, length, pos
+    cdef int attrs
+    cdef Py_ssize_t k, m
+    cdef list batches
+    cdef tuple item, h
+    if type(buf) is bytearray:
+        b = buf
+    elif type(buf) is memoryview and not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B":
+        b = buf
+    else:
+        return None
+    if type(offset) is not int or type(leader_epoch) is not int:
+        return None
+    if not 0 <= offset <= INT64_MAX or not -2147483648 <= leader_epoch <= 2147483647:
+        return None
+    off, epoch = offset, leader_epoch
+    if b.shape[0] < HEADER_SIZE:
+        return None
+    attrs = (b[ATTRS_AT] << 8) | b[ATTRS_AT + 1]
+    if not attrs & ARROW_BODY or attrs & TXN_BITS:
+        return None
+    # header.walk's body: the compiled walk, and the reference only where that one declines
+    batches = None if _ckafka is None else _ckafka.walk(buf, BatchHeader, crc32c, True, max_size, True)
+    if batches is None:
+        try:
+            batches = _walk(buf, check_crc=True, max_size=max_size, strict=True)
+        except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
+            return None
+    m = PyList_GET_SIZE(batches)
+    for k in range(m):
+        h = <tuple>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(batches, k), 1)
+        attrs = <object>PyTuple_GET_ITEM(h, 5)
+        if not attrs & ARROW_BODY or attrs & TXN_BITS or (refuse_keyless and attrs & HAS_KEY_NULLS):
+            return None
+        total += <int64_t>(<object>PyTuple_GET_ITEM(h, 12))
+    if off > INT64_MAX - total:
+        return None
+    point = producers.savepoint() if m > 1 else None  # one batch: nothing staged when it fails
+    stage = producers.stage_next
+    nxt = off
+    for k in range(m):
+        h = <tuple>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(batches, k), 1)
+        if <object>PyTuple_GET_ITEM(h, 9) >= 0 and <object>PyTuple_GET_ITEM(h, 11) >= 0:
+            if not stage(
+                <object>PyTuple_GET_ITEM(h, 9), <object>PyTuple_GET_ITEM(h, 10), <object>PyTuple_GET_ITEM(h, 11),
+                <object>PyTuple_GET_ITEM(h, 6), nxt, <object>PyTuple_GET_ITEM(h, 8),
+            ):
+                if point is not None:
+                    producers.rollback(point)
+                return None
+        nxt += <int64_t>(<object>PyTuple_GET_ITEM(h, 12))
+    for k in range(m):
+        item = <tuple>PyList_GET_ITEM(batches, k)
+        pos = <object>PyTuple_GET_ITEM(item, 0)
+        h = <tuple>PyTuple_GET_ITEM(item, 1)
+        length = <object>PyTuple_GET_ITEM(h, 1)
+        count = <object>PyTuple_GET_ITEM(h, 12)
+        _put_offset_epoch(&b[pos], off, length, epoch)
+        PyList_Append(stamped, (pos + at, off, length + LOG_OVERHEAD, <object>PyTuple_GET_ITEM(h, 8), count))
+        off += count
+    return off
+
+
+cdef inline void _put_offset_epoch(uint8_t* p, int64_t offset, int64_t length, int64_t epoch) noexcept nogil:
+    """The header's base offset, batch length (rewritten as read) and partition leader epoch, big-endian."""
+    cdef int j
+    for j in range(8):
+        p[j] = (offset >> (56 - 8 * j)) & 0xFF
+    for j in range(4):
+        p[8 + j] = (length >> (24 - 8 * j)) & 0xFF
+        p[12 + j] = (epoch >> (24 - 8 * j)) & 0xFF
