@@ -39,6 +39,7 @@ from ..errors import (
     error_for_code,
 )
 from ..format import arrow_to_kafka, set_producer
+from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
 from .encoding import encode_records
@@ -241,16 +242,12 @@ class Sender:
                     if b.base_sequence is not None:
                         self._settle_sequence(b, None)
         if self.stats is not None:
-            records = nbytes = 0
-            for b, _ in done:
-                records += b.record_count
-                nbytes += b.size if b.encoded is None else len(b.encoded)
-            self.stats.add(records, nbytes)
+            records = sum(b.record_count for b, _ in done)
+            self.stats.add(records, sum(b.size if b.encoded is None else len(b.encoded) for b, _ in done))
         self._acc.complete_many(done)
 
     def _settle_sequence(self, b: ProducerBatch, error: BaseException | None) -> None:
-        """A numbered batch is answered: no longer unanswered; if it failed, later batches move down
-        (_seq_lock held)."""
+        """A numbered batch was answered; if it failed, later batches move down (_seq_lock held)."""
         tp = b.tp
         self._stamped.pop(id(b), None)
         queue = self._assigned.get(tp, [])
@@ -324,7 +321,7 @@ class Sender:
                 if entry is None:
                     entry = open_reqs[node] = ([], {})
                     sizes[node] = 0
-                entry[0].append(ProducePartitionData(head.topic, head.partition, data))
+                entry[0].append((head.topic, head.partition, data))
                 entry[1][head.tp] = run
                 sizes[node] += len(data)
             for node, entry in open_reqs.items():
@@ -389,8 +386,14 @@ class Sender:
         held[tp] = (self._drain_mark, run[i:])
         return run[:i]
 
-    def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
-        return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
+    def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest | OnePartitionProduce, dict]:
+        """The Produce request of ``entry``'s ``(topic, partition, records)`` (one partition's: same bytes, fewer objects)."""
+        parts, timeout_ms = entry[0], int(self.request_timeout_ms)
+        if len(parts) == 1:
+            topic, partition, data = parts[0]
+            return OnePartitionProduce(topic, partition, data, self.acks, timeout_ms), entry[1]
+        data = [ProducePartitionData(t, p, d) for t, p, d in parts]
+        return ProduceRequest(data, acks=self.acks, timeout_ms=timeout_ms), entry[1]
 
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
         # The callback lives until the answer, and what is alive while a request is in flight is what the
@@ -415,8 +418,7 @@ class Sender:
         self._on_response({b.tp: [b]}, resp, error)
 
     def _on_batch_responses(self, pairs: list) -> None:
-        """_on_batch_response for consecutive answered requests of one batch each, ``(answer, response)``
-        pairs: the appended ones are completed together, in order with the others."""
+        """_on_batch_response for ``(answer, response)`` pairs in order, the appended ones completed together."""
         ok: list[tuple[ProducerBatch, tuple]] = []
         for cb, resp in pairs:
             b = cb.batch
