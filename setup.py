@@ -17,7 +17,6 @@ EXTENSIONS = [
     "pyspark_logsource.format._ckafka",
     "pyspark_logsource.format._crecords",
     "pyspark_logsource.format._cbody",
-    "pyspark_logsource.client._csend",
     "pyspark_logsource.client._caccum",
     "pyspark_logsource.protocol._cproduce",
     "pyspark_logsource.format._cvalidate",

@@ -70,7 +70,6 @@ _SWITCHES = (
     (kafka_decode, "ckafka", _speedups.ckafka),
     (kafka_encode, "crecords", _speedups.crecords),
     (fetched, "crecords", _speedups.crecords),
-    (producer_module, "_csend", producer_module._csend),  # read when a Producer is made
     (arrow_body, "cbody", _speedups.cbody),
     (producer_module, "_caccum", producer_module._caccum),  # the C accumulator (buffers, send, encode)
 )

@@ -166,6 +166,49 @@ def test_accumulator_memory_bound():
         assert acc.used == 200
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), min_size=1, max_size=12),
+    used=st.integers(0, 3000),
+    muted=st.sets(st.integers(0, 3)),
+    with_future=st.lists(st.booleans(), min_size=12, max_size=12),
+)
+def test_complete_many_is_complete_per_batch(sizes, used, muted, with_future):
+    """The I/O thread's bulk completion (``complete_many``, one lock for a read's answers) leaves the
+    accumulator and the batches as ``complete()`` one by one does: memory (never below 0), answered
+    count, muted partitions, incomplete set, outcomes and the futures already asked for."""
+    states = []
+    for bulk in (False, True):
+        acc = RecordAccumulator(batch_size=100, linger_ms=0, buffer_memory=10_000, max_block_ms=50)
+        acc.used = used
+        acc.muted = {("t", p) for p in muted}
+        batches = []
+        for i, size in enumerate(sizes):
+            b = ProducerBatch("t", i % 4, 0.0)
+            b.size = size
+            acc.incomplete.add(b)
+            if with_future[i]:
+                b.future  # noqa: B018 - made before the answer, as by a waiting flush()
+            batches.append(b)
+        done = [(b, (b.partition, 10 * i, 10 * i)) for i, b in enumerate(batches)]
+        if bulk:
+            acc.complete_many(done)
+        else:
+            for b, result in done:
+                acc.complete(b, result)
+        states.append(
+            (
+                acc.used,
+                acc.answered,
+                acc.muted,
+                len(acc.incomplete),
+                [b.outcome for b in batches],
+                [b.future.result(0) for b in batches],
+            )
+        )
+    assert states[0] == states[1]
+
+
 @pytest.mark.parametrize("keyed", [False, True])
 def test_small_batch_over_2_gib_is_message_too_large(keyed):
     big = bytes(3 << 29)  # 1.5 GiB of zero pages (calloc): two of them overflow int32 offsets

@@ -101,6 +101,20 @@ def test_buffer_encode_is_byte_identical_to_encode_records(records, codec, pid, 
 
 
 @needs_c
+@PROPS
+@given(
+    records=st.lists(_record, min_size=1, max_size=4),
+    epoch=st.one_of(st.integers(2**15, 2**31 - 1), st.integers(-(2**31), -(2**15) - 1)),
+)
+def test_buffer_encode_refuses_an_epoch_outside_int16_as_the_reference(records, epoch):
+    """The header is written in C (``_put_header``): a field out of range is the reference's InvalidRequest."""
+    with pytest.raises(InvalidRequest, match="out of range"):
+        _reference(records, compression.NONE, 7, epoch, 0)
+    with pytest.raises(InvalidRequest, match="out of range"):
+        _buffer(records).encode(compression.NONE, 7, epoch, 0)
+
+
+@needs_c
 def test_buffer_refuses_what_it_does_not_hold():
     buf = ca.RecordBuffer()
     with pytest.raises(InvalidRequest, match="at least one record"):

@@ -78,14 +78,14 @@ def test_fast_path_respects_buffer_memory(broker):
 
 
 def test_send_is_the_compiled_fast_path_when_built(broker):
-    """With the compiled core (client/_csend), ``send`` is its fast_send function; switched off, the method.
+    """With the compiled accumulator (client/_caccum), ``send`` is its fast_send function; switched off, the method.
     make test runs this module both ways, so every test above holds on both."""
     from pyspark_logsource.client import producer as producer_module
     from pyspark_logsource.format import _speedups
 
     Admin(broker.bootstrap).create_topic("bound", 1)
     with Producer(broker.bootstrap, linger_ms=60000, batch_size=3 * 216) as p:
-        compiled = producer_module._csend is not None
+        compiled = producer_module._caccum is not None
         assert compiled == (not inspect.ismethod(p.send))
         if _speedups.DISABLED:
             assert not compiled
@@ -101,3 +101,25 @@ def test_send_is_the_compiled_fast_path_when_built(broker):
     got = _read_all(broker.bootstrap, "bound", 8)
     assert [m.value[:3] for m in got] == [b"%03d" % i for i in range(7)] + [b"s"]
     assert got[7].key == b"k" and list(got[7].headers) == [("h", b"1")]
+
+
+def test_batch_size_one_queues_each_keyless_record_alone(broker):
+    """batch_size 1 (a request per record, paper.py's batch-1 row): each keyless record is a closed batch
+    of its own (the compiled send() queues it in C, ``_caccum.fast_send``; the pure one ``Producer._alone``),
+    the sticky partition moves on per record, offsets follow per partition, memory is given back."""
+    from pyspark_logsource.client import producer as producer_module
+
+    Admin(broker.bootstrap).create_topic("alone", 2)
+    with Producer(broker.bootstrap, batch_size=1, linger_ms=60000, max_in_flight=64) as p:
+        futs = [p.send("alone", b"%03d" % i + b"x" * 100) for i in range(40)]
+        assert len({id(f._batch) for f in futs}) == 40
+        assert all(f._index == 0 and f._batch.closed and f._batch.record_count == 1 for f in futs)
+        assert inspect.ismethod(p.send) == (producer_module._caccum is None)  # compiled: fast_send
+        parts = [f.partition for f in futs]
+        assert parts == [(parts[0] + i) % 2 for i in range(40)]  # sticky: the next partition per batch
+        p.flush(30)
+        got = [f.result(10) for f in futs]
+        assert got == [(parts[i], i // 2) for i in range(40)]
+        assert p.metrics()["buffer_used"] == 0 and p.metrics()["incomplete_batches"] == 0
+    with pytest.raises(ClientClosed):
+        p.send("alone", b"late")

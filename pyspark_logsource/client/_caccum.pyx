@@ -32,7 +32,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from pyspark_logsource.errors import InvalidRequest, MessageTooLarge
 from pyspark_logsource.format.compression import compress as _compress
-from pyspark_logsource.format.header import write_producer_header as _write_header
+from pyspark_logsource.format.crc import crc32c as _crc32c
 
 cdef extern from "Python.h":
     ctypedef PyObject* (*allocfunc)(PyTypeObject*, Py_ssize_t)
@@ -293,7 +293,39 @@ cdef class RecordBuffer:
             out = bytearray().join([bytes(HEADER_SIZE), size, packed])
         if len(out) - 12 > INT32_MAX:
             raise MessageTooLarge("batch exceeds 2 GiB")
-        return _write_header(out, attrs, n, base, self.maxts, producer_id, producer_epoch, base_sequence)
+        return _put_header(out, attrs, n, base, self.maxts, producer_id, producer_epoch, base_sequence)
+
+
+cdef inline void _be(char* p, uint64_t v, int width) noexcept:
+    cdef int i
+    for i in range(width - 1, -1, -1):
+        p[i] = <char>(v & 0xFF)
+        v >>= 8
+
+
+cdef object _put_header(
+    bytearray out, int attrs, Py_ssize_t n, int64_t base_ts, int64_t max_ts, int64_t producer_id,
+    int producer_epoch, int base_sequence
+):
+    """format.header.write_producer_header in C (base offset 0, no leader epoch): the 61 bytes of the
+    batch header into ``out[:61]``, the CRC last; the same InvalidRequest for an epoch outside int16."""
+    if not -32768 <= producer_epoch <= 32767:
+        raise InvalidRequest(f"batch header field out of range: producer epoch {producer_epoch}")
+    cdef char* p = PyByteArray_AS_STRING(out)
+    _be(p, 0, 8)  # base offset
+    _be(p + 8, <uint64_t>(len(out) - 12), 4)  # batch length (checked against int32 by the caller)
+    _be(p + 12, <uint64_t>(<int64_t>-1), 4)  # partition leader epoch
+    p[16] = 2  # magic
+    _be(p + 21, <uint64_t>attrs, 2)
+    _be(p + 23, <uint64_t>(n - 1), 4)  # last offset delta
+    _be(p + 27, <uint64_t>base_ts, 8)
+    _be(p + 35, <uint64_t>max_ts, 8)
+    _be(p + 43, <uint64_t>producer_id, 8)
+    _be(p + 51, <uint64_t>(<int64_t>producer_epoch), 2)
+    _be(p + 53, <uint64_t>(<int64_t>base_sequence), 4)
+    _be(p + 57, <uint64_t>n, 4)
+    _be(p + 17, <uint64_t>_crc32c(memoryview(out)[21:]), 4)
+    return out
 
 
 cdef class AccumulatorCore:
@@ -349,6 +381,20 @@ cdef bint _direct_lock_ok(lock) except -1:
     return ok and not lock.locked() and lock.acquire(False) and (lock.release() is None)
 
 
+cdef object _new_future(
+    allocfunc alloc, type future_type, Py_ssize_t f_batch, Py_ssize_t f_index, object batch, Py_ssize_t idx
+):
+    """``RecordFuture(batch, idx)`` without the call of its __init__."""
+    cdef PyObject* raw = alloc(<PyTypeObject*>future_type, 0)
+    if raw == NULL:
+        raise MemoryError()
+    f = <object>raw
+    Py_DECREF(f)  # <object> took its own reference
+    _set_slot(f, f_batch, batch)
+    _set_slot(f, f_index, idx)
+    return f
+
+
 def fast_send(
     producer, slow, type future_type, type batch_type, int64_t record_overhead, int64_t batch_overhead, crc32c
 ):
@@ -366,8 +412,8 @@ def fast_send(
     cdef dict nparts = producer._nparts
     close_batch = acc.close_batch
     new_batch = acc.new_batch
+    add_alone = acc.add_alone
     sticky_partitioner = producer._sticky
-    cdef dict sticky_current = sticky_partitioner._current
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
     cdef bint has_partitioner = producer._partitioner is not None  # set once, by Producer.__init__
@@ -440,15 +486,20 @@ def fast_send(
             if not core.closed:
                 if keyless_sticky:
                     b = sticky.get(topic)
-                    if b is None and core.used + size <= core.buffer_memory and size + batch_overhead < core.batch_size:
-                        # the topic's next sticky batch, opened here as the Python method opens it (a record
-                        # that fills a batch alone, or a batch with headers, is the method's)
+                    if b is None and core.used + size <= core.buffer_memory:
+                        # the topic's next sticky batch, opened here as the Python method opens it (a batch
+                        # with headers is the method's)
                         n_obj = nparts.get(topic)
                         if n_obj is not None:
-                            p_obj = sticky_current.get(topic, n_obj)
-                            if p_obj >= n_obj:
-                                p_obj = sticky_partitioner.partition(topic, n_obj)
+                            p_obj = sticky_partitioner.partition(topic, n_obj)
                             b = open_batches.get((topic, p_obj))
+                            if b is None and size + batch_overhead >= core.batch_size:
+                                # a record that fills a batch alone (batch size 1: a request per record):
+                                # queued closed, no open batch (Producer._alone)
+                                core.used += size
+                                b = add_alone(topic, p_obj, value, ts, size)
+                                sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
+                                return _new_future(alloc, future_type, f_batch, f_index, b, 0)
                             if b is None:
                                 b = new_batch(topic, p_obj)
                             if b.buf is not None:
@@ -473,15 +524,7 @@ def fast_send(
                             close_batch(b)
                             if keyless_sticky:
                                 sticky_partitioner.on_new_batch(topic, b.partition, nparts[topic])
-                        # RecordFuture(b, idx) without the call of its __init__
-                        raw = alloc(<PyTypeObject*>future_type, 0)
-                        if raw == NULL:
-                            raise MemoryError()
-                        f = <object>raw
-                        Py_DECREF(f)  # <object> took its own reference
-                        _set_slot(f, f_batch, b)
-                        _set_slot(f, f_index, idx)
-                        return f
+                        return _new_future(alloc, future_type, f_batch, f_index, b, idx)
         finally:
             if direct:
                 lk.locked = 0

@@ -507,6 +507,37 @@ class RecordAccumulator:
                 self.space.notify_all()
         b.resolve(result, error)
 
+    def complete_many(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
+        """complete() for several batches that succeeded, ``(batch, result)`` (lock NOT held)."""
+        with self.lock:
+            self.answered += len(done)
+            muted, incomplete = self.muted, self.incomplete
+            used = self.used
+            for b, _ in done:
+                if muted and b.tp in muted:
+                    muted.discard(b.tp)
+                    self.wakeup.notify()
+                incomplete.discard(b)
+                used -= b.size
+            self.used = used if used > 0 else 0  # only ever lowered: clamped once as at every step
+            if self.space._waiters:
+                self.space.notify_all()
+        resolve_many(done)
+
+
+def resolve_many(done: list[tuple[ProducerBatch, tuple]]) -> None:
+    """``b.resolve(result, None)`` for each ``(b, result)``: the shared condition taken once."""
+    waiting = []
+    with _SHARED_CONDITION:
+        for b, result in done:
+            if b.outcome is None:
+                b.outcome = (result, None)
+                f = b._future
+                if f is not None and f._state not in _DONE_STATES:
+                    waiting.append((f, result))
+    for f, result in waiting:
+        f.set_result(result)
+
 
 #: the compiled accumulator core (client/_caccum.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
 _caccum = load_extension(__package__ + "._caccum")
@@ -531,6 +562,18 @@ if _caccum is not None:
             pool = self._pool
             # room for a small batch's values at once (a big one grows by doubling: memory is taken as used)
             b.buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
+            b.values = b.timestamps = None  # type: ignore[assignment]
+            return b
+
+        def add_alone(
+            self, topic: str, partition: int, value: bytes, timestamp: int, size: int
+        ) -> ProducerBatch:
+            """RecordAccumulator.add_alone with the record in a C buffer (the sender encodes it in C)."""
+            pool = self._pool
+            buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
+            buf.add(value, None, timestamp)
+            b = RecordAccumulator.add_alone(self, topic, partition, value, timestamp, size)
+            b.buf = buf
             b.values = b.timestamps = None  # type: ignore[assignment]
             return b
 

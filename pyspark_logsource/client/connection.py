@@ -38,6 +38,7 @@ from ..protocol.messages import ApiKey, ApiVersionsRequest
 from ..protocol.primitives import ProtocolError, is_region
 from .metrics import ClientMetrics
 from .security import ClientSecurity, sasl_exchange
+from .window import InFlightWindow
 
 log = logging.getLogger(__name__)
 
@@ -69,53 +70,6 @@ def _recv_timeout(sock: socket.socket, seconds: float) -> bool:
     except (OSError, struct.error):
         return False
     return True
-
-
-class _Window:
-    """The in-flight bound of a connection: slots taken per request, returned per answer.
-
-    When the window is full, a sender waits until a quarter of it is free again
-    (or the answers stop coming) rather than for one slot: otherwise, once the
-    pipeline is full, every answer frees one slot, the next request goes out
-    alone, and client and broker settle into one request per system call each way.
-    """
-
-    __slots__ = ("_cond", "free", "size", "_refill", "_need")
-
-    def __init__(self, size: int) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self.size = size
-        self.free = size
-        self._refill = max(1, size // 4)
-        self._need = size  # the fewest free slots a waiter waits for
-
-    def acquire(self, want: int, timeout: float) -> int:
-        """Take between 1 and ``want`` slots; 0 if none freed up within ``timeout`` seconds."""
-        with self._cond:
-            if self.free == 0:
-                need = min(want, self._refill)
-                deadline = time.monotonic() + timeout
-                while self.free < need:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    if not self._cond._waiters or need < self._need:
-                        self._need = need
-                    self._cond.wait(left)
-                if self.free == 0:
-                    return 0
-            k = min(want, self.free)
-            self.free -= k
-            return k
-
-    def release(self, n: int) -> None:
-        """Return ``n`` slots."""
-        with self._cond:
-            self.free = min(self.size, self.free + n)
-            # wake the waiters once enough is free for one of them, not per answer (each wake-up
-            # of the sender for a slot it then waits again for costs both threads the GIL)
-            if self._cond._waiters and self.free >= self._need:
-                self._cond.notify_all()
 
 
 class _Waiter:
@@ -155,7 +109,12 @@ def raise_for_response(resp: Any) -> Any:
 
 
 class BrokerConnection:
-    """One pipelined, thread-safe connection to a broker."""
+    """One pipelined, thread-safe connection to a broker.
+
+    A callback's type may offer ``answer_many(pairs)``, a static method: the I/O thread then hands it
+    consecutive ``(callback, response)`` pairs of that type at once (answered requests, in order; each
+    pair as if ``callback(response, None)``), and it must answer for every pair.
+    """
 
     def __init__(
         self,
@@ -181,7 +140,7 @@ class BrokerConnection:
         self._proto = ClientConnection(client_id)
         self._lock = threading.Lock()  # guards the protocol state, the socket writes and _pending
         self._pending: deque[tuple[int, Callback, float]] = deque()
-        self._slots = _Window(max_in_flight) if max_in_flight > 0 else None
+        self._slots = InFlightWindow(max_in_flight) if max_in_flight > 0 else None
         self._closed = False
         self._error: BaseException | None = None
         #: monotonic time before which no request goes to this broker: its last throttle_time_ms (KIP-219)
@@ -464,9 +423,7 @@ class BrokerConnection:
             )
             done = []
             if self._stats is not None and responses:
-                now = time.monotonic()
-                for r in responses:
-                    self._stats.response(now - self._sent_at.popleft(), r.response)
+                self._stats.responses_at(time.monotonic(), self._sent_at, responses)
             for r in responses:
                 throttle = getattr(r.response, "throttle_time_ms", 0)
                 if throttle:
@@ -476,12 +433,25 @@ class BrokerConnection:
                     raise ProtocolError(f"response {r.correlation_id} does not match request {cid}")
                 done.append((cb, r.response))
         self._release(len(done))
-        for cb, resp in done:
-            if cb is not None:
-                try:
+        i, n = 0, len(done)
+        while i < n:
+            cb, resp = done[i]
+            i += 1
+            if cb is None:
+                continue
+            kind = type(cb)
+            many = getattr(kind, "answer_many", None)
+            try:
+                if many is None:
                     cb(resp, None)
-                except Exception:  # a user callback must not kill the I/O thread
-                    log.exception("callback for a response from %s failed", self.address)
+                else:  # consecutive answers for callbacks of one kind, in one call (the producer's batches)
+                    j = i
+                    while j < n and type(done[j][0]) is kind:
+                        j += 1
+                    many(done[i - 1 : j])
+                    i = j
+            except Exception:  # a user callback must not kill the I/O thread
+                log.exception("callback for a response from %s failed", self.address)
 
     def _read_loop(self) -> None:
         sock = self._sock

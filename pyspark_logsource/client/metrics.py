@@ -38,6 +38,22 @@ class ClientMetrics:
             if throttle > self.throttle_max:
                 self.throttle_max = throttle
 
+    def responses_at(self, now: float, sent_at: Any, responses: list) -> None:
+        """``response()`` for each of ``responses``, received at ``now``: the i-th was written at
+        ``sent_at.popleft()`` (the connection's queue of write times, taken from here under one lock)."""
+        with self._lock:
+            for r in responses:
+                latency_s = now - sent_at.popleft()
+                throttle = getattr(r.response, "throttle_time_ms", 0) or 0
+                self.responses += 1
+                self.latency_sum += latency_s
+                if latency_s > self.latency_max:
+                    self.latency_max = latency_s
+                self.throttled += 1
+                self.throttle_sum += throttle
+                if throttle > self.throttle_max:
+                    self.throttle_max = throttle
+
     def add(self, records: int, nbytes: int) -> None:
         """Records and bytes sent (a batch acknowledged) or received (a fetch answer, a poll)."""
         with self._lock:

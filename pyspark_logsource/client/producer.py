@@ -41,7 +41,6 @@ from ..errors import (
     UnknownTopicOrPartition,
 )
 from ..format import compression, encode_arrow
-from ..format._speedups import load_extension
 from ..format.crc import crc32c
 from ..topics import validate_topic_name
 from . import accumulator
@@ -62,8 +61,6 @@ from .sender import MAX_UNANSWERED_BATCHES, Sender, SenderSettings, restamp_prod
 
 log = logging.getLogger(__name__)
 
-#: the compiled send() fast path (client/_csend.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
-_csend = load_extension(__name__.rpartition(".")[0] + "._csend")
 #: the compiled accumulator (client/_caccum.pyx: C record buffers, send() into them, their batch encode);
 #: read when a Producer is made (benchmarks/compiled.py sets it to None for the pure-Python row)
 _caccum = accumulator._caccum
@@ -192,21 +189,11 @@ class Producer:
         self._sender = self._sender_type(self._acc, self._client, settings, self._refresh_metadata)
         self._sender.stats = stats
         self._sender.start()
-        if type(self).send is Producer.send:
-            if compiled:
-                # send() into the accumulator's C buffers (client/_caccum); the rest goes to _send_compiled
-                self.send = _caccum.fast_send(
-                    self,
-                    Producer._send_compiled,
-                    RecordFuture,
-                    ProducerBatch,
-                    RECORD_OVERHEAD,
-                    BATCH_OVERHEAD,
-                    crc32c,
-                )
-            elif _csend is not None:
-                # the keyless fast path of send() below, in C; it calls the method for everything else
-                self.send = _csend.fast_send(self, Producer.send, RecordFuture, RECORD_OVERHEAD)
+        if compiled:
+            # send() into the accumulator's C buffers (client/_caccum); the rest goes to _send
+            self.send = _caccum.fast_send(
+                self, Producer._send, RecordFuture, ProducerBatch, RECORD_OVERHEAD, BATCH_OVERHEAD, crc32c
+            )
 
     # ------------------------------------------------------------------ public API
 
@@ -264,36 +251,13 @@ class Producer:
         n = self._nparts.get(topic)
         if n is not None:
             acc = self._acc
-            p = self._sticky._current.get(topic, n)  # inlined StickyPartitioner.partition
-            if p < n and (topic, p) not in acc.open:
+            p = self._sticky.partition(topic, n)
+            if (topic, p) not in acc.open:
                 acc.used += size
                 b = acc.add_alone(topic, p, value, ts, size)
                 self._sticky.on_new_batch(topic, p, n)
                 return RecordFuture(b, 0)
         return None
-
-    def _send_compiled(
-        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
-    ) -> RecordFuture:
-        """What the compiled send() (client/_caccum's fast_send) calls for a record it does not queue."""
-        if (
-            key is None
-            and partition is None
-            and headers is None
-            and timestamp_ms is None
-            and type(value) is bytes
-            and self._partitioner is None
-        ):
-            size = len(value) + RECORD_OVERHEAD
-            acc = self._acc
-            if size + BATCH_OVERHEAD >= acc.batch_size:
-                ts = _time_ns() // 1_000_000
-                with acc.lock:
-                    if not acc.closed and acc.used + size <= acc.buffer_memory:
-                        f = self._alone(topic, value, size, ts)
-                        if f is not None:
-                            return f
-        return self._send(topic, value, key, headers, partition, timestamp_ms)
 
     def _send(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
@@ -332,9 +296,7 @@ class Producer:
             if acc.closed:
                 raise ClientClosed("producer is closed")
             if sticky:
-                partition = self._sticky._current.get(topic, n)  # inlined StickyPartitioner.partition
-                if partition >= n:
-                    partition = self._sticky.partition(topic, n)
+                partition = self._sticky.partition(topic, n)
             if acc.used + size > acc.buffer_memory and acc.used:
                 acc.reserve(size)
             else:

@@ -39,6 +39,7 @@ from ..errors import (
     error_for_code,
 )
 from ..format import arrow_to_kafka, set_producer
+from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
 from .encoding import encode_records
@@ -227,32 +228,48 @@ class Sender:
     def _finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
         if self.idempotent and b.base_sequence is not None:
-            tp = b.tp
             with self._seq_lock:
-                self._stamped.pop(id(b), None)
-                queue = self._assigned.get(tp, [])
-                if queue and queue[0] is b:  # answers come in order: the oldest unanswered batch
-                    i = 0
-                else:
-                    try:
-                        i = queue.index(b)
-                    except ValueError:
-                        i = -1
-                if i >= 0:
-                    del queue[i]
-                    if error is None:
-                        self._last_acked[tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
-                    else:
-                        # Later batches move down so the broker sees no gap; their bytes are
-                        # restamped before they are (re)sent.
-                        n = b.record_count
-                        for later in queue[i:]:
-                            later.base_sequence = (later.base_sequence - n) & _INT32_MAX
-                            later.restamp = True
-                        self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
+                self._settle_sequence(b, error)
         if error is None and self.stats is not None:
             self.stats.add(b.record_count, b.size if b.encoded is None else len(b.encoded))
         self._acc.complete(b, result, error)
+
+    def _finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
+        """_finish for several appended batches ``(batch, result)``: the locks taken once for all."""
+        if self.idempotent:
+            with self._seq_lock:
+                for b, _ in done:
+                    if b.base_sequence is not None:
+                        self._settle_sequence(b, None)
+        if self.stats is not None:
+            records = sum(b.record_count for b, _ in done)
+            self.stats.add(records, sum(b.size if b.encoded is None else len(b.encoded) for b, _ in done))
+        self._acc.complete_many(done)
+
+    def _settle_sequence(self, b: ProducerBatch, error: BaseException | None) -> None:
+        """A numbered batch was answered; if it failed, later batches move down (_seq_lock held)."""
+        tp = b.tp
+        self._stamped.pop(id(b), None)
+        queue = self._assigned.get(tp, [])
+        if queue and queue[0] is b:  # answers come in order: the oldest unanswered batch
+            i = 0
+        else:
+            try:
+                i = queue.index(b)
+            except ValueError:
+                i = -1
+        if i >= 0:
+            del queue[i]
+            if error is None:
+                self._last_acked[tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+            else:
+                # Later batches move down so the broker sees no gap; their bytes are
+                # restamped before they are (re)sent.
+                n = b.record_count
+                for later in queue[i:]:
+                    later.base_sequence = (later.base_sequence - n) & _INT32_MAX
+                    later.restamp = True
+                self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
 
     def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
         if self.idempotent and self._producer_id < 0:
@@ -304,7 +321,7 @@ class Sender:
                 if entry is None:
                     entry = open_reqs[node] = ([], {})
                     sizes[node] = 0
-                entry[0].append(ProducePartitionData(head.topic, head.partition, data))
+                entry[0].append((head.topic, head.partition, data))
                 entry[1][head.tp] = run
                 sizes[node] += len(data)
             for node, entry in open_reqs.items():
@@ -369,8 +386,14 @@ class Sender:
         held[tp] = (self._drain_mark, run[i:])
         return run[:i]
 
-    def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest, dict]:
-        return ProduceRequest(entry[0], acks=self.acks, timeout_ms=int(self.request_timeout_ms)), entry[1]
+    def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest | OnePartitionProduce, dict]:
+        """The Produce request of ``entry``'s ``(topic, partition, records)`` (one partition's: same bytes, fewer objects)."""
+        parts, timeout_ms = entry[0], int(self.request_timeout_ms)
+        if len(parts) == 1:
+            topic, partition, data = parts[0]
+            return OnePartitionProduce(topic, partition, data, self.acks, timeout_ms), entry[1]
+        data = [ProducePartitionData(t, p, d) for t, p, d in parts]
+        return ProduceRequest(data, acks=self.acks, timeout_ms=timeout_ms), entry[1]
 
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
         # The callback lives until the answer, and what is alive while a request is in flight is what the
@@ -393,6 +416,25 @@ class Sender:
                     self._finish(b, (b.partition, off, off + b.record_count - 1))
                     return
         self._on_response({b.tp: [b]}, resp, error)
+
+    def _on_batch_responses(self, pairs: list) -> None:
+        """_on_batch_response for ``(answer, response)`` pairs in order, the appended ones completed together."""
+        ok: list[tuple[ProducerBatch, tuple]] = []
+        for cb, resp in pairs:
+            b = cb.batch
+            parts = resp.partitions if resp is not None else None
+            if parts is not None and len(parts) == 1:
+                pr = parts[0]
+                if not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
+                    off = pr.base_offset
+                    ok.append((b, (b.partition, off, off + b.record_count - 1)))
+                    continue
+            if ok:
+                self._finish_ok(ok)
+                ok = []
+            self._on_batch_response(b, resp, None)
+        if ok:
+            self._finish_ok(ok)
 
     def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
         for b in run:
@@ -536,6 +578,20 @@ class _OneBatchAnswer:
 
     def __call__(self, resp: Any, error: BaseException | None) -> None:
         self.sender._on_batch_response(self.batch, resp, error)
+
+    @staticmethod
+    def answer_many(pairs: list) -> None:
+        """Answers of several such requests (BrokerConnection's bulk callback): completed together."""
+        sender = pairs[0][0].sender
+        if all(cb.sender is sender for cb, _ in pairs):
+            try:
+                sender._on_batch_responses(pairs)
+                return
+            except Exception:
+                log.exception("producer answer handling failed; completing batch by batch")
+        for cb, resp in pairs:
+            if not cb.batch.done():
+                cb(resp, None)
 
 
 class _ResendAlone(LogSourceError):

@@ -55,7 +55,7 @@ def _wire_crc(mod: ModuleType) -> None:
 
 
 def load_extension(qualified_name: str) -> ModuleType | None:
-    """A compiled module of another package layer (``client._csend``), None when switched off or not built."""
+    """A compiled module of another package layer (``client._caccum``), None when switched off or not built."""
     if DISABLED:
         return None
     try:

@@ -270,18 +270,61 @@ def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest)
     rec = p.records
     if not isinstance(rec, (bytes, bytearray)):
         return None
-    mid = _PRODUCE_REQ_MIDDLE.get((header.client_id, req.acks, req.timeout_ms, p.topic, p.partition))
+    return _produce_one_frame(
+        header.client_id,
+        header.api_version,
+        header.correlation_id,
+        req.acks,
+        req.timeout_ms,
+        p.topic,
+        p.partition,
+        rec,
+    )
+
+
+def _produce_one_frame(
+    client_id: str | None,
+    version: int,
+    cid: int,
+    acks: int,
+    timeout_ms: int,
+    topic: str,
+    partition: int,
+    rec: bytes | bytearray,
+) -> list[Any] | None:
+    mid = _PRODUCE_REQ_MIDDLE.get((client_id, acks, timeout_ms, topic, partition))
     if mid is None:
-        mid = _produce_request_middle(header.client_id, req.acks, req.timeout_ms, p.topic, p.partition)
+        mid = _produce_request_middle(client_id, acks, timeout_ms, topic, partition)
         if mid is None:
             return None
     n = len(rec)
-    head = _PRODUCE_REQ_FRAME_HEAD.pack(
-        8 + len(mid) + 4 + n, header.api_key, header.api_version, header.correlation_id
-    )
+    head = _PRODUCE_REQ_FRAME_HEAD.pack(8 + len(mid) + 4 + n, 0, version, cid)
     if n >= ZERO_COPY_THRESHOLD:
         return [bytearray().join((head, mid, _I32.pack(n))), rec]
     return [bytearray().join((head, mid, _I32.pack(n), rec))]
+
+
+def encode_produce_one(
+    client_id: str | None,
+    version: int,
+    cid: int,
+    acks: int,
+    timeout_ms: int,
+    topic: str,
+    partition: int,
+    records: bytes | bytearray,
+) -> list[Any] | None:
+    """The frame parts ``encode_request`` writes for ``ProduceRequest([ProducePartitionData(topic,
+    partition, records)], acks, timeout_ms)`` at ``version`` with correlation id ``cid``, without
+    those objects (the producer's request of one batch); None where encode_request takes its general
+    path (a flexible or unknown version, a name it cannot write here, a field out of range)."""
+    pair = CODECS.get((0, version))
+    if pair is None or pair[0].flexible or type(records) not in (bytes, bytearray):
+        return None
+    try:
+        return _produce_one_frame(client_id, version, cid, acks, timeout_ms, topic, partition, records)
+    except _ENCODE_ERRORS:
+        return None
 
 
 def _decode_produce_request_fast(r: Reader) -> m.ProduceRequest | None:

@@ -23,6 +23,7 @@ from .codecs import (
     decode_request_header,
     decode_response_body,
     encode_api_versions_fallback,
+    encode_produce_one,
     encode_request,
     encode_response,
     is_supported,
@@ -44,6 +45,28 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 _FILL_IN_PLACE = 64 * 1024
 #: a frame's buffer: not zero-filled when compiled (every byte is received into it before it is handed on)
 _new_frame = bytearray if crecords is None else crecords.unfilled_bytearray
+
+
+class OnePartitionProduce:
+    """A Produce request of one partition's records (the producer's common request), sent as
+    ``ProduceRequest([ProducePartitionData(topic, partition, records)], acks, timeout_ms)`` is, without
+    building those objects (``ClientConnection.send_produce``)."""
+
+    API_KEY = ApiKey.PRODUCE
+    __slots__ = ("topic", "partition", "records", "acks", "timeout_ms")
+
+    def __init__(self, topic: str, partition: int, records: Any, acks: int, timeout_ms: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records = records
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+
+    def to_request(self) -> m.ProduceRequest:
+        """The same request as a ProduceRequest."""
+        return m.ProduceRequest(
+            [m.ProducePartitionData(self.topic, self.partition, self.records)], self.acks, self.timeout_ms
+        )
 
 
 class FrameDecoder:
@@ -352,6 +375,10 @@ class ClientConnection:
 
     def send_request(self, request: Any, api_version: int | None = None) -> tuple[int, list[Any]]:
         """Encode ``request`` (at the negotiated version unless given); return (correlation id, frame parts)."""
+        if type(request) is OnePartitionProduce:
+            if api_version is None:
+                return self.send_produce(request)
+            request = request.to_request()
         key = int(request.API_KEY)
         version = self.version_for(key) if api_version is None else api_version
         cid = self._next_id
@@ -359,6 +386,27 @@ class ClientConnection:
         self._next_id = (cid + 1) & 0x7FFFFFFF
         if not (key == 0 and request.acks == 0):
             self._pending.append((cid, key, version))
+        return cid, parts
+
+    def send_produce(self, request: OnePartitionProduce) -> tuple[int, list[Any]]:
+        """send_request for a Produce of one partition's records, at the negotiated version."""
+        version = self.version_for(0)
+        cid = self._next_id
+        parts = encode_produce_one(
+            self.client_id,
+            version,
+            cid,
+            request.acks,
+            request.timeout_ms,
+            request.topic,
+            request.partition,
+            request.records,
+        )
+        if parts is None:  # the general path (and its precise errors)
+            return self.send_request(request.to_request())
+        self._next_id = (cid + 1) & 0x7FFFFFFF
+        if request.acks != 0:
+            self._pending.append((cid, 0, version))
         return cid, parts
 
     def request_bytes(self, request: Any, api_version: int | None = None) -> tuple[int, bytes]:
