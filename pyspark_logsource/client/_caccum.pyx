@@ -30,6 +30,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+from pyspark_logsource.format._cwire cimport le32, le64, put16, put32, put64
+
 from pyspark_logsource.errors import InvalidRequest, MessageTooLarge
 from pyspark_logsource.format.compression import compress as _compress
 from pyspark_logsource.format.crc import crc32c as _crc32c
@@ -80,20 +82,8 @@ cdef enum:
     KEY_NULL = 2
 
 
-cdef inline void _le64(char* p, int64_t v) noexcept:
-    cdef uint64_t u = <uint64_t>v
-    cdef int i
-    for i in range(8):
-        p[i] = <char>(u & 0xFF)
-        u >>= 8
 
 
-cdef inline void _le32(char* p, int64_t v) noexcept:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = <char>(u & 0xFF)
-    p[1] = <char>((u >> 8) & 0xFF)
-    p[2] = <char>((u >> 16) & 0xFF)
-    p[3] = <char>((u >> 24) & 0xFF)
 
 
 cdef int _grow(void** p, Py_ssize_t* cap, Py_ssize_t need, Py_ssize_t item) except -1:
@@ -251,17 +241,17 @@ cdef class RecordBuffer:
             memset(p, 0, HEADER_SIZE)
         cdef int64_t base = self.ts[0]
         for i in range(n):  # timestamp deltas (int64 arithmetic wraps, as numpy's in encode())
-            _le64(p + pos, <int64_t>(<uint64_t>self.ts[i] - <uint64_t>base))
+            le64(<uint8_t*>(p + pos), <int64_t>(<uint64_t>self.ts[i] - <uint64_t>base))
             pos += 8
-        _le32(p + pos, 0)
+        le32(<uint8_t*>(p + pos), 0)
         pos += 4
         for i in range(n):
-            _le32(p + pos, self.kend[i])
+            le32(<uint8_t*>(p + pos), self.kend[i])
             pos += 4
-        _le32(p + pos, 0)
+        le32(<uint8_t*>(p + pos), 0)
         pos += 4
         for i in range(n):
-            _le32(p + pos, self.vend[i])
+            le32(<uint8_t*>(p + pos), self.vend[i])
             pos += 4
         if key_nulls:
             memset(p + pos, 0, bm)
@@ -289,18 +279,13 @@ cdef class RecordBuffer:
         if not plain:
             packed = _compress(codec, bytes(out))
             size = bytearray(4)
-            _le32(PyByteArray_AS_STRING(size), body)
+            le32(<uint8_t*>(PyByteArray_AS_STRING(size)), body)
             out = bytearray().join([bytes(HEADER_SIZE), size, packed])
         if len(out) - 12 > INT32_MAX:
             raise MessageTooLarge("batch exceeds 2 GiB")
         return _put_header(out, attrs, n, base, self.maxts, producer_id, producer_epoch, base_sequence)
 
 
-cdef inline void _be(char* p, uint64_t v, int width) noexcept:
-    cdef int i
-    for i in range(width - 1, -1, -1):
-        p[i] = <char>(v & 0xFF)
-        v >>= 8
 
 
 cdef object _put_header(
@@ -311,20 +296,20 @@ cdef object _put_header(
     batch header into ``out[:61]``, the CRC last; the same InvalidRequest for an epoch outside int16."""
     if not -32768 <= producer_epoch <= 32767:
         raise InvalidRequest(f"batch header field out of range: producer epoch {producer_epoch}")
-    cdef char* p = PyByteArray_AS_STRING(out)
-    _be(p, 0, 8)  # base offset
-    _be(p + 8, <uint64_t>(len(out) - 12), 4)  # batch length (checked against int32 by the caller)
-    _be(p + 12, <uint64_t>(<int64_t>-1), 4)  # partition leader epoch
+    cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(out)
+    put64(p, 0)  # base offset
+    put32(p + 8, len(out) - 12)  # batch length (checked against int32 by the caller)
+    put32(p + 12, -1)  # partition leader epoch
     p[16] = 2  # magic
-    _be(p + 21, <uint64_t>attrs, 2)
-    _be(p + 23, <uint64_t>(n - 1), 4)  # last offset delta
-    _be(p + 27, <uint64_t>base_ts, 8)
-    _be(p + 35, <uint64_t>max_ts, 8)
-    _be(p + 43, <uint64_t>producer_id, 8)
-    _be(p + 51, <uint64_t>(<int64_t>producer_epoch), 2)
-    _be(p + 53, <uint64_t>(<int64_t>base_sequence), 4)
-    _be(p + 57, <uint64_t>n, 4)
-    _be(p + 17, <uint64_t>_crc32c(memoryview(out)[21:]), 4)
+    put16(p + 21, attrs)
+    put32(p + 23, n - 1)  # last offset delta
+    put64(p + 27, base_ts)
+    put64(p + 35, max_ts)
+    put64(p + 43, producer_id)
+    put16(p + 51, producer_epoch)
+    put32(p + 53, base_sequence)
+    put32(p + 57, n)
+    put32(p + 17, <int64_t>_crc32c(memoryview(out)[21:]))
     return out
 
 

@@ -15,6 +15,8 @@ from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int64_t, uint8_t
 
+from pyspark_logsource.format._cwire cimport put32, put64
+
 from pyspark_logsource.errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
 from pyspark_logsource.format._speedups import ckafka as _ckafka
 from pyspark_logsource.format.crc import crc32c
@@ -138,9 +140,6 @@ def stamp_producer_run(
 
 cdef inline void _put_offset_epoch(uint8_t* p, int64_t offset, int64_t length, int64_t epoch) noexcept nogil:
     """The header's base offset, batch length (rewritten as read) and partition leader epoch, big-endian."""
-    cdef int j
-    for j in range(8):
-        p[j] = (offset >> (56 - 8 * j)) & 0xFF
-    for j in range(4):
-        p[8 + j] = (length >> (24 - 8 * j)) & 0xFF
-        p[12 + j] = (epoch >> (24 - 8 * j)) & 0xFF
+    put64(p, offset)
+    put32(p + 8, length)
+    put32(p + 12, epoch)
