@@ -101,3 +101,18 @@ cdef inline bint legal_high(int attrs) noexcept nogil:
     if high == 0:
         return True
     return (high & ~0x0700) == 0x1000
+
+
+# The record batch header (format.header's layout): what a compiled module outside format/ may read or
+# write of it goes through these, so the byte offsets stay format's.
+
+cdef inline int batch_attributes(const uint8_t* header) noexcept nogil:
+    """The attributes field (INT16) of the batch header at ``header``, as its 16 bits."""
+    return (header[21] << 8) | header[22]
+
+
+cdef inline void stamp_offset_epoch(uint8_t* header, int64_t offset, int64_t length, int64_t epoch) noexcept nogil:
+    """format.header.stamp_offset_epoch: the base offset, batch length and partition leader epoch."""
+    put64(header, offset)
+    put32(header + 8, length)
+    put32(header + 12, epoch)

@@ -15,7 +15,7 @@ from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int64_t, uint8_t
 
-from pyspark_logsource.format._cwire cimport put32, put64
+from pyspark_logsource.format._cwire cimport batch_attributes, stamp_offset_epoch
 
 from pyspark_logsource.errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
 from pyspark_logsource.format._speedups import ckafka as _ckafka
@@ -61,7 +61,6 @@ def stamp_usual_runs(
 cdef enum:
     HEADER_SIZE = 61
     LOG_OVERHEAD = 12
-    ATTRS_AT = 21
     ARROW_BODY = 0x1000  # format.header's bits
     TXN_BITS = 0x30
     HAS_KEY_NULLS = 0x100
@@ -93,7 +92,7 @@ def stamp_producer_run(
     off, epoch = offset, leader_epoch
     if b.shape[0] < HEADER_SIZE:
         return None
-    attrs = (b[ATTRS_AT] << 8) | b[ATTRS_AT + 1]
+    attrs = batch_attributes(&b[0])
     if not attrs & ARROW_BODY or attrs & TXN_BITS:
         return None
     # header.walk's body: the compiled walk, and the reference only where that one declines
@@ -132,14 +131,7 @@ def stamp_producer_run(
         h = <tuple>PyTuple_GET_ITEM(item, 1)
         length = <object>PyTuple_GET_ITEM(h, 1)
         count = <object>PyTuple_GET_ITEM(h, 12)
-        _put_offset_epoch(&b[pos], off, length, epoch)
+        stamp_offset_epoch(&b[pos], off, length, epoch)
         PyList_Append(stamped, (pos + at, off, length + LOG_OVERHEAD, <object>PyTuple_GET_ITEM(h, 8), count))
         off += count
     return off
-
-
-cdef inline void _put_offset_epoch(uint8_t* p, int64_t offset, int64_t length, int64_t epoch) noexcept nogil:
-    """The header's base offset, batch length (rewritten as read) and partition leader epoch, big-endian."""
-    put64(p, offset)
-    put32(p + 8, length)
-    put32(p + 12, epoch)
