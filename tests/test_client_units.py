@@ -253,3 +253,27 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
             p._acc.ready.clear()
             p._acc.incomplete.clear()
         p.close(timeout=1)
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_future_cancelled_while_batches_complete_leaves_the_others_completed(bulk):
+    """A caller may cancel a batch's future between the accumulator's bookkeeping and its completion
+    (here: from the first future's callback). That future stays cancelled; every other one completes."""
+    acc = RecordAccumulator(batch_size=100, linger_ms=0, buffer_memory=10_000, max_block_ms=50)
+    batches = []
+    for _ in range(3):
+        b = ProducerBatch("t", 0, 0.0)
+        b.size = 10
+        acc.incomplete.add(b)
+        batches.append(b)
+    futures = [b.future for b in batches]
+    futures[0].add_done_callback(lambda _: futures[1].cancel())
+    done = [(b, (0, 10 * i, 10 * i)) for i, b in enumerate(batches)]
+    if bulk:
+        acc.complete_many(done)
+    else:
+        for b, result in done:
+            acc.complete(b, result)
+    assert futures[1].cancelled()
+    assert futures[0].result(0) == (0, 0, 0) and futures[2].result(0) == (0, 20, 20)
+    assert acc.used == 0 and not acc.incomplete

@@ -158,6 +158,24 @@ def test_messages_are_the_reference_s(b, lo, hi):
 
 
 @PROPS
+@given(batches(), st.integers(0, 12), st.integers(-(10**6), 10**6))
+def test_a_broken_descriptor_is_refused_before_any_byte_is_read(b, field, shift):
+    """``arrow_messages`` reads the descriptor's fields without bounds checks: a short one, None, or
+    positions moved past the batch's end give ValueError/TypeError, never a read outside the bytes."""
+    ((pos, h),) = walk(b)
+    d = cr.batch_rows(b, pos, h)
+    for bad in (d[:field], d + (0,)):
+        with pytest.raises(ValueError):
+            cr.arrow_messages(b, bad, 0, d[2], Message, "t", 0, (), [])
+    with pytest.raises(TypeError):
+        cr.arrow_messages(b, None, 0, d[2], Message, "t", 0, (), [])
+    if field in (6, 7) and d[field] >= 0:  # a validity bitmap moved past the end
+        moved = d[:field] + (len(b) - (d[2] + 7) // 8 + 1 + abs(shift),) + d[field + 1 :]
+        with pytest.raises(ValueError):
+            cr.arrow_messages(b, moved, 0, d[2], Message, "t", 0, (), [])
+
+
+@PROPS
 @given(
     st.lists(batches(), min_size=1, max_size=5),
     st.integers(0, 300),

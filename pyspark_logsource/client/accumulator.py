@@ -208,10 +208,13 @@ class ProducerBatch:
             f = self._future
             if f is None or f._state in _DONE_STATES:
                 return
-        if error is not None:
-            f.set_exception(error)
-        else:
-            f.set_result(result)
+        try:
+            if error is not None:
+                f.set_exception(error)
+            else:
+                f.set_result(result)
+        except InvalidStateError:  # cancelled by its caller since
+            pass
 
     def done(self) -> bool:
         """Whether the batch completed."""
@@ -536,7 +539,10 @@ def resolve_many(done: list[tuple[ProducerBatch, tuple]]) -> None:
                 if f is not None and f._state not in _DONE_STATES:
                     waiting.append((f, result))
     for f, result in waiting:
-        f.set_result(result)
+        try:
+            f.set_result(result)
+        except InvalidStateError:  # cancelled by its caller since: the others must still complete
+            pass
 
 
 #: the compiled accumulator core (client/_caccum.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set

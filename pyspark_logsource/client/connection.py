@@ -448,8 +448,8 @@ class BrokerConnection:
                     j = i
                     while j < n and type(done[j][0]) is kind:
                         j += 1
-                    many(done[i - 1 : j])
-                    i = j
+                    start, i = i - 1, j  # moved on first: a failing bulk call answers none of them twice
+                    many(done[start:j])
             except Exception:  # a user callback must not kill the I/O thread
                 log.exception("callback for a response from %s failed", self.address)
 

@@ -349,13 +349,15 @@ cdef inline object _field(const uint8_t* b, int64_t valid, const uint8_t* offs, 
     return PyBytes_FromStringAndSize(<const char*>b + data + o0, o1 - o0)
 
 
-def arrow_messages(data, tuple d, Py_ssize_t lo, Py_ssize_t hi, cls, topic, partition, no_headers, list out):
+def arrow_messages(data, tuple d not None, Py_ssize_t lo, Py_ssize_t hi, cls, topic, partition, no_headers, list out):
     """Append ``cls(topic, partition, offset, timestamp, key, value, no_headers)`` for rows ``[lo, hi)`` of
     the batch ``d`` (a ``batch_rows`` descriptor of ``data``) to ``out``: poll()'s Messages straight from
     the fetched bytes, as ``rows`` makes them from the batch's Arrow table. ``client.fetched.
     arrow_messages_py`` is the reference."""
     if not (isinstance(cls, type) and issubclass(cls, tuple)):
         raise TypeError("cls must be a tuple type")
+    if len(d) != 13:  # its fields are read without bounds checks below
+        raise ValueError("not a batch_rows descriptor")
     cdef PyTypeObject* tp = <PyTypeObject*>cls
     cdef allocfunc alloc = (<TypeAlloc*>tp).tp_alloc
     cdef const uint8_t[::1] buf = data
@@ -364,6 +366,8 @@ def arrow_messages(data, tuple d, Py_ssize_t lo, Py_ssize_t hi, cls, topic, part
     if alloc == NULL or not 0 <= lo <= hi <= n or end > buf.shape[0] or min(koff, voff, kdata, vdata) < 0:
         raise ValueError("rows or descriptor out of the batch's bounds")
     if tpos >= 0 and tpos + 8 * n > end or koff + 4 * (n + 1) > end or voff + 4 * (n + 1) > end:
+        raise ValueError("descriptor out of the batch's bounds")
+    if kvalid >= 0 and kvalid + (n + 7) // 8 > end or vvalid >= 0 and vvalid + (n + 7) // 8 > end:
         raise ValueError("descriptor out of the batch's bounds")
     cdef const uint8_t* b = &buf[0]
     cdef int64_t i, t, prev_t = 0
