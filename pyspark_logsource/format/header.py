@@ -182,6 +182,11 @@ def is_arrow_body(header_or_attributes: BatchHeader | int) -> bool:
 _new = tuple.__new__  # BatchHeader._make without its Python-level length check
 
 
+def read_attributes(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """The attributes field of the batch header at ``pos`` (no other field read or checked)."""
+    return _ATTRS.unpack_from(buf, pos + CRC_START)[0]
+
+
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the fixed header at ``pos``; raise CorruptRecord if it is impossible."""
     if len(buf) - pos < HEADER_SIZE:

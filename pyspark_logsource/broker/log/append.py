@@ -13,7 +13,6 @@ times and producer sequences (:func:`stamp_run`, :func:`check_stamp_runs`).
 
 from __future__ import annotations
 
-import struct
 from functools import partial
 from typing import NamedTuple
 
@@ -39,7 +38,6 @@ TRANSACTIONAL, ARROW, IDEMPOTENT = 1, 2, 4
 #: runs per ``pwritev`` of a coalesced append (below the kernel's IOV_MAX of 1024 buffers)
 MAX_COALESCED_RUNS = 512
 _INT64_MAX = (1 << 63) - 1
-_ATTRS, _ATTRS_AT = struct.Struct(">h"), 21  # a batch header's attributes and where they are
 
 new_info = (
     tuple.__new__
@@ -278,7 +276,7 @@ def stamp_producer_run_py(
         return None
     if len(buf) < fmt.HEADER_SIZE:
         return None
-    attrs = _ATTRS.unpack_from(buf, _ATTRS_AT)[0]  # the first header alone often says "not this path"
+    attrs = fmt.read_attributes(buf)  # the first header alone often says "not this path"
     if not attrs & ARROW_BODY or attrs & TXN_BITS:
         return None
     try:
