@@ -30,7 +30,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
-from pyspark_logsource.format._cwire cimport le32, le64, put16, put32, put64
+from pyspark_logsource.format._cwire cimport BATCH_CRC_START, le32, le64, put_batch_crc, put_producer_header
 
 from pyspark_logsource.errors import InvalidRequest, MessageTooLarge
 from pyspark_logsource.format.compression import compress as _compress
@@ -286,8 +286,6 @@ cdef class RecordBuffer:
         return _put_header(out, attrs, n, base, self.maxts, producer_id, producer_epoch, base_sequence)
 
 
-
-
 cdef object _put_header(
     bytearray out, int attrs, Py_ssize_t n, int64_t base_ts, int64_t max_ts, int64_t producer_id,
     int producer_epoch, int base_sequence
@@ -297,19 +295,8 @@ cdef object _put_header(
     if not -32768 <= producer_epoch <= 32767:
         raise InvalidRequest(f"batch header field out of range: producer epoch {producer_epoch}")
     cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(out)
-    put64(p, 0)  # base offset
-    put32(p + 8, len(out) - 12)  # batch length (checked against int32 by the caller)
-    put32(p + 12, -1)  # partition leader epoch
-    p[16] = 2  # magic
-    put16(p + 21, attrs)
-    put32(p + 23, n - 1)  # last offset delta
-    put64(p + 27, base_ts)
-    put64(p + 35, max_ts)
-    put64(p + 43, producer_id)
-    put16(p + 51, producer_epoch)
-    put32(p + 53, base_sequence)
-    put32(p + 57, n)
-    put32(p + 17, <int64_t>_crc32c(memoryview(out)[21:]))
+    put_producer_header(p, len(out) - 12, attrs, n, base_ts, max_ts, producer_id, producer_epoch, base_sequence)
+    put_batch_crc(p, <int64_t>_crc32c(memoryview(out)[BATCH_CRC_START:]))
     return out
 
 

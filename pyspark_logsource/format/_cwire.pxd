@@ -106,6 +106,9 @@ cdef inline bint legal_high(int attrs) noexcept nogil:
 # The record batch header (format.header's layout): what a compiled module outside format/ may read or
 # write of it goes through these, so the byte offsets stay format's.
 
+cdef enum:
+    BATCH_CRC_START = 21  # the CRC covers the batch from the attributes on
+
 cdef inline int batch_attributes(const uint8_t* header) noexcept nogil:
     """The attributes field (INT16) of the batch header at ``header``, as its 16 bits."""
     return (header[21] << 8) | header[22]
@@ -116,3 +119,28 @@ cdef inline void stamp_offset_epoch(uint8_t* header, int64_t offset, int64_t len
     put64(header, offset)
     put32(header + 8, length)
     put32(header + 12, epoch)
+
+
+cdef inline void put_producer_header(
+    uint8_t* header, int64_t batch_length, int attrs, int64_t count, int64_t base_ts, int64_t max_ts,
+    int64_t producer_id, int producer_epoch, int base_sequence
+) noexcept nogil:
+    """format.header.write_producer_header's fields but the CRC: base offset 0, no leader epoch, magic 2.
+    The caller checks the ranges (an epoch outside INT16 is its InvalidRequest)."""
+    put64(header, 0)
+    put32(header + 8, batch_length)
+    put32(header + 12, -1)
+    header[16] = 2
+    put16(header + 21, attrs)
+    put32(header + 23, count - 1)  # last offset delta
+    put64(header + 27, base_ts)
+    put64(header + 35, max_ts)
+    put64(header + 43, producer_id)
+    put16(header + 51, producer_epoch)
+    put32(header + 53, base_sequence)
+    put32(header + 57, count)
+
+
+cdef inline void put_batch_crc(uint8_t* header, int64_t crc) noexcept nogil:
+    """The CRC-32C field (of the bytes from BATCH_CRC_START to the batch's end)."""
+    put32(header + 17, crc)
