@@ -38,6 +38,7 @@ from ..protocol.messages import ApiKey, ApiVersionsRequest
 from ..protocol.primitives import ProtocolError, is_region
 from .metrics import ClientMetrics
 from .security import ClientSecurity, sasl_exchange
+from .threads import ClientThread
 from .window import InFlightWindow
 
 log = logging.getLogger(__name__)
@@ -160,10 +161,9 @@ class BrokerConnection:
         if threaded:
             # Blocking writes; the reader waits in select() so it can notice expired requests.
             self._sock.settimeout(None if self._tls_lock is None else 0.0)
-            self._reader = threading.Thread(
-                target=self._read_loop if self._tls_lock is None else self._read_loop_tls,
-                name=f"logsource-io-{self.address}",
-                daemon=True,
+            self._reader = ClientThread(
+                self._read_loop if self._tls_lock is None else self._read_loop_tls,
+                f"logsource-io-{self.address}",
             )
             self._reader.start()
         else:

@@ -51,6 +51,7 @@ from .network import NetworkClient
 from .positions import OffsetRequests
 from .security import ClientSecurity
 from .subscription_state import FetchSettings, PartitionState, SubscriptionState
+from .threads import ClientThread
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +149,7 @@ class Consumer:
         )
         self._auto_commit = (enable_auto_commit, auto_commit_interval_ms)
         self._fetch_depth = FETCH_PIPELINE_DEPTH
-        self._fetcher = threading.Thread(
-            target=self._fetch_loop, name="logsource-consumer-fetcher", daemon=True
-        )
+        self._fetcher = ClientThread(self._fetch_loop, "logsource-consumer-fetcher")
         self._fetcher.start()
 
     # ------------------------------------------------------------------ assignment

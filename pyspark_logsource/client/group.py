@@ -43,6 +43,7 @@ from ..topics import TopicPartition
 from .assignors import ASSIGNORS
 from .metadata import Bootstrap
 from .network import COORDINATOR_ERRORS, NetworkClient, Retry
+from .threads import ClientThread
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class GroupMembership:
         self.metadata_max_age = metadata_max_age_ms / 1000
         self._next_metadata_check = time.monotonic() + self.metadata_max_age
         self.configure(True, 5000, None, None)
-        self._thread = threading.Thread(target=self._heartbeat_loop, name="logsource-heartbeat", daemon=True)
+        self._thread = ClientThread(self._heartbeat_loop, "logsource-heartbeat")
         self._thread.start()
 
     # ------------------------------------------------------------ subscription

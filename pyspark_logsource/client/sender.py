@@ -45,6 +45,7 @@ from .accumulator import ProducerBatch, RecordAccumulator
 from .encoding import encode_records
 from .metrics import ClientMetrics
 from .network import NetworkClient
+from .threads import ClientThread
 
 #: the producer's logger: users configure one logger for the producer and its sender
 log = logging.getLogger(__package__ + ".producer")
@@ -114,7 +115,7 @@ class Sender:
         self._seq_lock = threading.Lock()
         self._refresh_needed = False
         self._arrow_body: bool | None = None  # learnt from the broker's ApiVersions on first use
-        self._thread = threading.Thread(target=self._run, name="logsource-producer-sender", daemon=True)
+        self._thread = ClientThread(self._run, "logsource-producer-sender")
         #: the producer's metrics (records and bytes of each acknowledged batch), set by the producer
         self.stats: ClientMetrics | None = None
 
