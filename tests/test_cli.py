@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.brokers import broker_process
+from support.interactive import as_from_a_terminal
 
 from pyspark_logsource.client import Admin
 
@@ -307,7 +308,7 @@ def test_produce_and_consume_count_on_ctrl_c_and_at_the_end(broker):
     bs = broker.bootstrap
     run("topics", "create", "counted", "--partitions", "2", bootstrap=bs)
     prod = subprocess.Popen(
-        [LOGSOURCE, "produce", "counted", "-b", bs],
+        as_from_a_terminal([LOGSOURCE, "produce", "counted", "-b", bs]),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -324,7 +325,7 @@ def test_produce_and_consume_count_on_ctrl_c_and_at_the_end(broker):
     assert sum(_ends(bs, "counted")) == 150
 
     cons = subprocess.Popen(
-        [LOGSOURCE, "consume", "counted", "--from-beginning", "-b", bs],
+        as_from_a_terminal([LOGSOURCE, "consume", "counted", "--from-beginning", "-b", bs]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.interactive import as_from_a_terminal
 
 from pyspark_logsource.client import Admin, Consumer, Producer
 
@@ -63,7 +64,7 @@ def test_produce_waiting_on_an_open_stdin_ends_on_ctrl_c(broker, topic_name):
         a.create_topic(topic, partitions=1)
     for k in range(3):
         p = subprocess.Popen(
-            [LOGSOURCE, "produce", topic, "-b", bs],
+            as_from_a_terminal([LOGSOURCE, "produce", topic, "-b", bs]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
