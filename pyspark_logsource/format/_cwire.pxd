@@ -144,3 +144,74 @@ cdef inline void put_producer_header(
 cdef inline void put_batch_crc(uint8_t* header, int64_t crc) noexcept nogil:
     """The CRC-32C field (of the bytes from BATCH_CRC_START to the batch's end)."""
     put32(header + 17, crc)
+
+
+# Kafka's varint records (format.kafka_decode's layout): the produce path's check of an uncompressed batch
+
+cdef inline int kafka_records_ok(
+    const uint8_t* d, int64_t p, int64_t e, int64_t count, bint* null_key
+) noexcept nogil:
+    """0 if the ``count`` records of an uncompressed Kafka-layout batch in ``d[p:e]`` (its body, after
+    the header) parse as ``kafka_decode.validate_kafka_records`` requires (``null_key`` set if a key is
+    null), else -1. Every read is bounded by ``e``."""
+    cdef int64_t j, q, rec_end, od, kl, vl, hc, k, klen, vlen
+    cdef int64_t key_total = 0, val_total = 0
+    cdef uint64_t u
+    if count < 0 or count > e - p:  # every record takes at least one byte
+        return -1
+    for j in range(count):
+        q = p
+        if read_varint(d, &q, e, 5, &u) < 0 or u & 1:
+            return -1
+        rec_end = q + <int64_t>(u >> 1)
+        if rec_end > e:
+            return -1
+        q += 1  # the attributes byte
+        if q > rec_end:
+            return -1
+        if read_varint(d, &q, rec_end, 10, &u) < 0:  # timestamp delta
+            return -1
+        if read_int32(d, &q, rec_end, &od) < 0 or od != j:
+            return -1
+        if read_int32(d, &q, rec_end, &kl) < 0 or kl < -1:
+            return -1
+        if kl >= 0:
+            q += kl
+            key_total += kl
+        else:
+            null_key[0] = True
+        if read_int32(d, &q, rec_end, &vl) < 0 or vl < -1:
+            return -1
+        if vl >= 0:
+            q += vl
+            val_total += vl
+        if read_int32(d, &q, rec_end, &hc) < 0 or hc < 0:
+            return -1
+        if hc == 0:
+            if q != rec_end:
+                return -1
+        else:
+            if 2 * hc > rec_end - q:
+                return -1
+            for k in range(hc):  # the headers (_ckafka._header_spans' rules)
+                if read_varint(d, &q, rec_end, 5, &u) < 0:
+                    return -1
+                klen = unzigzag(u)
+                if klen < 0 or q + klen >= rec_end:
+                    return -1
+                q += klen
+                if read_varint(d, &q, rec_end, 5, &u) < 0:
+                    return -1
+                vlen = unzigzag(u)
+                if vlen < -1:
+                    return -1
+                if vlen > 0:
+                    q += vlen
+                if q > rec_end:
+                    return -1
+            if q != rec_end:
+                return -1
+        p = rec_end
+    if p != e or key_total > 2147483647 or val_total > 2147483647:
+        return -1
+    return 0
