@@ -30,6 +30,7 @@ from pyspark_logsource.broker.log.producer_state import (
 from pyspark_logsource.errors import LogSourceError
 from pyspark_logsource.format import encode as fmt_encode
 from pyspark_logsource.format import plain_run
+from pyspark_logsource.format.crc import crc32c
 from pyspark_logsource.format.kafka_encode import encode_kafka
 from pyspark_logsource.protocol import connection
 from pyspark_logsource.protocol.connection import ServerConnection
@@ -184,12 +185,12 @@ def test_stamp_producer_run_agrees_with_the_reference(tmp_path_factory, sr, data
 
 @needs_cruns
 def test_stamp_usual_runs_passes_errors_through_alike(tmp_path):
-    """A check that raises, or answers an empty list, or a non-list: the same typed error both ways."""
+    """A check that raises, or answers no pair, an empty list or a non-list: the same typed error both ways."""
 
     def raises(records, offset, epoch):
         raise ValueError("bad run")
 
-    for cas in (raises, lambda r, o, e: [], lambda r, o, e: (1, 2)):
+    for cas in (raises, lambda r, o, e: [], lambda r, o, e: (True, []), lambda r, o, e: (False, 7)):
         got = [
             _outcome(
                 fn,
@@ -290,6 +291,108 @@ def test_coalesced_append_answers_and_stores_as_one_by_one(tmp_path_factory, run
     finally:
         a.close()
         b.close()
+
+
+@st.composite
+def kafka_client_runs(draw):
+    """Runs a Kafka client writes (Kafka's record layout): uncompressed ones the one-call path takes,
+    keyless records (a compacted topic refuses them: KIP-467), compressed, idempotent, corrupt ones."""
+    runs = []
+    for _ in range(draw(st.integers(1, 10))):
+        kind = draw(
+            st.sampled_from(["plain", "plain", "plain", "keyless", "gzip", "idempotent", "crc", "records"])
+        )
+        n = draw(st.integers(1, 3))
+        keys = [b"k%d" % j for j in range(n)]
+        kw: dict = {}
+        if kind == "keyless":
+            keys[draw(st.integers(0, n - 1))] = None
+        elif kind == "gzip":
+            kw["codec"] = "gzip"
+        elif kind == "idempotent":
+            kw.update(producer_id=5, producer_epoch=0, base_sequence=draw(st.sampled_from([0, 0, 3])))
+        b = encode_kafka([b"v%d" % j for j in range(n)], keys, 1000 + n, **kw)
+        if kind == "crc":
+            b[-1] ^= 1
+        elif (
+            kind == "records"
+        ):  # a record's varint broken, the CRC made to match: only the record check sees it
+            b[draw(st.integers(61, len(b) - 1))] ^= draw(st.sampled_from([0x40, 0x80, 0xFF]))
+            b[17:21] = crc32c(memoryview(b)[21:]).to_bytes(4, "big")
+        runs.append(b)
+    return runs
+
+
+def _answer(r) -> tuple:
+    """An append's answer with all a client sees of an error: its type, text, Kafka code, record errors."""
+    if isinstance(r, LogSourceError):
+        return (type(r).__name__, str(r), r.code, getattr(r, "record_errors", None))
+    return tuple(r)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # three logs each
+@given(kafka_client_runs(), st.booleans())
+def test_kafka_layout_runs_answer_and_store_as_on_the_general_path(tmp_path_factory, runs, compact):
+    """Runs in Kafka's layout, on whatever path is in use: appended together (PartitionLog.append_runs)
+    and one by one (the one-call write step) they get the answers (typed errors and Kafka codes, KIP-467
+    record errors for keyless records on a compacted topic), bytes and producer state the general path
+    alone gives; and no segment is marked as holding our Arrow body (Kafka clients' fetches of it are sent
+    as stored)."""
+    path = tmp_path_factory.mktemp("kafka-runs")
+    policy = "compact" if compact else "delete"
+    together, alone = open_log(path / "a", cleanup_policy=policy), open_log(path / "b", cleanup_policy=policy)
+    saved = log_append.check_and_stamp, log_append.write_plain_batch
+    log_append.check_and_stamp = log_append.write_plain_batch = lambda *a: None  # bound by the validator
+    try:
+        general = open_log(path / "c", cleanup_policy=policy)
+    finally:
+        log_append.check_and_stamp, log_append.write_plain_batch = saved
+    logs = (together, alone, general)
+    try:
+        answers = [
+            together.append_runs([bytearray(r) for r in runs]),
+            _one_by_one(alone, [bytearray(r) for r in runs]),
+            _one_by_one(general, [bytearray(r) for r in runs]),
+        ]
+        assert [_answer(r) for r in answers[0]] == [_answer(r) for r in answers[2]]
+        assert [_answer(r) for r in answers[1]] == [_answer(r) for r in answers[2]]
+        for r in answers[0]:
+            if isinstance(r, LogSourceError) and r.code == 87:  # INVALID_RECORD: only a compacted topic's
+                assert compact and r.record_errors  # KIP-467: the keyless records are named
+        ends = {lg.log_end_offset for lg in logs}
+        assert len(ends) == 1
+        end = ends.pop()
+        regions = [lg.read(0, 1 << 30) for lg in logs]
+        assert len({region_bytes(r) for r in regions}) == 1
+        for lg, region in zip(logs, regions, strict=True):
+            assert [s.holds_arrow for s in lg.segments] == [False]
+            assert region.may_hold_arrow is False or end == 0
+        state = lambda lg: {pid: (e.epoch, list(e.batches)) for pid, e in lg.producer_state.producers.items()}  # noqa: E731
+        assert state(together) == state(alone) == state(general)
+    finally:
+        for lg in logs:
+            lg.close()
+
+
+def test_a_segment_is_marked_as_holding_our_arrow_body_by_its_first_such_batch(tmp_path):
+    """Kafka-layout batches through both one-call paths leave the segment unmarked; our Arrow body, by
+    either path, marks it (a Kafka client's fetch of it is then converted)."""
+    kafka = encode_kafka([b"v"], [b"k"], 1000)
+    for how in ("one", "runs"):
+        lg = open_log(tmp_path / how)
+        try:
+            lg.append(bytearray(kafka))
+            lg.append_runs([bytearray(kafka), bytearray(kafka)])
+            assert lg.active_segment.holds_arrow is False
+            assert lg.read(0, 1 << 20).may_hold_arrow is False
+            if how == "one":
+                lg.append(make_batch(0, 1))
+            else:
+                lg.append_runs([bytearray(kafka), make_batch(0, 1)])
+            assert lg.active_segment.holds_arrow is True
+            assert lg.read(0, 1 << 20).may_hold_arrow is True
+        finally:
+            lg.close()
 
 
 # ---------------------------------------------------------------- the read loop's frame decode

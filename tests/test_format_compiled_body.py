@@ -25,6 +25,7 @@ from test_format_compiled import guarded  # a buffer ending at a PROT_NONE page
 from pyspark_logsource.broker.log import LogConfig, PartitionLog
 from pyspark_logsource.broker.log import append as log_append
 from pyspark_logsource.broker.log.config import LONG_MAX
+from pyspark_logsource.errors import LogSourceError
 from pyspark_logsource.format import arrow_body, header, plain_run
 from pyspark_logsource.format import encode as fmt_encode
 from pyspark_logsource.format.crc import crc32c
@@ -170,11 +171,25 @@ def one_batch(draw):
     values = [draw(st.binary(max_size=30)) for _ in range(n)]
     keys = draw(st.one_of(st.none(), st.just([b"k%d" % i for i in range(n)])))
     kind = draw(
-        st.sampled_from(["plain", "plain", "plain", "idempotent", "kafka", "transactional", "nullkey"])
+        st.sampled_from(
+            ["plain", "plain", "plain", "idempotent", "kafka", "kafka", "transactional", "nullkey"]
+            + ["kafka_nullkey", "kafka_headers", "kafka_gzip", "kafka_idempotent", "kafka_transactional"]
+        )
     )
     ts = draw(st.integers(0, 2**41))
-    if kind == "kafka":
-        return encode_kafka(values, keys, ts)
+    if kind.startswith("kafka"):  # a Kafka client's batch: plain when uncompressed, neither idempotent nor
+        kw: dict = {}  # transactional, whatever its keys and headers
+        if kind == "kafka_nullkey":
+            keys = [b"k%d" % i if draw(st.booleans()) else None for i in range(n)]
+        elif kind == "kafka_headers":
+            kw["headers"] = [[("h", draw(st.one_of(st.none(), st.binary(max_size=5))))] for _ in range(n)]
+        elif kind == "kafka_gzip":
+            kw["codec"] = "gzip"
+        elif kind == "kafka_idempotent":
+            kw.update(producer_id=draw(st.integers(0, 2**40)), producer_epoch=0, base_sequence=0)
+        elif kind == "kafka_transactional":
+            kw.update(producer_id=3, producer_epoch=0, base_sequence=0, transactional=True)
+        return encode_kafka(values, keys, ts, **kw)
     if kind == "nullkey":
         keys = [None] + [b"k"] * (n - 1)
     pid, seq = (draw(st.integers(0, 2**40)), draw(st.integers(0, 1000))) if kind == "idempotent" else (-1, -1)
@@ -194,7 +209,9 @@ def one_batch(draw):
 def produced_run(draw):
     batches = draw(st.lists(one_batch(), min_size=1, max_size=4))
     buf = bytearray().join(batches)
-    mutation = draw(st.sampled_from(["none", "none", "none", "byte", "resealed", "truncate", "append"]))
+    mutation = draw(
+        st.sampled_from(["none", "none", "none", "byte", "resealed", "body_resealed", "truncate", "append"])
+    )
     if mutation == "byte":
         i = draw(st.integers(0, len(buf) - 1))
         buf[i] ^= draw(st.integers(1, 255))
@@ -202,11 +219,56 @@ def produced_run(draw):
         i = draw(st.integers(21, 60))
         buf[i] ^= draw(st.integers(1, 255))
         _reseal(buf)
+    elif mutation == "body_resealed" and len(batches[0]) > 61:
+        # a byte of the first batch's body changed (a Kafka record's varints, lengths, offset delta;
+        # or our Arrow body), the CRC made to match it: only the record check can refuse it
+        i = draw(st.integers(61, len(batches[0]) - 1))
+        buf[i] ^= draw(st.sampled_from([1, 2, 0x40, 0x80, 0xFF]))
+        _reseal(buf)
     elif mutation == "truncate":
         del buf[draw(st.integers(0, len(buf) - 1)) :]
     elif mutation == "append":
         buf += draw(st.binary(min_size=1, max_size=70))
     return buf
+
+
+@st.composite
+def kafka_run(draw):
+    """A run a Kafka client writes (Kafka's record layout, uncompressed: the one-call path's to take),
+    whole or damaged: null keys (a compacted topic's KIP-467 refusal), null values, headers; a corrupt
+    CRC, a broken record varint or length (the CRC made to match), a record count that is not the
+    records', a cut batch."""
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.integers(1, 5))
+        values = draw(st.lists(st.one_of(st.none(), st.binary(max_size=20)), min_size=n, max_size=n))
+        keys = draw(
+            st.one_of(
+                st.none(), st.lists(st.one_of(st.none(), st.binary(max_size=8)), min_size=n, max_size=n)
+            )
+        )
+        headers = draw(st.one_of(st.none(), st.just([[("h", b"x"), ("e", None)]] * n)))
+        batches.append(encode_kafka(values, keys, draw(st.integers(0, 2**41)), headers))
+    buf = bytearray().join(batches)
+    first = len(batches[0])
+    damage = draw(st.sampled_from(["none", "none", "none", "crc", "varint", "varint", "count", "cut"]))
+    if damage == "crc":
+        buf[draw(st.integers(21, first - 1))] ^= draw(st.integers(1, 255))
+    elif damage == "varint":
+        buf[draw(st.integers(61, first - 1))] ^= draw(st.sampled_from([1, 2, 0x40, 0x7F, 0x80, 0xFF]))
+        _reseal(buf)
+    elif damage == "count":  # the header's count and last offset delta agree, the records do not
+        count = struct.unpack_from(">i", buf, 57)[0] + draw(st.sampled_from([-1, 1]))
+        struct.pack_into(">i", buf, 23, count - 1)
+        struct.pack_into(">i", buf, 57, count)
+        _reseal(buf)
+    elif damage == "cut":
+        del buf[draw(st.integers(1, len(buf) - 1)) :]
+    return buf
+
+
+#: the runs the one-call path is checked on: any producer's (ours, Kafka's layout, ...) and Kafka clients'
+any_run = st.one_of(produced_run(), kafka_run())
 
 
 def _stamp_args(draw):
@@ -220,7 +282,7 @@ def _stamp_args(draw):
 
 @needs_cbody
 @PROPS
-@given(produced_run(), st.data())
+@given(any_run, st.data())
 def test_check_and_stamp_agrees_with_the_reference(buf, data):
     max_size, refuse_keyless, offset, epoch = _stamp_args(data.draw)
     a, b = bytearray(buf), bytearray(buf)
@@ -233,29 +295,45 @@ def test_check_and_stamp_agrees_with_the_reference(buf, data):
 
 
 @PROPS
-@given(produced_run(), st.data())
+@given(any_run, st.data())
 def test_check_and_stamp_takes_exactly_the_runs_the_general_path_stamps_alike(buf, data):
-    """Whatever path is in use: a run it takes passes every check of AppendValidator.check and is stamped
-    as stamp_run stamps it; a run it refuses is untouched."""
+    """Whatever path is in use: a run it takes passes every check of AppendValidator.check (header, CRC,
+    a Kafka-layout batch's records, the null keys a compacted topic refuses) and is stamped as stamp_run
+    stamps it, its Arrow flag the check's; a run it refuses is untouched, and is one the general path
+    refuses with a typed error or must take itself (idempotent, transactional, compressed Kafka layout,
+    offsets out of range)."""
     max_size, refuse_keyless, offset, epoch = _stamp_args(data.draw)
     mine = bytearray(buf)
     got = plain_run.check_and_stamp(max_size, refuse_keyless, mine, offset, epoch)
-    if got is None:
+    config = LogConfig(max_message_bytes=max_size, cleanup_policy="compact" if refuse_keyless else "delete")
+    ref = bytearray(buf)
+    try:
+        mv, batches, flags = log_append.AppendValidator("t-0", "t", config).check(ref, False)
+    except LogSourceError:
+        assert got is None
         assert mine == buf
         return
-    ref = bytearray(buf)
-    batches = header.walk(ref, check_crc=True, max_size=max_size, strict=True)
+    if got is None:
+        assert mine == buf
+        assert (
+            flags & (log_append.TRANSACTIONAL | log_append.IDEMPOTENT)
+            or any(not h.is_arrow_body and h.attributes & header.CODEC_MASK for _, h in batches)
+            or not 0 <= offset <= 2**63 - 1 - sum(h.record_count for _, h in batches)
+            or not -(2**31) <= epoch < 2**31
+        )
+        return
     stamped: list = []
-    nxt = log_append.stamp_run(memoryview(ref), batches, offset, epoch, 0, False, None, stamped)
-    assert (mine, got) == (ref, stamped)
-    assert nxt == got[-1][1] + got[-1][4]
+    nxt = log_append.stamp_run(mv, batches, offset, epoch, 0, False, None, stamped)
+    assert (mine, got) == (ref, (bool(flags & log_append.ARROW), stamped))
+    assert nxt == got[1][-1][1] + got[1][-1][4]
     for _, h in batches:
-        assert h.is_arrow_body and not h.is_idempotent and not h.attributes & header.TXN_BITS
+        assert not h.is_idempotent and not h.attributes & header.TXN_BITS
+        assert h.is_arrow_body or not h.attributes & header.CODEC_MASK
 
 
 @needs_cbody
 @PROPS
-@given(produced_run(), st.data())
+@given(any_run, st.data())
 def test_check_and_stamp_reads_nothing_past_the_buffer(buf, data):
     """Truncated runs and huge claimed lengths ending at a page's end (reading past it faults)."""
     b = bytearray(buf)
@@ -269,7 +347,7 @@ def test_check_and_stamp_reads_nothing_past_the_buffer(buf, data):
 @pytest.mark.parametrize("check", [plain_run.check_and_stamp_py] + ([cb.check_and_stamp] if cb else []))
 def test_check_and_stamp_refuses_what_it_must_not_stamp(check):
     plain = fmt_encode([b"a", b"b"], None, 5)
-    assert check(1 << 20, False, bytearray(plain), 10, 3) == [(0, 10, len(plain), 5, 2)]
+    assert check(1 << 20, False, bytearray(plain), 10, 3) == (True, [(0, 10, len(plain), 5, 2)])
     assert check(1 << 20, True, bytearray(plain), 10, 3) is None  # keyless on a compacted topic
     assert check(len(plain) - 1, False, bytearray(plain), 10, 3) is None  # over max.message.bytes
     assert check(1 << 20, False, bytes(plain), 10, 3) is None  # read-only: the general path copies it
@@ -282,11 +360,31 @@ def test_check_and_stamp_refuses_what_it_must_not_stamp(check):
     assert check(1 << 20, False, bytearray(plain), True, 3) is None  # not an int
     whole = bytearray(plain + plain)
     view = memoryview(whole)[len(plain) :]
-    assert check(1 << 20, False, view, 0, 0) == [(0, 0, len(plain), 5, 2)]
+    assert check(1 << 20, False, view, 0, 0) == (True, [(0, 0, len(plain), 5, 2)])
     assert whole[: len(plain)] == plain  # only the view's batch was stamped
     idem = fmt_encode([b"a"], None, 5, producer_id=7, producer_epoch=0, base_sequence=0)
     assert check(1 << 20, False, bytearray(plain + idem), 0, 0) is None
-    assert check(1 << 20, False, bytearray(encode_kafka([b"a"], None, 5)), 0, 0) is None
+    # Kafka's layout (a Java producer's, librdkafka's): taken uncompressed, its records checked
+    kafka = encode_kafka([b"a"], [b"k"], 5)
+    assert check(1 << 20, True, bytearray(kafka), 0, 0) == (False, [(0, 0, len(kafka), 5, 1)])
+    assert check(1 << 20, False, bytearray(kafka + plain), 0, 0) == (
+        True,
+        [(0, 0, len(kafka), 5, 1), (len(kafka), 1, len(plain), 5, 2)],
+    )
+    keyless = encode_kafka([b"a", b"b"], [b"k", None], 5)
+    assert check(1 << 20, False, bytearray(keyless), 0, 0) == (False, [(0, 0, len(keyless), 5, 2)])
+    assert check(1 << 20, True, bytearray(keyless), 0, 0) is None  # KIP-467: the general path names it
+    assert check(1 << 20, False, bytearray(encode_kafka([b"a" * 100], None, 5, codec="gzip")), 0, 0) is None
+    kidem = encode_kafka([b"a"], None, 5, producer_id=7, producer_epoch=0, base_sequence=0)
+    assert check(1 << 20, False, bytearray(kidem), 0, 0) is None
+    bad = bytearray(kafka)
+    bad[61] = 0x7F  # the record's length varint overruns the batch (the CRC made to match)
+    _reseal(bad)
+    assert check(1 << 20, False, bad, 0, 0) is None
+    bad = bytearray(kafka)
+    bad[-1] = 1  # the header count: one header that is not there
+    _reseal(bad)
+    assert check(1 << 20, False, bad, 0, 0) is None
 
 
 # ---------------------------------------------------------------- the log, with and without the one-call path

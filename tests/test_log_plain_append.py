@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.logdata import all_records, make_batch, open_log, value_for
 from test_format_compiled import guarded  # a buffer ending at a PROT_NONE page
-from test_format_compiled_body import _stamp_args, one_batch, produced_run
+from test_format_compiled_body import _stamp_args, any_run, one_batch
 
 from pyspark_logsource.broker.log import LogConfig, PartitionLog
 from pyspark_logsource.broker.log import append as log_append
@@ -33,6 +33,7 @@ from pyspark_logsource.broker.log.config import LONG_MAX
 from pyspark_logsource.errors import LogSourceError, StorageError
 from pyspark_logsource.format import encode as fmt_encode
 from pyspark_logsource.format import plain_run
+from pyspark_logsource.format.kafka_encode import encode_kafka
 
 try:
     from pyspark_logsource.format import _cbody as cb
@@ -78,7 +79,7 @@ def _single_or_run(draw):
     """Mostly one batch (what the step takes), sometimes a run or a damaged one (what it must refuse)."""
     if draw(st.integers(0, 3)):
         return draw(one_batch())
-    return draw(produced_run())
+    return draw(any_run)
 
 
 @st.composite
@@ -126,19 +127,22 @@ def test_a_batch_the_step_takes_is_the_one_the_general_path_stamps(buf, data):
         if got is None:
             assert mine == buf and read() == b"p" * position
             fits = position == 0 or (
-                position + len(buf) <= roll_size and stamped and offset + stamped[0][4] - 1 <= roll_offset
+                position + len(buf) <= roll_size and stamped and offset + stamped[1][0][4] - 1 <= roll_offset
             )
-            assert stamped is None or len(stamped) > 1 or not fits  # refused: not one plain batch, or a roll
+            assert (
+                stamped is None or len(stamped[1]) > 1 or not fits
+            )  # refused: not one plain batch, or a roll
             return
-        assert len(stamped) == 1
-        _, base, size, max_ts, count = stamped[0]
-        assert got == (size, base + count, max_ts) and mine == ref
+        arrow, batches = stamped
+        assert len(batches) == 1
+        _, base, size, max_ts, count = batches[0]
+        assert got == (size, base + count, max_ts, arrow) and mine == ref
         assert read() == b"p" * position + bytes(ref)
 
 
 @needs_cbody
 @PROPS
-@given(produced_run(), st.data())
+@given(any_run, st.data())
 def test_write_plain_batch_reads_nothing_past_the_buffer(buf, data):
     import struct
 
@@ -158,19 +162,38 @@ def test_write_plain_batch_edges(write, tmp_path):
     n = len(plain)
     fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
     try:
-        assert write(1 << 20, False, bytearray(plain), 10, 3, fd, 0, -1, 0) == (n, 12, 5)  # empty: no roll
-        assert write(1 << 20, False, bytearray(plain), 12, 3, fd, n, 2 * n, 13) == (n, 14, 5)
+        assert write(1 << 20, False, bytearray(plain), 10, 3, fd, 0, -1, 0) == (
+            n,
+            12,
+            5,
+            True,
+        )  # empty: no roll
+        assert write(1 << 20, False, bytearray(plain), 12, 3, fd, n, 2 * n, 13) == (n, 14, 5, True)
         assert write(1 << 20, False, bytearray(plain), 14, 3, fd, 2 * n, 3 * n - 1, LONG_MAX) is None  # size
         assert write(1 << 20, False, bytearray(plain), 14, 3, fd, 2 * n, LONG_MAX, 14) is None  # offsets
         assert write(1 << 20, False, bytearray(plain + plain), 14, 3, fd, 2 * n, LONG_MAX, LONG_MAX) is None
         assert write(1 << 20, True, bytearray(plain), 14, 3, fd, 2 * n, LONG_MAX, LONG_MAX) is None  # keyless
         assert write(1 << 20, False, bytes(plain), 14, 3, fd, 2 * n, LONG_MAX, LONG_MAX) is None  # read-only
         assert os.path.getsize(tmp_path / "f") == 2 * n
+        # Kafka's layout, uncompressed: taken, and said not to have our Arrow body; a null key only where
+        # the topic allows it (compacted: the general path's KIP-467 error)
+        kafka = encode_kafka([b"a", b"b"], [b"k", None], 7)
+        k = len(kafka)
+        assert write(1 << 20, True, bytearray(kafka), 14, 3, fd, 2 * n, LONG_MAX, LONG_MAX) is None
+        assert write(1 << 20, False, bytearray(kafka), 14, 3, fd, 2 * n, LONG_MAX, LONG_MAX) == (
+            k,
+            16,
+            7,
+            False,
+        )
+        gzipped = encode_kafka([b"a" * 100], None, 7, codec="gzip")
+        assert write(1 << 20, False, gzipped, 16, 3, fd, 2 * n + k, LONG_MAX, LONG_MAX) is None
+        assert os.path.getsize(tmp_path / "f") == 2 * n + k
     finally:
         os.close(fd)
     data = (tmp_path / "f").read_bytes()
-    assert [int.from_bytes(data[i : i + 8], "big") for i in (0, n)] == [10, 12]
-    assert [int.from_bytes(data[i + 12 : i + 16], "big") for i in (0, n)] == [3, 3]
+    assert [int.from_bytes(data[i : i + 8], "big") for i in (0, n, 2 * n)] == [10, 12, 14]
+    assert [int.from_bytes(data[i + 12 : i + 16], "big") for i in (0, n, 2 * n)] == [3, 3, 3]
 
 
 @pytest.mark.parametrize("write", WRITERS)
@@ -255,12 +278,13 @@ def test_the_log_with_the_step_writes_what_the_general_path_writes(case):
     runs, cfg = case
     with tempfile.TemporaryDirectory() as d:
         fast = _append_all(Path(d) / "fast" / "t-0", runs, cfg)
-        saved = log_append.write_plain_batch
-        log_append.write_plain_batch = lambda *a: None  # the step refuses everything: the general path
+        saved = log_append.write_plain_batch, log_append.check_and_stamp
+        # the one-call steps refuse everything: the general path
+        log_append.write_plain_batch = log_append.check_and_stamp = lambda *a: None
         try:
             general = _append_all(Path(d) / "general" / "t-0", runs, cfg)
         finally:
-            log_append.write_plain_batch = saved
+            log_append.write_plain_batch, log_append.check_and_stamp = saved
     assert fast == general
 
 

@@ -7,9 +7,12 @@
   byte-identical;
 * :func:`check_and_stamp` is ``plain_run.check_and_stamp``: the header walk with
   CRC-32C of a produced run and, when every batch is a plain one (our Arrow body,
-  no producer id, not transactional), the offset/epoch stamp in place, in one call;
+  or Kafka's layout uncompressed with records that parse; no producer id, not
+  transactional; no null key on a compacted topic), the offset/epoch stamp in
+  place, in one call;
 * :func:`write_plain_batch` is ``plain_run.write_plain_batch``: the same for one
-  plain batch, then its ``pwrite`` at the end of the log segment's file.
+  plain batch, then its ``pwrite`` at the end of the log segment's file. Both
+  share one batch check (``_plain_batch``).
 
 As in ``_ckafka``, each returns None for any input it does not take; the caller
 then runs the pure-Python reference, which produces the result or the typed
@@ -17,7 +20,7 @@ error (tests/test_format_compiled_body.py checks both ways on the same input).
 Every read is bounded by the buffer it belongs to.
 """
 
-from cpython.buffer cimport PyBUF_READ
+from cpython.buffer cimport PyBUF_READ, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -26,7 +29,9 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from pyspark_logsource.format._cwire cimport be16, be32, be64, le32, le64, legal_high, put16, put32, put64
+from pyspark_logsource.format._cwire cimport (
+    be16, be32, be64, kafka_records_ok, le32, le64, legal_high, put16, put32, put64
+)
 
 from pyspark_logsource.format.crc import crc32c as _py_crc32c
 
@@ -81,64 +86,101 @@ cdef inline bint _writable_bytes(buf):
     return not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B"
 
 
-def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, leader_epoch):
-    """``plain_run.check_and_stamp``: the stamped ``(position, base offset, size, max timestamp,
-    record count)`` per batch, or None (nothing stamped)."""
+cdef inline int _stamp_args(buf, base_offset, leader_epoch, int64_t* offset, int64_t* epoch):
+    """The argument checks of ``check_and_stamp`` and ``write_plain_batch`` (as the references'): 0 with
+    the offset and epoch as C ints, or -1 (the caller returns None)."""
     if type(base_offset) is not int or type(leader_epoch) is not int:
-        return None
+        return -1
     cdef int overflow = 0
-    cdef int64_t offset = PyLong_AsLongLongAndOverflow(base_offset, &overflow)
-    if overflow or offset < 0:
-        return None
-    cdef int64_t epoch = PyLong_AsLongLongAndOverflow(leader_epoch, &overflow)
-    if overflow or epoch < INT32_MIN or epoch > INT32_MAX:
-        return None
+    offset[0] = PyLong_AsLongLongAndOverflow(base_offset, &overflow)
+    if overflow or offset[0] < 0:
+        return -1
+    epoch[0] = PyLong_AsLongLongAndOverflow(leader_epoch, &overflow)
+    if overflow or epoch[0] < INT32_MIN or epoch[0] > INT32_MAX:
+        return -1
     if not _writable_bytes(buf):
+        return -1
+    return 0
+
+
+cdef int _plain_batch(
+    const uint8_t* p, int64_t room, int64_t max_size, bint refuse_keyless, int64_t* size, int32_t* count
+) noexcept nogil:
+    """Every check of the batch at ``p`` (``room`` bytes to the run's end) but its CRC: header.walk
+    strict's header checks, then a plain batch's conditions (not transactional, not idempotent; our
+    Arrow body, or Kafka's layout uncompressed with records that parse); with ``refuse_keyless`` no null
+    key. Its size and record count in ``size`` and ``count``; returns 1 (our Arrow body), 0 (Kafka's
+    layout) or -1 (not taken: the general path's case)."""
+    if room < HEADER_SIZE:
+        return -1
+    cdef int64_t base = be64(p), lod = be32(p + 23), pid = be64(p + 43)
+    cdef int32_t length = be32(p + 8), n = be32(p + 57), seq = be32(p + 53)
+    cdef int attrs = be16(p + 21)
+    cdef bint null_key = False
+    if (
+        lod != n - 1
+        or n < 1
+        or <signed char>p[16] != MAGIC
+        or length < MIN_LENGTH
+        or not legal_high(attrs)
+        or base > INT64_MAX - lod
+    ):
+        return -1
+    cdef int64_t sz = <int64_t>length + LOG_OVERHEAD
+    if sz > max_size or sz > room or (attrs & CODEC_MASK) > MAX_CODEC:
+        return -1
+    if attrs & TXN_BITS or (pid >= 0 and seq >= 0):
+        return -1
+    size[0] = sz
+    count[0] = n
+    if attrs & ARROW_BODY:
+        return -1 if refuse_keyless and attrs & HAS_KEY_NULLS else 1
+    # a Kafka client's batch: kafka_decode.validate_kafka_records' check of its records, and the null keys
+    # a compacted topic refuses (the general path names them: KIP-467), in the same pass
+    if attrs & CODEC_MASK or kafka_records_ok(p, HEADER_SIZE, sz, n, &null_key) < 0:
+        return -1
+    return -1 if refuse_keyless and null_key else 0
+
+
+cdef inline int _crc_matches(const uint8_t* p, int64_t size) except -1:
+    """1 if the batch at ``p`` of ``size`` bytes (at least a header) has the CRC-32C its header says."""
+    cdef uint32_t crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
+    return _crc(p + CRC_START, size - CRC_START) == crc
+
+
+def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, leader_epoch):
+    """``plain_run.check_and_stamp``: ``(whether some batch has our Arrow body, [(position, base offset,
+    size, max timestamp, record count)] per batch)`` as stamped, or None (nothing stamped)."""
+    cdef int64_t offset, epoch
+    if _stamp_args(buf, base_offset, leader_epoch, &offset, &epoch) < 0:
         return None
-    cdef uint8_t[::1] view = buf
-    cdef int64_t end = view.shape[0]
+    # the buffer protocol directly, as write_plain_batch (cheaper than a typed memoryview); the export keeps
+    # a bytearray from being resized meanwhile
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+    try:
+        return _check_and_stamp(max_size, refuse_keyless, <uint8_t*>view.buf, view.len, offset, epoch)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _check_and_stamp(
+    int64_t max_size, bint refuse_keyless, uint8_t* d, int64_t end, int64_t offset, int64_t epoch
+):
     if end == 0:
         return None
-    cdef uint8_t* d = &view[0]
     cdef uint8_t* p
-    cdef int64_t pos = 0, size, base, lod, total = 0, pid
-    cdef int32_t length, count, seq
-    cdef int attrs
-    cdef uint32_t crc
-    # pass 1: every check of the headers (header.walk strict's, then the plain-run conditions), so that
-    # a run for the general path (an idempotent producer's) costs no CRC here; nothing written
+    cdef int64_t pos = 0, size = 0, total = 0
+    cdef int32_t count = 0
+    cdef int layout
+    cdef bint arrow = False
+    # pass 1: every check but the CRCs (so that a run for the general path, an idempotent producer's,
+    # costs no CRC here); nothing written
     while pos < end:
-        if end - pos < HEADER_SIZE:
+        layout = _plain_batch(d + pos, end - pos, max_size, refuse_keyless, &size, &count)
+        if layout < 0:
             return None
-        p = d + pos
-        base = be64(p)
-        length = be32(p + 8)
-        attrs = be16(p + 21)
-        lod = be32(p + 23)
-        count = be32(p + 57)
-        if (
-            lod != count - 1
-            or count < 1
-            or <signed char>p[16] != MAGIC
-            or length < MIN_LENGTH
-            or not legal_high(attrs)
-            or base > INT64_MAX - lod
-        ):
-            return None
-        size = <int64_t>length + LOG_OVERHEAD
-        if size > max_size or pos + size > end:
-            return None
-        if (attrs & CODEC_MASK) > MAX_CODEC:
-            return None
-        pid = be64(p + 43)
-        seq = be32(p + 53)
-        if (
-            not attrs & ARROW_BODY
-            or attrs & TXN_BITS
-            or (pid >= 0 and seq >= 0)
-            or (refuse_keyless and attrs & HAS_KEY_NULLS)
-        ):
-            return None
+        arrow |= layout
         total += count
         pos += size
     if offset > INT64_MAX - total:
@@ -151,8 +193,7 @@ def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, lea
         size = <int64_t>be32(p + 8) + LOG_OVERHEAD
         if size < HEADER_SIZE or size > end - pos:
             return None
-        crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
-        if _crc(p + CRC_START, size - CRC_START) != crc:
+        if not _crc_matches(p, size):
             return None
         pos += size
     # pass 3: stamp and describe (bounded again, as pass 2)
@@ -169,7 +210,7 @@ def check_and_stamp(int64_t max_size, bint refuse_keyless, buf, base_offset, lea
         out.append((pos, offset, size, be64(p + 35), count))
         offset += count
         pos += size
-    return out
+    return (arrow, out)
 
 
 cdef inline int _int64_at(list items, Py_ssize_t i, int64_t* out):
@@ -311,7 +352,6 @@ from posix.types cimport off_t
 from posix.unistd cimport ftruncate, pwrite
 from libc.string cimport strerror
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 
 
 cdef int _write_all(int fd, const uint8_t* d, int64_t n, int64_t position) except -1:
@@ -344,17 +384,10 @@ def write_plain_batch(
     int64_t roll_size, int64_t roll_offset
 ):
     """``plain_run.write_plain_batch``: one plain batch checked, stamped and written at ``position``
-    of ``fd``; ``(size, next offset, max timestamp)``, or None (nothing stamped or written)."""
-    if type(base_offset) is not int or type(leader_epoch) is not int:
-        return None
-    cdef int overflow = 0
-    cdef int64_t offset = PyLong_AsLongLongAndOverflow(base_offset, &overflow)
-    if overflow or offset < 0:
-        return None
-    cdef int64_t epoch = PyLong_AsLongLongAndOverflow(leader_epoch, &overflow)
-    if overflow or epoch < INT32_MIN or epoch > INT32_MAX:
-        return None
-    if not _writable_bytes(buf):
+    of ``fd``; ``(size, next offset, max timestamp, whether it has our Arrow body)``, or None (nothing
+    stamped or written)."""
+    cdef int64_t offset, epoch
+    if _stamp_args(buf, base_offset, leader_epoch, &offset, &epoch) < 0:
         return None
     # the buffer protocol directly (a typed memoryview costs more than the rest of the checks): the
     # export keeps a bytearray from being resized while the write runs without the GIL
@@ -371,43 +404,21 @@ cdef object _write_plain(
     int64_t max_size, bint refuse_keyless, uint8_t* p, int64_t end, int64_t offset, int64_t epoch, int fd,
     int64_t position, int64_t roll_size, int64_t roll_offset
 ):
-    if end < HEADER_SIZE:
-        return None
-    # check_and_stamp's pass 1 for a run of exactly one batch
-    cdef int64_t base = be64(p), lod = be32(p + 23), size, pid
-    cdef int32_t length = be32(p + 8), count = be32(p + 57), seq = be32(p + 53)
-    cdef int attrs = be16(p + 21)
-    if (
-        lod != count - 1
-        or count < 1
-        or <signed char>p[16] != MAGIC
-        or length < MIN_LENGTH
-        or not legal_high(attrs)
-        or base > INT64_MAX - lod
-    ):
-        return None
-    size = <int64_t>length + LOG_OVERHEAD
-    if size > max_size or size != end or (attrs & CODEC_MASK) > MAX_CODEC:
-        return None
-    pid = be64(p + 43)
-    if (
-        not attrs & ARROW_BODY
-        or attrs & TXN_BITS
-        or (pid >= 0 and seq >= 0)
-        or (refuse_keyless and attrs & HAS_KEY_NULLS)
-        or offset > INT64_MAX - count
-    ):
+    # check_and_stamp's checks for a run of exactly one batch
+    cdef int64_t size = 0
+    cdef int32_t count = 0
+    cdef int layout = _plain_batch(p, end, max_size, refuse_keyless, &size, &count)
+    if layout < 0 or size != end or offset > INT64_MAX - count:
         return None
     # the segment's roll rule (LogSegment.should_roll's size and offset bounds; its age the caller's)
-    if position > 0 and (position + size > roll_size or offset + lod > roll_offset):
+    if position > 0 and (position + size > roll_size or offset + count - 1 > roll_offset):
         return None
-    cdef uint32_t crc = (<uint32_t>p[17] << 24) | (<uint32_t>p[18] << 16) | (<uint32_t>p[19] << 8) | <uint32_t>p[20]
-    if _crc(p + CRC_START, size - CRC_START) != crc:
+    if not _crc_matches(p, size):
         return None
-    if be32(p + 8) != length:  # a Python-level CRC may let another thread at the buffer
+    if <int64_t>be32(p + 8) + LOG_OVERHEAD != size:  # a Python-level CRC may let another thread at the buffer
         raise BufferError("the batch changed while it was checked")
     put64(p, offset)
     put32(p + 12, epoch)
     cdef int64_t max_ts = be64(p + 35)
     _write_all(fd, p, size, position)
-    return (size, offset + count, max_ts)
+    return (size, offset + count, max_ts, layout == 1)

@@ -1,18 +1,23 @@
 """A produced run of plain batches, checked and stamped in one call (the log append's fast path).
 
-A *plain* batch is the common produce: our Arrow body, no producer id or
-sequence (not idempotent), not transactional, not a control batch. For a run
-made only of those the log needs from the format nothing but the checks every
-run gets (``header.walk(..., check_crc=True, max_size=, strict=True)``) and the
-offset/epoch stamp; :func:`check_and_stamp` does both, and the compiled core
-(``_cbody.check_and_stamp``) does it in one C pass when it is built. Any other
-run (or any check that fails) gives None with nothing stamped: the caller then
-takes the general path, which raises the typed error or handles the producer
-state and transactions. :func:`write_plain_batch` is the same for a run of
-exactly one plain batch (the common produce) and also writes it at the end of
-the log segment's file: the log append's whole byte work in one call
+A *plain* batch is the common produce: not idempotent (no producer id or
+sequence), not transactional, not a control batch, and either our Arrow body or
+Kafka's record layout uncompressed (a Java producer's or librdkafka's
+one-message produce). For a run made only of those the log needs from the
+format nothing but the checks every run gets (``header.walk(..., check_crc=True,
+max_size=, strict=True)``, and for Kafka's layout
+``kafka_decode.validate_kafka_records``, with no null key on a compacted topic)
+and the offset/epoch stamp; :func:`check_and_stamp` does both, and the compiled
+core (``_cbody.check_and_stamp``) does it in one C pass when it is built. Any
+other run (or any check that fails) gives None with nothing stamped: the caller
+then takes the general path, which raises the typed error (with KIP-467's record
+errors for keyless records on a compacted topic) or handles the producer state
+and transactions. :func:`write_plain_batch` is the same for a run of exactly one
+plain batch (the common produce) and also writes it at the end of the log
+segment's file: the log append's whole byte work in one call
 (``_cbody.write_plain_batch`` when built); the segment records the numbers it
-returns, the log its end offset.
+returns (and whether the batch has our Arrow body: Kafka clients' fetches of a
+segment holding one are converted), the log its end offset.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
+from ..errors import CorruptRecord, LogSourceError, MessageTooLarge, UnsupportedCompressionType
 from ._speedups import cbody
 from .crc import crc32c
 from .header import (
     ARROW_BODY,
+    CODEC_MASK,
     CRC_START,
     HAS_KEY_NULLS,
     HEADER,
@@ -34,6 +40,7 @@ from .header import (
     stamp_offset_epoch,
     walk,
 )
+from .kafka_decode import validate_kafka_records
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -48,24 +55,35 @@ def _writable(buf: object) -> bool:
 
 
 def _not_plain(attrs: int, producer_id: int, base_sequence: int, refuse_keyless: bool) -> bool:
-    """A batch with these header fields is not plain: a Kafka-layout body, transactional or control,
-    idempotent, or (``refuse_keyless``) with a null key."""
+    """A batch with these header fields is not plain: transactional or control, idempotent, compressed
+    in Kafka's layout, or (``refuse_keyless``) with our Arrow body and a null key (a Kafka-layout
+    batch's keys are in its records)."""
     return bool(
-        not attrs & ARROW_BODY
-        or attrs & TXN_BITS
+        attrs & TXN_BITS
         or (producer_id >= 0 and base_sequence >= 0)
-        or (refuse_keyless and attrs & HAS_KEY_NULLS)
+        or (attrs & ARROW_BODY and refuse_keyless and attrs & HAS_KEY_NULLS)
+        or (not attrs & ARROW_BODY and attrs & CODEC_MASK)
     )
+
+
+def _kafka_records_refused(buf: bytearray | memoryview, pos: int, h: object, refuse_keyless: bool) -> bool:
+    """The general path's check of a Kafka-layout batch's records (validate_kafka_records) fails, or
+    ``refuse_keyless`` and some key is null (the general path then names those records: KIP-467)."""
+    try:
+        null_key = validate_kafka_records(buf, pos, h)
+    except (LogSourceError, OverflowError):  # its typed error is the general path's to raise
+        return True
+    return bool(refuse_keyless and null_key)
 
 
 def check_and_stamp_py(
     max_size: int, refuse_keyless: bool, buf: bytearray | memoryview, base_offset: int, leader_epoch: int
-) -> list[tuple[int, int, int, int, int]] | None:
+) -> tuple[bool, list[tuple[int, int, int, int, int]]] | None:
     """Stamp the run ``buf`` from ``base_offset`` with ``leader_epoch`` if it is whole, valid, plain
     batches (each at most ``max_size`` bytes; ``refuse_keyless``: none with a null key, as a compacted
-    topic demands), and return ``(position, base offset, size, max timestamp, record count)`` per batch;
-    None, with nothing stamped, for any other run. The limits come first: a log binds them once
-    (``functools.partial``, no Python frame per append).
+    topic demands), and return whether some batch has our Arrow body and ``(position, base offset,
+    size, max timestamp, record count)`` per batch; None, with nothing stamped, for any other run. The
+    limits come first: a log binds them once (``functools.partial``, no Python frame per append).
 
     The reference: :data:`check_and_stamp` is the compiled ``_cbody.check_and_stamp`` when it is built
     (it must agree with this function on every input), this function otherwise.
@@ -84,10 +102,16 @@ def check_and_stamp_py(
         batches = walk(buf, check_crc=False, max_size=max_size, strict=True)
     except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
         return None
-    # the headers first: a run for the general path (an idempotent producer's) costs no CRC here
+    # the headers and records first: a run for the general path (an idempotent producer's) costs no CRC here
     total = 0
-    for _, h in batches:
-        if _not_plain(h.attributes, h.producer_id, h.base_sequence, refuse_keyless):
+    arrow = False
+    for pos, h in batches:
+        attrs = h.attributes
+        if _not_plain(attrs, h.producer_id, h.base_sequence, refuse_keyless):
+            return None
+        if attrs & ARROW_BODY:
+            arrow = True
+        elif _kafka_records_refused(buf, pos, h, refuse_keyless):
             return None
         total += h.record_count
     if base_offset > _INT64_MAX - total:
@@ -102,7 +126,7 @@ def check_and_stamp_py(
         stamp_offset_epoch(buf, pos, offset, h.batch_length, leader_epoch)
         out.append((pos, offset, h.batch_length + LOG_OVERHEAD, h.max_timestamp, h.record_count))
         offset += h.record_count
-    return out
+    return arrow, out
 
 
 #: the one the log calls (chosen once: no Python frame between the log and the compiled pass)
@@ -119,12 +143,13 @@ def write_plain_batch_py(
     position: int,
     roll_size: int,
     roll_offset: int,
-) -> tuple[int, int, int] | None:
+) -> tuple[int, int, int, bool] | None:
     """The log append's common step in one call: ``buf`` holding exactly one plain batch is checked and
     stamped as :func:`check_and_stamp_py` does, then written at ``position`` of the file ``fd``; returns
-    ``(size, next offset, max timestamp)``. None, with nothing stamped or written, for any other run, or
-    when the batch would break the segment's roll bounds (``position`` non-zero and ``position + size >
-    roll_size`` or its last offset ``> roll_offset``: the caller rolls first, on its general path).
+    ``(size, next offset, max timestamp, whether it has our Arrow body)``. None, with nothing stamped or
+    written, for any other run, or when the batch would break the segment's roll bounds (``position``
+    non-zero and ``position + size > roll_size`` or its last offset ``> roll_offset``: the caller rolls
+    first, on its general path).
 
     A failed write cuts the file back to ``position`` (all or nothing) and raises the OSError; short
     writes are continued. The reference: :data:`write_plain_batch` is ``_cbody.write_plain_batch`` when
@@ -141,7 +166,8 @@ def write_plain_batch_py(
     stamped = check_and_stamp_py(max_size, refuse_keyless, buf, base_offset, leader_epoch)
     if stamped is None:
         return None
-    _, offset, size, max_ts, count = stamped[0]
+    arrow, batches = stamped
+    _, offset, size, max_ts, count = batches[0]
     try:
         written = os.pwrite(fd, buf, position)
         while written < size:
@@ -150,7 +176,7 @@ def write_plain_batch_py(
         with contextlib.suppress(OSError):  # the write's error is the one to report
             os.ftruncate(fd, position)  # all or nothing
         raise
-    return size, offset + count, max_ts
+    return size, offset + count, max_ts, arrow
 
 
 #: the one the log's append calls (bound by AppendValidator), compiled when built

@@ -28,15 +28,19 @@ def stamp_usual_runs(
     check_and_stamp, stamp_producer_run, producers, list runs, Py_ssize_t i, offset, leader_epoch, at,
     list parts, list stamped, list appended,
 ):
-    """``(index of the first run not taken, next offset, bytes stamped)``: see ``stamp_usual_runs_py``."""
+    """``(index of the first run not taken, next offset, bytes stamped, some run taken has our Arrow
+    body)``: see ``stamp_usual_runs_py``."""
     cdef Py_ssize_t n = PyList_GET_SIZE(runs), k, m
     cdef list st
     cdef tuple t
+    cdef bint arrow = False
     while i < n:
         records = <object>PyList_GET_ITEM(runs, i)
         got = check_and_stamp(records, offset, leader_epoch)
         if got is not None:
-            st = got
+            has_arrow, st = got
+            if has_arrow:
+                arrow = True
             m = PyList_GET_SIZE(st)
             if m == 0:
                 raise IndexError("list index out of range")  # as the reference's st[-1]
@@ -50,12 +54,13 @@ def stamp_usual_runs(
             nxt = stamp_producer_run(records, offset, leader_epoch, producers, stamped, at)
             if nxt is None:
                 break
+            arrow = True  # the idempotent producer's runs it takes have our Arrow body
         PyList_Append(parts, records)
         PyList_Append(appended, (i, offset, nxt))
         at = at + len(records)
         offset = nxt
         i += 1
-    return i, offset, at
+    return i, offset, at, arrow
 
 
 cdef enum:

@@ -72,16 +72,17 @@ class AppendValidator:
         self.topic = topic
         self._max_bytes = config.max_message_bytes
         self._compact = config.cleanup_policy != DELETE
-        #: ``check_and_stamp(records, offset, leader_epoch)``: a run of plain batches (Arrow-bodied, not
-        #: idempotent, not transactional) that passes every check of :meth:`check`, stamped from
-        #: ``offset``: its ``(position, base offset, size, max timestamp, record count)`` per batch (the
-        #: format's one-call check and stamp); None, nothing stamped, for any other run (:meth:`check`
-        #: then raises, or the general path takes it)
+        #: ``check_and_stamp(records, offset, leader_epoch)``: a run of plain batches (not idempotent, not
+        #: transactional; our Arrow body or Kafka's layout uncompressed) that passes every check of
+        #: :meth:`check`, stamped from ``offset``: whether some batch has our Arrow body and its
+        #: ``(position, base offset, size, max timestamp, record count)`` per batch (the format's one-call
+        #: check and stamp); None, nothing stamped, for any other run (:meth:`check` then raises, or the
+        #: general path takes it)
         self.check_and_stamp = partial(check_and_stamp, self._max_bytes, self._compact)
         #: ``write_plain(records, offset, leader_epoch, fd, position, roll_size, roll_offset)``: the same
         #: for a run of exactly one plain batch, then written at ``position`` of the segment file ``fd``
         #: (the format's one-call append step, :func:`~...format.plain_run.write_plain_batch`):
-        #: ``(size, next offset, max timestamp)``, or None with nothing stamped or written
+        #: ``(size, next offset, max timestamp, has our Arrow body)``, or None with nothing stamped or written
         self.write_plain = partial(write_plain_batch, self._max_bytes, self._compact)
         #: ``stamp_producer_run(records, offset, leader_epoch, producers, stamped, at)``: an idempotent
         #: producer's usual run checked, staged and stamped in one call (:func:`stamp_producer_run`)
@@ -210,36 +211,41 @@ def stamp_usual_runs_py(
     parts: list,
     stamped: list,
     appended: list,
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, bool]:
     """Check and stamp ``runs[i:]`` from ``offset`` while each is a plain run
     (:attr:`AppendValidator.check_and_stamp` takes it) or an idempotent producer's next
     (:attr:`AppendValidator.stamp_producer_run` takes it, staged in ``producers``); add each run to
     ``parts``, its batches to ``stamped`` (positions moved by the bytes ``at`` before it) and
     ``(index, base offset, next offset)`` to ``appended``. Returns the index of the first run neither
-    took (``len(runs)``: none), the next offset and the bytes stamped so far. Every run taken has our
-    Arrow body.
+    took (``len(runs)``: none), the next offset, the bytes stamped so far and whether some run taken has
+    our Arrow body (a plain run may have Kafka's layout; an idempotent producer's run taken has ours).
 
     The reference: :data:`stamp_usual_runs` is the compiled ``_cruns.stamp_usual_runs`` when it is
     built (it must agree with this function on every input), this function otherwise.
     """
     n = len(runs)
+    arrow = False
     while i < n:
         records = runs[i]
-        st = check_and_stamp(records, offset, leader_epoch)
-        if st is not None:
+        got = check_and_stamp(records, offset, leader_epoch)
+        if got is not None:
+            has_arrow, st = got
             for pos, base, size, max_ts, count in st:
                 stamped.append((pos + at, base, size, max_ts, count))
             nxt = st[-1][1] + st[-1][4]
+            if has_arrow:
+                arrow = True
         else:
             nxt = stamp_producer_run(records, offset, leader_epoch, producers, stamped, at)
             if nxt is None:
                 break
+            arrow = True
         parts.append(records)
         appended.append((i, offset, nxt))
         at += len(records)
         offset = nxt
         i += 1
-    return i, offset, at
+    return i, offset, at, arrow
 
 
 def stamp_producer_run_py(
@@ -344,11 +350,11 @@ def check_stamp_runs(
     plain, next_run = validator.check_and_stamp, validator.stamp_producer_run
     while i < n:
         if usual:
-            i, offset, at = stamp_usual_runs(
+            i, offset, at, has_arrow = stamp_usual_runs(
                 plain, next_run, producers, runs, i, offset, leader_epoch, at, parts, stamped, appended
             )
-            if appended:
-                arrow = True  # the usual runs have our Arrow body
+            if has_arrow:
+                arrow = True
             if i == n:
                 break
         try:
@@ -360,8 +366,9 @@ def check_stamp_runs(
         if flags & TRANSACTIONAL:
             return None
         if not flags & ARROW:
-            # a Kafka client's run: the usual-run calls decline its layout, and its connection's next
-            # runs are alike (either path gives the same result: this only saves their calls)
+            # a Kafka client's run the usual-run calls declined (compressed, or an idempotent producer's):
+            # its connection's next runs are alike (either path gives the same result: this only saves
+            # their calls)
             usual = False
         mine = None  # the producer checks of an idempotent run (only those stage anything)
         if flags & IDEMPOTENT:

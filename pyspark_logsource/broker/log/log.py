@@ -251,10 +251,11 @@ class PartitionLog:
                     except OSError as e:
                         raise StorageError(f"append to {active.log_path} failed: {e}") from e
                     if offset is None:
-                        stamped = self._validator.check_and_stamp(records, base, epoch)
-                        if stamped is not None:
+                        got = self._validator.check_and_stamp(records, base, epoch)
+                        if got is not None:
+                            arrow, stamped = got
                             offset = stamped[-1][1] + stamped[-1][4]
-                            self._write_locked(records, stamped, offset, now)
+                            self._write_locked(records, stamped, offset, now, arrow)
                 if offset is not None:
                     self._leo = offset  # publish: readers may now fetch up to here
                     if epoch > latest:

@@ -292,7 +292,7 @@ class LogSegment:
 
     def append_plain(
         self,
-        write: Callable[..., tuple[int, int, int] | None],
+        write: Callable[..., tuple[int, int, int, bool] | None],
         records: bytearray | memoryview,
         base_offset: int,
         leader_epoch: int,
@@ -310,8 +310,9 @@ class LogSegment:
         done = write(records, base_offset, leader_epoch, self._fd, start, self.roll_size, self.roll_offset)
         if done is None:
             return None
-        size, nxt, ts = done
-        self.holds_arrow = True  # before the bytes are published to readers
+        size, nxt, ts, arrow = done
+        if arrow:  # a Kafka-layout batch leaves it as it was (False, or None: unknown)
+            self.holds_arrow = True  # before the bytes are published to readers
         if self._created_ms is None:
             self.created_ms = int(time.time() * 1000)
         self.size = start + size  # publish: readers may now see these bytes
