@@ -69,7 +69,7 @@ COMMANDS = [
     (["topics", "list"], TOPIC),
     (["topics", "describe", TOPIC], TOPIC),
     (["topics", "alter", TOPIC, "--config", "retention.ms=86400000"], TOPIC),
-    (["produce", TOPIC, "--partition", "0"], "3"),
+    (["produce", TOPIC, "--partition", "0"], f"Produced 3 message(s) to {TOPIC}."),
     # from the beginning: a new group starts at the end (Kafka's default), where it waited out its timeout
     # for nothing; the three values produced above, in order, and the count
     (
