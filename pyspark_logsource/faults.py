@@ -15,7 +15,9 @@ What a point does by default is the point's (:data:`POINTS`):
   segments, its transaction coordinator between a decision and its markers);
 - ``pause``: the process prints ``LOGSOURCE_FAULT_PAUSED <point>`` on stderr
   and sleeps (``LOGSOURCE_FAULT_PAUSE_SECONDS``, default 60), so that the test,
-  which waits for that line, kills it there (the ETL job's commit protocol);
+  which waits for that line, kills it there (the ETL job's commit protocol); a test
+  that lets it go on instead creates the file named by ``LOGSOURCE_FAULT_RESUME``,
+  which ends the pause at once (rather than waiting the pause out);
 - ``raise``: a RuntimeError ("fault injected ...") is raised there (a broker's
   shutdown step that fails);
 - ``hang``: the calling thread blocks for good (a shutdown step that never
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 FAULT_ENV = "LOGSOURCE_FAULT"
 #: how long a ``pause`` point sleeps (seconds; default 60)
 PAUSE_SECONDS_ENV = "LOGSOURCE_FAULT_PAUSE_SECONDS"
+#: a file whose creation ends a ``pause`` point's sleep early (optional)
+RESUME_FILE_ENV = "LOGSOURCE_FAULT_RESUME"
 #: printed on stderr, followed by the point's name, when a ``pause`` point starts sleeping
 PAUSED_MARKER = "LOGSOURCE_FAULT_PAUSED"
 
@@ -95,7 +99,7 @@ def _act(action: str, where: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == PAUSE:
         print(f"{PAUSED_MARKER} {where.partition(':')[0]}", file=sys.stderr, flush=True)
-        time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV, "60")))
+        _pause(float(os.environ.get(PAUSE_SECONDS_ENV, "60")), os.environ.get(RESUME_FILE_ENV))
     elif action == RAISE:
         log.warning("fault injection: raising at %r", where)
         raise RuntimeError(f"fault injected at {where!r} ({FAULT_ENV})")
@@ -105,3 +109,16 @@ def _act(action: str, where: str) -> None:
             time.sleep(3600)
     else:
         raise ValueError(f"unknown fault action {action!r} at {where!r} (known: {', '.join(ACTIONS)})")
+
+
+def _pause(seconds: float, resume_file: str | None) -> None:
+    """Sleep seconds, or until resume_file exists (polled: the pause may be in any thread of any process)."""
+    if not resume_file:
+        time.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(resume_file):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(0.05, left))

@@ -169,6 +169,7 @@ def _send_chunk(p: Producer, topic: str, values: range) -> dict[bytes, tuple[int
 
 
 @pytest.mark.slow  # a cold Spark driver process (the job that is killed), like tests/test_etl_failures.py
+@pytest.mark.kill9
 def test_etl_stays_exactly_once_while_a_leader_and_the_job_are_killed(cluster, spark, tmp_path):
     """The ETL kill test against the cluster: the job is killed -9 at its commit point while a
     partition leader is killed too; then loads run here while another leader dies; the output

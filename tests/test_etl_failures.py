@@ -25,7 +25,7 @@ from support import copy_rename_fs, spark_jvm
 from pyspark_logsource.faults import FAULT_ENV, PAUSE_SECONDS_ENV, PAUSED_MARKER
 from pyspark_logsource.offsets import OffsetStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kill9]
 
 HELPERS = Path(__file__).parent / "helpers"
 ETL = [sys.executable, "-m", "pyspark_logsource.jobs.etl"]

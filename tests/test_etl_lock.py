@@ -20,7 +20,7 @@ from pyspark_logsource.errors import DirectoryInUse
 from pyspark_logsource.etl import parse_args
 from pyspark_logsource.etl.lock import OWNER, dirs_to_lock, local_dir, run_lock
 from pyspark_logsource.faults import FAULT_ENV as PAUSE_ENV
-from pyspark_logsource.faults import PAUSE_SECONDS_ENV, PAUSED_MARKER
+from pyspark_logsource.faults import PAUSE_SECONDS_ENV, PAUSED_MARKER, RESUME_FILE_ENV
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -118,7 +118,9 @@ def test_a_second_load_while_the_first_is_committing_is_refused(tmp_path):
             "local[1]",
             "--no-progress",
         ]
-        first_env = dict(env, **{PAUSE_ENV: "commit", PAUSE_SECONDS_ENV: "15"})
+        # paused until the second load was refused (the resume file), not for a fixed time it then waited out
+        resume = tmp_path / "resume"
+        first_env = dict(env, **{PAUSE_ENV: "commit", PAUSE_SECONDS_ENV: "120", RESUME_FILE_ENV: str(resume)})
         first = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=first_env
         )
@@ -136,6 +138,8 @@ def test_a_second_load_while_the_first_is_committing_is_refused(tmp_path):
                 f"etl: DirectoryInUse: output directory {out} is in use by another {OWNER} (pid {first.pid},"
                 in second.stderr
             )
+            assert first.poll() is None  # still paused at its commit point while the second was refused
+            resume.touch()
             rest = first.communicate(timeout=180)[0]
             assert first.returncode == 0, "".join(lines) + rest
         finally:

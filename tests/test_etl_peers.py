@@ -14,7 +14,7 @@ from pyspark_logsource import etl
 from pyspark_logsource.errors import CommittedDataMissing
 from pyspark_logsource.faults import PAUSED_MARKER
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kill9]
 
 
 @pytest.mark.real_kafka

@@ -245,6 +245,7 @@ def _expected(values: dict[tuple[int, int], int]) -> Counter:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.eos_kill
+@pytest.mark.kill9
 # 11 Spark driver starts: 217 s CPU in all (every process), so ~2-2.5 min on an idle 2-core machine;
 # 355 s measured under a load average of 4.4-6.2
 @pytest.mark.timeout(900)

@@ -220,6 +220,7 @@ def _wait_batches(
 # 21-27 (2 cores shared by other jobs; not measured on an idle machine). Of a 268 s run (load 20-27) the test
 # body took 208 s: cluster start and the first micro-batch (Spark's planner workers starting) 80 s of it,
 # each kill phase 4-25 s, the drain and the three readers' checks 20 s; the rest is the session's Spark start
+@pytest.mark.kill9
 @pytest.mark.timeout(1200)
 def test_streaming_exactly_once_while_the_coordinator_and_an_output_leader_are_killed(
     zk_connect, tmp_path, spark

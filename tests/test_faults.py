@@ -9,7 +9,14 @@ import sys
 
 import pytest
 
-from pyspark_logsource.faults import FAULT_ENV, PAUSE_SECONDS_ENV, PAUSED_MARKER, POINTS, fault_point
+from pyspark_logsource.faults import (
+    FAULT_ENV,
+    PAUSE_SECONDS_ENV,
+    PAUSED_MARKER,
+    POINTS,
+    RESUME_FILE_ENV,
+    fault_point,
+)
 
 
 def _run(env_value: str | None, call: str, pause_seconds: str = "0.05") -> subprocess.CompletedProcess:
@@ -67,6 +74,29 @@ def test_a_pause_point_holds_the_process_until_killed():
     finally:
         p.kill()
     assert p.wait(30) == -signal.SIGKILL and p.stdout.read() == ""
+
+
+def test_a_pause_point_goes_on_once_its_resume_file_exists(tmp_path):
+    resume = tmp_path / "resume"
+    env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, RESUME_FILE_ENV)}
+    env.update({FAULT_ENV: "commit", PAUSE_SECONDS_ENV: "60", RESUME_FILE_ENV: str(resume)})
+    code = (
+        "from pyspark_logsource.faults import fault_point\nfault_point('commit')\nprint('passed', flush=True)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stderr.readline() == f"{PAUSED_MARKER} commit\n"
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(0.5)  # paused: the file is not there yet
+        resume.touch()
+        out, _ = p.communicate(timeout=10)  # far less than the pause's 60 s
+        assert p.returncode == 0 and out == "passed\n"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def test_a_raise_point_raises_and_an_entry_may_name_another_action(monkeypatch):

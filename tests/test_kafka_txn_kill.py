@@ -35,6 +35,7 @@ PARTITIONS = 2
 pytestmark = [
     pytest.mark.kafka_clients,
     pytest.mark.eos_kill,
+    pytest.mark.kill9,
     pytest.mark.timeout(240),
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]

@@ -69,8 +69,23 @@ COMMANDS = [
     (["topics", "list"], TOPIC),
     (["topics", "describe", TOPIC], TOPIC),
     (["topics", "alter", TOPIC, "--config", "retention.ms=86400000"], TOPIC),
-    (["produce", TOPIC, "--partition", "0"], "3"),
-    (["consume", TOPIC, "--group", GROUP, "--max-messages", "3", "--timeout-ms", "20000"], "c"),
+    (["produce", TOPIC, "--partition", "0"], f"Produced 3 message(s) to {TOPIC}."),
+    # from the beginning: a new group starts at the end (Kafka's default), where it waited out its timeout
+    # for nothing; the three values produced above, in order, and the count
+    (
+        [
+            "consume",
+            TOPIC,
+            "--group",
+            GROUP,
+            "--from-beginning",
+            "--max-messages",
+            "3",
+            "--timeout-ms",
+            "20000",
+        ],
+        "a\nb\nc\nProcessed a total of 3 messages",
+    ),
     (["groups", "list"], GROUP),
     (["groups", "describe", GROUP], GROUP),
     (["topics", "delete-records", TOPIC, "--partition", "0", "--before", "1"], TOPIC),

@@ -452,6 +452,7 @@ def test_spark_read_without_read_acl_is_topic_authorization_failed(secured, pki,
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.kill9
 @pytest.mark.timeout(900)
 def test_etl_over_sasl_ssl_killed_9_under_a_producer_is_exactly_once(secured, pki, tmp_path):
     from test_etl_failures import HELPERS, Job, assert_exactly_committed, stop_producer

@@ -490,6 +490,7 @@ def test_stream_keeps_up_with_live_producer(spark, layout_broker):
     admin.close()
 
 
+@pytest.mark.kill9
 def test_kill_and_restart_exactly_once_into_file_sink(spark, layout_broker, tmp_path):
     bs = layout_broker.bootstrap
     admin = Admin(bs)
