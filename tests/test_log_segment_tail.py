@@ -238,3 +238,67 @@ def test_the_tail_indexes_every_interval_and_hands_the_time_index_each_new_large
     assert list(side.times._values) == [0, 2, 5]  # noqa: SLF001
     assert (side.tail.max_timestamp, side.tail.offset_of_max_timestamp) == (12, 105)
     side.close()
+
+
+# ---------------------------------------------------------------- the index appends the tail calls
+
+#: what an index append may be handed: usual increasing numbers, and the edges of its 32-bit columns
+index_numbers = st.one_of(
+    st.integers(0, 5000), st.sampled_from([-1, 2**32 - 1, 2**32, 2**63, -(2**63) - 1]), st.integers()
+)
+
+
+@needs_cseg
+@PROPS
+@given(
+    st.integers(0, 2**40),
+    st.sampled_from([12, 24, 1 << 20]),
+    st.lists(
+        st.tuples(st.sampled_from(["offset", "time", "truncate"]), index_numbers, index_numbers), max_size=40
+    ),
+)
+def test_the_compiled_index_appends_agree_with_the_reference(base, max_bytes, sequence):
+    """``_cseg.offset_index_append`` / ``time_index_maybe_append`` against ``OffsetIndex.append_py`` /
+    ``TimeIndex.maybe_append_py``: the same result or error, the same entries, from the same entries."""
+    with tempfile.TemporaryDirectory() as d:
+        sides = []
+        for name, offset_append, time_append in (
+            ("py", OffsetIndex.append_py, TimeIndex.maybe_append_py),
+            ("c", _cseg.offset_index_append, _cseg.time_index_maybe_append),
+        ):
+            oi = OffsetIndex(Path(d) / f"{name}.index", base, max_bytes)
+            ti = TimeIndex(Path(d) / f"{name}.timeindex", base, max_bytes)
+            sides.append((oi, ti, offset_append, time_append))
+
+        def outcome(side, kind, a, b):
+            oi, ti, offset_append, time_append = side
+            try:
+                if kind == "offset":
+                    return ("ok", offset_append(oi, base + a, b))
+                if kind == "time":
+                    return ("ok", time_append(ti, a, base + b))
+                oi.truncate_to(base + abs(a))
+                ti.truncate_to(base + abs(a))
+                return ("ok", None)
+            except Exception as e:  # noqa: BLE001 - the reference's error, whatever it is, must be the same
+                return ("error", type(e), str(e))
+
+        def entries(side):
+            oi, ti = side[0], side[1]
+            return [list(c) for c in (oi._keys, oi._values, ti._keys, ti._values)]  # noqa: SLF001
+
+        for kind, a, b in sequence:
+            assert outcome(sides[1], kind, a, b) == outcome(sides[0], kind, a, b), kind
+            assert entries(sides[1]) == entries(sides[0]), kind
+        for oi, ti, _, _ in sides:
+            oi.close()
+            ti.close()
+
+
+def test_the_indexes_append_with_the_compiled_twins_when_built():
+    if _cseg is None or os.environ.get("LOGSOURCE_NO_EXTENSIONS"):
+        assert OffsetIndex.append is OffsetIndex.append_py
+        assert TimeIndex.maybe_append is TimeIndex.maybe_append_py
+    else:
+        assert OffsetIndex.append is _cseg.offset_index_append
+        assert TimeIndex.maybe_append is _cseg.time_index_maybe_append

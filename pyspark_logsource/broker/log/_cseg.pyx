@@ -1,10 +1,15 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled twin of ``segment_tail.SegmentTailPy`` (the reference) and ``now_ms_py``: the append end of a
+# cython: language_level=3
+"""Compiled twins of ``segment_tail.SegmentTailPy`` (the reference) and ``now_ms_py``: the append end of a
 log segment, so that a plain produce's bookkeeping after the format's one-call step runs with no Python
-frame (see segment_tail.py for what each method does; tests/test_log_segment_tail.py compares the two).
+frame (see segment_tail.py for what each method does); and of the two index appends it calls,
+``index.OffsetIndex.append_py`` and ``index.TimeIndex.maybe_append_py`` (the indexes' own methods, bound
+by index.py). tests/test_log_segment_tail.py compares each with its reference.
 """
 
-from libc.stdint cimport int64_t
+from cpython cimport array
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport Py_SIZE
+from libc.stdint cimport int64_t, uint32_t
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -168,3 +173,77 @@ cdef class SegmentTail:
         self.bytes_since_index = since + size
         self.next_offset = nxt
         return nxt
+
+
+# ------------------------------------------------------------ the indexes' appends (index.py's methods)
+
+cdef inline bint _fits_u32(object v, uint32_t* out):
+    """``v`` is an int in 0..2**32-1 (what an ``array('I')`` holds): set ``out``."""
+    if type(v) is not int:
+        return False
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or x < 0 or x > 0xFFFFFFFF:
+        return False
+    out[0] = <uint32_t>x
+    return True
+
+
+cdef inline void _push_u32(array.array a, uint32_t v) except *:
+    cdef Py_ssize_t n = Py_SIZE(a)
+    array.resize_smart(a, n + 1)
+    a.data.as_uints[n] = v
+
+
+def offset_index_append(self, offset, position):
+    """``index.OffsetIndex.append_py`` (the reference), compiled: the same entries, result and errors."""
+    keys = self._keys
+    values = self._values
+    rel = offset - self.base_offset
+    cdef uint32_t k, v
+    if (
+        type(keys) is array.array and type(values) is array.array
+        and (<array.array>keys).ob_descr.typecode == b"I" and (<array.array>values).ob_descr.typecode == b"I"
+        and _fits_u32(rel, &k) and _fits_u32(position, &v)
+    ):
+        if Py_SIZE(keys) and k <= (<array.array>keys).data.as_uints[Py_SIZE(keys) - 1]:
+            return False
+        _push_u32(values, v)  # the payload first: a reader finding the key finds its payload
+        _push_u32(keys, k)
+        return Py_SIZE(keys) >= self.max_entries
+    # anything else as the reference does it (its errors included)
+    if keys and rel <= keys[-1]:
+        return False
+    values.append(position)
+    keys.append(rel)
+    return len(keys) >= self.max_entries
+
+
+def time_index_maybe_append(self, timestamp, offset):
+    """``index.TimeIndex.maybe_append_py`` (the reference), compiled: the same entries, result and errors."""
+    keys = self._keys
+    values = self._values
+    cdef uint32_t v
+    cdef int overflow = 0
+    cdef long long ts
+    cdef Py_ssize_t n
+    if (
+        type(timestamp) is int and type(keys) is array.array and type(values) is array.array
+        and (<array.array>keys).ob_descr.typecode == b"q" and (<array.array>values).ob_descr.typecode == b"I"
+    ):
+        ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow)
+        n = Py_SIZE(keys)
+        if not overflow:
+            if n and ts <= (<array.array>keys).data.as_longlongs[n - 1]:
+                return False
+            rel = offset - self.base_offset
+            if _fits_u32(rel, &v):
+                _push_u32(values, v)  # the payload first, as in offset_index_append
+                array.resize_smart(keys, n + 1)
+                (<array.array>keys).data.as_longlongs[n] = ts
+                return n + 1 >= self.max_entries
+    if keys and timestamp <= keys[-1]:
+        return False
+    values.append(offset - self.base_offset)
+    keys.append(timestamp)
+    return len(keys) >= self.max_entries
