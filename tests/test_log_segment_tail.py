@@ -61,6 +61,13 @@ offsets = st.integers(0, 2**40)
 timestamps = st.integers(-1, 2**41)
 
 
+def _big_batch(n: int) -> bytearray:
+    """A plain batch of ``n`` 200-byte records (up to 2.5 KB: past the index intervals and roll sizes)."""
+    from support.logdata import make_batch
+
+    return make_batch(0, n, size=200)
+
+
 @st.composite
 def calls(draw):
     """One call on a tail (its arguments drawn; the tail's own state where an argument must follow it)."""
@@ -81,7 +88,7 @@ def calls(draw):
     )
     if kind == "append_plain":
         return kind, (
-            draw(one_batch()),
+            draw(st.one_of(one_batch(), st.integers(1, 12).map(_big_batch))),
             draw(st.sampled_from([None, 0, 7, 2**31 - 1])),  # the epoch (None: refused)
             draw(st.sampled_from([0, 10**12, 2**62])),  # now
             draw(st.integers(0, 1)),  # which write step
