@@ -43,6 +43,7 @@ class SegmentTailPy:
         "roll_size",
         "roll_offset",
         "created_ms",
+        "roll_ms",
         "_segment_bytes",
         "_segment_ms",
         "_index_interval",
@@ -78,6 +79,8 @@ class SegmentTailPy:
         self.roll_offset = base_offset + MAX_RELATIVE_OFFSET
         #: wall-clock ms of the first append (or of opening a non-empty file); None while empty
         self.created_ms: int | None = None
+        #: when the segment is segment.ms old (infinity while it is empty)
+        self.roll_ms: int | float = float("inf")
         self._index_full = False
         self._offset_index_append = offset_index_append
         self._time_index_append = time_index_append
@@ -86,18 +89,13 @@ class SegmentTailPy:
         self._time_handed = -1
         self.set_config(config)
 
-    @property
-    def roll_ms(self) -> int | float:
-        """When the segment is segment.ms old (infinity while it is empty)."""
-        created = self.created_ms
-        return float("inf") if created is None else created + self._segment_ms
-
     def set_config(self, config: LogConfig) -> None:
         """segment.bytes, segment.ms and index.interval.bytes from ``config`` (a dynamic change applies to
         the active segment at once, as Kafka's)."""
         self._segment_bytes = config.segment_bytes
         self._segment_ms = config.segment_ms
         self._index_interval = config.index_interval_bytes
+        self.set_created(self.created_ms)  # roll_ms from the new segment.ms
         self.set_index_full(self._index_full)
 
     def set_index_full(self, full: bool) -> None:
@@ -109,6 +107,7 @@ class SegmentTailPy:
     def set_created(self, created_ms: int | None) -> None:
         """Set when the segment was created (the age roll bound follows); None: empty again."""
         self.created_ms = created_ms
+        self.roll_ms = float("inf") if created_ms is None else created_ms + self._segment_ms
 
     def restart(self, next_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> None:
         """Start counting again from an index's last entry (opening, recovering, truncating): the
@@ -166,7 +165,7 @@ class SegmentTailPy:
         if arrow:
             self.holds_arrow = True  # before the bytes are published to readers
         if self.created_ms is None:
-            self.created_ms = now
+            self.set_created(now)
         self.size = start + n  # publish: readers may now see these bytes
         interval = self._index_interval
         since = self.bytes_since_index
@@ -204,7 +203,7 @@ class SegmentTailPy:
         size, nxt, ts = done
         self.holds_arrow = True  # before the bytes are published to readers
         if self.created_ms is None:
-            self.created_ms = now
+            self.set_created(now)
         self.size = start + size  # publish: readers may now see these bytes
         if ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = ts, base_offset
