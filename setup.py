@@ -21,6 +21,7 @@ EXTENSIONS = [
     "pyspark_logsource.protocol._cproduce",
     "pyspark_logsource.format._cvalidate",
     "pyspark_logsource.broker.log._cruns",
+    "pyspark_logsource.broker.log._cseg",
 ]
 
 

@@ -26,6 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ...format._speedups import load_extension
+
+#: the compiled twins of the two appends (``_cseg``), None when switched off or not built
+_cseg = load_extension(__package__ + "._cseg")
+
 
 class CorruptIndexError(Exception):
     """An index file failed its sanity check; the segment rebuilds it."""
@@ -166,9 +171,10 @@ class OffsetIndex(_Index):
                 f"{self.path.name}: entry points at {int(vals[-1])}, beyond the segment ({segment_size})"
             )
 
-    def append(self, offset: int, position: int) -> bool:
+    def append_py(self, offset: int, position: int) -> bool:
         """Add an entry for the batch starting at ``offset``/``position`` (both increasing);
-        return whether the index is full now."""
+        return whether the index is full now. The reference: :meth:`append` is ``_cseg``'s compiled twin
+        when built (one per segment append; the same entries, result and errors), this otherwise."""
         keys = self._keys
         rel = offset - self.base_offset
         if keys and rel <= keys[-1]:
@@ -176,6 +182,8 @@ class OffsetIndex(_Index):
         self._values.append(position)
         keys.append(rel)
         return len(keys) >= self.max_entries
+
+    append = append_py if _cseg is None else _cseg.offset_index_append
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
@@ -245,15 +253,18 @@ class TimeIndex(_Index):
         if self.base_offset + int(offs[-1]) >= next_offset:
             raise CorruptIndexError(f"{self.path.name}: entry points beyond the segment's last offset")
 
-    def maybe_append(self, timestamp: int, offset: int) -> bool:
+    def maybe_append_py(self, timestamp: int, offset: int) -> bool:
         """Add an entry if ``timestamp`` is larger than the last one; return whether one was added
-        and the index is full now."""
+        and the index is full now. The reference: :meth:`maybe_append` is ``_cseg``'s compiled twin when
+        built, this otherwise."""
         keys = self._keys
         if keys and timestamp <= keys[-1]:
             return False
         self._values.append(offset - self.base_offset)
         keys.append(timestamp)
         return len(keys) >= self.max_entries
+
+    maybe_append = maybe_append_py if _cseg is None else _cseg.time_index_maybe_append
 
     def lookup_before(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the last entry whose timestamp is < ``timestamp``; None if none."""

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -22,6 +21,7 @@ from ...format import header as fmt
 from ...format.runs import decode
 from .config import LogConfig
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .segment_tail import SegmentTail, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -65,57 +65,91 @@ class LogSegment:
         mode = "r+b" if self.log_path.exists() else "w+b"
         self.file: BinaryIO = open(self.log_path, mode, buffering=0)  # noqa: SIM115 - owned by the segment
         self._fd = self.file.fileno()
-        #: Bytes of whole batches in the file; readers never look past it.
-        self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
             self.directory / (stem + INDEX_SUFFIX + suffix), base_offset, config.segment_index_bytes
         )
         self.time_index = TimeIndex(
             self.directory / (stem + TIMEINDEX_SUFFIX + suffix), base_offset, config.segment_index_bytes
         )
-        self.next_offset = base_offset
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = base_offset
-        # Kafka's roll rule as three bounds, kept up to date where their inputs change, so that
-        # an append checks it with three comparisons (see should_roll)
-        #: bytes the file may reach (-1 once an index is full: the next append rolls)
-        self.roll_size = config.segment_bytes
-        #: the last offset the segment may hold (relative offsets are 32-bit)
-        self.roll_offset = base_offset + 0xFFFFFFFF
-        #: when the segment is segment.ms old
-        self.roll_ms: float = float("inf")
-        self._created_ms: int | None = None
         self.deleted = False
-        self._bytes_since_index = 0
-        #: some batch has our Arrow body (Kafka clients then need this segment's regions converted);
-        #: None: unknown (a file opened without a scan of its headers), so readers look per region
-        self.holds_arrow: bool | None = False if self.size == 0 else None
+        #: the append end: size, next offset, largest timestamp, bytes since the last index entry and
+        #: Kafka's roll bounds (one owner: only its methods change them); the attributes below read it
+        self.tail = SegmentTail(
+            self._fd,
+            base_offset,
+            os.fstat(self._fd).st_size,
+            config,
+            self.offset_index.append,
+            self.time_index.maybe_append,
+        )
+        #: the log's one call per plain produce (see SegmentTail.append_plain): the tail's own method,
+        #: with no Python frame of the segment's between
+        self.append_plain = self.tail.append_plain
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
 
     @property
+    def size(self) -> int:
+        """Bytes of whole batches in the file; readers never look past it."""
+        return self.tail.size
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch."""
+        return self.tail.next_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest batch max timestamp in the segment (-1: none)."""
+        return self.tail.max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """The base offset of the first batch holding :attr:`max_timestamp`."""
+        return self.tail.offset_of_max_timestamp
+
+    @property
+    def holds_arrow(self) -> bool | None:
+        """Some batch has our Arrow body (Kafka clients then need this segment's regions converted);
+        None: unknown (a file opened without a scan of its headers), so readers look per region."""
+        return self.tail.holds_arrow
+
+    # Kafka's roll rule as three bounds, kept up to date by the tail where their inputs change, so that
+    # an append checks it with three comparisons (see should_roll)
+    @property
+    def roll_size(self) -> int:
+        """Bytes the file may reach (-1 once an index is full: the next append rolls)."""
+        return self.tail.roll_size
+
+    @property
+    def roll_offset(self) -> int:
+        """The last offset the segment may hold (relative offsets are 32-bit)."""
+        return self.tail.roll_offset
+
+    @property
+    def roll_ms(self) -> int | float:
+        """When the segment is segment.ms old (infinity while empty)."""
+        return self.tail.roll_ms
+
+    @property
     def created_ms(self) -> int | None:
         """Wall-clock ms of the first append (or of opening a non-empty file); None while empty."""
-        return self._created_ms
+        return self.tail.created_ms
 
     @created_ms.setter
     def created_ms(self, value: int | None) -> None:
-        self._created_ms = value
-        self.roll_ms = float("inf") if value is None else value + self.config.segment_ms
+        self.tail.set_created(value)
 
     def set_config(self, config: LogConfig) -> None:
         """A dynamic config change (segment.bytes, segment.ms, ...): the roll bounds follow it at once, as
         Kafka's active segment rolls by the log's current config; the index sizes stay as made."""
         self.config = config
-        self.created_ms = self._created_ms  # roll_ms from the new segment.ms
-        if self.roll_size != -1:
-            self.roll_size = config.segment_bytes
+        self.tail.set_config(config)
 
     def _check_index_room(self) -> None:
         """A full index makes the next append roll (Kafka's rule), through ``roll_size``."""
-        full = self.offset_index.is_full or self.time_index.is_full
-        self.roll_size = -1 if full else self.config.segment_bytes
+        self.tail.set_index_full(self.offset_index.is_full or self.time_index.is_full)
 
     # ------------------------------------------------------------ opening
 
@@ -133,15 +167,13 @@ class LogSegment:
             log.warning("%s: rebuilding indexes (%s)", self.log_path, e)
             self.rebuild_indexes()
         if self.size:
-            self.created_ms = int(time.time() * 1000)
+            self.created_ms = now_ms()
         self._check_index_room()
 
     def _load_tail(self) -> None:
         off, pos = self.offset_index.last_entry
         last = self.time_index.last_entry
-        self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, self.base_offset)
-        self.next_offset = off
-        self._bytes_since_index = 0
+        self.tail.restart(off, *(last if last else (-1, self.base_offset)))
         while pos < self.size:
             h = self._header_at(pos)
             if not self._follows(h.base_offset) or pos + h.size > self.size:
@@ -164,10 +196,8 @@ class LogSegment:
     def _scan(self, check_crc: bool) -> int:
         self.offset_index.reset()
         self.time_index.reset()
-        self.next_offset = self.base_offset
-        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
-        self._bytes_since_index = 0
-        self.holds_arrow = False
+        self.tail.restart(self.base_offset, -1, self.base_offset)
+        self.tail.set_holds_arrow(False)
         size = os.fstat(self._fd).st_size
         pos, want = 0, _RECOVERY_CHUNK
         why = ""
@@ -203,9 +233,9 @@ class LogSegment:
         if cut:
             log.warning("%s: truncating %d bytes at position %d (%s)", self.log_path, cut, pos, why)
             os.ftruncate(self._fd, pos)
-        self.size = pos
+        self.tail.set_size(pos)
         if pos:
-            self.created_ms = int(time.time() * 1000)
+            self.created_ms = now_ms()
         self.offset_index.flush()
         self.time_index.flush()
         self._check_index_room()
@@ -221,17 +251,15 @@ class LogSegment:
     # ------------------------------------------------------------ appending
 
     def _track(self, h: fmt.BatchHeader, pos: int, *, index: bool) -> None:
-        base = h.base_offset
-        if h.is_arrow_body:
-            self.holds_arrow = True
-        if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, base
-        if index and self._bytes_since_index >= self.config.index_interval_bytes and pos:
-            self.offset_index.append(base, pos)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._bytes_since_index = 0
-        self._bytes_since_index += h.batch_length + fmt.LOG_OVERHEAD
-        self.next_offset = base + h.last_offset_delta + 1
+        self.tail.track(
+            h.base_offset,
+            pos,
+            h.batch_length + fmt.LOG_OVERHEAD,
+            h.max_timestamp,
+            h.base_offset + h.last_offset_delta + 1,
+            h.is_arrow_body,
+            index,
+        )
 
     def append(
         self,
@@ -247,8 +275,6 @@ class LogSegment:
         size, max timestamp, offsets spanned (the record count, except in a
         compacted batch); ``arrow``: some of them have our Arrow body.
         """
-        if arrow:
-            self.holds_arrow = True  # before the bytes are published to readers
         start = self.size
         try:
             if type(data) is list:
@@ -264,71 +290,7 @@ class LogSegment:
         except OSError:
             os.ftruncate(self._fd, start)  # all or nothing
             raise
-        if self._created_ms is None:
-            self.created_ms = int(time.time() * 1000)
-        self.size = start + n  # publish: readers may now see these bytes
-        interval = self.config.index_interval_bytes
-        since, max_ts, max_ts_offset = (
-            self._bytes_since_index,
-            self.max_timestamp,
-            self.offset_of_max_timestamp,
-        )
-        for rel, base, size, ts, count in batches:
-            if ts > max_ts:
-                max_ts, max_ts_offset = ts, base
-            pos = start + rel
-            if since >= interval and pos:
-                # either index full: the next append rolls (roll_size, see should_roll)
-                if self.offset_index.append(base, pos) | self.time_index.maybe_append(max_ts, max_ts_offset):
-                    self.roll_size = -1
-                since = 0
-            since += size
-            self.next_offset = base + count
-        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = (
-            since,
-            max_ts,
-            max_ts_offset,
-        )
-
-    def append_plain(
-        self,
-        write: Callable[..., tuple[int, int, int, bool] | None],
-        records: bytearray | memoryview,
-        base_offset: int,
-        leader_epoch: int,
-        now: int,
-    ) -> int | None:
-        """Append a run of one plain batch in one format call, when it is one and needs no roll: ``write``
-        (AppendValidator.write_plain) checks, stamps and writes it at the end of this segment's file;
-        the segment then records it as :meth:`append` does and returns the next offset. None, nothing
-        stamped or written, for any other run or when the segment must roll first (the general path);
-        OSError (the file cut back, nothing recorded) when the write fails."""
-        # Hot path (one call per produce request): the state stays here, the byte work is the format's.
-        start = self.size
-        if start and now >= self.roll_ms:  # should_roll's age bound (size and offset: write's)
-            return None
-        done = write(records, base_offset, leader_epoch, self._fd, start, self.roll_size, self.roll_offset)
-        if done is None:
-            return None
-        size, nxt, ts, arrow = done
-        if arrow:  # a Kafka-layout batch leaves it as it was (False, or None: unknown)
-            self.holds_arrow = True  # before the bytes are published to readers
-        if self._created_ms is None:
-            self.created_ms = int(time.time() * 1000)
-        self.size = start + size  # publish: readers may now see these bytes
-        if ts > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = ts, base_offset
-        since = self._bytes_since_index
-        if since >= self.config.index_interval_bytes and start:
-            # either index full: the next append rolls (roll_size, see should_roll)
-            if self.offset_index.append(base_offset, start) | self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp
-            ):
-                self.roll_size = -1
-            since = 0
-        self._bytes_since_index = since + size
-        self.next_offset = nxt
-        return nxt
+        self.tail.record(start, n, batches, arrow, now_ms())
 
     def should_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: size, age, a full index, or a relative offset that would overflow."""
@@ -439,7 +401,7 @@ class LogSegment:
         if h is None:
             return 0
         removed = self.size - pos
-        self.size = pos
+        self.tail.set_size(pos)
         os.ftruncate(self._fd, pos)
         self.offset_index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)

@@ -1,0 +1,250 @@
+# cython: language_level=3
+"""Compiled twins of ``segment_tail.SegmentTailPy`` (the reference) and ``now_ms_py``: the append end of a
+log segment, so that a plain produce's bookkeeping after the format's one-call step runs with no Python
+frame (see segment_tail.py for what each method does); and of the two index appends it calls,
+``index.OffsetIndex.append_py`` and ``index.TimeIndex.maybe_append_py`` (the indexes' own methods, bound
+by index.py). tests/test_log_segment_tail.py compares each with its reference.
+"""
+
+from cpython cimport array
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport Py_SIZE
+from libc.stdint cimport int64_t, uint32_t
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    enum: CLOCK_REALTIME
+
+cdef enum:
+    MAX_RELATIVE_OFFSET = 0xFFFFFFFF
+
+cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+cdef inline int64_t _now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+def now_ms():
+    """``segment_tail.now_ms_py``: wall-clock milliseconds."""
+    return _now_ms()
+
+
+cdef class SegmentTail:
+    """``segment_tail.SegmentTailPy``, compiled."""
+
+    cdef readonly int fd
+    cdef readonly int64_t base_offset, size, next_offset, max_timestamp, offset_of_max_timestamp
+    cdef readonly int64_t bytes_since_index, roll_size, roll_offset
+    cdef readonly object holds_arrow, created_ms
+    cdef int64_t _segment_bytes, _segment_ms, _index_interval, _time_handed
+    cdef int64_t _roll_ms  # created_ms + segment.ms, INT64_MAX while empty or past int64
+    cdef bint _index_full
+    cdef object _offset_index_append, _time_index_append
+
+    def __init__(self, int fd, int64_t base_offset, int64_t size, config, offset_index_append,
+                 time_index_append):
+        self.fd = fd
+        self.base_offset = base_offset
+        self.size = size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_index = 0
+        self.holds_arrow = False if size == 0 else None
+        self.roll_offset = base_offset + MAX_RELATIVE_OFFSET
+        self.created_ms = None
+        self._roll_ms = INT64_MAX
+        self._index_full = False
+        self._offset_index_append = offset_index_append
+        self._time_index_append = time_index_append
+        self._time_handed = -1
+        self.set_config(config)
+
+    @property
+    def roll_ms(self):
+        created = self.created_ms
+        return float("inf") if created is None else created + self._segment_ms
+
+    cdef void _set_roll_ms(self):
+        created = self.created_ms
+        if created is None:
+            self._roll_ms = INT64_MAX
+            return
+        cdef int64_t c = created
+        self._roll_ms = INT64_MAX if c > INT64_MAX - self._segment_ms else c + self._segment_ms
+
+    def set_config(self, config):
+        self._segment_bytes = config.segment_bytes
+        self._segment_ms = config.segment_ms
+        self._index_interval = config.index_interval_bytes
+        self._set_roll_ms()
+        self.set_index_full(self._index_full)
+
+    def set_index_full(self, bint full):
+        self._index_full = full
+        self.roll_size = -1 if full else self._segment_bytes
+
+    def set_created(self, created_ms):
+        self.created_ms = created_ms
+        self._set_roll_ms()
+
+    def restart(self, int64_t next_offset, int64_t max_timestamp, int64_t offset_of_max_timestamp):
+        self.next_offset = next_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.bytes_since_index = 0
+        self._time_handed = -1
+
+    def set_holds_arrow(self, holds_arrow):
+        self.holds_arrow = holds_arrow
+
+    def set_size(self, int64_t size):
+        self.size = size
+
+    def track(self, int64_t base_offset, int64_t position, int64_t size, int64_t max_timestamp,
+              int64_t next_offset, bint arrow, bint index):
+        if arrow:
+            self.holds_arrow = True
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, base_offset
+        if index and self.bytes_since_index >= self._index_interval and position:
+            self._add_index_entries(base_offset, position)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+        self.next_offset = next_offset
+
+    cdef bint _add_index_entries(self, int64_t base_offset, int64_t position) except -1:
+        cdef bint full = self._offset_index_append(base_offset, position)
+        cdef int64_t ts = self.max_timestamp
+        if ts != self._time_handed:
+            self._time_handed = ts
+            if self._time_index_append(ts, self.offset_of_max_timestamp):
+                full = True
+        return full
+
+    def record(self, int64_t start, int64_t n, list batches, bint arrow, int64_t now):
+        if arrow:
+            self.holds_arrow = True  # before the bytes are published to readers
+        if self.created_ms is None:
+            self.set_created(now)
+        self.size = start + n  # publish: readers may now see these bytes
+        cdef int64_t since = self.bytes_since_index, interval = self._index_interval
+        cdef int64_t rel, base, size, ts, count, pos
+        for item in batches:
+            rel, base, size, ts, count = item
+            if ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = ts, base
+            pos = start + rel
+            if since >= interval and pos:
+                if self._add_index_entries(base, pos):
+                    self.set_index_full(True)
+                since = 0
+            since += size
+            self.next_offset = base + count
+        self.bytes_since_index = since
+
+    def append_plain(self, write, records, base_offset, leader_epoch, int64_t now):
+        cdef int64_t start = self.size
+        if start and now >= self._roll_ms:  # the age roll bound (size and offset: write's)
+            return None
+        done = write(records, base_offset, leader_epoch, self.fd, start, self.roll_size, self.roll_offset)
+        if done is None:
+            return None
+        cdef int64_t size, ts
+        size, nxt, ts, arrow = <tuple>done
+        if arrow:  # a Kafka-layout batch leaves it as it was (False, or None: unknown)
+            self.holds_arrow = True  # before the bytes are published to readers
+        if self.created_ms is None:
+            self.set_created(now)
+        self.size = start + size  # publish: readers may now see these bytes
+        if ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = ts, base_offset
+        cdef int64_t since = self.bytes_since_index
+        if since >= self._index_interval and start:
+            if self._add_index_entries(base_offset, start):
+                self.set_index_full(True)
+            since = 0
+        self.bytes_since_index = since + size
+        self.next_offset = nxt
+        return nxt
+
+
+# ------------------------------------------------------------ the indexes' appends (index.py's methods)
+
+cdef inline bint _fits_u32(object v, uint32_t* out):
+    """``v`` is an int in 0..2**32-1 (what an ``array('I')`` holds): set ``out``."""
+    if type(v) is not int:
+        return False
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or x < 0 or x > 0xFFFFFFFF:
+        return False
+    out[0] = <uint32_t>x
+    return True
+
+
+cdef inline void _push_u32(array.array a, uint32_t v) except *:
+    cdef Py_ssize_t n = Py_SIZE(a)
+    array.resize_smart(a, n + 1)
+    a.data.as_uints[n] = v
+
+
+def offset_index_append(self, offset, position):
+    """``index.OffsetIndex.append_py`` (the reference), compiled: the same entries, result and errors."""
+    keys = self._keys
+    values = self._values
+    rel = offset - self.base_offset
+    cdef uint32_t k, v
+    if (
+        type(keys) is array.array and type(values) is array.array
+        and (<array.array>keys).ob_descr.typecode == b"I" and (<array.array>values).ob_descr.typecode == b"I"
+        and _fits_u32(rel, &k) and _fits_u32(position, &v)
+    ):
+        if Py_SIZE(keys) and k <= (<array.array>keys).data.as_uints[Py_SIZE(keys) - 1]:
+            return False
+        _push_u32(values, v)  # the payload first: a reader finding the key finds its payload
+        _push_u32(keys, k)
+        return Py_SIZE(keys) >= self.max_entries
+    # anything else as the reference does it (its errors included)
+    if keys and rel <= keys[-1]:
+        return False
+    values.append(position)
+    keys.append(rel)
+    return len(keys) >= self.max_entries
+
+
+def time_index_maybe_append(self, timestamp, offset):
+    """``index.TimeIndex.maybe_append_py`` (the reference), compiled: the same entries, result and errors."""
+    keys = self._keys
+    values = self._values
+    cdef uint32_t v
+    cdef int overflow = 0
+    cdef long long ts
+    cdef Py_ssize_t n
+    if (
+        type(timestamp) is int and type(keys) is array.array and type(values) is array.array
+        and (<array.array>keys).ob_descr.typecode == b"q" and (<array.array>values).ob_descr.typecode == b"I"
+    ):
+        ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow)
+        n = Py_SIZE(keys)
+        if not overflow:
+            if n and ts <= (<array.array>keys).data.as_longlongs[n - 1]:
+                return False
+            rel = offset - self.base_offset
+            if _fits_u32(rel, &v):
+                _push_u32(values, v)  # the payload first, as in offset_index_append
+                array.resize_smart(keys, n + 1)
+                (<array.array>keys).data.as_longlongs[n] = ts
+                return n + 1 >= self.max_entries
+    if keys and timestamp <= keys[-1]:
+        return False
+    values.append(offset - self.base_offset)
+    keys.append(timestamp)
+    return len(keys) >= self.max_entries
