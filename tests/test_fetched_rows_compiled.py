@@ -24,10 +24,11 @@ from hypothesis import strategies as st
 
 from pyspark_logsource import format as F
 from pyspark_logsource.client import fetched
-from pyspark_logsource.client.fetched import Message, _Fetched, arrow_messages_py, batch_rows_py
+from pyspark_logsource.client.fetched import Message, _Fetched, arrow_messages_py, kafka_messages_py
 from pyspark_logsource.errors import CorruptRecord
 from pyspark_logsource.format import HEADER_SIZE, walk
 from pyspark_logsource.format.kafka_encode import encode_kafka
+from pyspark_logsource.format.rows import batch_rows_py, kafka_rows_py
 
 try:
     from pyspark_logsource.format import _crecords as cr
@@ -43,15 +44,17 @@ _I64 = st.integers(-(2**63), 2**63 - 1)
 
 
 @st.composite
-def batches(draw, min_size: int = 1):
-    """One Arrow-body batch: (bytes, record count)."""
+def batches(draw, min_size: int = 1, kafka: bool | None = False):
+    """One batch: an Arrow body, or Kafka's record layout (``kafka``; None: either)."""
     values = draw(st.lists(_opt, min_size=min_size, max_size=40))
     n = len(values)
     keys = draw(st.one_of(st.none(), st.lists(_opt, min_size=n, max_size=n)))
     ts = draw(st.one_of(_I64, st.lists(st.integers(-(2**40), 2**40), min_size=n, max_size=n)))
     log_append = draw(st.booleans())
     base = draw(st.integers(0, 2**40))
-    b = F.encode(values, keys, ts, base_offset=base)
+    if kafka is None:
+        kafka = draw(st.booleans())
+    b = (encode_kafka if kafka else F.encode)(values, keys, ts, base_offset=base)
     if log_append:
         F.stamp_log_append_time(b, draw(_I64))
     return b
@@ -177,7 +180,7 @@ def test_a_broken_descriptor_is_refused_before_any_byte_is_read(b, field, shift)
 
 @PROPS
 @given(
-    st.lists(batches(), min_size=1, max_size=5),
+    st.lists(batches(kafka=None), min_size=1, max_size=5),
     st.integers(0, 300),
     st.lists(st.integers(1, 70), min_size=1, max_size=12),
     st.integers(0, 80),
@@ -195,17 +198,36 @@ def test_other_batches_take_the_table_path_with_its_errors():
     v = [b"a", None, b"ccc"]
     with_headers = F.encode(v, headers=[[("h", b"x")], None, None])
     compressed = F.encode(v * 30, codec="gzip")
-    kafka_layout = encode_kafka(v)
-    for b in (with_headers, compressed, kafka_layout, F.encode(v) + encode_kafka(v)):
-        data = fetch_of([bytearray(b)])
+    kafka_headers = encode_kafka(v, headers=[None, [("h", b"x")], None])
+    kafka_compressed = encode_kafka(v * 30, codec="gzip")
+    compacted = encode_kafka(v)
+    compacted[23:27] = (5).to_bytes(4, "big")  # last offset delta 5 over 3 records (CRC checks off)
+    for bs in (
+        [with_headers],
+        [compressed],
+        [kafka_headers],
+        [kafka_compressed],
+        [F.encode(v), kafka_headers],
+        [compacted],
+    ):
+        data = fetch_of([bytearray(b) for b in bs])
+        want = _messages_table(data, 0, [2, 50], False)
+        got, indexed = _messages_spans(data, 0, [2, 50], False)
+        assert got == want and not indexed
+    for bs in ([encode_kafka(v)], [F.encode(v), encode_kafka(v)]):  # Kafka's layout without headers: indexed
+        data = fetch_of(bs)
         want = _messages_table(data, 0, [2, 50])
         got, indexed = _messages_spans(data, 0, [2, 50])
-        assert got == want and not indexed
+        assert got == want and indexed
     bad_crc = F.encode(v)
     bad_crc[-1] ^= 1
     refused = F.encode(v)
     refused[HEADER_SIZE + 3 * 8] = 9  # the key offsets no longer start at 0 (CRC checks off)
-    for b, crc in ((bad_crc, True), (refused, False)):
+    kafka_bad_crc = encode_kafka(v)
+    kafka_bad_crc[-1] ^= 1
+    kafka_refused = encode_kafka(v)
+    kafka_refused[HEADER_SIZE] = 0x7F  # the first record's length runs past the batch
+    for b, crc in ((bad_crc, True), (refused, False), (kafka_bad_crc, True), (kafka_refused, False)):
         data = fetch_of([bytearray(b)])
         with pytest.raises(CorruptRecord) as want:
             _messages_table(data, 0, [5], crc)
@@ -244,3 +266,94 @@ def test_control_compressed_and_header_batches_get_no_descriptor():
     for bit in (0x20, 0x400, 0x01):  # control, headers, gzip
         other = h._replace(attributes=h.attributes | bit)
         assert cr.batch_rows(b, pos, other) is None and batch_rows_py(b, pos, other) is None
+
+
+@PROPS
+@given(batches(kafka=True))
+def test_kafka_descriptors_are_the_reference_s(b):
+    ((pos, h),) = walk(b)
+    d = cr.kafka_rows(b, pos, h)
+    assert d is not None
+    assert d == kafka_rows_py(b, pos, h)
+    assert all(type(x) is int for x in d[:3] + d[4:]) and type(d[3]) is bool
+    assert cr.batch_rows(b, pos, h) is None and batch_rows_py(b, pos, h) is None
+
+
+@PROPS
+@given(
+    batches(kafka=True),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+)
+def test_mangled_kafka_records_give_the_reference_s_descriptor_or_none(b, edits):
+    ((pos, h),) = walk(b)
+    body = len(b) - HEADER_SIZE
+    for at, byte in edits:
+        b[HEADER_SIZE + at % body] = byte
+    d = cr.kafka_rows(b, pos, h)
+    assert d == kafka_rows_py(b, pos, h)
+    try:
+        t = F.decode_kafka(b, pos, check_crc=False).records()
+    except CorruptRecord:
+        assert d is None  # the table path raises: the compiled path leaves it the bytes
+    else:
+        assert (d is None) == any(r.headers for r in t)
+    if d is not None:
+        out_c: list = []
+        out_py: list = []
+        cr.kafka_messages(b, d, 0, d[2], Message, "t", 0, (), out_c)
+        kafka_messages_py(b, d, 0, d[2], Message, "t", 0, (), out_py)
+        assert out_c == out_py
+
+
+@PROPS
+@given(batches(kafka=True), st.integers(-3, 45), st.integers(-3, 45))
+def test_kafka_messages_are_the_reference_s(b, lo, hi):
+    ((pos, h),) = walk(b)
+    d = cr.kafka_rows(b, pos, h)
+    got = []
+    for fn in (cr.kafka_messages, kafka_messages_py):
+        out: list = []
+        try:
+            fn(b, d, lo, hi, Message, "t", 7, (), out)
+        except ValueError:
+            got.append(ValueError)
+        else:
+            got.append(out)
+    assert got[0] == got[1]
+    if got[0] is not ValueError:
+        assert all(type(m) is Message for m in got[0])
+        assert [m.offset for m in got[0]] == list(range(h.base_offset + lo, h.base_offset + hi))
+
+
+@PROPS
+@given(batches(kafka=True), st.integers(0, 6), st.integers(-(10**6), 10**6))
+def test_a_broken_kafka_descriptor_is_refused_before_any_byte_is_read(b, field, shift):
+    """``kafka_messages`` reads the descriptor's fields without bounds checks: a short one, None, or
+    the records' span moved outside the bytes give ValueError/TypeError, never a read outside them."""
+    ((pos, h),) = walk(b)
+    d = cr.kafka_rows(b, pos, h)
+    for bad in (d[:field], d + (0,)):
+        with pytest.raises(ValueError):
+            cr.kafka_messages(b, bad, 0, d[2], Message, "t", 0, (), [])
+    with pytest.raises(TypeError):
+        cr.kafka_messages(b, None, 0, d[2], Message, "t", 0, (), [])
+    for moved in (d[:5] + (-1 - abs(shift),) + d[6:], d[:6] + (len(b) + 1 + abs(shift),)):
+        with pytest.raises(ValueError):
+            cr.kafka_messages(b, moved, 0, d[2], Message, "t", 0, (), [])
+    if shift:  # the start moved inside the bytes: a record misread is refused, or rows as parsed there
+        moved = d[:5] + (min(max(d[5] + shift % 50, 0), d[6]),) + d[6:]
+        try:
+            cr.kafka_messages(b, moved, 0, d[2], Message, "t", 0, (), [])
+        except ValueError:
+            pass
+
+
+def test_kafka_control_compressed_and_compacted_batches_get_no_descriptor():
+    b = encode_kafka([b"a", b"b"])
+    ((pos, h),) = walk(b)
+    assert cr.kafka_rows(b, pos, h) == kafka_rows_py(b, pos, h) is not None
+    for bit in (0x20, 0x01):  # control, gzip
+        other = h._replace(attributes=h.attributes | bit)
+        assert cr.kafka_rows(b, pos, other) is None and kafka_rows_py(b, pos, other) is None
+    gap = h._replace(last_offset_delta=5)
+    assert cr.kafka_rows(b, pos, gap) is None and kafka_rows_py(b, pos, gap) is None

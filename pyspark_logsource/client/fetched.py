@@ -15,20 +15,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptRecord
 from ..format import ARROW_SCHEMA, decode_arrow, to_arrow, walk
 from ..format._speedups import crecords
-from ..format.header import (
-    ARROW_BODY,
-    CODEC_MASK,
-    CONTROL_BIT,
-    HAS_HEADERS,
-    HAS_KEY_NULLS,
-    HAS_VALUE_NULLS,
-    HEADER_SIZE,
-    TIMESTAMP_TYPE_BIT,
-    BatchHeader,
-)
+from ..format.kafka_decode import decode_kafka
+from ..format.rows import ARROW_DESCRIPTOR, row_descriptor
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +74,13 @@ class _Fetched:
 
     def decode(self) -> None:
         """Decode the batches, once; a decoding error is kept and raised by ``arrow``."""
+        self._decode(None)
+
+    def _decode(self, walked: list | None) -> None:
+        """``decode``, given the walk (with the CRCs) when it was made already."""
         if self.table is None and self.error is None:
             try:
-                self.table = records_to_arrow(self.data, self.check_crc)
+                self.table = records_to_arrow(self.data, self.check_crc, walked)
             except Exception as e:  # noqa: BLE001 - raised by arrow(), where the consumer handles it
                 self.error = e
             else:
@@ -94,8 +88,9 @@ class _Fetched:
 
     def index(self) -> None:
         """For poll(), once: each batch's row descriptor when the compiled core takes every batch
-        (uncompressed Arrow bodies without headers), so that Messages are made from the bytes with no
-        Arrow table; else the table (``decode``). The CRCs are checked by the same walk either way."""
+        (uncompressed Arrow bodies without headers, uncompressed Kafka-layout batches whose records have
+        no headers), so that Messages are made from the bytes with no Arrow table; else the table
+        (``decode``, from the same walk). The CRCs are checked by that one walk either way."""
         if self.spans is not None or self.table is not None or self.error is not None:
             return
         if crecords is not None:
@@ -107,13 +102,15 @@ class _Fetched:
                 return
             spans = []
             for pos, h in walked:
-                d = crecords.batch_rows(data, pos, h)
-                if d is None:  # the table path takes it (and raises what decode_arrow raises)
+                d = row_descriptor(data, pos, h, crecords)
+                if d is None:  # the table path takes it (and raises what its decoders raise)
                     break
                 spans.append(d)
             else:
                 self.spans = spans
                 return
+            self._decode(walked)
+            return
         self.decode()
 
     def arrow(self, position: int) -> pa.Table:
@@ -198,8 +195,11 @@ class RowSpans:
     def messages(self, topic: str, partition: int, out: list[Message]) -> None:
         """Append the rows' Messages to ``out`` (built in C from the fetched bytes)."""
         data = self.data
+        arrow, kafka = crecords.arrow_messages, crecords.kafka_messages
         for d, lo, hi in self.pieces:
-            crecords.arrow_messages(data, d, lo, hi, Message, topic, partition, _NO_HEADERS, out)
+            (arrow if len(d) == ARROW_DESCRIPTOR else kafka)(
+                data, d, lo, hi, Message, topic, partition, _NO_HEADERS, out
+            )
 
 
 _OFFSET = ARROW_SCHEMA.get_field_index("offset")
@@ -254,10 +254,14 @@ def int64_values(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 RUN_DECODE_MIN_BATCHES = 8
 
 
-def records_to_arrow(data: bytes | bytearray | memoryview, check_crc: bool = True) -> pa.Table:
-    """Decode every whole batch of a fetch response into one Arrow table."""
+def records_to_arrow(
+    data: bytes | bytearray | memoryview, check_crc: bool = True, walked: list | None = None
+) -> pa.Table:
+    """Decode every whole batch of a fetch response into one Arrow table (``walked``: its ``walk``, with
+    ``check_crc``, if made already)."""
     # one walk, with the CRCs: it was two (one here, one in to_arrow or per batch in decode_arrow)
-    walked = walk(data, check_crc=check_crc)
+    if walked is None:
+        walked = walk(data, check_crc=check_crc)
     if len(walked) >= RUN_DECODE_MIN_BATCHES or not all(h.is_arrow_body for _, h in walked):
         # Kafka-layout batches (and control batches among them) are the run decoder's job
         return to_arrow(data, check_crc=check_crc, walked=walked)
@@ -307,43 +311,6 @@ def _messages_py(topic: str, partition: int, t: pa.Table, cls: type) -> list:
 # ---------------------------------------------------------------- the compiled path's references
 
 
-def batch_rows_py(data: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> tuple | None:
-    """``crecords.batch_rows``'s reference: the row descriptor of the uncompressed, header-less Arrow-body
-    data batch at ``pos``, or None for another kind of batch (a control batch too) or a body
-    ``decode_arrow`` refuses."""
-    attrs = h.attributes
-    if not attrs & ARROW_BODY or attrs & (CODEC_MASK | HAS_HEADERS | CONTROL_BIT):
-        return None
-    try:
-        decode_arrow(data, pos, check_crc=False)
-    except CorruptRecord:
-        return None
-    n, at = h.record_count, pos + HEADER_SIZE
-    log_append = bool(attrs & TIMESTAMP_TYPE_BIT)
-    key_len = int.from_bytes(data[at + 12 * n : at + 12 * n + 4], "little", signed=True)
-    p = 16 * n + 8
-    kvalid = vvalid = -1
-    if attrs & HAS_KEY_NULLS:
-        kvalid, p = at + p, p + (n + 7) // 8
-    if attrs & HAS_VALUE_NULLS:
-        vvalid, p = at + p, p + (n + 7) // 8
-    return (
-        pos,
-        h.base_offset,
-        n,
-        log_append,
-        h.max_timestamp if log_append else h.base_timestamp,
-        -1 if log_append else at,
-        kvalid,
-        vvalid,
-        at + 8 * n,
-        at + 12 * n + 4,
-        at + p,
-        at + p + key_len,
-        pos + h.size,
-    )
-
-
 def arrow_messages_py(
     data: bytes | bytearray | memoryview,
     d: tuple,
@@ -359,5 +326,30 @@ def arrow_messages_py(
     Arrow table and ``messages_from_arrow``'s Python path, appended to ``out``."""
     if not 0 <= lo <= hi <= d[2]:
         raise ValueError("rows or descriptor out of the batch's bounds")
-    t = pa.Table.from_batches([decode_arrow(data, d[0], check_crc=False).to_arrow()]).slice(lo, hi - lo)
-    out += [_new_tuple(cls, (*m[:6], no_headers)) for m in _messages_py(topic, partition, t, cls)]
+    t = pa.Table.from_batches([decode_arrow(data, d[0], check_crc=False).to_arrow()])
+    out += _rows_py(t, lo, hi, cls, topic, partition, no_headers)
+
+
+def kafka_messages_py(
+    data: bytes | bytearray | memoryview,
+    d: tuple,
+    lo: int,
+    hi: int,
+    cls: type,
+    topic: str,
+    partition: int,
+    no_headers: tuple,
+    out: list,
+) -> None:
+    """``crecords.kafka_messages``'s reference: rows ``[lo, hi)`` of the Kafka-layout batch ``d`` describes,
+    through its Arrow table and ``messages_from_arrow``'s Python path, appended to ``out``."""
+    if not 0 <= lo <= hi <= d[2]:
+        raise ValueError("rows or descriptor out of the batch's bounds")
+    t = pa.Table.from_batches([decode_kafka(data, d[0], check_crc=False).to_arrow()])
+    out += _rows_py(t, lo, hi, cls, topic, partition, no_headers)
+
+
+def _rows_py(t: pa.Table, lo: int, hi: int, cls: type, topic: str, partition: int, no_headers: tuple) -> list:
+    """Rows ``[lo, hi)`` of one batch's table as ``cls`` rows with ``no_headers`` (the references' end)."""
+    t = t.slice(lo, hi - lo)
+    return [_new_tuple(cls, (*m[:6], no_headers)) for m in _messages_py(topic, partition, t, cls)]

@@ -20,6 +20,7 @@ from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
+from pyspark_logsource.format._cwire cimport read_int32, read_varint, unzigzag
 
 import pyarrow as pa
 
@@ -160,6 +161,47 @@ cdef inline object _bytes_at(Col* c, int64_t i):
     return PyBytes_FromStringAndSize(<const char*>c.data + c.offs[i], n)
 
 
+cdef inline bint _untrack(topic, partition, no_headers):
+    """Whether rows of these shared items may leave the collector (see ``_row``)."""
+    return type(topic) is str and type(partition) is int and no_headers == () and not PyObject_GC_IsTracked(no_headers)
+
+
+cdef inline int _row(
+    PyTypeObject* tp, allocfunc alloc, topic, partition, off, tsv, key, val, no_headers, bint untrack, list out
+) except -1:
+    """Append ``cls(topic, partition, off, tsv, key, val, no_headers)`` to ``out``: ``tuple.__new__(cls, row)``
+    without the row, its items set in place (``tp``: the tuple type ``cls``, ``alloc`` its tp_alloc)."""
+    cdef PyObject* raw = alloc(tp, 7)
+    if raw == NULL:
+        raise MemoryError()
+    msg = <object>raw
+    Py_DECREF(msg)  # <object> took a reference of its own; the allocation's is the one msg keeps
+    # PyTuple_SET_ITEM steals a reference: one more each
+    Py_INCREF(topic)
+    PyTuple_SET_ITEM(msg, 0, topic)
+    Py_INCREF(partition)
+    PyTuple_SET_ITEM(msg, 1, partition)
+    Py_INCREF(off)
+    PyTuple_SET_ITEM(msg, 2, off)
+    Py_INCREF(tsv)
+    PyTuple_SET_ITEM(msg, 3, tsv)
+    Py_INCREF(key)
+    PyTuple_SET_ITEM(msg, 4, key)
+    Py_INCREF(val)
+    PyTuple_SET_ITEM(msg, 5, val)
+    Py_INCREF(no_headers)
+    PyTuple_SET_ITEM(msg, 6, no_headers)
+    # Only atomic items (str, int, bytes, None, the shared empty tuple): the row can be in no
+    # reference cycle, so the collector need not walk it. CPython untracks such plain tuples
+    # itself at its first collection, but not instances of tuple subclasses like Message: the
+    # consumer's rows were walked by every collection while alive (most of the cost of
+    # making them, measured).
+    if untrack:
+        PyObject_GC_UnTrack(<void*>msg)
+    out.append(msg)
+    return 0
+
+
 def rows(t, cls, topic, partition, no_headers):
     """One ``cls(topic, partition, offset, timestamp, key, value, no_headers)`` per row of an
     ``ARROW_SCHEMA`` table, or None when a row has headers (or the columns are not as that schema has
@@ -177,10 +219,7 @@ def rows(t, cls, topic, partition, no_headers):
     cdef const uint8_t[::1] ob, tb
     cdef const int64_t* offs
     cdef const int64_t* ts
-    cdef PyObject* raw
-    cdef bint untrack = (
-        type(topic) is str and type(partition) is int and no_headers == () and not PyObject_GC_IsTracked(no_headers)
-    )
+    cdef bint untrack = _untrack(topic, partition, no_headers)
     for rb in t.to_batches():
         n = rb.num_rows
         if n == 0:
@@ -207,34 +246,7 @@ def rows(t, cls, topic, partition, no_headers):
             off = PyLong_FromLongLong(offs[i])
             if i == 0 or ts[i] != ts[i - 1]:  # records of one batch mostly share a millisecond: one int
                 tsv = PyLong_FromLongLong(ts[i])
-            raw = alloc(tp, 7)  # tuple.__new__(cls, row) without the row: items set below
-            if raw == NULL:
-                raise MemoryError()
-            msg = <object>raw
-            Py_DECREF(msg)  # <object> took a reference of its own; the allocation's is the one msg keeps
-            # PyTuple_SET_ITEM steals a reference: one more each
-            Py_INCREF(topic)
-            PyTuple_SET_ITEM(msg, 0, topic)
-            Py_INCREF(partition)
-            PyTuple_SET_ITEM(msg, 1, partition)
-            Py_INCREF(off)
-            PyTuple_SET_ITEM(msg, 2, off)
-            Py_INCREF(tsv)
-            PyTuple_SET_ITEM(msg, 3, tsv)
-            Py_INCREF(key)
-            PyTuple_SET_ITEM(msg, 4, key)
-            Py_INCREF(val)
-            PyTuple_SET_ITEM(msg, 5, val)
-            Py_INCREF(no_headers)
-            PyTuple_SET_ITEM(msg, 6, no_headers)
-            # Only atomic items (str, int, bytes, None, the shared empty tuple): the row can be in no
-            # reference cycle, so the collector need not walk it. CPython untracks such plain tuples
-            # itself at its first collection, but not instances of tuple subclasses like Message: the
-            # consumer's rows were walked by every collection while alive (most of the cost of
-            # making them, measured).
-            if untrack:
-                PyObject_GC_UnTrack(<void*>msg)
-            out.append(msg)
+            _row(tp, alloc, topic, partition, off, tsv, key, val, no_headers, untrack, out)
     return out
 
 
@@ -371,10 +383,7 @@ def arrow_messages(data, tuple d not None, Py_ssize_t lo, Py_ssize_t hi, cls, to
         raise ValueError("descriptor out of the batch's bounds")
     cdef const uint8_t* b = &buf[0]
     cdef int64_t i, t, prev_t = 0
-    cdef PyObject* raw
-    cdef bint untrack = (
-        type(topic) is str and type(partition) is int and no_headers == () and not PyObject_GC_IsTracked(no_headers)
-    )
+    cdef bint untrack = _untrack(topic, partition, no_headers)
     tsv = None
     for i in range(lo, hi):
         key = _field(b, kvalid, b + koff, kdata, i, end)
@@ -385,25 +394,115 @@ def arrow_messages(data, tuple d not None, Py_ssize_t lo, Py_ssize_t hi, cls, to
         if tsv is None or t != prev_t:  # records of one batch mostly share a millisecond: one int
             tsv = PyLong_FromLongLong(t)
             prev_t = t
-        raw = alloc(tp, 7)
-        if raw == NULL:
-            raise MemoryError()
-        msg = <object>raw
-        Py_DECREF(msg)
-        Py_INCREF(topic)
-        PyTuple_SET_ITEM(msg, 0, topic)
-        Py_INCREF(partition)
-        PyTuple_SET_ITEM(msg, 1, partition)
-        Py_INCREF(off)
-        PyTuple_SET_ITEM(msg, 2, off)
-        Py_INCREF(tsv)
-        PyTuple_SET_ITEM(msg, 3, tsv)
-        Py_INCREF(key)
-        PyTuple_SET_ITEM(msg, 4, key)
-        Py_INCREF(val)
-        PyTuple_SET_ITEM(msg, 5, val)
-        Py_INCREF(no_headers)
-        PyTuple_SET_ITEM(msg, 6, no_headers)
-        if untrack:  # atomic items only, as in rows()
-            PyObject_GC_UnTrack(<void*>msg)
-        out.append(msg)
+        _row(tp, alloc, topic, partition, off, tsv, key, val, no_headers, untrack, out)
+
+
+# ---------------------------------------------------------------- poll(): Messages straight from Kafka's layout
+
+
+cdef int _record(
+    const uint8_t* d, int64_t* p, int64_t e, int64_t j, int64_t* tsd, int64_t* kq, int64_t* kl, int64_t* vq,
+    int64_t* vl
+) noexcept nogil:
+    """Read record ``j`` of a batch at ``p[0]`` (its records section ends at ``e``) as ``_ckafka.parse_records``
+    accepts it with offset deltas 0..n-1, and no headers: 0 (``p[0]`` moved past it), or -1 (anything else,
+    headers included: the table path decides)."""
+    cdef int64_t q = p[0], rec_end, od, hc
+    cdef uint64_t u
+    if read_varint(d, &q, e, 5, &u) < 0 or u & 1:
+        return -1
+    rec_end = q + <int64_t>(u >> 1)
+    if rec_end > e:
+        return -1
+    q += 1  # the attributes byte (unused in v2)
+    if q > rec_end or read_varint(d, &q, rec_end, 10, &u) < 0:
+        return -1
+    tsd[0] = unzigzag(u)
+    if read_int32(d, &q, rec_end, &od) < 0 or od != j:
+        return -1
+    if read_int32(d, &q, rec_end, kl) < 0 or kl[0] < -1:
+        return -1
+    kq[0] = q
+    if kl[0] > 0:
+        q += kl[0]
+    if read_int32(d, &q, rec_end, vl) < 0 or vl[0] < -1:
+        return -1
+    vq[0] = q
+    if vl[0] > 0:
+        q += vl[0]
+        if q > rec_end:
+            return -1
+    if read_int32(d, &q, rec_end, &hc) < 0 or hc != 0 or q != rec_end:
+        return -1
+    p[0] = rec_end
+    return 0
+
+
+def kafka_rows(data, Py_ssize_t pos, h):
+    """The row descriptor of the uncompressed, non-control Kafka-layout batch at ``pos`` whose records carry
+    no headers and offset deltas 0..n-1 (``h``: its header, from ``walk``), or None: another kind of batch,
+    or records the table path refuses (it then raises the CorruptRecord) or gives headers.
+    ``format.rows.kafka_rows_py`` is the reference.
+
+    The descriptor: (pos, base offset, records, log-append time, timestamp base (the max timestamp under
+    log-append time), the records section's start, the batch's end), positions absolute in ``data``."""
+    cdef int64_t attrs = h.attributes
+    if attrs & (_ARROW_BODY | _CODEC_MASK | _CONTROL_BIT):
+        return None
+    cdef const uint8_t[::1] b = data
+    cdef int64_t n = h.record_count, size = h.size, blen = b.shape[0]
+    if n < 1 or h.last_offset_delta != n - 1 or pos < 0 or size < _HEADER_SIZE or pos + size > blen:
+        return None
+    cdef const uint8_t* d = &b[0]
+    cdef int64_t p = pos + _HEADER_SIZE, e = pos + size, j, tsd, kq, kl, vq, vl
+    for j in range(n):
+        if _record(d, &p, e, j, &tsd, &kq, &kl, &vq, &vl) < 0:
+            return None
+    if p != e:
+        return None
+    cdef bint log_append = attrs & _TIMESTAMP_TYPE_BIT
+    return (pos, h.base_offset, n, log_append, h.max_timestamp if log_append else h.base_timestamp, pos + _HEADER_SIZE, e)
+
+
+cdef inline object _bytes_or_none(const uint8_t* d, int64_t q, int64_t n):
+    if n < 0:
+        return None
+    return PyBytes_FromStringAndSize(<const char*>d + q, n)
+
+
+def kafka_messages(data, tuple d not None, Py_ssize_t lo, Py_ssize_t hi, cls, topic, partition, no_headers, list out):
+    """``arrow_messages`` for a ``kafka_rows`` descriptor: rows ``[lo, hi)`` of that Kafka-layout batch as
+    ``cls(topic, partition, offset, timestamp, key, value, no_headers)``, appended to ``out``.
+    ``client.fetched.kafka_messages_py`` is the reference."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        raise TypeError("cls must be a tuple type")
+    if len(d) != 7:  # its fields are read without bounds checks below
+        raise ValueError("not a kafka_rows descriptor")
+    cdef PyTypeObject* tp = <PyTypeObject*>cls
+    cdef allocfunc alloc = (<TypeAlloc*>tp).tp_alloc
+    cdef const uint8_t[::1] buf = data
+    cdef int64_t n = d[2], base = d[1], tbase = d[4], p = d[5], e = d[6]
+    cdef bint log_append = d[3]
+    if alloc == NULL or not 0 <= lo <= hi <= n or not 0 <= p <= e <= buf.shape[0]:
+        raise ValueError("rows or descriptor out of the batch's bounds")
+    cdef const uint8_t* b = &buf[0] if buf.shape[0] else NULL
+    cdef int64_t j, t, prev_t = 0, tsd, kq, kl, vq, vl
+    cdef bint untrack = _untrack(topic, partition, no_headers)
+    cdef uint64_t u
+    tsv = None
+    for j in range(lo):  # skip the rows before lo: their lengths alone
+        if read_varint(b, &p, e, 5, &u) < 0 or u & 1 or <int64_t>(u >> 1) > e - p:
+            raise ValueError("the batch's bytes changed after kafka_rows read them")
+        p += <int64_t>(u >> 1)
+    for j in range(lo, hi):
+        if _record(b, &p, e, j, &tsd, &kq, &kl, &vq, &vl) < 0:  # checked by kafka_rows: only changed bytes
+            raise ValueError("the batch's bytes changed after kafka_rows read them")
+        key = _bytes_or_none(b, kq, kl)
+        val = _bytes_or_none(b, vq, vl)
+        off = PyLong_FromLongLong(base + j)
+        # the table path's int64 addition wraps around: so does this one
+        t = tbase if log_append else <int64_t>(<uint64_t>tsd + <uint64_t>tbase)
+        if tsv is None or t != prev_t:  # records of one batch mostly share a millisecond: one int
+            tsv = PyLong_FromLongLong(t)
+            prev_t = t
+        _row(tp, alloc, topic, partition, off, tsv, key, val, no_headers, untrack, out)
