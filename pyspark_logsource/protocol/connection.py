@@ -27,6 +27,7 @@ from .codecs import (
     encode_request,
     encode_response,
     is_supported,
+    produce_response_one,
 )
 from .messages import ARROW_BODY_FEATURE, ApiKey, ApiVersionsResponse, RequestHeader
 from .primitives import FrameTooLarge, ProtocolError, Reader
@@ -429,8 +430,8 @@ class ClientConnection:
     def _responses(self, frames: list[bytearray]) -> list[ResponseReceived]:
         out = []
         for frame in frames:
-            r = Reader(frame)
-            cid = r.i32()
+            r = Reader(frame) if len(frame) < 4 else None
+            cid = _I32.unpack_from(frame)[0] if r is None else r.i32()  # (the reader raises the typed error)
             if self._head >= len(self._pending):
                 raise ProtocolError(f"response with correlation id {cid} but no request in flight")
             want, key, version = self._pending[self._head]
@@ -440,7 +441,11 @@ class ClientConnection:
             if self._head > 1024 and self._head * 2 > len(self._pending):
                 del self._pending[: self._head]
                 self._head = 0
-            out.append(ResponseReceived(cid, key, decode_response_body(key, version, r)))
+            # a producer's answer of one partition without a Reader (decode_response_body's first choice)
+            resp = produce_response_one(frame, 4, len(frame), version) if key == 0 else None
+            if resp is None:
+                resp = decode_response_body(key, version, Reader(frame, 4))
+            out.append(ResponseReceived(cid, key, resp))
         return out
 
 
