@@ -211,3 +211,34 @@ def test_a_short_or_foreign_answer_is_left_to_the_general_decode():
         assert decode(b"", 0, 0, 8) is None
         assert decode(b"\x00" * 40, 4, 40, 2) is None  # a version without the fast path
         assert decode(b"\x00" * 40, 4, 41, 8) is None  # bounds past the buffer
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(_LO, _HI),
+    client_id=st.one_of(st.none(), st.text(max_size=10)),
+    requests=st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=10),
+            st.integers(-(2**31), 2**31 - 1),
+            st.sampled_from([0, 1, -1]),
+            st.one_of(
+                st.binary(max_size=50),
+                st.integers(ZERO_COPY_THRESHOLD - 1, ZERO_COPY_THRESHOLD).map(lambda n: b"r" * n),
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    start=st.sampled_from([0, 2**31 - 3]),  # and the correlation id wrapping round
+)
+def test_several_requests_in_one_buffer_are_the_frames_one_by_one(version, client_id, requests, start):
+    ours, ref = _pair(client_id, version)
+    ours._next_id = ref._next_id = start
+    reqs = [OnePartitionProduce(t, p, rec, acks, 1000) for t, p, acks, rec in requests]
+    cids, parts = ours.send_requests(reqs)
+    want = [_frames(ref, r, None) for r in reqs]
+    assert cids == [cid for cid, _ in want]
+    assert b"".join(bytes(p) for p in parts) == b"".join(frame for _, frame in want)
+    assert ours.in_flight == ref.in_flight and ours._next_id == ref._next_id
+    assert ours._pending[ours._head :] == ref._pending[ref._head :]  # the answers expected, in order

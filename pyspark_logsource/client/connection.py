@@ -306,15 +306,13 @@ class BrokerConnection:
                 raise self._error or NetworkError(f"connection to {self.address} is closed")
             now = time.monotonic()
             deadline = now + (self.request_timeout if timeout is None else timeout)
-            parts: list[Any] = []
             pending = []
-            for request, cb in items:
-                try:
-                    cid, frame = self._proto.send_request(request)
-                except ProtocolError:
-                    self._release(len(items))
-                    raise
-                parts.extend(frame)
+            try:
+                cids, parts = self._proto.send_requests([request for request, _ in items])
+            except ProtocolError:
+                self._release(len(items))
+                raise
+            for cid, (request, cb) in zip(cids, items, strict=True):
                 if int(request.API_KEY) == 0 and request.acks == 0:
                     if cb is not None:
                         no_reply.append(cb)

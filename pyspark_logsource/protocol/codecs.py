@@ -290,16 +290,65 @@ def _produce_one_frame(
     partition: int,
     rec: bytes | bytearray,
 ) -> list[Any] | None:
+    out = bytearray()
+    if not _put_produce_head(out, client_id, version, cid, acks, timeout_ms, topic, partition, len(rec)):
+        return None
+    if len(rec) >= ZERO_COPY_THRESHOLD:
+        return [out, rec]
+    out += rec
+    return [out]
+
+
+def _put_produce_head(
+    out: bytearray,
+    client_id: str | None,
+    version: int,
+    cid: int,
+    acks: int,
+    timeout_ms: int,
+    topic: str,
+    partition: int,
+    n: int,
+) -> bool:
+    """Append a one-partition Produce frame's bytes up to its ``n`` bytes of records to ``out``; False
+    (nothing appended) for a name it cannot write here."""
     mid = _PRODUCE_REQ_MIDDLE.get((client_id, acks, timeout_ms, topic, partition))
     if mid is None:
         mid = _produce_request_middle(client_id, acks, timeout_ms, topic, partition)
         if mid is None:
-            return None
-    n = len(rec)
+            return False
     head = _PRODUCE_REQ_FRAME_HEAD.pack(8 + len(mid) + 4 + n, 0, version, cid)
-    if n >= ZERO_COPY_THRESHOLD:
-        return [bytearray().join((head, mid, _I32.pack(n))), rec]
-    return [bytearray().join((head, mid, _I32.pack(n), rec))]
+    out += head
+    out += mid
+    out += _I32.pack(n)
+    return True
+
+
+def encode_produce_many(
+    client_id: str | None, version: int, first_cid: int, requests: list[Any]
+) -> bytearray | None:
+    """The frames of ``requests`` (OnePartitionProduce, correlation ids from ``first_cid`` on) one after
+    the other in one buffer, the bytes :func:`encode_produce_one` writes for each; None where one of
+    them takes another path (the general one, or a separate part for records of the zero-copy size)."""
+    pair = CODECS.get((0, version))
+    if pair is None or pair[0].flexible:
+        return None
+    out = bytearray()
+    cid = first_cid
+    try:
+        for r in requests:
+            rec = r.records
+            if type(rec) not in (bytes, bytearray) or len(rec) >= ZERO_COPY_THRESHOLD:
+                return None
+            if not _put_produce_head(
+                out, client_id, version, cid, r.acks, r.timeout_ms, r.topic, r.partition, len(rec)
+            ):
+                return None
+            out += rec
+            cid = (cid + 1) & 0x7FFFFFFF
+    except _ENCODE_ERRORS:
+        return None
+    return out
 
 
 def encode_produce_one(

@@ -23,6 +23,7 @@ from .codecs import (
     decode_request_header,
     decode_response_body,
     encode_api_versions_fallback,
+    encode_produce_many,
     encode_produce_one,
     encode_request,
     encode_response,
@@ -409,6 +410,28 @@ class ClientConnection:
         if request.acks != 0:
             self._pending.append((cid, 0, version))
         return cid, parts
+
+    def send_requests(self, requests: list[Any]) -> tuple[list[int], list[Any]]:
+        """send_request for each of ``requests`` in order, at the negotiated versions: (their correlation
+        ids, all their frame parts). A run of OnePartitionProduce (the producer's requests of one batch)
+        is written into one buffer, the same bytes as one by one."""
+        if len(requests) > 1 and all(type(r) is OnePartitionProduce for r in requests):
+            version = self.version_for(0)
+            cid = self._next_id
+            frames = encode_produce_many(self.client_id, version, cid, requests)
+            if frames is not None:
+                cids = [(cid + i) & 0x7FFFFFFF for i in range(len(requests))]
+                self._next_id = (cid + len(requests)) & 0x7FFFFFFF
+                self._pending.extend(
+                    [(c, 0, version) for c, r in zip(cids, requests, strict=True) if r.acks != 0]
+                )
+                return cids, [frames]
+        cids, parts = [], []
+        for r in requests:
+            cid, frame = self.send_request(r)
+            cids.append(cid)
+            parts.extend(frame)
+        return cids, parts
 
     def request_bytes(self, request: Any, api_version: int | None = None) -> tuple[int, bytes]:
         """Like send_request, but the frame as one bytes object."""
