@@ -411,6 +411,11 @@ class BrokerConnection:
 
     # ------------------------------------------------------------ receiving
 
+    def _latencies(self, n: int) -> list[float]:
+        """Seconds since the next ``n`` answered requests were written (their times leave the queue); lock held."""
+        now, sent_at = time.monotonic(), self._sent_at
+        return [now - sent_at.popleft() for _ in range(n)]
+
     def _dispatch(self, data: bytes | memoryview | None, filled: int = 0) -> None:
         """Decode received bytes: ``data``, or ``filled`` bytes received into the protocol's receive_buffer()."""
         with self._lock:
@@ -421,7 +426,7 @@ class BrokerConnection:
             )
             done = []
             if self._stats is not None and responses:
-                self._stats.responses_at(time.monotonic(), self._sent_at, responses)
+                self._stats.responses_after(self._latencies(len(responses)), [r.response for r in responses])
             for r in responses:
                 throttle = getattr(r.response, "throttle_time_ms", 0)
                 if throttle:
