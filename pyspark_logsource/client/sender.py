@@ -153,6 +153,7 @@ class Sender:
         acc = self._acc
         max_run, max_bytes = self.max_batches_per_request, self.max_request_size
         while True:
+            more_rounds = self._room()
             with acc.lock:
                 while True:
                     runs, next_at = acc.drain(time.monotonic(), max_run, max_bytes)
@@ -166,7 +167,7 @@ class Sender:
                     acc.sender_idle = False
                 # Drain more rounds while ready so several requests share one write.
                 rounds = [runs]
-                for _ in range(63):
+                for _ in range(more_rounds):
                     more, _ = acc.drain(time.monotonic(), max_run, max_bytes)
                     if not more:
                         break
@@ -183,6 +184,15 @@ class Sender:
                                 self._fail_or_retry(b, e)
             # not kept while this thread waits for the next batches: the answered ones' bytes go now
             rounds = runs = more = r = run = b = None  # type: ignore[assignment]
+
+    def _room(self) -> int:
+        """How many rounds to drain after the first: up to 63, no more than the fullest partition may number
+        (MAX_UNANSWERED_BATCHES): the batches over that would only be held and put back (see _sendable)."""
+        if not self.idempotent or not self._assigned:
+            return 63
+        with self._seq_lock:
+            most = max(map(len, self._assigned.values()))
+        return max(0, min(63, MAX_UNANSWERED_BATCHES - most - 1))
 
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
