@@ -12,13 +12,25 @@ retries or fails it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
-    from .sender import Sender
 
 log = logging.getLogger(__package__ + ".producer")
+
+
+class Sender(Protocol):
+    """What an answer asks of the producer's sender (:class:`~.sender.Sender`)."""
+
+    def finish(self, b: ProducerBatch, result: Any = None, error: BaseException | None = None) -> None:
+        """Complete a batch."""
+
+    def finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
+        """Complete several appended batches ``(batch, result)``."""
+
+    def on_response(self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any, error: Any) -> None:
+        """Resolve, retry or fail the runs of one Produce request from its answer."""
 
 
 class OneBatchAnswer:
