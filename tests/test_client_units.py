@@ -224,7 +224,7 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
     """A request of one batch is answered through a one-object callback; an answer it cannot take
     (another partition, an error) goes to the general handler, which retries the batch."""
     from pyspark_logsource import Producer
-    from pyspark_logsource.client.sender import _OneBatchAnswer
+    from pyspark_logsource.client.answers import OneBatchAnswer
     from pyspark_logsource.protocol.messages import ProducePartitionResponse, ProduceResponse
 
     p = Producer("127.0.0.1:1", enable_idempotence=False, retry_backoff_ms=60000)
@@ -235,7 +235,7 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
             b.record_count = 2
             acc.incomplete.add(b)
         cb = p._sender._callback({ok.tp: [ok]})
-        assert isinstance(cb, _OneBatchAnswer)
+        assert isinstance(cb, OneBatchAnswer)
         cb(ProduceResponse([ProducePartitionResponse("t", 0, 0, 41)]), None)
         assert ok.outcome == ((0, 41, 42), None)
         p._sender._callback({other.tp: [other]})(
@@ -244,10 +244,10 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
         p._sender._callback({failed.tp: [failed]})(
             ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None
         )  # retriable
-        assert other.outcome is None and failed.outcome is None  # put back for a retry, as _on_response does
+        assert other.outcome is None and failed.outcome is None  # put back for a retry, as on_response does
         assert set(acc.ready[("t", 0)]) == {other, failed}
         two = p._sender._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})
-        assert not isinstance(two, _OneBatchAnswer)
+        assert not isinstance(two, OneBatchAnswer)
     finally:
         with p._acc.lock:
             p._acc.ready.clear()

@@ -306,15 +306,13 @@ class BrokerConnection:
                 raise self._error or NetworkError(f"connection to {self.address} is closed")
             now = time.monotonic()
             deadline = now + (self.request_timeout if timeout is None else timeout)
-            parts: list[Any] = []
             pending = []
-            for request, cb in items:
-                try:
-                    cid, frame = self._proto.send_request(request)
-                except ProtocolError:
-                    self._release(len(items))
-                    raise
-                parts.extend(frame)
+            try:
+                cids, parts = self._proto.send_requests([request for request, _ in items])
+            except ProtocolError:
+                self._release(len(items))
+                raise
+            for cid, (request, cb) in zip(cids, items, strict=True):
                 if int(request.API_KEY) == 0 and request.acks == 0:
                     if cb is not None:
                         no_reply.append(cb)
@@ -413,6 +411,11 @@ class BrokerConnection:
 
     # ------------------------------------------------------------ receiving
 
+    def _latencies(self, n: int) -> list[float]:
+        """Seconds since the next ``n`` answered requests were written (their times leave the queue); lock held."""
+        now, sent_at = time.monotonic(), self._sent_at
+        return [now - sent_at.popleft() for _ in range(n)]
+
     def _dispatch(self, data: bytes | memoryview | None, filled: int = 0) -> None:
         """Decode received bytes: ``data``, or ``filled`` bytes received into the protocol's receive_buffer()."""
         with self._lock:
@@ -423,7 +426,7 @@ class BrokerConnection:
             )
             done = []
             if self._stats is not None and responses:
-                self._stats.responses_at(time.monotonic(), self._sent_at, responses)
+                self._stats.responses_after(self._latencies(len(responses)), [r.response for r in responses])
             for r in responses:
                 throttle = getattr(r.response, "throttle_time_ms", 0)
                 if throttle:

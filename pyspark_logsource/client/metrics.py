@@ -27,24 +27,13 @@ class ClientMetrics:
 
     def response(self, latency_s: float, response: Any) -> None:
         """One answer arrived ``latency_s`` after its request was written (any API)."""
-        throttle = getattr(response, "throttle_time_ms", 0) or 0
-        with self._lock:
-            self.responses += 1
-            self.latency_sum += latency_s
-            if latency_s > self.latency_max:
-                self.latency_max = latency_s
-            self.throttled += 1
-            self.throttle_sum += throttle
-            if throttle > self.throttle_max:
-                self.throttle_max = throttle
+        self.responses_after([latency_s], [response])
 
-    def responses_at(self, now: float, sent_at: Any, responses: list) -> None:
-        """``response()`` for each of ``responses``, received at ``now``: the i-th was written at
-        ``sent_at.popleft()`` (the connection's queue of write times, taken from here under one lock)."""
+    def responses_after(self, latencies: list[float], responses: list[Any]) -> None:
+        """``response(latency, response)`` for each pair of the two lists, in order, under one lock."""
         with self._lock:
-            for r in responses:
-                latency_s = now - sent_at.popleft()
-                throttle = getattr(r.response, "throttle_time_ms", 0) or 0
+            for latency_s, response in zip(latencies, responses, strict=True):
+                throttle = getattr(response, "throttle_time_ms", 0) or 0
                 self.responses += 1
                 self.latency_sum += latency_s
                 if latency_s > self.latency_max:

@@ -42,6 +42,7 @@ from ..format import arrow_to_kafka, set_producer
 from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
+from .answers import OneBatchAnswer
 from .encoding import encode_records
 from .metrics import ClientMetrics
 from .network import NetworkClient
@@ -152,6 +153,7 @@ class Sender:
         acc = self._acc
         max_run, max_bytes = self.max_batches_per_request, self.max_request_size
         while True:
+            more_rounds = self._room()
             with acc.lock:
                 while True:
                     runs, next_at = acc.drain(time.monotonic(), max_run, max_bytes)
@@ -165,7 +167,7 @@ class Sender:
                     acc.sender_idle = False
                 # Drain more rounds while ready so several requests share one write.
                 rounds = [runs]
-                for _ in range(63):
+                for _ in range(more_rounds):
                     more, _ = acc.drain(time.monotonic(), max_run, max_bytes)
                     if not more:
                         break
@@ -182,6 +184,15 @@ class Sender:
                                 self._fail_or_retry(b, e)
             # not kept while this thread waits for the next batches: the answered ones' bytes go now
             rounds = runs = more = r = run = b = None  # type: ignore[assignment]
+
+    def _room(self) -> int:
+        """How many rounds to drain after the first: up to 63, no more than the fullest partition may number
+        (MAX_UNANSWERED_BATCHES): the batches over that would only be held and put back (see _sendable)."""
+        if not self.idempotent or not self._assigned:
+            return 63
+        with self._seq_lock:
+            most = max(map(len, self._assigned.values()))
+        return max(0, min(63, MAX_UNANSWERED_BATCHES - most - 1))
 
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
@@ -226,7 +237,7 @@ class Sender:
                 restamp_producer(b.encoded, pid, epoch, seq)
             b.restamp = False
 
-    def _finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
+    def finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
         if self.idempotent and b.base_sequence is not None:
             with self._seq_lock:
@@ -235,8 +246,8 @@ class Sender:
             self.stats.add(b.record_count, b.size if b.encoded is None else len(b.encoded))
         self._acc.complete(b, result, error)
 
-    def _finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
-        """_finish for several appended batches ``(batch, result)``: the locks taken once for all."""
+    def finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
+        """finish() for several appended batches ``(batch, result)``: the locks taken once for all."""
         if self.idempotent:
             with self._seq_lock:
                 for b, _ in done:
@@ -290,6 +301,9 @@ class Sender:
                 self._refresh_metadata(list({run[0].topic for r in rounds for run in r}))
             except LogSourceError:
                 pass
+        if all(len(r) == 1 and len(r[0]) == 1 for r in rounds):
+            self._send_singles([r[0][0] for r in rounds])
+            return
         # node -> requests in round order; a round holds at most one run per partition
         by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
         held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
@@ -351,6 +365,48 @@ class Sender:
                 for tp, (mark, batches) in held.items():
                     self._acc.hold(tp, batches, mark)
 
+    def _send_singles(self, batches: list[ProducerBatch]) -> None:
+        """_send_rounds for rounds of one batch each (batch size 1, one partition ready at a time): each
+        batch goes in its own one-partition request, in round order, without the per-round grouping."""
+        held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
+        by_node: dict[int, list[tuple[OnePartitionProduce, OneBatchAnswer]]] = {}
+        leaders: dict[tuple[str, int], int] = {}
+        idempotent, prepare, leader_for = self.idempotent, self._prepare, self._client.leader_for
+        acks, timeout_ms = self.acks, int(self.request_timeout_ms)
+        for b in batches:
+            if idempotent and not self._sendable([b], held):
+                continue
+            try:
+                prepare(b)
+                node = leaders.get(b.tp)
+                if node is None:
+                    node = leaders[b.tp] = leader_for(b.topic, b.partition)
+            except LogSourceError as e:
+                self._fail_or_retry(b, e)
+                continue
+            calls = by_node.get(node)
+            if calls is None:
+                calls = by_node[node] = []
+            req = OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms)
+            calls.append((req, OneBatchAnswer(self, b)))
+        for node, calls in by_node.items():
+            try:
+                conn = self._client.node_connection(node)
+            except LogSourceError as e:
+                for _, cb in calls:
+                    self._fail_or_retry(cb.batch, e)
+                continue
+            for _, cb in calls:
+                cb.batch.attempts += 1
+            try:
+                conn.send_many(calls)
+            except LogSourceError:
+                pass  # send_many already ran the callbacks of unsent requests with the error
+        if held:  # as in _send_rounds
+            with self._acc.lock:
+                for tp, (mark, held_batches) in held.items():
+                    self._acc.hold(tp, held_batches, mark)
+
     def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
         """The part of an idempotent run that may be sent now; the rest goes into ``held``.
 
@@ -399,49 +455,18 @@ class Sender:
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
         # The callback lives until the answer, and what is alive while a request is in flight is what the
         # cyclic GC promotes and later walks in its full collections. A request of one batch (as Kafka
-        # sends) holds one _OneBatchAnswer over the batch; others one partial over their runs.
+        # sends) holds one OneBatchAnswer over the batch; others one partial over their runs.
         if len(runs) == 1:
             for run in runs.values():
                 if len(run) == 1:
-                    return _OneBatchAnswer(self, run[0])
-        return partial(self._on_response, runs)
-
-    def _on_batch_response(self, b: ProducerBatch, resp: Any, error: BaseException | None) -> None:
-        """_on_response for a request of one batch: an appended answer completes it here."""
-        if error is None and resp is not None:
-            parts = resp.partitions
-            if len(parts) == 1:
-                pr = parts[0]
-                if not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
-                    off = pr.base_offset
-                    self._finish(b, (b.partition, off, off + b.record_count - 1))
-                    return
-        self._on_response({b.tp: [b]}, resp, error)
-
-    def _on_batch_responses(self, pairs: list) -> None:
-        """_on_batch_response for ``(answer, response)`` pairs in order, the appended ones completed together."""
-        ok: list[tuple[ProducerBatch, tuple]] = []
-        for cb, resp in pairs:
-            b = cb.batch
-            parts = resp.partitions if resp is not None else None
-            if parts is not None and len(parts) == 1:
-                pr = parts[0]
-                if not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
-                    off = pr.base_offset
-                    ok.append((b, (b.partition, off, off + b.record_count - 1)))
-                    continue
-            if ok:
-                self._finish_ok(ok)
-                ok = []
-            self._on_batch_response(b, resp, None)
-        if ok:
-            self._finish_ok(ok)
+                    return OneBatchAnswer(self, run[0])
+        return partial(self.on_response, runs)
 
     def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
         for b in run:
             self._fail_or_retry(b, err)
 
-    def _on_response(
+    def on_response(
         self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any, error: BaseException | None
     ) -> None:
         """Resolve, retry or fail the runs of one Produce request from its answer (I/O thread)."""
@@ -454,7 +479,7 @@ class Sender:
                 if run is not None and not pr.error_code:
                     off = pr.base_offset
                     for b in run:
-                        self._finish(b, (b.partition, off, off + b.record_count - 1))
+                        self.finish(b, (b.partition, off, off + b.record_count - 1))
                         off += b.record_count
                     return
         if error is not None:
@@ -464,7 +489,7 @@ class Sender:
         if resp is None:  # acks=0: written, no answer
             for run in runs.values():
                 for b in run:
-                    self._finish(b, (b.partition, -1, -1))
+                    self.finish(b, (b.partition, -1, -1))
             return
         seen = set()
         for pr in resp.partitions:
@@ -485,7 +510,7 @@ class Sender:
             # offsets are consecutive: each batch of the run follows the previous one
             off = pr.base_offset
             for b in run:
-                self._finish(b, (b.partition, off, off + b.record_count - 1))
+                self.finish(b, (b.partition, off, off + b.record_count - 1))
                 off += b.record_count
         for tp, run in runs.items():
             if tp not in seen:
@@ -531,7 +556,7 @@ class Sender:
                 f"batch for {b.topic}-{b.partition} not delivered within delivery_timeout_ms="
                 f"{self.delivery_timeout * 1000:.0f}: {error}"
             )
-        self._finish(b, error=error)
+        self.finish(b, error=error)
 
     def _reset_sequences(self) -> None:
         """Restart the sequences of partitions where the broker lost this producer's state (sender thread).
@@ -565,34 +590,6 @@ class Sender:
         with self._seq_lock:
             last = self._last_acked.get(b.tp, -1)
         return b.base_sequence == ((last + 1) & _INT32_MAX)
-
-
-class _OneBatchAnswer:
-    """The answer callback of a request of one batch: one object while the request is in flight, where
-    ``partial(bound method, batch)`` holds three (the partial, the bound method, its argument tuple)."""
-
-    __slots__ = ("sender", "batch")
-
-    def __init__(self, sender: Sender, batch: ProducerBatch) -> None:
-        self.sender = sender
-        self.batch = batch
-
-    def __call__(self, resp: Any, error: BaseException | None) -> None:
-        self.sender._on_batch_response(self.batch, resp, error)
-
-    @staticmethod
-    def answer_many(pairs: list) -> None:
-        """Answers of several such requests (BrokerConnection's bulk callback): completed together."""
-        sender = pairs[0][0].sender
-        if all(cb.sender is sender for cb, _ in pairs):
-            try:
-                sender._on_batch_responses(pairs)
-                return
-            except Exception:
-                log.exception("producer answer handling failed; completing batch by batch")
-        for cb, resp in pairs:
-            if not cb.batch.done():
-                cb(resp, None)
 
 
 class _ResendAlone(LogSourceError):

@@ -19,12 +19,13 @@ decodes each to the same ``str`` object without a UTF-8 decode.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.memoryview cimport PyMemoryView_FromObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
-from pyspark_logsource.format._cwire cimport be16, be32, put16, put32, put64
+from pyspark_logsource.format._cwire cimport be16, be32, be64, put16, put32, put64
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -349,3 +350,65 @@ def decode_frames(list frames, decode_frame, error_type):
                 return events, e
         events.append(ev)
     return events, None
+
+
+# the last topic name of a decoded ProduceResponse: (utf-8 bytes, str); apart from the request decode's cache,
+# which an embedded broker's thread uses in the same process
+cdef bytes _resp_topic_b = None
+cdef object _resp_topic_s = None
+
+
+def decode_produce_response(buf, Py_ssize_t pos, Py_ssize_t end, int version):
+    """The ProduceResponse v3-v8 in ``buf[pos:end]`` (after the correlation id), or None (the general
+    decode takes it): one topic and one partition, no record errors, no error message.
+
+    ``codecs.decode_produce_response_one``'s compiled twin: the same result for every input (None when
+    the classes are not bound)."""
+    cdef Py_buffer view
+    if _Response is None or version < 3 or version > 8:
+        return None
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or end > view.len or end - pos < 6:
+            return None
+        return _produce_response(<const uint8_t*>view.buf, pos, end, version)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _produce_response(const uint8_t* d, Py_ssize_t pos, Py_ssize_t end, int version):
+    global _resp_topic_b, _resp_topic_s
+    cdef int32_t ntopics = be32(d + pos)
+    cdef Py_ssize_t name_len = be16(d + pos + 4)
+    # per version: partition count, index, error, base offset, log append time[, log start][, 0 record
+    # errors, null message] (codecs._PRODUCE_RESP_PART)
+    cdef Py_ssize_t part = 4 + 4 + 2 + 8 + 8 + (8 if version >= 5 else 0) + (6 if version >= 8 else 0)
+    cdef Py_ssize_t head = pos + 6 + name_len
+    if ntopics != 1 or name_len < 0 or head + part + 4 != end:
+        return None
+    cdef const uint8_t* q = d + head
+    if be32(q) != 1 or (version >= 8 and (be32(q + 34) != 0 or be16(q + 38) != -1)):
+        return None
+    cdef const char* name = <const char*>d + pos + 6
+    if (_resp_topic_b is not None and PyBytes_GET_SIZE(_resp_topic_b) == name_len
+            and memcmp(PyBytes_AS_STRING(_resp_topic_b), name, name_len) == 0):
+        topic = _resp_topic_s
+    else:
+        try:
+            topic = PyUnicode_DecodeUTF8(name, name_len, NULL)
+        except UnicodeDecodeError:
+            return None
+        _resp_topic_b, _resp_topic_s = name[:name_len], topic
+    p = _new(_PartitionResponse)
+    p.topic = topic
+    p.partition = be32(q + 4)
+    p.error_code = be16(q + 8)
+    p.base_offset = be64(q + 10)
+    p.log_append_time_ms = be64(q + 18)
+    p.log_start_offset = be64(q + 26) if version >= 5 else -1
+    p.error_message = None
+    p.record_errors = ()
+    r = _new(_Response)
+    r.partitions = [p]
+    r.throttle_time_ms = be32(d + end - 4)
+    return r

@@ -264,13 +264,11 @@ def _produce_request_middle(
 
 
 def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest) -> list[Any] | None:
+    """encode_produce_one's frame for a request of one partition without a transactional id, or None."""
     if len(req.partitions) != 1 or req.transactional_id is not None:
         return None
     p = req.partitions[0]
-    rec = p.records
-    if not isinstance(rec, (bytes, bytearray)):
-        return None
-    return _produce_one_frame(
+    return encode_produce_one(
         header.client_id,
         header.api_version,
         header.correlation_id,
@@ -278,7 +276,7 @@ def _encode_produce_request_fast(header: m.RequestHeader, req: m.ProduceRequest)
         req.timeout_ms,
         p.topic,
         p.partition,
-        rec,
+        p.records,
     )
 
 
@@ -292,16 +290,65 @@ def _produce_one_frame(
     partition: int,
     rec: bytes | bytearray,
 ) -> list[Any] | None:
+    out = bytearray()
+    if not _put_produce_head(out, client_id, version, cid, acks, timeout_ms, topic, partition, len(rec)):
+        return None
+    if len(rec) >= ZERO_COPY_THRESHOLD:
+        return [out, rec]
+    out += rec
+    return [out]
+
+
+def _put_produce_head(
+    out: bytearray,
+    client_id: str | None,
+    version: int,
+    cid: int,
+    acks: int,
+    timeout_ms: int,
+    topic: str,
+    partition: int,
+    n: int,
+) -> bool:
+    """Append a one-partition Produce frame's bytes up to its ``n`` bytes of records to ``out``; False
+    (nothing appended) for a name it cannot write here."""
     mid = _PRODUCE_REQ_MIDDLE.get((client_id, acks, timeout_ms, topic, partition))
     if mid is None:
         mid = _produce_request_middle(client_id, acks, timeout_ms, topic, partition)
         if mid is None:
-            return None
-    n = len(rec)
+            return False
     head = _PRODUCE_REQ_FRAME_HEAD.pack(8 + len(mid) + 4 + n, 0, version, cid)
-    if n >= ZERO_COPY_THRESHOLD:
-        return [bytearray().join((head, mid, _I32.pack(n))), rec]
-    return [bytearray().join((head, mid, _I32.pack(n), rec))]
+    out += head
+    out += mid
+    out += _I32.pack(n)
+    return True
+
+
+def encode_produce_many(
+    client_id: str | None, version: int, first_cid: int, requests: list[Any]
+) -> bytearray | None:
+    """The frames of ``requests`` (OnePartitionProduce, correlation ids from ``first_cid`` on) one after
+    the other in one buffer, the bytes :func:`encode_produce_one` writes for each; None where one of
+    them takes another path (the general one, or a separate part for records of the zero-copy size)."""
+    pair = CODECS.get((0, version))
+    if pair is None or pair[0].flexible:
+        return None
+    out = bytearray()
+    cid = first_cid
+    try:
+        for r in requests:
+            rec = r.records
+            if type(rec) not in (bytes, bytearray) or len(rec) >= ZERO_COPY_THRESHOLD:
+                return None
+            if not _put_produce_head(
+                out, client_id, version, cid, r.acks, r.timeout_ms, r.topic, r.partition, len(rec)
+            ):
+                return None
+            out += rec
+            cid = (cid + 1) & 0x7FFFFFFF
+    except _ENCODE_ERRORS:
+        return None
+    return out
 
 
 def encode_produce_one(
@@ -400,10 +447,20 @@ def _encode_produce_response_fast(cid: int, version: int, resp: m.ProduceRespons
 
 
 def _decode_produce_response_fast(r: Reader, version: int) -> m.ProduceResponse | None:
-    buf, pos, end = r.buf, r.pos, r.end
-    if end - pos < 6:
+    resp = produce_response_one(r.buf, r.pos, r.end, version)
+    if resp is not None:
+        r.pos = r.end
+    return resp
+
+
+def decode_produce_response_one(buf: Any, pos: int, end: int, version: int) -> m.ProduceResponse | None:
+    """The ProduceResponse v3-v8 in ``buf[pos:end]`` (after the correlation id), or None (the general
+    decode takes it): one topic and one partition, no record errors, no error message (the producer's
+    answer). The reference of ``_cproduce.decode_produce_response``; :data:`produce_response_one` is
+    the one in use."""
+    if not 3 <= version <= 8 or pos < 0 or end > len(buf) or end - pos < 6:
         return None
-    ntopics, name_len = struct.unpack_from(">ih", buf, pos)
+    ntopics, name_len = _PRODUCE_RESP_TOPIC.unpack_from(buf, pos)
     st = _PRODUCE_RESP_PART[version]
     head = pos + 6 + name_len
     if ntopics != 1 or name_len < 0 or head + st.size + 4 != end:
@@ -417,7 +474,13 @@ def _decode_produce_response_fast(r: Reader, version: int) -> m.ProduceResponse 
         return None
     lso = vals[5] if version >= 5 else -1
     throttle = _I32.unpack_from(buf, end - 4)[0]
-    r.pos = end
     return m.ProduceResponse(
         [m.ProducePartitionResponse(name, vals[1], vals[2], vals[3], vals[4], lso)], throttle
     )
+
+
+_PRODUCE_RESP_TOPIC = struct.Struct(">ih")
+#: the ProduceResponse decode in use: compiled (``_cproduce``, its classes bound) or the reference
+produce_response_one = (
+    _cproduce.decode_produce_response if _new_responses is not None else decode_produce_response_one
+)
