@@ -40,7 +40,18 @@ def test_send_10m_into_a_stopped_broker_is_bounded_by_buffer_memory(tmp_path):
     with broker_process(tmp_path / "b") as b:
         with Admin(b.bootstrap) as a:
             a.create_topic("stopped", 1)
-        p = Producer(b.bootstrap, buffer_memory=memory, max_block_ms=0, linger_ms=0, batch_size=16384)
+        # Timeouts far past the loop: on a loaded machine 10M sends can outlast request.timeout.ms, and a
+        # timed-out request retried or a batch expired by delivery.timeout.ms would free memory early and
+        # change what this counts (the bound while nothing is acknowledged); timeouts have their own tests.
+        p = Producer(
+            b.bootstrap,
+            buffer_memory=memory,
+            max_block_ms=0,
+            linger_ms=0,
+            batch_size=16384,
+            request_timeout_ms=900_000,
+            delivery_timeout_ms=1_800_000,
+        )
         try:
             p.send("stopped", b"warm").result(10)
             pad = b"x" * 190
