@@ -32,7 +32,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 
 from ...errors import InvalidRequest, LogSourceError, OffsetOutOfRange, StorageError
@@ -59,15 +58,12 @@ from .loader import CLEAN_SHUTDOWN_FILE, LogLoader, replay_producer_state
 from .producer_state import ProducerAppend, ProducerEntry, ProducerStateManager
 from .segment import FileRegion, LogSegment
 from .segment_list import SegmentList
+from .segment_tail import now_ms as clock_ms
 from .start_offset import LogStartOffset
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AppendInfo", "FileRegion", "PartitionLog", "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP"]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class PartitionLog:
@@ -233,7 +229,7 @@ class PartitionLog:
         """
         # Hot path: per-batch work only, and as little Python per batch as the checks allow
         # (a produce of one message spends more time here than in its pwrite).
-        now = int(time.time() * 1000)
+        now = clock_ms()
         if not self._log_append_time and not self._closed:
             # one plain batch (most produce requests) is checked, stamped and written by one format call
             # (AppendValidator.write_plain, through the active segment, which records it); a run of
@@ -352,7 +348,7 @@ class PartitionLog:
     def _append_coalesced(self, runs: list, out: list) -> bool:
         """Append ``runs`` together, answers in ``out``; False (nothing done) if they would roll the
         segment or one is transactional."""
-        now = int(time.time() * 1000)
+        now = clock_ms()
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
@@ -415,7 +411,7 @@ class PartitionLog:
         if not batches:  # end in a partial batch
             return None
         end = batches[-1][0] + batches[-1][1].size
-        now = int(time.time() * 1000)
+        now = clock_ms()
         with self._lock:
             self._check_open()
             stamped, expected = self._validator.follower_offsets(batches, self._leo)
@@ -512,7 +508,7 @@ class PartitionLog:
             except OSError as e:
                 raise StorageError(f"flush of {seg.log_path} failed: {e}") from e
         with self._lock:
-            advanced = self._flush.flushed(target, _now_ms())
+            advanced = self._flush.flushed(target, clock_ms())
             rp = self._flush.recovery_point
         if advanced:
             # The file's fsync runs outside the partition lock: under it, every flush.ms it
@@ -527,7 +523,7 @@ class PartitionLog:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
-            return self._roll_locked(_now_ms())
+            return self._roll_locked(clock_ms())
 
     def _roll_locked(self, now_ms: int) -> LogSegment:
         segments = self._segments
@@ -548,7 +544,7 @@ class PartitionLog:
         """Apply retention.ms and retention.bytes to whole, inactive segments; return how many went."""
         with self._lock:
             self._check_open()
-            n = self._segments.delete_expired(_now_ms() if now_ms is None else now_ms)
+            n = self._segments.delete_expired(clock_ms() if now_ms is None else now_ms)
             if n:
                 log.info(
                     "%s: retention deleted %d segments; log start is now %d",
