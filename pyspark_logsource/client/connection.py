@@ -98,7 +98,7 @@ class PendingResponse:
 
     def result(self) -> Any:
         """The response (typed errors raised as ``request()`` raises them); waits up to the request timeout."""
-        return self._conn._await(self._waiter, self._limit)
+        return self._conn.wait_response(self._waiter, self._limit)
 
 
 def raise_for_response(resp: Any) -> Any:
@@ -400,7 +400,9 @@ class BrokerConnection:
         self.send(request, w, timeout=timeout)
         return PendingResponse(self, w, (self.request_timeout if timeout is None else timeout) + 1.0)
 
-    def _await(self, w: _Waiter, limit: float) -> Any:
+    def wait_response(self, w: _Waiter, limit: float) -> Any:
+        """Wait up to ``limit`` seconds for the response of the request ``w`` was sent with (what
+        :meth:`PendingResponse.result` does); on a connection without a reader thread, read it here."""
         if self.threaded:
             if not w.event.wait(limit):
                 self._fail(RequestTimedOut(f"no response from broker {self.address} within {limit:.1f} s"))
