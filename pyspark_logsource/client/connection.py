@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 Callback = Callable[[Any, "BaseException | None"], None]
 
 _RECV_SIZE = 1 << 20
+#: what the caller-reads mode receives before it knows the next frame's size: a large answer's frame
+#: is then allocated after at most this much (which is copied into it), and the rest is received
+#: straight into the frame. With the whole 1 MB buffer, up to 1 MB of each fetch answer (a Spark
+#: task's 8 MB answers, with the next one already in the socket) was copied twice by the framing.
+_FIRST_RECV = 64 * 1024
 #: how often a waiting reader thread looks at request deadlines and close()
 _READ_POLL_S = 0.2
 _WAITALL = getattr(socket, "MSG_WAITALL", 0)
@@ -516,7 +521,7 @@ class BrokerConnection:
     def _read_until(self, w: _Waiter, limit: float) -> None:
         deadline = time.monotonic() + limit
         if self._rbuf is None:
-            self._rbuf = bytearray(_RECV_SIZE)
+            self._rbuf = bytearray(_FIRST_RECV)
         buf = self._rbuf
         view = memoryview(buf)
         while not w.event.is_set():
