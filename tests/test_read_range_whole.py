@@ -6,6 +6,8 @@ range, in both broker layouts, and without aborted transactions or markers.
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 from support.brokers import broker_process
 
@@ -112,3 +114,30 @@ def test_a_read_closed_early_with_a_fetch_in_flight_leaves_the_broker_serving(tm
         assert first.column("offset")[0].as_py() == 0
         rest = sum(rb.num_rows for rb in read_range(bs, "t", 0, 0, 2000, whole_fetches=True, max_bytes=4096))
         assert rest == 2000
+
+
+def test_a_throttled_read_hands_on_each_answer_before_it_waits_out_the_throttle(tmp_path):
+    """A fetch answer can carry rows and a throttle (a request quota: KIP-219, answer at once, then wait).
+    The next fetch is then not sent ahead: sending it would wait out that throttle before the rows in hand
+    are handed on. Each batch comes out as soon as its answer is in; the waits come between batches."""
+    from support.brokers import broker_thread
+
+    from pyspark_logsource.broker.quotas.model import REQUEST_PERCENTAGE, QuotaEntity
+
+    with broker_thread(tmp_path) as b:
+        bs = b.bootstrap
+        _load(bs, "t", 3000)
+        b._broker.state.quotas.set_entity(QuotaEntity(None, "slow"), {REQUEST_PERCENTAGE: 0.01})
+        it = read_range(bs, "t", 0, 0, 3000, whole_fetches=True, max_bytes=24 << 10, client_id="slow")
+        t0 = time.monotonic()
+        waits = []
+        rows = 0
+        for rb in it:
+            waits.append(time.monotonic() - t0)
+            rows += rb.num_rows
+            t0 = time.monotonic()
+    assert rows == 3000 and len(waits) >= 3
+    # every answer carried a throttle (the connection's first requests too): one wait before each batch,
+    # not the first answer's own throttle as well before its rows were handed on (twice as long)
+    assert min(waits[1:-1]) >= 0.5, waits
+    assert waits[0] < 1.5 * min(waits[1:-1]), waits

@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 Callback = Callable[[Any, "BaseException | None"], None]
 
 _RECV_SIZE = 1 << 20
+#: what the caller-reads mode receives before it knows the next frame's size: a large answer's frame
+#: is then allocated after at most this much (which is copied into it), and the rest is received
+#: straight into the frame. With the whole 1 MB buffer, up to 1 MB of each fetch answer (a Spark
+#: task's 8 MB answers, with the next one already in the socket) was copied twice by the framing.
+_FIRST_RECV = 64 * 1024
 #: how often a waiting reader thread looks at request deadlines and close()
 _READ_POLL_S = 0.2
 _WAITALL = getattr(socket, "MSG_WAITALL", 0)
@@ -98,7 +103,7 @@ class PendingResponse:
 
     def result(self) -> Any:
         """The response (typed errors raised as ``request()`` raises them); waits up to the request timeout."""
-        return self._conn._await(self._waiter, self._limit)
+        return self._conn.wait_response(self._waiter, self._limit)
 
 
 def raise_for_response(resp: Any) -> Any:
@@ -398,7 +403,9 @@ class BrokerConnection:
         self.send(request, w, timeout=timeout)
         return PendingResponse(self, w, (self.request_timeout if timeout is None else timeout) + 1.0)
 
-    def _await(self, w: _Waiter, limit: float) -> Any:
+    def wait_response(self, w: _Waiter, limit: float) -> Any:
+        """Wait up to ``limit`` seconds for the response of the request ``w`` was sent with (what
+        :meth:`PendingResponse.result` does); on a connection without a reader thread, read it here."""
         if self.threaded:
             if not w.event.wait(limit):
                 self._fail(RequestTimedOut(f"no response from broker {self.address} within {limit:.1f} s"))
@@ -517,7 +524,7 @@ class BrokerConnection:
     def _read_until(self, w: _Waiter, limit: float) -> None:
         deadline = time.monotonic() + limit
         if self._rbuf is None:
-            self._rbuf = bytearray(_RECV_SIZE)
+            self._rbuf = bytearray(_FIRST_RECV)
         buf = self._rbuf
         view = memoryview(buf)
         while not w.event.is_set():

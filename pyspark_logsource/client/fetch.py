@@ -8,6 +8,7 @@ Offsets of a compacted topic have gaps: a range yields the records it holds.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -157,7 +158,9 @@ def read_range(
             if data and whole_fetches:
                 headers = iter_headers(data, check_crc=check_crc)
                 after = headers[-1][1].next_offset if headers else pos
-                if pos < after < end and not conn.closed:
+                # not while a fetch quota throttles the connection (KIP-219): submit() would wait out the
+                # throttle before this answer's rows are handed on; the next fetch then goes out after them
+                if pos < after < end and not conn.closed and conn.throttled_until <= time.monotonic():
                     ahead = (after, size, conn.submit(fetch(after, size)))
                 rb, pos, progressed = _decode_whole(
                     data,

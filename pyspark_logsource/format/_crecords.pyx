@@ -506,3 +506,107 @@ def kafka_messages(data, tuple d not None, Py_ssize_t lo, Py_ssize_t hi, cls, to
             tsv = PyLong_FromLongLong(t)
             prev_t = t
         _row(tp, alloc, topic, partition, off, tsv, key, val, no_headers, untrack, out)
+
+
+# ---------------------------------------------------------------- a Spark task's fetch: one run's columns
+
+cdef int64_t INT32_MAX = 2147483647
+
+
+def arrow_run_columns(data, const int64_t[:, ::1] hs):
+    """The columns of a run of uncompressed Arrow-body data batches without headers or value nulls, whose
+    keys are all present or all null, built in two C passes; None for any other run, and for one the
+    general path (``runs._run_to_arrow``) refuses. ``runs.arrow_run_columns_py`` is the reference.
+
+    ``hs``: ``runs._header_array(walk(data))`` (position, then the 13 header fields, per batch).
+    Returns ``(key offsets or None (all keys null), key bytes, value offsets, value bytes, offsets,
+    timestamps, timestamp types)`` as bytearrays: int32 offsets from 0, int64 offsets and
+    milliseconds, int32 types. Values are copied once, end to end, straight out of ``data``.
+    """
+    cdef const uint8_t[::1] b = memoryview(data).cast("B")
+    cdef Py_ssize_t m = hs.shape[0], i
+    if m == 0 or hs.shape[1] < 14:
+        return None
+    cdef const uint8_t* d = &b[0] if b.shape[0] else NULL
+    cdef int64_t size = b.shape[0], n, attrs, body, body_len, key_len, val_len, bm, j
+    cdef int64_t total = 0, key_total = 0, val_total = 0
+    cdef int keyless = -1, kn
+    cdef const uint8_t* ko
+    # pass 1: every check the general path makes (its CorruptRecord cases give None here), and the sizes
+    for i in range(m):
+        n, attrs = hs[i, 13], hs[i, 6]
+        body, body_len = hs[i, 0] + _HEADER_SIZE, hs[i, 2] + 12 - _HEADER_SIZE
+        if not attrs & _ARROW_BODY or attrs & (_CODEC_MASK | _HAS_HEADERS | _HAS_VALUE_NULLS | _CONTROL_BIT):
+            return None
+        if n < 1 or n > INT32_MAX or body < _HEADER_SIZE or body_len < 0 or body + body_len > size:
+            return None
+        kn = 1 if attrs & _HAS_KEY_NULLS else 0
+        if keyless < 0:
+            keyless = kn
+        elif kn != keyless:
+            return None
+        if 16 * n + 8 > body_len:
+            return None
+        ko = d + body + 8 * n
+        if not _offsets_ok(ko, n + 1) or not _offsets_ok(ko + 4 * (n + 1), n + 1):
+            return None
+        key_len, val_len = _le32(ko + 4 * n), _le32(ko + 8 * n + 4)
+        bm = (n + 7) // 8 if kn else 0
+        if 16 * n + 8 + bm + key_len + val_len != body_len:
+            return None
+        if kn:
+            if key_len:
+                return None
+            for j in range(bm):
+                if ko[8 * (n + 1) + j]:
+                    return None  # some key present: the general path's validity bitmap
+        total += n
+        key_total += key_len
+        val_total += val_len
+    if key_total > INT32_MAX or val_total > INT32_MAX:
+        return None
+    key_off = None if keyless else PyByteArray_FromStringAndSize(NULL, 4 * (total + 1))
+    key_data = PyByteArray_FromStringAndSize(NULL, key_total)
+    val_off = PyByteArray_FromStringAndSize(NULL, 4 * (total + 1))
+    val_data = PyByteArray_FromStringAndSize(NULL, val_total)
+    offsets = PyByteArray_FromStringAndSize(NULL, 8 * total)
+    ts = PyByteArray_FromStringAndSize(NULL, 8 * total)
+    ts_type = PyByteArray_FromStringAndSize(NULL, 4 * total)
+    cdef int32_t* kout = NULL if keyless else <int32_t*>(<char*>key_off)
+    cdef uint8_t* kdata = <uint8_t*>(<char*>key_data)
+    cdef int32_t* vout = <int32_t*>(<char*>val_off)
+    cdef uint8_t* vdata = <uint8_t*>(<char*>val_data)
+    cdef int64_t* oout = <int64_t*>(<char*>offsets)
+    cdef int64_t* tout = <int64_t*>(<char*>ts)
+    cdef int32_t* yout = <int32_t*>(<char*>ts_type)
+    cdef int64_t r = 0, kcum = 0, vcum = 0, base, stamp
+    cdef uint64_t base_ts
+    cdef const uint8_t* vo
+    cdef int32_t log_append
+    # pass 2: the columns (the numpy path's results, exactly: int64 sums wrap around as numpy's do)
+    with nogil:
+        for i in range(m):
+            n, attrs, base = hs[i, 13], hs[i, 6], hs[i, 1]
+            body = hs[i, 0] + _HEADER_SIZE
+            ko = d + body + 8 * n
+            vo = ko + 4 * (n + 1)
+            key_len, val_len = _le32(ko + 4 * n), _le32(vo + 4 * n)
+            bm = (n + 7) // 8 if keyless else 0
+            log_append = 1 if attrs & _TIMESTAMP_TYPE_BIT else 0
+            stamp, base_ts = hs[i, 9], <uint64_t>hs[i, 8]
+            for j in range(n):
+                if not keyless:
+                    kout[r + j] = <int32_t>(kcum + _le32(ko + 4 * j))
+                vout[r + j] = <int32_t>(vcum + _le32(vo + 4 * j))
+                oout[r + j] = <int64_t>(<uint64_t>base + <uint64_t>j)
+                tout[r + j] = stamp if log_append else <int64_t>(<uint64_t>_le64(d + body + 8 * j) + base_ts)
+                yout[r + j] = log_append
+            memcpy(kdata + kcum, vo + 4 * (n + 1) + bm, key_len)
+            memcpy(vdata + vcum, vo + 4 * (n + 1) + bm + key_len, val_len)
+            r += n
+            kcum += key_len
+            vcum += val_len
+        if not keyless:
+            kout[total] = <int32_t>kcum
+        vout[total] = <int32_t>vcum
+    return key_off, key_data, val_off, val_data, offsets, ts, ts_type
