@@ -583,6 +583,7 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
     cdef uint64_t base_ts
     cdef const uint8_t* vo
     cdef int32_t log_append
+    cdef bint changed = False
     # pass 2: the columns (the numpy path's results, exactly: int64 sums wrap around as numpy's do)
     with nogil:
         for i in range(m):
@@ -592,6 +593,15 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
             vo = ko + 4 * (n + 1)
             key_len, val_len = _le32(ko + 4 * n), _le32(vo + 4 * n)
             bm = (n + 7) // 8 if keyless else 0
+            # pass 1's bounds again, cheaply (offsets only): a writable buffer another thread changed in
+            # between must not steer a copy past these columns or hand Arrow offsets it never checked
+            if (
+                not _offsets_ok(ko, n + 1) or not _offsets_ok(vo, n + 1)
+                or 16 * n + 8 + bm + key_len + val_len != hs[i, 2] + 12 - _HEADER_SIZE
+                or kcum + key_len > key_total or vcum + val_len > val_total
+            ):
+                changed = True
+                break
             log_append = 1 if attrs & _TIMESTAMP_TYPE_BIT else 0
             stamp, base_ts = hs[i, 9], <uint64_t>hs[i, 8]
             for j in range(n):
@@ -609,4 +619,6 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
         if not keyless:
             kout[total] = <int32_t>kcum
         vout[total] = <int32_t>vcum
+    if changed:
+        raise BufferError("the fetch changed while its columns were built")
     return key_off, key_data, val_off, val_data, offsets, ts, ts_type
