@@ -11,14 +11,18 @@ acknowledged unwritten), and the partition restarts its sequences if the broker 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
+import threading
 import time
 from collections import Counter
 
 from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
+from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.errors import OutOfOrderSequence, RequestTimedOut
 
 
@@ -117,3 +121,72 @@ def test_batches_expired_in_a_stopped_broker_are_not_renumbered(tmp_path):
     assert any(f.exception() is not None for f in futures)  # the stop did expire batches
     assert all(f.exception() is None for f in after)
     _check(values[1:], futures + after)
+
+
+class _RequestRelay:
+    """Relays 127.0.0.1:port to a broker; while ``drop`` is set, the clients' bytes are dropped (requests
+    that never reach the broker), the broker's answers still relayed."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.upstream = 0
+        self.drop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pump, args=(client, broker, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(broker, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if not (requests and self.drop.is_set()):
+                    dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
+def test_a_gap_left_by_an_expired_batch_is_out_of_order_as_in_kafka(tmp_path):
+    """Batch X's requests never reach the broker and X expires; batch Y, numbered after X while X was
+    unanswered, then reaches it: a gap. As Kafka's producer: X fails with its timeout, Y with
+    OutOfOrderSequence at once (before: retried with the same numbers until it expired too), and the
+    partition's sequences restart, so Z, sent next, is written."""
+    relay = _RequestRelay()
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{relay.port}"}
+    with EmbeddedBroker(tmp_path / "broker", config=config) as eb:
+        relay.upstream = eb.port
+        bootstrap = f"127.0.0.1:{relay.port}"
+        with Admin(bootstrap) as a:
+            a.create_topic("t", 1)
+        p = Producer(
+            bootstrap,
+            batch_size=1,
+            linger_ms=0,
+            request_timeout_ms=500,
+            retry_backoff_ms=20,
+            delivery_timeout_ms=4000,
+        )
+        try:
+            p.send("t", b"warm", partition=0).result(10)
+            relay.drop.set()
+            x = p.send("t", b"x", partition=0)
+            time.sleep(2.0)
+            y = p.send("t", b"y", partition=0)  # numbered after X, X still unanswered
+            assert isinstance(x.exception(10), RequestTimedOut)
+            relay.drop.clear()  # Y's next try reaches the broker: the sequence after X's
+            assert isinstance(y.exception(10), OutOfOrderSequence)
+            assert p.send("t", b"z", partition=0).result(10)
+        finally:
+            p.close()
+        values = _log_values(bootstrap, "t", 2)
+    assert values == [b"warm", b"z"]
