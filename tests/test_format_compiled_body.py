@@ -448,3 +448,66 @@ def test_a_refused_run_gets_the_general_paths_typed_error(tmp_path):
     assert lg.log_end_offset == 0
     assert lg.append(fmt_encode([b"a"], [b"k"], 5))[:2] == (0, 0)
     lg.close()
+
+
+@pytest.fixture
+def crc_that_changes_the_run(monkeypatch):
+    """The compiled CRC through its Python-level call (no C function), which lengthens the checked
+    batch's length field while it runs, as another thread writing to the buffer then could: the returned
+    list takes the buffer to change."""
+    from pyspark_logsource.format import _speedups
+
+    target: list[bytearray] = []
+
+    def crc_and_change(data):
+        value = crc32c(data)
+        if target:
+            struct.pack_into(">i", target[0], 8, len(target[0]))  # the batch now claims past the run
+        return value
+
+    cb.set_crc32c_function(0)
+    monkeypatch.setattr(cb, "_py_crc32c", crc_and_change)
+    yield target
+    monkeypatch.undo()
+    _speedups._wire_crc(cb)  # the hardware CRC back, as the module was loaded
+
+
+@needs_cbody
+def test_a_run_changed_while_its_crc_runs_is_a_corrupt_record(tmp_path, crc_that_changes_the_run):
+    """check_and_stamp and write_plain_batch refuse a buffer that changed between their checks and the
+    stamp (or write) with CorruptRecord (Kafka's CORRUPT_MESSAGE), nothing stamped or written; before,
+    an untyped BufferError."""
+    from pyspark_logsource.errors import CorruptRecord
+
+    batch = fmt_encode([b"a", b"b"], None, 5)
+    run = bytearray(batch)
+    crc_that_changes_the_run.append(run)
+    with pytest.raises(CorruptRecord, match="changed while it was checked"):
+        cb.check_and_stamp(1 << 20, False, run, 10, 3)
+    assert run[12:] == batch[12:] and run[:8] == batch[:8]  # not stamped
+    run[:] = batch
+    path = tmp_path / "seg.log"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(CorruptRecord, match="changed while it was checked"):
+            cb.write_plain_batch(1 << 20, False, run, 10, 3, fd, 0, 1 << 30, 1 << 40)
+    finally:
+        os.close(fd)
+    assert path.stat().st_size == 0 and run[:8] == batch[:8]
+    # the broker's append: the partition answers CORRUPT_MESSAGE, the log unchanged (a run of one batch
+    # takes write_plain_batch, of two check_and_stamp); with the extensions switched off the log does not
+    # call them
+    if log_append.check_and_stamp is not cb.check_and_stamp:
+        return
+    lg = PartitionLog(tmp_path / "t-0", LogConfig(), "t", 0)
+    try:
+        for records in (bytearray(batch), bytearray(batch + batch)):
+            crc_that_changes_the_run[:] = [records]
+            with pytest.raises(CorruptRecord) as e:
+                lg.append(records)
+            assert e.value.code == 2
+            assert lg.log_end_offset == 0
+        crc_that_changes_the_run.clear()
+        assert lg.append(bytearray(batch))[:2] == (0, 1)
+    finally:
+        lg.close()

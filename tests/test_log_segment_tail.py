@@ -309,3 +309,47 @@ def test_the_indexes_append_with_the_compiled_twins_when_built():
     else:
         assert OffsetIndex.append is _cseg.offset_index_append
         assert TimeIndex.maybe_append is _cseg.time_index_maybe_append
+
+
+@pytest.mark.parametrize("layout", ["arrow-body", "kafka"])
+@pytest.mark.parametrize("path", ["one-call", "general"])
+def test_batches_without_timestamps_add_no_time_index_entry(tmp_path, monkeypatch, layout, path):
+    """A batch whose timestamps are all -1 (Kafka's NO_TIMESTAMP) adds no time-index entry, even with
+    an index entry per batch (index.interval.bytes 0): on the one-call append (write_plain_batch for one
+    batch, check_and_stamp for a run) and on the general path, compiled and pure (the tail's and the
+    index's twins); the first batch with a timestamp adds one."""
+    from pyspark_logsource.broker.log import PartitionLog
+    from pyspark_logsource.broker.log import append as log_append
+    from pyspark_logsource.format import encode as fmt_encode
+    from pyspark_logsource.format.kafka_encode import encode_kafka
+
+    taken = []
+    if path == "general":
+        monkeypatch.setattr(log_append, "check_and_stamp", lambda *a: None)
+        monkeypatch.setattr(log_append, "write_plain_batch", lambda *a: None)
+    else:
+        check, write = log_append.check_and_stamp, log_append.write_plain_batch
+        monkeypatch.setattr(log_append, "check_and_stamp", lambda *a: taken.append(check(*a)) or taken[-1])
+        monkeypatch.setattr(log_append, "write_plain_batch", lambda *a: taken.append(write(*a)) or taken[-1])
+    encode = fmt_encode if layout == "arrow-body" else encode_kafka
+
+    def batch(ts: int) -> bytearray:
+        return bytearray(encode([b"a", b"b"], None, ts))
+
+    lg = PartitionLog(tmp_path / "t-0", LogConfig(index_interval_bytes=0), "t", 0)
+    try:
+        for _ in range(3):
+            lg.append(batch(-1))
+        lg.append(batch(-1) + batch(-1))
+        seg = lg.active_segment
+        assert lg.log_end_offset == 10 and seg.max_timestamp == -1
+        assert seg.offset_index.last_entry is not None  # indexed: the time index could have had entries
+        assert seg.time_index.last_entry is None
+        lg.append(batch(1000))
+        assert seg.time_index.last_entry == (1000, 10)
+        lg.append(batch(-1))
+        assert seg.time_index.last_entry == (1000, 10)
+    finally:
+        lg.close()
+    if path == "one-call":
+        assert sum(t is not None for t in taken) == 6  # the one-call append took every append

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_logsource.protocol import ClientConnection, ProducePartitionData, ProduceRequest
+from pyspark_logsource.protocol import ClientConnection, ProducePartitionData, ProduceRequest, codecs
 from pyspark_logsource.protocol import messages as m
 from pyspark_logsource.protocol.codecs import (
     APIS,
@@ -31,7 +31,7 @@ from pyspark_logsource.protocol.codecs import (
 )
 from pyspark_logsource.protocol.connection import OnePartitionProduce
 from pyspark_logsource.protocol.messages import ApiKey
-from pyspark_logsource.protocol.primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader
+from pyspark_logsource.protocol.primitives import ZERO_COPY_THRESHOLD, ProtocolError, Reader, Writer
 
 try:  # the compiled twin, compared with the reference on either path (LOGSOURCE_NO_EXTENSIONS or not)
     from pyspark_logsource.protocol import _cproduce
@@ -129,7 +129,6 @@ def _decoded(frame, pos: int, end: int, version: int) -> list:
 def _answers(draw) -> tuple[int, bytes, m.ProduceResponse]:
     version = draw(st.integers(3, 8))
     message = draw(st.one_of(st.none(), st.text(max_size=10))) if version >= 8 else None
-    # record errors only beside a message: the fast response encode writes none without one (codecs._encode_produce_response_fast)
     part = m.ProducePartitionResponse(
         draw(st.text(max_size=30)),
         draw(_I32),
@@ -138,7 +137,7 @@ def _answers(draw) -> tuple[int, bytes, m.ProduceResponse]:
         draw(_I64),
         draw(_I64) if version >= 5 else -1,
         message,
-        tuple(draw(st.lists(_I32, max_size=2))) if message is not None else (),
+        tuple(draw(st.lists(_I32, max_size=2))) if version >= 8 else (),  # with or without a message
     )
     parts = [part] + ([part] if draw(st.integers(0, 9)) == 0 else [])
     resp = m.ProduceResponse(parts, draw(_I32))
@@ -242,3 +241,46 @@ def test_several_requests_in_one_buffer_are_the_frames_one_by_one(version, clien
     assert b"".join(bytes(p) for p in parts) == b"".join(frame for _, frame in want)
     assert ours.in_flight == ref.in_flight and ours._next_id == ref._next_id
     assert ours._pending[ours._head :] == ref._pending[ref._head :]  # the answers expected, in order
+
+
+def _general_encode(version: int, cid: int, resp: m.ProduceResponse) -> bytes:
+    """The schema codec's frame of ``resp`` (encode_response's general path, no fast encoder)."""
+    w = Writer()
+    CODECS[(0, version)][1].write(w, APIS[0].resp_to(resp, version))
+    return b"".join(bytes(p) for p in w.frame(cid.to_bytes(4, "big", signed=True)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(3, 8),
+    cid=_I32,
+    message=st.one_of(st.none(), st.text(max_size=10)),
+    record_errors=st.lists(_I32, max_size=3).map(tuple),
+    partition=_I32,
+    code=_I16,
+)
+def test_the_brokers_answer_encode_is_the_general_encode(
+    version, cid, message, record_errors, partition, code
+):
+    """encode_response of a one-partition answer (the compiled or the Python fast encoder, or the general
+    one) writes the schema codec's bytes, record errors with or without a message included (before, the
+    fast encoders wrote no record errors when there was no message)."""
+    resp = m.ProduceResponse(
+        [
+            m.ProducePartitionResponse(
+                "tópic", partition, code, 10, -1, 0, message if version >= 8 else None, record_errors
+            )
+        ],
+        7,
+    )
+    got = b"".join(bytes(p) for p in encode_response(m.RequestHeader(0, version, cid, None), resp))
+    assert got == _general_encode(version, cid, resp)
+    fast = codecs._encode_produce_response_fast(cid, version, resp)
+    if fast is not None:
+        assert b"".join(bytes(p) for p in fast) == got
+    if _cproduce is not None:
+        out = _cproduce.encode_produce_response(cid, version, resp)
+        if out is not None:
+            assert bytes(out) == got
+    if version >= 8 and record_errors:
+        assert _general(got[4:], version).partitions[0].record_errors == record_errors

@@ -479,12 +479,16 @@ class RecordAccumulator:
         q = self.ready.get(b.tp)
         if q is None:
             q = self.ready[b.tp] = deque()
-        # Keep sequence order: earlier sequences first.
+        # Keep sequence order: earlier sequences first; a batch without numbers (not yet numbered, or a
+        # producer without idempotence) after the ones put back before it that were made before it, so
+        # that a request's batches failing together are retried in their order, not reversed.
         i = 0
+        seq, created = b.base_sequence, b.created
         for i, other in enumerate(q):  # noqa: B007 - a retry touches only a few batches
-            if other.base_sequence is None or (
-                b.base_sequence is not None and other.base_sequence > b.base_sequence
-            ):
+            if other.base_sequence is None:
+                if seq is not None or other.created > created:
+                    break
+            elif seq is not None and other.base_sequence > seq:
                 break
         else:
             i = len(q)

@@ -314,7 +314,7 @@ class BrokerConnection:
             pending = []
             try:
                 cids, parts = self._proto.send_requests([request for request, _ in items])
-            except ProtocolError:
+            except BaseException:  # nothing of the group written (UnsupportedVersion too): its slots back
                 self._release(len(items))
                 raise
             for cid, (request, cb) in zip(cids, items, strict=True):

@@ -111,6 +111,10 @@ class Sender:
         self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
         self._drain_mark = 0  # RecordAccumulator.answered when the sender last drained
         self._resets: set[tuple[str, int]] = set()  # partitions whose sequences restart (_reset_sequences)
+        #: partitions where a sent batch failed for good without the broker saying it was not appended
+        #: (expired, timed out): the sequence after it, until the broker acknowledges that one or the
+        #: partition has nothing unanswered (see _settle_sequence, _resolve_sequences)
+        self._unresolved: dict[tuple[str, int], int] = {}
         self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
         self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}  # unanswered, numbered batches
         self._seq_lock = threading.Lock()
@@ -259,7 +263,7 @@ class Sender:
         self._acc.complete_many(done)
 
     def _settle_sequence(self, b: ProducerBatch, error: BaseException | None) -> None:
-        """A numbered batch was answered; if it failed, later batches move down (_seq_lock held)."""
+        """A numbered batch was answered; if the broker refused it, later batches move down (_seq_lock held)."""
         tp = b.tp
         self._stamped.pop(id(b), None)
         queue = self._assigned.get(tp, [])
@@ -274,6 +278,21 @@ class Sender:
             del queue[i]
             if error is None:
                 self._last_acked[tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+                mark = self._unresolved.get(tp)
+                if mark is not None and (b.base_sequence - mark) & _INT32_MAX < 1 << 30:
+                    del self._unresolved[tp]  # the broker has every sequence before this batch's
+            elif isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
+                self._resets.add(tp)  # numbers the broker refuses: the partition's sequences restart
+            elif b.attempts and _maybe_appended(error):
+                # It was sent and may be in the log (its request can still sit in a stalled broker's
+                # socket): its numbers are not given back, or a later batch renumbered onto them would be
+                # taken for its duplicate and acknowledged unwritten. As Kafka's idempotent producer:
+                # the sequences stay, and the partition restarts them once nothing is unanswered if
+                # the broker then lacks them.
+                end = (b.base_sequence + b.record_count) & _INT32_MAX
+                mark = self._unresolved.get(tp)
+                if mark is None or (end - mark) & _INT32_MAX < 1 << 30:
+                    self._unresolved[tp] = end
             else:
                 # Later batches move down so the broker sees no gap; their bytes are
                 # restamped before they are (re)sent.
@@ -293,8 +312,14 @@ class Sender:
                         for b in run:
                             self._fail_or_retry(b, e)
                 return
+        if self._unresolved:
+            self._resolve_sequences()
         if self._resets:
-            self._reset_sequences()
+            error = self._reset_sequences()
+            if error is not None:  # no batch of those partitions goes out under the old numbering
+                rounds = self._without_resets(rounds, error)
+                if not rounds:
+                    return
         if self._refresh_needed:
             self._refresh_needed = False
             try:
@@ -431,8 +456,8 @@ class Sender:
             for i, b in enumerate(run):  # noqa: B007 - i is where the run stops
                 seq = b.base_sequence
                 if seq is None:
-                    if unanswered >= MAX_UNANSWERED_BATCHES:
-                        break
+                    if unanswered >= MAX_UNANSWERED_BATCHES or tp in self._unresolved:
+                        break  # (unresolved: numbered once the partition's sequences are settled)
                     seq, nxt = nxt, (nxt + b.record_count) & _INT32_MAX
                     unanswered += 1
                 if end is not None and seq != end:
@@ -526,7 +551,15 @@ class Sender:
             retriable = True
             with self._seq_lock:
                 stale = self._stamped.get(id(b)) != (self._pid_for.get(b.tp) or (self._producer_id,))[0]
-            if not stale and not b.restamp and (isinstance(error, UnknownProducerId) or self._is_next(b)):
+                queue = self._assigned.get(b.tp)
+                # the oldest unanswered batch of a partition with a batch of unknown fate before it
+                gap = bool(queue) and queue[0] is b and b.tp in self._unresolved
+            if not stale and not b.restamp and gap and isinstance(error, OutOfOrderSequence):
+                # An earlier batch that may or may not have been appended (expired) was not: a gap
+                # before this one. Kafka's producer fails it with OutOfOrderSequence, and restarts the
+                # partition's sequences (_settle_sequence).
+                retriable = False
+            elif not stale and not b.restamp and (isinstance(error, UnknownProducerId) or self._is_next(b)):
                 # Every earlier batch was acknowledged, yet the broker expects another sequence or
                 # no longer knows this producer: it lost acknowledged records or its producer state.
                 # Retrying the same numbers cannot help; the partition's sequences restart.
@@ -558,23 +591,25 @@ class Sender:
             )
         self.finish(b, error=error)
 
-    def _reset_sequences(self) -> None:
+    def _reset_sequences(self) -> BaseException | None:
         """Restart the sequences of partitions where the broker lost this producer's state (sender thread).
 
         Kafka bumps the producer epoch here (KIP-360) and holds back the other partitions until
         their in-flight batches are answered; a fresh producer id for just these partitions has
         the same effect at the broker (a new producer, sequences from 0) and leaves the other
         partitions' numbering alone. Every unfinished batch of the partition is renumbered in
-        order; answers to sends from before the reset are recognised by their producer id.
+        order; answers to sends from before the reset are recognised by their producer id. Returns
+        the error if a producer id could not be had (the partitions stay in the set).
         """
         for tp in sorted(self._resets):
             try:
                 resp = self._client.request(InitProducerIdRequest())
             except LogSourceError as e:
                 log.warning("cannot get a producer id to reset %s-%d (will retry): %s", tp[0], tp[1], e)
-                return
+                return e
             with self._seq_lock:
                 self._resets.discard(tp)
+                self._unresolved.pop(tp, None)
                 self._pid_for[tp] = (resp.producer_id, resp.producer_epoch)
                 seq = 0
                 for b in self._assigned.get(tp, []):
@@ -584,12 +619,47 @@ class Sender:
                 self._next_seq[tp] = seq
                 self._last_acked.pop(tp, None)
             log.info("%s-%d: sequences restart at 0 with producer id %d", tp[0], tp[1], resp.producer_id)
+        return None
+
+    def _resolve_sequences(self) -> None:
+        """Partitions with a batch that may or may not have been appended and nothing unanswered now: if
+        the broker acknowledged every sequence given out, nothing is missing; else the sequences restart
+        (Kafka's ``maybeResolveSequences``)."""
+        with self._seq_lock:
+            for tp, _ in list(self._unresolved.items()):
+                if self._assigned.get(tp):
+                    continue
+                if self._next_seq.get(tp, 0) == (self._last_acked.get(tp, -1) + 1) & _INT32_MAX:
+                    del self._unresolved[tp]
+                else:
+                    self._resets.add(tp)  # _reset_sequences clears the mark
+
+    def _without_resets(self, rounds: list, error: BaseException) -> list:
+        """``rounds`` without the runs of partitions whose sequences could not be restarted yet; those
+        are put back for a retry with ``error``."""
+        kept = []
+        for r in rounds:
+            left = []
+            for run in r:
+                if run[0].tp in self._resets:
+                    self._fail_run(run, error)
+                else:
+                    left.append(run)
+            if left:
+                kept.append(left)
+        return kept
 
     def _is_next(self, b: ProducerBatch) -> bool:
         """True if every earlier batch of ``b``'s partition was acknowledged (``b`` is the next sequence)."""
         with self._seq_lock:
             last = self._last_acked.get(b.tp, -1)
         return b.base_sequence == ((last + 1) & _INT32_MAX)
+
+
+def _maybe_appended(error: BaseException) -> bool:
+    """True if a sent batch failing for good with ``error`` may still have been appended: no answer
+    (timed out, connection lost, expired) or a retriable error on its last try, after earlier tries."""
+    return isinstance(error, (RequestTimedOut, NetworkError)) or bool(getattr(error, "retriable", False))
 
 
 class _ResendAlone(LogSourceError):

@@ -17,7 +17,8 @@
 As in ``_ckafka``, each returns None for any input it does not take; the caller
 then runs the pure-Python reference, which produces the result or the typed
 error (tests/test_format_compiled_body.py checks both ways on the same input).
-Every read is bounded by the buffer it belongs to.
+Every read is bounded by the buffer it belongs to. A buffer that another thread changes while a
+Python-level CRC runs (no C CRC-32C function set) is refused with CorruptRecord, nothing written.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -33,6 +34,7 @@ from pyspark_logsource.format._cwire cimport (
     be16, be32, be64, kafka_records_ok, le32, le64, legal_high, put16, put32, put64
 )
 
+from pyspark_logsource.errors import CorruptRecord
 from pyspark_logsource.format.crc import crc32c as _py_crc32c
 
 cdef enum:
@@ -204,7 +206,7 @@ cdef object _check_and_stamp(
         size = <int64_t>be32(p + 8) + LOG_OVERHEAD
         count = be32(p + 57)
         if size < HEADER_SIZE or size > end - pos:
-            raise BufferError("the run changed while it was checked")
+            raise CorruptRecord("the produced run changed while it was checked (another thread wrote to it)")
         put64(p, offset)
         put32(p + 12, epoch)
         out.append((pos, offset, size, be64(p + 35), count))
@@ -416,7 +418,7 @@ cdef object _write_plain(
     if not _crc_matches(p, size):
         return None
     if <int64_t>be32(p + 8) + LOG_OVERHEAD != size:  # a Python-level CRC may let another thread at the buffer
-        raise BufferError("the batch changed while it was checked")
+        raise CorruptRecord("the produced batch changed while it was checked (another thread wrote to it)")
     put64(p, offset)
     put32(p + 12, epoch)
     cdef int64_t max_ts = be64(p + 35)

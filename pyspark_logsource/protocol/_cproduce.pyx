@@ -181,7 +181,7 @@ def encode_produce_response(int64_t cid, int version, resp):
         if type(parts) is not list or len(parts) != 1:
             return None
         p = parts[0]
-        if p.error_message is not None:
+        if p.error_message is not None or p.record_errors:  # (the general encoder writes them)
             return None
         topic = p.topic
         if type(topic) is not str:

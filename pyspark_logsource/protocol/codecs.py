@@ -427,7 +427,8 @@ _I32 = struct.Struct(">i")
 
 def _encode_produce_response_fast(cid: int, version: int, resp: m.ProduceResponse) -> list[Any] | None:
     parts = resp.partitions
-    if len(parts) != 1 or parts[0].error_message is not None:
+    # record errors (v8) go by the general encoder, with or without a message
+    if len(parts) != 1 or parts[0].error_message is not None or parts[0].record_errors:
         return None
     p = parts[0]
     name = p.topic.encode("utf-8")

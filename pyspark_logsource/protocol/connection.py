@@ -414,7 +414,8 @@ class ClientConnection:
     def send_requests(self, requests: list[Any]) -> tuple[list[int], list[Any]]:
         """send_request for each of ``requests`` in order, at the negotiated versions: (their correlation
         ids, all their frame parts). A run of OnePartitionProduce (the producer's requests of one batch)
-        is written into one buffer, the same bytes as one by one."""
+        is written into one buffer, the same bytes as one by one. All or nothing: if one request cannot
+        be encoded, its error is raised and no answer is expected and no correlation id taken for any."""
         if len(requests) > 1 and all(type(r) is OnePartitionProduce for r in requests):
             version = self.version_for(0)
             cid = self._next_id
@@ -427,10 +428,18 @@ class ClientConnection:
                 )
                 return cids, [frames]
         cids, parts = [], []
-        for r in requests:
-            cid, frame = self.send_request(r)
-            cids.append(cid)
-            parts.extend(frame)
+        next_id, pending = self._next_id, len(self._pending)
+        try:
+            for r in requests:
+                cid, frame = self.send_request(r)
+                cids.append(cid)
+                parts.extend(frame)
+        except BaseException:
+            # none of the group is written: the answers expected and the ids taken for the requests
+            # before the failed one go back, or the next answer on this connection would not match
+            self._next_id = next_id
+            del self._pending[pending:]
+            raise
         return cids, parts
 
     def request_bytes(self, request: Any, api_version: int | None = None) -> tuple[int, bytes]:
