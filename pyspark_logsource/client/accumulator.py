@@ -442,6 +442,22 @@ class RecordAccumulator:
             out.append(run)
         return out, next_at
 
+    def drain_singles(
+        self, runs: list[list[ProducerBatch]], now: float, most: int
+    ) -> list[ProducerBatch] | None:
+        """After ``runs = drain(now, max_run=1)``: when that round is one batch and no other partition has
+        an open or ready batch, the batch and up to ``most`` more of its partition, each what one more such
+        drain would take (one walk of its queue, not a drain per round); else None. Lock held."""
+        if len(runs) != 1 or self.open:
+            return None
+        out = runs[0]
+        q = self.ready[out[0].tp]
+        if len(self.ready) > 1 and any(other and other is not q for other in self.ready.values()):
+            return None
+        while q and len(out) <= most and q[0].retry_at <= now:
+            out.append(q.popleft())
+        return out
+
     def hold(self, tp: TopicPartition, batches: list[ProducerBatch], answered: int) -> None:
         """Put drained batches back at the front of their partition's queue, in order; lock held.
 

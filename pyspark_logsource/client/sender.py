@@ -165,25 +165,28 @@ class Sender:
                     timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
                     acc.wakeup.wait(timeout if timeout is None else min(timeout, 1.0))
                     acc.sender_idle = False
-                # Drain more rounds while ready so several requests share one write.
+                # Drain more rounds while ready so several requests share one write: at one batch per
+                # request, the rounds of one partition's single batches in one call.
                 rounds = [runs]
-                for _ in range(more_rounds):
+                singles = acc.drain_singles(runs, time.monotonic(), more_rounds) if max_run == 1 else None
+                for _ in range(0 if singles is not None else more_rounds):
                     more, _ = acc.drain(time.monotonic(), max_run, max_bytes)
                     if not more:
                         break
                     rounds.append(more)
                 self._drain_mark = acc.answered  # see _sendable
             try:
-                self._send_rounds(rounds)
+                if singles is None:
+                    self._send_rounds(rounds)
+                elif self._ready_to_send(singles):
+                    self._send_singles(singles)
             except Exception as e:  # keep the sender alive; the batches carry the error
                 log.exception("producer sender failed")
-                for r in rounds:
-                    for run in r:
-                        for b in run:
-                            if not b.done():
-                                self._fail_or_retry(b, e)
+                for b in singles or [b for r in rounds for run in r for b in run]:
+                    if not b.done():
+                        self._fail_or_retry(b, e)
             # not kept while this thread waits for the next batches: the answered ones' bytes go now
-            rounds = runs = more = r = run = b = None  # type: ignore[assignment]
+            rounds = runs = more = singles = b = None  # type: ignore[assignment]
 
     def _room(self) -> int:
         """How many rounds to drain after the first: up to 63, no more than the fullest partition may number
@@ -197,45 +200,49 @@ class Sender:
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
             b.deadline = time.monotonic() + self.delivery_timeout
-        tp = b.tp
         with self._seq_lock:
-            seq = -1
-            if self.idempotent and b.base_sequence is None:
-                seq = self._next_seq.get(tp, 0)
-                b.base_sequence = seq
-                self._next_seq[tp] = (seq + b.record_count) & _INT32_MAX
-                queue = self._assigned.get(tp)
-                if queue is None:
-                    queue = self._assigned[tp] = []
-                queue.append(b)
-            elif b.base_sequence is not None:
-                seq = b.base_sequence
-            pid_for = self._pid_for.get(tp) if self._pid_for else None
-            pid, epoch = pid_for or (self._producer_id, self._producer_epoch)
-            if self.idempotent:
-                self._stamped[id(b)] = pid
-            if b.encoded is None:
-                if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
-                    data = b.buf.encode(self.codec, pid, epoch, seq)
-                    buf, b.buf = b.buf, None
-                    self._acc.recycle(buf)  # type: ignore[attr-defined]
-                else:
-                    data = encode_records(
-                        b.values,
-                        b.keys if b.has_keys else None,
-                        b.timestamps,
-                        b.headers,
-                        codec=self.codec,
-                        producer_id=pid,
-                        producer_epoch=epoch,
-                        base_sequence=seq,
-                    )
-                b.encoded = self.in_broker_layout(data)
-                # The records are no longer needed; memory stays accounted until the answer.
-                b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
-            elif self.idempotent and (b.restamp or b.attempts == 0):
-                restamp_producer(b.encoded, pid, epoch, seq)
-            b.restamp = False
+            self._stamp(b)
+
+    def _stamp(self, b: ProducerBatch) -> None:
+        """Number (idempotence), stamp and encode a batch for its send; _seq_lock held."""
+        tp = b.tp
+        seq = -1
+        if self.idempotent and b.base_sequence is None:
+            seq = self._next_seq.get(tp, 0)
+            b.base_sequence = seq
+            self._next_seq[tp] = (seq + b.record_count) & _INT32_MAX
+            queue = self._assigned.get(tp)
+            if queue is None:
+                queue = self._assigned[tp] = []
+            queue.append(b)
+        elif b.base_sequence is not None:
+            seq = b.base_sequence
+        pid_for = self._pid_for.get(tp) if self._pid_for else None
+        pid, epoch = pid_for or (self._producer_id, self._producer_epoch)
+        if self.idempotent:
+            self._stamped[id(b)] = pid
+        if b.encoded is None:
+            if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
+                data = b.buf.encode(self.codec, pid, epoch, seq)
+                buf, b.buf = b.buf, None
+                self._acc.recycle(buf)  # type: ignore[attr-defined]
+            else:
+                data = encode_records(
+                    b.values,
+                    b.keys if b.has_keys else None,
+                    b.timestamps,
+                    b.headers,
+                    codec=self.codec,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    base_sequence=seq,
+                )
+            b.encoded = self.in_broker_layout(data)
+            # The records are no longer needed; memory stays accounted until the answer.
+            b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
+        elif self.idempotent and (b.restamp or b.attempts == 0):
+            restamp_producer(b.encoded, pid, epoch, seq)
+        b.restamp = False
 
     def finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
@@ -283,24 +290,29 @@ class Sender:
                     later.restamp = True
                 self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
 
-    def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
+    def _ready_to_send(self, batches: list[ProducerBatch]) -> bool:
+        """The steps before a send: the producer id, sequence resets, a metadata refresh. False when there
+        is no producer id (``batches`` then failed or were put back for a retry)."""
         if self.idempotent and self._producer_id < 0:
             try:
                 self._init_producer_id()
             except LogSourceError as e:
-                for r in rounds:
-                    for run in r:
-                        for b in run:
-                            self._fail_or_retry(b, e)
-                return
+                for b in batches:
+                    self._fail_or_retry(b, e)
+                return False
         if self._resets:
             self._reset_sequences()
         if self._refresh_needed:
             self._refresh_needed = False
             try:
-                self._refresh_metadata(list({run[0].topic for r in rounds for run in r}))
+                self._refresh_metadata(list({b.topic for b in batches}))
             except LogSourceError:
                 pass
+        return True
+
+    def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
+        if not self._ready_to_send([b for r in rounds for run in r for b in run]):
+            return
         if all(len(r) == 1 and len(r[0]) == 1 for r in rounds):
             self._send_singles([r[0][0] for r in rounds])
             return
@@ -367,28 +379,23 @@ class Sender:
 
     def _send_singles(self, batches: list[ProducerBatch]) -> None:
         """_send_rounds for rounds of one batch each (batch size 1, one partition ready at a time): each
-        batch goes in its own one-partition request, in round order, without the per-round grouping."""
+        batch goes in its own one-partition request, in round order, without the per-round grouping; the
+        batches are numbered under one hold of the sequence lock (_stamp_singles)."""
         held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
         by_node: dict[int, list[tuple[OnePartitionProduce, OneBatchAnswer]]] = {}
-        leaders: dict[tuple[str, int], int] = {}
-        idempotent, prepare, leader_for = self.idempotent, self._prepare, self._client.leader_for
-        acks, timeout_ms = self.acks, int(self.request_timeout_ms)
-        for b in batches:
-            if idempotent and not self._sendable([b], held):
-                continue
-            try:
-                prepare(b)
-                node = leaders.get(b.tp)
-                if node is None:
-                    node = leaders[b.tp] = leader_for(b.topic, b.partition)
-            except LogSourceError as e:
-                self._fail_or_retry(b, e)
-                continue
-            calls = by_node.get(node)
-            if calls is None:
-                calls = by_node[node] = []
-            req = OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms)
-            calls.append((req, OneBatchAnswer(self, b)))
+        leaders: dict[tuple[str, int], int | LogSourceError] = {}  # the leader, or why it is not known
+        leader_for = self._client.leader_for
+        for b in batches:  # before the sequence lock is taken: a lookup may ask the broker
+            if b.tp not in leaders:
+                try:
+                    leaders[b.tp] = leader_for(b.topic, b.partition)
+                except LogSourceError as e:
+                    leaders[b.tp] = e
+        i = 0
+        while i < len(batches):
+            i, failed, error = self._stamp_singles(batches, i, leaders, held, by_node)
+            if failed is not None:  # handled before any later batch is numbered, as one by one
+                self._fail_or_retry(failed, error)
         for node, calls in by_node.items():
             try:
                 conn = self._client.node_connection(node)
@@ -406,6 +413,44 @@ class Sender:
             with self._acc.lock:
                 for tp, (mark, held_batches) in held.items():
                     self._acc.hold(tp, held_batches, mark)
+
+    def _stamp_singles(self, batches: list, i: int, leaders: dict, held: dict, by_node: dict) -> tuple:
+        """_sendable, _prepare and the request of each of ``batches[i:]``, under one hold of _seq_lock; stops
+        after a batch that failed. Returns ``(where to go on, the failed batch or None, its error)``."""
+        idempotent, acks, timeout_ms = self.idempotent, self.acks, int(self.request_timeout_ms)
+        assigned, stamp = self._assigned, self._stamp
+        deadline = time.monotonic() + self.delivery_timeout
+        with self._seq_lock:
+            while i < len(batches):
+                b = batches[i]
+                i += 1
+                tp = b.tp
+                if idempotent:  # _sendable([b], held): a new number only while the partition has room
+                    if tp in held:
+                        held[tp][1].append(b)
+                        continue
+                    if b.base_sequence is None and len(assigned.get(tp, ())) >= MAX_UNANSWERED_BATCHES:
+                        held[tp] = (self._drain_mark, [b])
+                        continue
+                if b.deadline == 0.0:
+                    b.deadline = deadline
+                try:
+                    stamp(b)
+                except LogSourceError as e:
+                    return i, b, e
+                node = leaders[tp]
+                if isinstance(node, LogSourceError):
+                    return i, b, node
+                calls = by_node.get(node)
+                if calls is None:
+                    calls = by_node[node] = []
+                calls.append(
+                    (
+                        OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms),
+                        OneBatchAnswer(self, b),
+                    )
+                )
+        return i, None, None
 
     def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
         """The part of an idempotent run that may be sent now; the rest goes into ``held``.
