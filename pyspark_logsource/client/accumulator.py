@@ -566,6 +566,23 @@ _caccum = load_extension(__package__ + "._caccum")
 
 if _caccum is not None:
 
+    class AloneBatch(ProducerBatch):
+        """The compiled ``add_alone``'s batch (one record, closed): left untracked by the cyclic GC while it
+        holds only strings, numbers, bytes and its C buffer (see ``_caccum``), tracked again before it takes
+        what may refer back to it: its future (and the callbacks on it) or an error (and its traceback)."""
+
+        __slots__ = ()
+
+        @property
+        def future(self) -> Future:  # noqa: D102 - ProducerBatch.future's
+            _caccum.track(self)
+            return ProducerBatch.future.fget(self)  # type: ignore[attr-defined]
+
+        def resolve(self, result, error: BaseException | None) -> None:  # noqa: D102 - ProducerBatch.resolve's
+            if error is not None:
+                _caccum.track(self)
+            ProducerBatch.resolve(self, result, error)
+
     class CompiledAccumulator(_caccum.AccumulatorCore, RecordAccumulator):
         """RecordAccumulator with its memory counter and limits as C fields and each open batch's records
         in a C buffer (``ProducerBatch.buf``), which the compiled send() appends to."""
@@ -577,6 +594,8 @@ if _caccum is not None:
         def __init__(self, **settings: float) -> None:  # noqa: D107 - RecordAccumulator's, and the pool
             RecordAccumulator.__init__(self, **settings)  # type: ignore[arg-type]
             self._pool: list = []
+            # add_alone (batch size 1: a batch per record) makes its batch in C, RecordAccumulator's the reference
+            self.bind_alone(AloneBatch, BATCH_OVERHEAD, self._pool, deque)
 
         def new_batch(self, topic: str, partition: int) -> ProducerBatch:
             """Open a batch for a partition, its records in a C buffer; call with the lock held."""
@@ -584,18 +603,6 @@ if _caccum is not None:
             pool = self._pool
             # room for a small batch's values at once (a big one grows by doubling: memory is taken as used)
             b.buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
-            b.values = b.timestamps = None  # type: ignore[assignment]
-            return b
-
-        def add_alone(
-            self, topic: str, partition: int, value: bytes, timestamp: int, size: int
-        ) -> ProducerBatch:
-            """RecordAccumulator.add_alone with the record in a C buffer (the sender encodes it in C)."""
-            pool = self._pool
-            buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
-            buf.add(value, None, timestamp)
-            b = RecordAccumulator.add_alone(self, topic, partition, value, timestamp, size)
-            b.buf = buf
             b.values = b.timestamps = None  # type: ignore[assignment]
             return b
 
