@@ -244,7 +244,7 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
         p._sender._callback({failed.tp: [failed]})(
             ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None
         )  # retriable
-        assert other.outcome is None and failed.outcome is None  # put back for a retry, as on_response does
+        assert other.outcome is None and failed.outcome is None  # put back for a retry, as RunsAnswer does
         assert set(acc.ready[("t", 0)]) == {other, failed}
         two = p._sender._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})
         assert not isinstance(two, OneBatchAnswer)

@@ -26,23 +26,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 from ..errors import (
-    DuplicateSequence,
     LogSourceError,
     NetworkError,
     OutOfOrderSequence,
     RequestTimedOut,
     UnknownProducerId,
-    error_for_code,
 )
 from ..format import arrow_to_kafka, set_producer
 from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
-from .answers import OneBatchAnswer
+from .answers import OneBatchAnswer, RunsAnswer
 from .encoding import encode_records
 from .metrics import ClientMetrics
 from .network import NetworkClient
@@ -184,7 +180,7 @@ class Sender:
                 log.exception("producer sender failed")
                 for b in singles or [b for r in rounds for run in r for b in run]:
                     if not b.done():
-                        self._fail_or_retry(b, e)
+                        self.fail_or_retry(b, e)
             # not kept while this thread waits for the next batches: the answered ones' bytes go now
             rounds = runs = more = singles = b = None  # type: ignore[assignment]
 
@@ -298,7 +294,7 @@ class Sender:
                 self._init_producer_id()
             except LogSourceError as e:
                 for b in batches:
-                    self._fail_or_retry(b, e)
+                    self.fail_or_retry(b, e)
                 return False
         if self._resets:
             self._reset_sequences()
@@ -338,7 +334,7 @@ class Sender:
                         node = leaders[head.tp] = leader_for(head.topic, head.partition)
                 except LogSourceError as e:
                     for b in run:
-                        self._fail_or_retry(b, e)
+                        self.fail_or_retry(b, e)
                     continue
                 data = run[0].encoded if len(run) == 1 else b"".join([b.encoded for b in run])
                 entry = open_reqs.get(node)
@@ -361,7 +357,7 @@ class Sender:
                 for _, runs in items:
                     for run in runs.values():
                         for b in run:
-                            self._fail_or_retry(b, e)
+                            self.fail_or_retry(b, e)
                 continue
             calls = [(req, self._callback(runs)) for req, runs in items]
             for _, runs in items:
@@ -395,13 +391,13 @@ class Sender:
         while i < len(batches):
             i, failed, error = self._stamp_singles(batches, i, leaders, held, by_node)
             if failed is not None:  # handled before any later batch is numbered, as one by one
-                self._fail_or_retry(failed, error)
+                self.fail_or_retry(failed, error)
         for node, calls in by_node.items():
             try:
                 conn = self._client.node_connection(node)
             except LogSourceError as e:
                 for _, cb in calls:
-                    self._fail_or_retry(cb.batch, e)
+                    self.fail_or_retry(cb.batch, e)
                 continue
             for _, cb in calls:
                 cb.batch.attempts += 1
@@ -500,68 +496,15 @@ class Sender:
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
         # The callback lives until the answer, and what is alive while a request is in flight is what the
         # cyclic GC promotes and later walks in its full collections. A request of one batch (as Kafka
-        # sends) holds one OneBatchAnswer over the batch; others one partial over their runs.
+        # sends) holds one OneBatchAnswer over the batch; others one RunsAnswer over their runs.
         if len(runs) == 1:
             for run in runs.values():
                 if len(run) == 1:
                     return OneBatchAnswer(self, run[0])
-        return partial(self.on_response, runs)
+        return RunsAnswer(self, runs)
 
-    def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
-        for b in run:
-            self._fail_or_retry(b, err)
-
-    def on_response(
-        self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any, error: BaseException | None
-    ) -> None:
-        """Resolve, retry or fail the runs of one Produce request from its answer (I/O thread)."""
-        if error is None and resp is not None and len(runs) == 1:
-            # the common answer: one partition, appended (no set of seen partitions to build)
-            parts = resp.partitions
-            if len(parts) == 1:
-                pr = parts[0]
-                run = runs.get((pr.topic, pr.partition))
-                if run is not None and not pr.error_code:
-                    off = pr.base_offset
-                    for b in run:
-                        self.finish(b, (b.partition, off, off + b.record_count - 1))
-                        off += b.record_count
-                    return
-        if error is not None:
-            for run in runs.values():
-                self._fail_run(run, error)
-            return
-        if resp is None:  # acks=0: written, no answer
-            for run in runs.values():
-                for b in run:
-                    self.finish(b, (b.partition, -1, -1))
-            return
-        seen = set()
-        for pr in resp.partitions:
-            tp = (pr.topic, pr.partition)
-            run = runs.get(tp)
-            if run is None:
-                continue
-            seen.add(tp)
-            if pr.error_code:
-                err = error_for_code(pr.error_code, pr.error_message or "")
-                if isinstance(err, DuplicateSequence) and len(run) > 1:
-                    # part of the run was appended before (a retry): resend each batch alone
-                    for b in run:
-                        b.solo = True
-                    err = _ResendAlone(str(err))
-                self._fail_run(run, err)
-                continue
-            # offsets are consecutive: each batch of the run follows the previous one
-            off = pr.base_offset
-            for b in run:
-                self.finish(b, (b.partition, off, off + b.record_count - 1))
-                off += b.record_count
-        for tp, run in runs.items():
-            if tp not in seen:
-                self._fail_run(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
-
-    def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+    def fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+        """Put a failed batch back for a retry (retriable, within retries and delivery_timeout_ms) or fail it."""
         retriable = isinstance(error, LogSourceError) and error.retriable
         if self.idempotent and isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
             # As Kafka's idempotent producer: always retried. A batch that follows an unresolved
@@ -635,9 +578,3 @@ class Sender:
         with self._seq_lock:
             last = self._last_acked.get(b.tp, -1)
         return b.base_sequence == ((last + 1) & _INT32_MAX)
-
-
-class _ResendAlone(LogSourceError):
-    """Part of a run of batches was a duplicate: resend each batch alone (retriable; never surfaces)."""
-
-    retriable = True
