@@ -252,13 +252,23 @@ class Sender:
     def finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
         """finish() for several appended batches ``(batch, result)``: the locks taken once for all."""
         if self.idempotent:
+            assigned, last_acked, stamped = self._assigned, self._last_acked, self._stamped
             with self._seq_lock:
                 for b, _ in done:
                     if b.base_sequence is not None:
-                        self._settle_sequence(b, None)
+                        queue = assigned.get(b.tp)
+                        if queue and queue[0] is b:  # _settle_sequence's common case, inline: the oldest
+                            del queue[0]
+                            stamped.pop(id(b), None)
+                            last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+                        else:
+                            self._settle_sequence(b, None)
         if self.stats is not None:
-            records = sum(b.record_count for b, _ in done)
-            self.stats.add(records, sum(b.size if b.encoded is None else len(b.encoded) for b, _ in done))
+            records = size = 0
+            for b, _ in done:
+                records += b.record_count
+                size += b.size if b.encoded is None else len(b.encoded)
+            self.stats.add(records, size)
         self._acc.complete_many(done)
 
     def _settle_sequence(self, b: ProducerBatch, error: BaseException | None) -> None:
