@@ -184,6 +184,7 @@ def test_a_round_of_single_batches_is_numbered_as_one_by_one() -> None:
     lost = LeaderNotAvailable("no leader")
     leaders = {(TOPIC, 0): 1, (TOPIC, 1): lost, (TOPIC, 2): 1}
     layout = [0, 2, 0, 1, 0, 2, 1]  # the partition of each batch, in round order
+    data = bytes(encode([b"v"]))  # one batch's bytes for both rounds (its timestamp is the clock's)
 
     def round_of(producer: Producer) -> list[ProducerBatch]:
         sender = sender_of(producer)
@@ -193,7 +194,7 @@ def test_a_round_of_single_batches_is_numbered_as_one_by_one() -> None:
             ProducerBatch.from_encoded(TOPIC, 2, bytearray(70), 1, 0.0) for _ in range(MAX_UNANSWERED_BATCHES)
         ]
         sender._next_seq[full] = MAX_UNANSWERED_BATCHES
-        return [ProducerBatch.from_encoded(TOPIC, p, bytearray(encode([b"v"])), 1, 0.0) for p in layout]
+        return [ProducerBatch.from_encoded(TOPIC, p, bytearray(data), 1, 0.0) for p in layout]
 
     def sender_of(producer: Producer):
         return producer._sender
