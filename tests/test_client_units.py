@@ -244,7 +244,7 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
         p._sender._callback({failed.tp: [failed]})(
             ProduceResponse([ProducePartitionResponse("t", 0, 6)]), None
         )  # retriable
-        assert other.outcome is None and failed.outcome is None  # put back for a retry, as on_response does
+        assert other.outcome is None and failed.outcome is None  # put back for a retry, as RunsAnswer does
         assert set(acc.ready[("t", 0)]) == {other, failed}
         two = p._sender._callback({("t", 0): [ProducerBatch("t", 0, 0.0), ProducerBatch("t", 0, 0.0)]})
         assert not isinstance(two, OneBatchAnswer)
@@ -277,3 +277,56 @@ def test_a_future_cancelled_while_batches_complete_leaves_the_others_completed(b
     assert futures[1].cancelled()
     assert futures[0].result(0) == (0, 0, 0) and futures[2].result(0) == (0, 20, 20)
     assert acc.used == 0 and not acc.incomplete
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 12),
+    backoff_at=st.one_of(st.none(), st.integers(0, 11)),
+    other=st.sampled_from(["none", "ready", "muted", "backoff", "open"]),
+    most=st.integers(0, 14),
+)
+def test_drain_singles_takes_the_rounds_one_batch_drains_take(n, backoff_at, other, most):
+    """The sender's rounds at batch size 1 in one call (drain_singles) against the drains of one batch each
+    it replaces (drain(now, 1) per round): the same batches in the same order, a batch in its retry backoff
+    ending the rounds; None (the drains then) when another partition has an open or a waiting batch."""
+    import time
+
+    now = time.monotonic()
+
+    def build() -> RecordAccumulator:
+        acc = RecordAccumulator(batch_size=1, linger_ms=60_000, buffer_memory=1 << 20, max_block_ms=0)
+        with acc.lock:
+            batches = [acc.add_alone("t", 0, b"%d" % i, 0, 10) for i in range(n)]
+            if backoff_at is not None and backoff_at < n:
+                batches[backoff_at].retry_at = now + 60
+            if other == "open":
+                acc.new_batch("t", 1)
+            elif other != "none":
+                o = acc.add_alone("t", 1, b"o", 0, 10)
+                if other == "muted":
+                    acc.muted.add(("t", 1))
+                elif other == "backoff":
+                    o.retry_at = now + 60
+        return acc
+
+    def left(acc: RecordAccumulator) -> dict:
+        return {tp: [b.values[0] for b in q] for tp, q in acc.ready.items()}
+
+    fast, reference = build(), build()
+    with fast.lock:
+        runs, _ = fast.drain(now, 1)
+        got = fast.drain_singles(runs, now, most) if runs else None
+    with reference.lock:
+        rounds = [reference.drain(now, 1)[0]]
+        for _ in range(most):
+            more, _ = reference.drain(now, 1)
+            if not more:
+                break
+            rounds.append(more)
+    if got is None:
+        assert not runs or other != "none"
+        return
+    assert all(len(r) == 1 and len(r[0]) == 1 for r in rounds)
+    assert [b.values[0] for b in got] == [r[0][0].values[0] for r in rounds]
+    assert left(fast) == left(reference)

@@ -169,3 +169,67 @@ def test_a_request_never_skips_an_unanswered_sequence() -> None:
     finally:
         producer._sender._assigned.clear()
         producer.close()
+
+
+def test_a_round_of_single_batches_is_numbered_as_one_by_one() -> None:
+    """The sender's round at batch size 1 (_stamp_singles: one hold of the sequence lock for the round)
+    against _sendable and _prepare batch by batch: the same sequence numbers, the same batches held (a
+    partition at its unanswered limit, and every later batch of it in the round), the same requests in
+    order; a batch whose leader is not known stops the round right after it is numbered, before any later
+    batch is, and is handed back with the error. (The sender's numbering, without a broker.)"""
+    from pyspark_logsource.client.accumulator import ProducerBatch
+    from pyspark_logsource.errors import LeaderNotAvailable
+    from pyspark_logsource.format import encode
+
+    lost = LeaderNotAvailable("no leader")
+    leaders = {(TOPIC, 0): 1, (TOPIC, 1): lost, (TOPIC, 2): 1}
+    layout = [0, 2, 0, 1, 0, 2, 1]  # the partition of each batch, in round order
+    data = bytes(encode([b"v"]))  # one batch's bytes for both rounds (its timestamp is the clock's)
+
+    def round_of(producer: Producer) -> list[ProducerBatch]:
+        sender = sender_of(producer)
+        sender._producer_id, sender._producer_epoch, sender._arrow_body = 7, 0, True
+        full = (TOPIC, 2)
+        sender._assigned[full] = [
+            ProducerBatch.from_encoded(TOPIC, 2, bytearray(70), 1, 0.0) for _ in range(MAX_UNANSWERED_BATCHES)
+        ]
+        sender._next_seq[full] = MAX_UNANSWERED_BATCHES
+        return [ProducerBatch.from_encoded(TOPIC, p, bytearray(data), 1, 0.0) for p in layout]
+
+    def sender_of(producer: Producer):
+        return producer._sender
+
+    one, whole = (
+        Producer("127.0.0.1:9", enable_idempotence=True),
+        Producer("127.0.0.1:9", enable_idempotence=True),
+    )
+    try:
+        # one by one, as the sender did before
+        ref, ref_held, ref_sent, ref_failed = round_of(one), {}, [], []
+        for b in ref:
+            if not sender_of(one)._sendable([b], ref_held):
+                continue
+            sender_of(one)._prepare(b)
+            if isinstance(leaders[b.tp], Exception):
+                ref_failed.append(b)
+            else:
+                ref_sent.append(b)
+        # the round under one hold of the lock
+        got, held, by_node = round_of(whole), {}, {}
+        i, failed, error = sender_of(whole)._stamp_singles(got, 0, leaders, held, by_node)
+        assert (i, failed, error) == (4, got[3], lost) and got[4].base_sequence is None
+        assert sender_of(whole)._stamp_singles(got, i, leaders, held, by_node) == (7, got[6], lost)
+        assert [b.base_sequence for b in got] == [b.base_sequence for b in ref] == [0, None, 1, 0, 2, None, 1]
+        assert [bytes(b.encoded) for b in got] == [bytes(b.encoded) for b in ref]
+        assert {tp: [ref.index(b) for b in q] for tp, (_, q) in ref_held.items()} == {
+            tp: [got.index(b) for b in q] for tp, (_, q) in held.items()
+        }
+        assert [got.index(cb.batch) for _, cb in by_node[1]] == [ref.index(b) for b in ref_sent]
+        assert [(r.partition, bytes(r.records)) for r, _ in by_node[1]] == [
+            (b.partition, bytes(b.encoded)) for b in ref_sent
+        ]
+        assert [ref.index(b) for b in ref_failed] == [3, 6]
+    finally:
+        for p in (one, whole):
+            sender_of(p)._assigned.clear()
+            p.close()

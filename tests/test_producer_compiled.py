@@ -12,7 +12,10 @@
 * through a Producer: keyless, keyed, explicit-partition and null-value records all go into
   the C buffers from the compiled send() (a key to its hash's partition, as the Python path), a
   partition out of range and a closed producer give the Python path's typed errors, a send() while
-  another thread holds the accumulator's lock waits for it, and a consumer reads every field back.
+  another thread holds the accumulator's lock waits for it, and a consumer reads every field back;
+* the compiled ``add_alone`` (batch size 1: a batch per record, made in C) makes the batch
+  ``RecordAccumulator.add_alone`` makes, slot by slot, untracked by the cyclic GC until it takes a
+  future or an error, and a cycle through it is still collected.
 
 Both implementations run in one process (the buffer beside the lists), so this module checks the
 same thing under ``LOGSOURCE_NO_EXTENSIONS=1`` (the Producer test then runs the pure path).
@@ -20,6 +23,7 @@ same thing under ``LOGSOURCE_NO_EXTENSIONS=1`` (the Producer test then runs the 
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -28,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyspark_logsource import Admin, Consumer, Producer
+from pyspark_logsource.client.accumulator import CompiledAccumulator, ProducerBatch, RecordAccumulator
 from pyspark_logsource.errors import ClientClosed, InvalidRequest, UnknownTopicOrPartition
 from pyspark_logsource.format import compression, decode
 from pyspark_logsource.format.arrow_body import SMALL_BATCH, encode_records
@@ -182,3 +187,126 @@ def test_compiled_send_takes_every_kind_of_record_into_the_buffers(broker):
     for (q, o), (k, v) in zip(offsets, sent, strict=True):
         assert got[(q, o)][:2] == (k, v)
     assert got[offsets[5]][2] == 1234
+
+
+#: the compiled accumulator as the producer uses it (None with LOGSOURCE_NO_EXTENSIONS=1)
+needs_acc = pytest.mark.skipif(
+    CompiledAccumulator is None,
+    reason="the compiled accumulator is off (LOGSOURCE_NO_EXTENSIONS=1 or not built)",
+)
+
+
+def _accumulators():
+    cfg = {"batch_size": 1, "linger_ms": 0, "buffer_memory": 1 << 20, "max_block_ms": 0}
+    return RecordAccumulator(**cfg), CompiledAccumulator(**cfg)
+
+
+@needs_acc
+@PROPS
+@given(
+    records=st.lists(
+        st.tuples(
+            st.sampled_from(["t", "topic-ü", ""]),
+            st.integers(0, 2**31 - 1),
+            _opt_bytes,
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(0, 2**40),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    idle=st.booleans(),
+)
+def test_compiled_add_alone_makes_the_references_batch(records, idle):
+    """The compiled add_alone (a one-record batch made in C, batch size 1) against RecordAccumulator.add_alone:
+    every slot of the batch alike (its record in the C buffer, which holds what the lists hold), queued in
+    the same place, and the sender woken the same way."""
+    ref, comp = _accumulators()
+    for acc in (ref, comp):
+        acc.sender_idle = idle
+    with ref.lock, comp.lock:
+        for topic, partition, value, ts, size in records:
+            want = ref.add_alone(topic, partition, value, ts, size)
+            got = comp.add_alone(topic, partition, value, ts, size)
+            for name in ProducerBatch.__slots__:
+                if name in ("created", "values", "timestamps", "buf"):
+                    continue
+                assert getattr(got, name) == getattr(want, name), name
+            assert abs(got.created - want.created) < 5.0 and isinstance(got.created, float)
+            assert got.values is None and got.timestamps is None and want.buf is None
+            assert (
+                got.buf.to_lists()
+                == ([value], None, [ts])
+                == (list(want.values), None, list(want.timestamps))
+            )
+            assert isinstance(got, ProducerBatch) and got in comp.incomplete and comp.ready[got.tp][-1] is got
+            assert got.tp is not want.tp and not gc.is_tracked(got)
+    assert {tp: [b.buf.to_lists()[0] for b in q] for tp, q in comp.ready.items()} == {
+        tp: [list(b.values) for b in q] for tp, q in ref.ready.items()
+    }
+    assert comp.used == ref.used == 0  # the caller accounts the memory, as for the reference
+
+
+@needs_acc
+def test_compiled_add_alone_refuses_what_the_reference_does_not_hold():
+    """A value that is neither bytes nor None is the caller's to convert: a TypeError, nothing queued; a
+    batch type whose slot defaults to a mutable value cannot be shared by every batch: bind_alone refuses."""
+    _, comp = _accumulators()
+    with pytest.raises(TypeError):
+        comp.add_alone("t", 0, "text", 0, 4)
+    assert not comp.incomplete and not comp.ready
+
+    class Listy(ProducerBatch):
+        __slots__ = ("extra",)
+
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.extra = []
+
+    with pytest.raises(TypeError, match="extra"):
+        comp.bind_alone(Listy, 77, [], list)
+
+
+def _fail(batch, holder) -> None:
+    from pyspark_logsource.errors import NetworkError
+
+    raise NetworkError(f"lost {batch!r} of {holder!r}")
+
+
+@needs_acc
+def test_an_untracked_alone_batch_is_tracked_before_it_can_be_in_a_cycle():
+    """The compiled add_alone's batch is left untracked by the cyclic GC; a future (with a callback that
+    refers back to the batch) or an error tracks it again, so a cycle through it is still collected."""
+    import weakref
+
+    from pyspark_logsource.client.accumulator import RecordFuture
+    from pyspark_logsource.errors import NetworkError
+
+    class Holder:
+        pass
+
+    _, comp = _accumulators()
+    for how in ("future", "error"):
+        with comp.lock:
+            b = comp.add_alone("t", 0, b"v", 1, 17)
+        assert not gc.is_tracked(b)
+        holder = Holder()
+        holder.rf = RecordFuture(b, 0)
+        if how == "future":
+            b.future.add_done_callback(
+                lambda _f, h=holder: h
+            )  # batch -> future -> callback -> holder -> batch
+        else:
+            try:
+                _fail(b, holder)
+            except NetworkError as e:
+                err = e  # its traceback holds _fail's frame, which holds b: batch -> error -> frame -> batch
+            b.resolve(None, err)
+            del err
+        assert gc.is_tracked(b)
+        comp.incomplete.clear()
+        comp.ready.clear()
+        dead = weakref.ref(holder)
+        del holder, b
+        gc.collect()
+        assert dead() is None, how

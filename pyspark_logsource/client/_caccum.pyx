@@ -28,7 +28,9 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from cpython.float cimport PyFloat_FromDouble
+from cpython.tuple cimport PyTuple_GET_ITEM
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from pyspark_logsource.format._cwire cimport BATCH_CRC_START, le32, le64, put_batch_crc, put_producer_header
 
@@ -49,6 +51,12 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     int T_OBJECT_EX
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void*)
+    void PyObject_GC_Track(void*)
+    int PyObject_GC_IsTracked(PyObject*)
+    int PyObject_IS_GC(PyObject*)
 
 cdef extern from "pythread.h":
     ctypedef void* PyThread_type_lock
@@ -311,6 +319,117 @@ cdef class AccumulatorCore:
     cdef public long long buffer_memory
     cdef public long long batch_size
     cdef public bint closed
+    # add_alone's batches made in C (bind_alone): the batch type, its slots by offset, the slots' defaults
+    cdef type _batch_type
+    cdef allocfunc _balloc
+    cdef Py_ssize_t _o_topic, _o_partition, _o_tp, _o_values, _o_timestamps, _o_size, _o_created
+    cdef Py_ssize_t _o_count, _o_closed, _o_buf
+    cdef Py_ssize_t* _def_off
+    cdef tuple _def_val
+    cdef int64_t _batch_overhead
+    cdef list _pool
+    cdef set _incomplete
+    cdef dict _ready
+    cdef object _deque
+
+    def __dealloc__(self):
+        PyMem_Free(self._def_off)
+
+    def bind_alone(self, type batch_type, int64_t batch_overhead, list pool, deque_type) -> None:
+        """Make :meth:`add_alone`'s batches in C: ``batch_type`` (ProducerBatch) allocated with its slots set
+        by offset, each to what ``batch_type(topic, partition, now)`` sets it to, then as
+        ``RecordAccumulator.add_alone`` (the reference) sets them. Records' buffers come from ``pool``.
+        Raises TypeError if a slot's default is not an immutable value (then sharing it is wrong)."""
+        tmpl = batch_type("", 0, 0.0)
+        per_batch = ("topic", "partition", "tp", "values", "timestamps", "size", "created", "record_count",
+                     "closed", "buf")
+        offsets, values = [], []
+        names = [n for c in batch_type.__mro__ for n in c.__dict__.get("__slots__", ())]
+        for name in names:
+            if name in per_batch:
+                continue
+            v = getattr(tmpl, name)
+            if v is not None and type(v) not in (bool, int, float, str):
+                raise TypeError(f"{batch_type.__name__}.{name} defaults to a {type(v).__name__}: not shared")
+            offsets.append(_slot_offset(batch_type, name))
+            values.append(v)
+        cdef Py_ssize_t* off = <Py_ssize_t*>PyMem_Realloc(self._def_off, max(1, len(offsets)) * sizeof(Py_ssize_t))
+        if off == NULL:
+            raise MemoryError()
+        self._def_off = off
+        for i, o in enumerate(offsets):
+            off[i] = o
+        self._def_val = tuple(values)
+        self._o_topic, self._o_partition = _slot_offset(batch_type, "topic"), _slot_offset(batch_type, "partition")
+        self._o_tp, self._o_values = _slot_offset(batch_type, "tp"), _slot_offset(batch_type, "values")
+        self._o_timestamps, self._o_size = _slot_offset(batch_type, "timestamps"), _slot_offset(batch_type, "size")
+        self._o_created, self._o_count = _slot_offset(batch_type, "created"), _slot_offset(batch_type, "record_count")
+        self._o_closed, self._o_buf = _slot_offset(batch_type, "closed"), _slot_offset(batch_type, "buf")
+        self._balloc = (<TypeAlloc*>(<PyTypeObject*>batch_type)).tp_alloc
+        self._batch_overhead = batch_overhead
+        self._pool = pool
+        this = <object>self  # the Python accumulator's attributes
+        self._incomplete = this.incomplete
+        self._ready = this.ready
+        self._deque = deque_type
+        self._batch_type = batch_type
+
+    def add_alone(self, topic, partition, value, int64_t timestamp, int64_t size):
+        """``RecordAccumulator.add_alone`` (the reference) in C, the record in a C buffer: queue a record that
+        fills a batch on its own; lock held, no open batch for the partition."""
+        return self._alone(topic, partition, value, timestamp, size)
+
+    cdef object _alone(self, topic, partition, value, int64_t ts, int64_t size):
+        if self._batch_type is None:
+            raise TypeError("bind_alone() was not called")
+        if value is not None and type(value) is not bytes:
+            raise TypeError("value must be bytes or None")
+        cdef list pool = self._pool
+        cdef RecordBuffer buf = pool.pop() if pool else RecordBuffer(min(self.batch_size, 1 << 16))
+        buf.append(value, None, ts)
+        cdef timespec now
+        clock_gettime(CLOCK_MONOTONIC, &now)  # time.monotonic()'s clock
+        cdef PyObject* raw = self._balloc(<PyTypeObject*>self._batch_type, 0)
+        if raw == NULL:
+            raise MemoryError()
+        b = <object>raw
+        Py_DECREF(b)  # <object> took its own reference
+        cdef Py_ssize_t i
+        cdef tuple defaults = self._def_val
+        for i in range(len(defaults)):
+            _set_slot(b, self._def_off[i], <object>PyTuple_GET_ITEM(defaults, i))
+        tp = (topic, partition)
+        _set_slot(b, self._o_topic, topic)
+        _set_slot(b, self._o_partition, partition)
+        _set_slot(b, self._o_tp, tp)
+        _set_slot(b, self._o_values, None)
+        _set_slot(b, self._o_timestamps, None)
+        _set_slot(b, self._o_size, PyLong_FromLongLong(self._batch_overhead + size))
+        _set_slot(b, self._o_created, PyFloat_FromDouble(<double>now.tv_sec + now.tv_nsec * 1e-9))
+        _set_slot(b, self._o_count, 1)
+        _set_slot(b, self._o_closed, True)
+        _set_slot(b, self._o_buf, buf)
+        # Untracked by the cyclic GC, as CPython untracks a tuple of atomic values: the batch holds strings,
+        # numbers, bytes and its C buffer, none of which can refer back to it, so it is in no reference cycle,
+        # and the thousands a fast send() queues are not walked by every collection. The batch type tracks it
+        # again (track()) before it takes what could refer back (its future, an error).
+        PyObject_GC_UnTrack(<void*>b)
+        self._incomplete.add(b)
+        q = self._ready.get(tp)
+        if q is None:
+            q = self._ready[tp] = self._deque()
+        q.append(b)
+        this = <object>self
+        if this.sender_idle:
+            this.wakeup.notify()
+        return b
+
+
+def track(obj) -> None:
+    """Have the cyclic GC track ``obj`` again (a batch that add_alone left untracked, before it takes a value
+    that may refer back to it); nothing when it is tracked already or of a type the GC does not track."""
+    if PyObject_IS_GC(<PyObject*>obj) and not PyObject_GC_IsTracked(<PyObject*>obj):
+        PyObject_GC_Track(<void*>obj)
 
 
 cdef Py_ssize_t _slot_offset(type cls, str name) except -1:
@@ -384,7 +503,6 @@ def fast_send(
     cdef dict nparts = producer._nparts
     close_batch = acc.close_batch
     new_batch = acc.new_batch
-    add_alone = acc.add_alone
     sticky_partitioner = producer._sticky
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
@@ -469,7 +587,7 @@ def fast_send(
                                 # a record that fills a batch alone (batch size 1: a request per record):
                                 # queued closed, no open batch (Producer._alone)
                                 core.used += size
-                                b = add_alone(topic, p_obj, value, ts, size)
+                                b = core._alone(topic, p_obj, value, ts, size)
                                 sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
                                 return _new_future(alloc, future_type, f_batch, f_index, b, 0)
                             if b is None:

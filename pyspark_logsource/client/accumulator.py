@@ -19,87 +19,18 @@ import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
+from concurrent.futures._base import FINISHED
 
 from ..errors import BufferFull, ClientClosed, RequestTimedOut
 from ..format._speedups import load_extension
 from ..format.batch import HEADER_SIZE
 from ..topics import TopicPartition
+from .batch_future import DONE_STATES, SHARED_CONDITION, BatchFuture
 
 #: Per-record bytes beside key and value in an encoded batch: a timestamp
 #: delta (8) and one key and one value offset (4 + 4).
 RECORD_OVERHEAD = 16
 BATCH_OVERHEAD = HEADER_SIZE + 16
-
-
-#: One condition shared by every batch future: a ``Future()`` makes its own Condition and
-#: RLock, which cost more than the rest of opening a batch (and with batch size 1 a
-#: batch is opened per record). A shared condition only means a wake-up may be for
-#: another future, so the waits below loop until their own future is done.
-_SHARED_CONDITION = threading.Condition()
-_DONE_STATES = (FINISHED, CANCELLED, CANCELLED_AND_NOTIFIED)
-
-
-class BatchFuture(Future):
-    """A ``concurrent.futures.Future`` that is cheap to create (shared condition)."""
-
-    def __init__(self) -> None:  # noqa: D107 - Future.__init__ without its own Condition
-        self._condition = _SHARED_CONDITION
-        self._state = PENDING
-        self._result = None
-        self._exception = None
-        self._waiters = []
-        self._done_callbacks = []
-
-    def _wait_done(self, timeout: float | None) -> None:
-        if self._state in _DONE_STATES:
-            return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._condition:
-            while self._state not in _DONE_STATES:
-                if deadline is None:
-                    self._condition.wait()
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return
-                    self._condition.wait(left)
-
-    def result(self, timeout: float | None = None):
-        """As ``Future.result``."""
-        self._wait_done(timeout)
-        return super().result(0)
-
-    def exception(self, timeout: float | None = None):
-        """As ``Future.exception``."""
-        self._wait_done(timeout)
-        return super().exception(0)
-
-    # set_result/set_exception as Future's, minus the work nobody asked for: the shared
-    # condition is notified only while someone waits on it, callbacks run only if added.
-    def set_result(self, result) -> None:
-        """As ``Future.set_result``."""
-        self._finish(result, None)
-
-    def set_exception(self, exception: BaseException) -> None:
-        """As ``Future.set_exception``."""
-        self._finish(None, exception)
-
-    def _finish(self, result, exception: BaseException | None) -> None:
-        with _SHARED_CONDITION:
-            if self._state in _DONE_STATES:
-                raise InvalidStateError(f"{self._state}: {self!r}")
-            self._result, self._exception = result, exception
-            self._state = FINISHED
-            for waiter in self._waiters:
-                if exception is None:
-                    waiter.add_result(self)
-                else:
-                    waiter.add_exception(self)
-            if _SHARED_CONDITION._waiters:
-                _SHARED_CONDITION.notify_all()
-        if self._done_callbacks:
-            self._invoke_callbacks()
 
 
 class ProducerBatch:
@@ -181,7 +112,7 @@ class ProducerBatch:
         """
         f = self._future
         if f is None:
-            with _SHARED_CONDITION:
+            with SHARED_CONDITION:
                 f = self._future
                 if f is None:
                     f = BatchFuture()
@@ -201,12 +132,12 @@ class ProducerBatch:
 
     def resolve(self, result, error: BaseException | None) -> None:
         """Complete the batch (once; later calls are ignored) and its future if one was made."""
-        with _SHARED_CONDITION:
+        with SHARED_CONDITION:
             if self.outcome is not None:
                 return
             self.outcome = (result, error)
             f = self._future
-            if f is None or f._state in _DONE_STATES:
+            if f is None or f._state in DONE_STATES:
                 return
         try:
             if error is not None:
@@ -442,6 +373,22 @@ class RecordAccumulator:
             out.append(run)
         return out, next_at
 
+    def drain_singles(
+        self, runs: list[list[ProducerBatch]], now: float, most: int
+    ) -> list[ProducerBatch] | None:
+        """After ``runs = drain(now, max_run=1)``: when that round is one batch and no other partition has
+        an open or ready batch, the batch and up to ``most`` more of its partition, each what one more such
+        drain would take (one walk of its queue, not a drain per round); else None. Lock held."""
+        if len(runs) != 1 or self.open:
+            return None
+        out = runs[0]
+        q = self.ready[out[0].tp]
+        if len(self.ready) > 1 and any(other and other is not q for other in self.ready.values()):
+            return None
+        while q and len(out) <= most and q[0].retry_at <= now:
+            out.append(q.popleft())
+        return out
+
     def hold(self, tp: TopicPartition, batches: list[ProducerBatch], answered: int) -> None:
         """Put drained batches back at the front of their partition's queue, in order; lock held.
 
@@ -535,12 +482,12 @@ class RecordAccumulator:
 def resolve_many(done: list[tuple[ProducerBatch, tuple]]) -> None:
     """``b.resolve(result, None)`` for each ``(b, result)``: the shared condition taken once."""
     waiting = []
-    with _SHARED_CONDITION:
+    with SHARED_CONDITION:
         for b, result in done:
             if b.outcome is None:
                 b.outcome = (result, None)
                 f = b._future
-                if f is not None and f._state not in _DONE_STATES:
+                if f is not None and f._state not in DONE_STATES:
                     waiting.append((f, result))
     for f, result in waiting:
         try:
@@ -554,6 +501,23 @@ _caccum = load_extension(__package__ + "._caccum")
 
 if _caccum is not None:
 
+    class AloneBatch(ProducerBatch):
+        """The compiled ``add_alone``'s batch (one record, closed): left untracked by the cyclic GC while it
+        holds only strings, numbers, bytes and its C buffer (see ``_caccum``), tracked again before it takes
+        what may refer back to it: its future (and the callbacks on it) or an error (and its traceback)."""
+
+        __slots__ = ()
+
+        @property
+        def future(self) -> Future:  # noqa: D102 - ProducerBatch.future's
+            _caccum.track(self)
+            return ProducerBatch.future.fget(self)  # type: ignore[attr-defined]
+
+        def resolve(self, result, error: BaseException | None) -> None:  # noqa: D102 - ProducerBatch.resolve's
+            if error is not None:
+                _caccum.track(self)
+            ProducerBatch.resolve(self, result, error)
+
     class CompiledAccumulator(_caccum.AccumulatorCore, RecordAccumulator):
         """RecordAccumulator with its memory counter and limits as C fields and each open batch's records
         in a C buffer (``ProducerBatch.buf``), which the compiled send() appends to."""
@@ -565,6 +529,8 @@ if _caccum is not None:
         def __init__(self, **settings: float) -> None:  # noqa: D107 - RecordAccumulator's, and the pool
             RecordAccumulator.__init__(self, **settings)  # type: ignore[arg-type]
             self._pool: list = []
+            # add_alone (batch size 1: a batch per record) makes its batch in C, RecordAccumulator's the reference
+            self.bind_alone(AloneBatch, BATCH_OVERHEAD, self._pool, deque)
 
         def new_batch(self, topic: str, partition: int) -> ProducerBatch:
             """Open a batch for a partition, its records in a C buffer; call with the lock held."""
@@ -572,18 +538,6 @@ if _caccum is not None:
             pool = self._pool
             # room for a small batch's values at once (a big one grows by doubling: memory is taken as used)
             b.buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
-            b.values = b.timestamps = None  # type: ignore[assignment]
-            return b
-
-        def add_alone(
-            self, topic: str, partition: int, value: bytes, timestamp: int, size: int
-        ) -> ProducerBatch:
-            """RecordAccumulator.add_alone with the record in a C buffer (the sender encodes it in C)."""
-            pool = self._pool
-            buf = pool.pop() if pool else _caccum.RecordBuffer(min(self.batch_size, 1 << 16))
-            buf.add(value, None, timestamp)
-            b = RecordAccumulator.add_alone(self, topic, partition, value, timestamp, size)
-            b.buf = buf
             b.values = b.timestamps = None  # type: ignore[assignment]
             return b
 

@@ -1,18 +1,21 @@
-"""The answer callback of a Produce request of one batch (the producer's request at batch size 1).
+"""The answer callbacks of the producer's Produce requests.
 
-:class:`OneBatchAnswer` is what the :class:`~.sender.Sender` hands the connection with such a
-request: one object while the request is in flight, where ``partial(bound method, batch)``
-holds three (the partial, the bound method, its argument tuple). The connection's I/O thread
-calls it with the answer, or hands consecutive answers to :meth:`OneBatchAnswer.answer_many`
-at once. An appended answer completes the batch here; any other (an error code, a lost
-connection, an answer about another partition) goes to the sender's ``on_response``, which
-retries or fails it.
+:class:`RunsAnswer` resolves, retries or fails the runs of batches of one request from its
+answer. :class:`OneBatchAnswer` is what the :class:`~.sender.Sender` hands the connection with a
+request of one batch (the producer's request at batch size 1): one object while the request is in
+flight, where ``partial(bound method, batch)`` holds three (the partial, the bound method, its
+argument tuple). The connection's I/O thread calls it with the answer, or hands consecutive
+answers to :meth:`OneBatchAnswer.answer_many` at once. An appended answer completes the batch
+there; any other (an error code, a lost connection, an answer about another partition) goes
+through a :class:`RunsAnswer`, which has the sender retry or fail it.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import DuplicateSequence, LogSourceError, NetworkError, error_for_code
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
@@ -29,8 +32,77 @@ class Sender(Protocol):
     def finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
         """Complete several appended batches ``(batch, result)``."""
 
-    def on_response(self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any, error: Any) -> None:
-        """Resolve, retry or fail the runs of one Produce request from its answer."""
+    def fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+        """Put a failed batch back for a retry, or fail it."""
+
+
+class RunsAnswer:
+    """The answer callback of a Produce request of runs of batches ``{(topic, partition): [batch, ...]}``:
+    resolves, retries or fails each run from the answer (I/O thread)."""
+
+    __slots__ = ("sender", "runs")
+
+    def __init__(self, sender: Sender, runs: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        self.sender = sender
+        self.runs = runs
+
+    def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
+        for b in run:
+            self.sender.fail_or_retry(b, err)
+
+    def __call__(self, resp: Any, error: BaseException | None) -> None:
+        runs, finish = self.runs, self.sender.finish
+        if error is None and resp is not None and len(runs) == 1:
+            # the common answer: one partition, appended (no set of seen partitions to build)
+            parts = resp.partitions
+            if len(parts) == 1:
+                pr = parts[0]
+                run = runs.get((pr.topic, pr.partition))
+                if run is not None and not pr.error_code:
+                    off = pr.base_offset
+                    for b in run:
+                        finish(b, (b.partition, off, off + b.record_count - 1))
+                        off += b.record_count
+                    return
+        if error is not None:
+            for run in runs.values():
+                self._fail_run(run, error)
+            return
+        if resp is None:  # acks=0: written, no answer
+            for run in runs.values():
+                for b in run:
+                    finish(b, (b.partition, -1, -1))
+            return
+        seen = set()
+        for pr in resp.partitions:
+            tp = (pr.topic, pr.partition)
+            run = runs.get(tp)
+            if run is None:
+                continue
+            seen.add(tp)
+            if pr.error_code:
+                err = error_for_code(pr.error_code, pr.error_message or "")
+                if isinstance(err, DuplicateSequence) and len(run) > 1:
+                    # part of the run was appended before (a retry): resend each batch alone
+                    for b in run:
+                        b.solo = True
+                    err = ResendAlone(str(err))
+                self._fail_run(run, err)
+                continue
+            # offsets are consecutive: each batch of the run follows the previous one
+            off = pr.base_offset
+            for b in run:
+                finish(b, (b.partition, off, off + b.record_count - 1))
+                off += b.record_count
+        for tp, run in runs.items():
+            if tp not in seen:
+                self._fail_run(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
+
+
+class ResendAlone(LogSourceError):
+    """Part of a run of batches was a duplicate: resend each batch alone (retriable; never surfaces)."""
+
+    retriable = True
 
 
 class OneBatchAnswer:
@@ -52,7 +124,7 @@ class OneBatchAnswer:
                     off = pr.base_offset
                     self.sender.finish(b, (b.partition, off, off + b.record_count - 1))
                     return
-        self.sender.on_response({b.tp: [b]}, resp, error)
+        RunsAnswer(self.sender, {b.tp: [b]})(resp, error)
 
     @staticmethod
     def answer_many(pairs: list) -> None:

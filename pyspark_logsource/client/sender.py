@@ -26,23 +26,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 from ..errors import (
-    DuplicateSequence,
     LogSourceError,
     NetworkError,
     OutOfOrderSequence,
     RequestTimedOut,
     UnknownProducerId,
-    error_for_code,
 )
 from ..format import arrow_to_kafka, set_producer
 from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
-from .answers import OneBatchAnswer
+from .answers import OneBatchAnswer, RunsAnswer
 from .encoding import encode_records
 from .metrics import ClientMetrics
 from .network import NetworkClient
@@ -169,25 +165,32 @@ class Sender:
                     timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
                     acc.wakeup.wait(timeout if timeout is None else min(timeout, 1.0))
                     acc.sender_idle = False
-                # Drain more rounds while ready so several requests share one write.
+                # Drain more rounds while ready so several requests share one write: at one batch per
+                # request, the rounds of one partition's single batches in one call.
                 rounds = [runs]
-                for _ in range(more_rounds):
+                singles = acc.drain_singles(runs, time.monotonic(), more_rounds) if max_run == 1 else None
+                for _ in range(0 if singles is not None else more_rounds):
                     more, _ = acc.drain(time.monotonic(), max_run, max_bytes)
                     if not more:
                         break
                     rounds.append(more)
                 self._drain_mark = acc.answered  # see _sendable
             try:
-                self._send_rounds(rounds)
+                if singles is None:
+                    self._send_rounds(rounds)
+                else:
+                    kept_back = self._ready_to_send(singles)
+                    if kept_back is not None:
+                        self._send_singles(
+                            [b for b in singles if b.tp not in kept_back] if kept_back else singles
+                        )
             except Exception as e:  # keep the sender alive; the batches carry the error
                 log.exception("producer sender failed")
-                for r in rounds:
-                    for run in r:
-                        for b in run:
-                            if not b.done():
-                                self._fail_or_retry(b, e)
+                for b in singles or [b for r in rounds for run in r for b in run]:
+                    if not b.done():
+                        self.fail_or_retry(b, e)
             # not kept while this thread waits for the next batches: the answered ones' bytes go now
-            rounds = runs = more = r = run = b = None  # type: ignore[assignment]
+            rounds = runs = more = singles = b = None  # type: ignore[assignment]
 
     def _room(self) -> int:
         """How many rounds to drain after the first: up to 63, no more than the fullest partition may number
@@ -201,45 +204,49 @@ class Sender:
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
             b.deadline = time.monotonic() + self.delivery_timeout
-        tp = b.tp
         with self._seq_lock:
-            seq = -1
-            if self.idempotent and b.base_sequence is None:
-                seq = self._next_seq.get(tp, 0)
-                b.base_sequence = seq
-                self._next_seq[tp] = (seq + b.record_count) & _INT32_MAX
-                queue = self._assigned.get(tp)
-                if queue is None:
-                    queue = self._assigned[tp] = []
-                queue.append(b)
-            elif b.base_sequence is not None:
-                seq = b.base_sequence
-            pid_for = self._pid_for.get(tp) if self._pid_for else None
-            pid, epoch = pid_for or (self._producer_id, self._producer_epoch)
-            if self.idempotent:
-                self._stamped[id(b)] = pid
-            if b.encoded is None:
-                if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
-                    data = b.buf.encode(self.codec, pid, epoch, seq)
-                    buf, b.buf = b.buf, None
-                    self._acc.recycle(buf)  # type: ignore[attr-defined]
-                else:
-                    data = encode_records(
-                        b.values,
-                        b.keys if b.has_keys else None,
-                        b.timestamps,
-                        b.headers,
-                        codec=self.codec,
-                        producer_id=pid,
-                        producer_epoch=epoch,
-                        base_sequence=seq,
-                    )
-                b.encoded = self.in_broker_layout(data)
-                # The records are no longer needed; memory stays accounted until the answer.
-                b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
-            elif self.idempotent and (b.restamp or b.attempts == 0):
-                restamp_producer(b.encoded, pid, epoch, seq)
-            b.restamp = False
+            self._stamp(b)
+
+    def _stamp(self, b: ProducerBatch) -> None:
+        """Number (idempotence), stamp and encode a batch for its send; _seq_lock held."""
+        tp = b.tp
+        seq = -1
+        if self.idempotent and b.base_sequence is None:
+            seq = self._next_seq.get(tp, 0)
+            b.base_sequence = seq
+            self._next_seq[tp] = (seq + b.record_count) & _INT32_MAX
+            queue = self._assigned.get(tp)
+            if queue is None:
+                queue = self._assigned[tp] = []
+            queue.append(b)
+        elif b.base_sequence is not None:
+            seq = b.base_sequence
+        pid_for = self._pid_for.get(tp) if self._pid_for else None
+        pid, epoch = pid_for or (self._producer_id, self._producer_epoch)
+        if self.idempotent:
+            self._stamped[id(b)] = pid
+        if b.encoded is None:
+            if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
+                data = b.buf.encode(self.codec, pid, epoch, seq)
+                buf, b.buf = b.buf, None
+                self._acc.recycle(buf)  # type: ignore[attr-defined]
+            else:
+                data = encode_records(
+                    b.values,
+                    b.keys if b.has_keys else None,
+                    b.timestamps,
+                    b.headers,
+                    codec=self.codec,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    base_sequence=seq,
+                )
+            b.encoded = self.in_broker_layout(data)
+            # The records are no longer needed; memory stays accounted until the answer.
+            b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
+        elif self.idempotent and (b.restamp or b.attempts == 0):
+            restamp_producer(b.encoded, pid, epoch, seq)
+        b.restamp = False
 
     def finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
@@ -253,13 +260,26 @@ class Sender:
     def finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
         """finish() for several appended batches ``(batch, result)``: the locks taken once for all."""
         if self.idempotent:
+            assigned, last_acked, stamped = self._assigned, self._last_acked, self._stamped
+            unresolved = self._unresolved
             with self._seq_lock:
                 for b, _ in done:
                     if b.base_sequence is not None:
-                        self._settle_sequence(b, None)
+                        queue = assigned.get(b.tp)
+                        if (
+                            queue and queue[0] is b and not unresolved
+                        ):  # _settle_sequence's common case: the oldest
+                            del queue[0]
+                            stamped.pop(id(b), None)
+                            last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
+                        else:
+                            self._settle_sequence(b, None)
         if self.stats is not None:
-            records = sum(b.record_count for b, _ in done)
-            self.stats.add(records, sum(b.size if b.encoded is None else len(b.encoded) for b, _ in done))
+            records = size = 0
+            for b, _ in done:
+                records += b.record_count
+                size += b.size if b.encoded is None else len(b.encoded)
+            self.stats.add(records, size)
         self._acc.complete_many(done)
 
     def _settle_sequence(self, b: ProducerBatch, error: BaseException | None) -> None:
@@ -302,30 +322,44 @@ class Sender:
                     later.restamp = True
                 self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
 
-    def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
+    def _ready_to_send(self, batches: list[ProducerBatch]) -> set[tuple[str, int]] | None:
+        """The steps before a send: the producer id, sequence resets, a metadata refresh. None when there
+        is no producer id (``batches`` then failed or were put back for a retry); else the partitions whose
+        sequences could not be restarted yet: their batches were put back for a retry and must not go out
+        under the old numbering (empty as a rule)."""
         if self.idempotent and self._producer_id < 0:
             try:
                 self._init_producer_id()
             except LogSourceError as e:
-                for r in rounds:
-                    for run in r:
-                        for b in run:
-                            self._fail_or_retry(b, e)
-                return
+                for b in batches:
+                    self.fail_or_retry(b, e)
+                return None
         if self._unresolved:
             self._resolve_sequences()
+        kept_back: set[tuple[str, int]] = set()
         if self._resets:
             error = self._reset_sequences()
-            if error is not None:  # no batch of those partitions goes out under the old numbering
-                rounds = self._without_resets(rounds, error)
-                if not rounds:
-                    return
+            if error is not None:
+                kept_back = {b.tp for b in batches if b.tp in self._resets}
+                for b in batches:
+                    if b.tp in kept_back:
+                        self.fail_or_retry(b, error)
         if self._refresh_needed:
             self._refresh_needed = False
             try:
-                self._refresh_metadata(list({run[0].topic for r in rounds for run in r}))
+                self._refresh_metadata(list({b.topic for b in batches}))
             except LogSourceError:
                 pass
+        return kept_back
+
+    def _send_rounds(self, rounds: list[list[list[ProducerBatch]]]) -> None:
+        kept_back = self._ready_to_send([b for r in rounds for run in r for b in run])
+        if kept_back is None:
+            return
+        if kept_back:
+            rounds = [k for k in ([run for run in r if run[0].tp not in kept_back] for r in rounds) if k]
+            if not rounds:
+                return
         if all(len(r) == 1 and len(r[0]) == 1 for r in rounds):
             self._send_singles([r[0][0] for r in rounds])
             return
@@ -351,7 +385,7 @@ class Sender:
                         node = leaders[head.tp] = leader_for(head.topic, head.partition)
                 except LogSourceError as e:
                     for b in run:
-                        self._fail_or_retry(b, e)
+                        self.fail_or_retry(b, e)
                     continue
                 data = run[0].encoded if len(run) == 1 else b"".join([b.encoded for b in run])
                 entry = open_reqs.get(node)
@@ -374,7 +408,7 @@ class Sender:
                 for _, runs in items:
                     for run in runs.values():
                         for b in run:
-                            self._fail_or_retry(b, e)
+                            self.fail_or_retry(b, e)
                 continue
             calls = [(req, self._callback(runs)) for req, runs in items]
             for _, runs in items:
@@ -392,34 +426,29 @@ class Sender:
 
     def _send_singles(self, batches: list[ProducerBatch]) -> None:
         """_send_rounds for rounds of one batch each (batch size 1, one partition ready at a time): each
-        batch goes in its own one-partition request, in round order, without the per-round grouping."""
+        batch goes in its own one-partition request, in round order, without the per-round grouping; the
+        batches are numbered under one hold of the sequence lock (_stamp_singles)."""
         held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
         by_node: dict[int, list[tuple[OnePartitionProduce, OneBatchAnswer]]] = {}
-        leaders: dict[tuple[str, int], int] = {}
-        idempotent, prepare, leader_for = self.idempotent, self._prepare, self._client.leader_for
-        acks, timeout_ms = self.acks, int(self.request_timeout_ms)
-        for b in batches:
-            if idempotent and not self._sendable([b], held):
-                continue
-            try:
-                prepare(b)
-                node = leaders.get(b.tp)
-                if node is None:
-                    node = leaders[b.tp] = leader_for(b.topic, b.partition)
-            except LogSourceError as e:
-                self._fail_or_retry(b, e)
-                continue
-            calls = by_node.get(node)
-            if calls is None:
-                calls = by_node[node] = []
-            req = OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms)
-            calls.append((req, OneBatchAnswer(self, b)))
+        leaders: dict[tuple[str, int], int | LogSourceError] = {}  # the leader, or why it is not known
+        leader_for = self._client.leader_for
+        for b in batches:  # before the sequence lock is taken: a lookup may ask the broker
+            if b.tp not in leaders:
+                try:
+                    leaders[b.tp] = leader_for(b.topic, b.partition)
+                except LogSourceError as e:
+                    leaders[b.tp] = e
+        i = 0
+        while i < len(batches):
+            i, failed, error = self._stamp_singles(batches, i, leaders, held, by_node)
+            if failed is not None:  # handled before any later batch is numbered, as one by one
+                self.fail_or_retry(failed, error)
         for node, calls in by_node.items():
             try:
                 conn = self._client.node_connection(node)
             except LogSourceError as e:
                 for _, cb in calls:
-                    self._fail_or_retry(cb.batch, e)
+                    self.fail_or_retry(cb.batch, e)
                 continue
             for _, cb in calls:
                 cb.batch.attempts += 1
@@ -431,6 +460,46 @@ class Sender:
             with self._acc.lock:
                 for tp, (mark, held_batches) in held.items():
                     self._acc.hold(tp, held_batches, mark)
+
+    def _stamp_singles(self, batches: list, i: int, leaders: dict, held: dict, by_node: dict) -> tuple:
+        """_sendable, _prepare and the request of each of ``batches[i:]``, under one hold of _seq_lock; stops
+        after a batch that failed. Returns ``(where to go on, the failed batch or None, its error)``."""
+        idempotent, acks, timeout_ms = self.idempotent, self.acks, int(self.request_timeout_ms)
+        assigned, stamp = self._assigned, self._stamp
+        deadline = time.monotonic() + self.delivery_timeout
+        with self._seq_lock:
+            while i < len(batches):
+                b = batches[i]
+                i += 1
+                tp = b.tp
+                if idempotent:  # _sendable([b], held): a new number only while the partition has room
+                    if tp in held:
+                        held[tp][1].append(b)
+                        continue
+                    if b.base_sequence is None and (
+                        len(assigned.get(tp, ())) >= MAX_UNANSWERED_BATCHES or tp in self._unresolved
+                    ):
+                        held[tp] = (self._drain_mark, [b])
+                        continue
+                if b.deadline == 0.0:
+                    b.deadline = deadline
+                try:
+                    stamp(b)
+                except LogSourceError as e:
+                    return i, b, e
+                node = leaders[tp]
+                if isinstance(node, LogSourceError):
+                    return i, b, node
+                calls = by_node.get(node)
+                if calls is None:
+                    calls = by_node[node] = []
+                calls.append(
+                    (
+                        OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms),
+                        OneBatchAnswer(self, b),
+                    )
+                )
+        return i, None, None
 
     def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
         """The part of an idempotent run that may be sent now; the rest goes into ``held``.
@@ -480,68 +549,15 @@ class Sender:
     def _callback(self, runs: dict[tuple[str, int], list[ProducerBatch]]) -> Callable:
         # The callback lives until the answer, and what is alive while a request is in flight is what the
         # cyclic GC promotes and later walks in its full collections. A request of one batch (as Kafka
-        # sends) holds one OneBatchAnswer over the batch; others one partial over their runs.
+        # sends) holds one OneBatchAnswer over the batch; others one RunsAnswer over their runs.
         if len(runs) == 1:
             for run in runs.values():
                 if len(run) == 1:
                     return OneBatchAnswer(self, run[0])
-        return partial(self.on_response, runs)
+        return RunsAnswer(self, runs)
 
-    def _fail_run(self, run: list[ProducerBatch], err: BaseException) -> None:
-        for b in run:
-            self._fail_or_retry(b, err)
-
-    def on_response(
-        self, runs: dict[tuple[str, int], list[ProducerBatch]], resp: Any, error: BaseException | None
-    ) -> None:
-        """Resolve, retry or fail the runs of one Produce request from its answer (I/O thread)."""
-        if error is None and resp is not None and len(runs) == 1:
-            # the common answer: one partition, appended (no set of seen partitions to build)
-            parts = resp.partitions
-            if len(parts) == 1:
-                pr = parts[0]
-                run = runs.get((pr.topic, pr.partition))
-                if run is not None and not pr.error_code:
-                    off = pr.base_offset
-                    for b in run:
-                        self.finish(b, (b.partition, off, off + b.record_count - 1))
-                        off += b.record_count
-                    return
-        if error is not None:
-            for run in runs.values():
-                self._fail_run(run, error)
-            return
-        if resp is None:  # acks=0: written, no answer
-            for run in runs.values():
-                for b in run:
-                    self.finish(b, (b.partition, -1, -1))
-            return
-        seen = set()
-        for pr in resp.partitions:
-            tp = (pr.topic, pr.partition)
-            run = runs.get(tp)
-            if run is None:
-                continue
-            seen.add(tp)
-            if pr.error_code:
-                err = error_for_code(pr.error_code, pr.error_message or "")
-                if isinstance(err, DuplicateSequence) and len(run) > 1:
-                    # part of the run was appended before (a retry): resend each batch alone
-                    for b in run:
-                        b.solo = True
-                    err = _ResendAlone(str(err))
-                self._fail_run(run, err)
-                continue
-            # offsets are consecutive: each batch of the run follows the previous one
-            off = pr.base_offset
-            for b in run:
-                self.finish(b, (b.partition, off, off + b.record_count - 1))
-                off += b.record_count
-        for tp, run in runs.items():
-            if tp not in seen:
-                self._fail_run(run, NetworkError(f"broker did not answer for partition {tp[0]}-{tp[1]}"))
-
-    def _fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+    def fail_or_retry(self, b: ProducerBatch, error: BaseException) -> None:
+        """Put a failed batch back for a retry (retriable, within retries and delivery_timeout_ms) or fail it."""
         retriable = isinstance(error, LogSourceError) and error.retriable
         if self.idempotent and isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
             # As Kafka's idempotent producer: always retried. A batch that follows an unresolved
@@ -634,21 +650,6 @@ class Sender:
                 else:
                     self._resets.add(tp)  # _reset_sequences clears the mark
 
-    def _without_resets(self, rounds: list, error: BaseException) -> list:
-        """``rounds`` without the runs of partitions whose sequences could not be restarted yet; those
-        are put back for a retry with ``error``."""
-        kept = []
-        for r in rounds:
-            left = []
-            for run in r:
-                if run[0].tp in self._resets:
-                    self._fail_run(run, error)
-                else:
-                    left.append(run)
-            if left:
-                kept.append(left)
-        return kept
-
     def _is_next(self, b: ProducerBatch) -> bool:
         """True if every earlier batch of ``b``'s partition was acknowledged (``b`` is the next sequence)."""
         with self._seq_lock:
@@ -660,9 +661,3 @@ def _maybe_appended(error: BaseException) -> bool:
     """True if a sent batch failing for good with ``error`` may still have been appended: no answer
     (timed out, connection lost, expired) or a retriable error on its last try, after earlier tries."""
     return isinstance(error, (RequestTimedOut, NetworkError)) or bool(getattr(error, "retriable", False))
-
-
-class _ResendAlone(LogSourceError):
-    """Part of a run of batches was a duplicate: resend each batch alone (retriable; never surfaces)."""
-
-    retriable = True
