@@ -1,15 +1,27 @@
 # cython: language_level=3
 """Compiled twins of ``segment_tail.SegmentTailPy`` (the reference) and ``now_ms_py``: the append end of a
 log segment, so that a plain produce's bookkeeping after the format's one-call step runs with no Python
-frame (see segment_tail.py for what each method does); and of the two index appends it calls,
-``index.OffsetIndex.append_py`` and ``index.TimeIndex.maybe_append_py`` (the indexes' own methods, bound
-by index.py). tests/test_log_segment_tail.py compares each with its reference.
+frame (see segment_tail.py for what each method does); of ``log_end.LogEndPy``: the partition log's append
+end, whose ``append`` is a plain produce's whole per-call work in one call (lock, epoch, the segment's
+step above, the log end offset, the flush rule, the answer); and of the two index appends the segment's
+calls, ``index.OffsetIndex.append_py`` and ``index.TimeIndex.maybe_append_py`` (the indexes' own methods,
+bound by index.py). tests/test_log_segment_tail.py and tests/test_log_end.py compare each with its
+reference.
 """
+
+from weakref import WeakMethod
 
 from cpython cimport array
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.object cimport Py_SIZE
+from cpython.object cimport Py_SIZE, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint32_t
+
+from pyspark_logsource.errors import StorageError
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -23,6 +35,7 @@ cdef enum:
     MAX_RELATIVE_OFFSET = 0xFFFFFFFF
 
 cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
+cdef int64_t INT64_MIN = -0x7FFFFFFFFFFFFFFF - 1
 
 
 cdef inline int64_t _now_ms() noexcept nogil:
@@ -151,6 +164,9 @@ cdef class SegmentTail:
         self.bytes_since_index = since
 
     def append_plain(self, write, records, base_offset, leader_epoch, int64_t now):
+        return self._append_plain(write, records, base_offset, leader_epoch, now)
+
+    cdef object _append_plain(self, write, records, base_offset, leader_epoch, int64_t now):
         cdef int64_t start = self.size
         if start and now >= self._roll_ms:  # the age roll bound (size and offset: write's)
             return None
@@ -174,6 +190,132 @@ cdef class SegmentTail:
         self.bytes_since_index = since + size
         self.next_offset = nxt
         return nxt
+
+
+# ------------------------------------------------------------ the partition log's append end (log_end.py)
+
+cdef object _MINUS_ONE = -1
+#: append.AppendInfo, imported by the first LogEnd (append.py imports what imports this module)
+cdef object AppendInfo = None
+
+
+cdef _import_append_info():
+    global AppendInfo
+    from pyspark_logsource.broker.log.append import AppendInfo as info
+
+    # a NamedTuple: a tuple subclass with no instance dict, allocated as tuples are
+    assert issubclass(info, tuple) and info.__basicsize__ == tuple.__basicsize__
+    AppendInfo = info
+
+
+cdef object _append_info(int64_t base, int64_t offset):
+    """``AppendInfo(base, offset - 1, -1, offset - base, False)``, filled in as ``tuple.__new__`` does."""
+    cdef object info = PyType_GenericAlloc(<PyTypeObject*>AppendInfo, 5)
+    cdef object first = base, last = offset - 1, count = offset - base
+    Py_INCREF(first)
+    PyTuple_SET_ITEM(info, 0, first)
+    Py_INCREF(last)
+    PyTuple_SET_ITEM(info, 1, last)
+    Py_INCREF(_MINUS_ONE)
+    PyTuple_SET_ITEM(info, 2, _MINUS_ONE)
+    Py_INCREF(count)
+    PyTuple_SET_ITEM(info, 3, count)
+    Py_INCREF(False)
+    PyTuple_SET_ITEM(info, 4, False)
+    return info
+
+
+cdef inline int64_t _threshold(object value, bint* reachable) except? -1:
+    """A flush threshold as int64; ``reachable`` False when it is past every int64 (never reached)."""
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(value, &overflow)
+    reachable[0] = overflow <= 0
+    return INT64_MIN if overflow < 0 else (INT64_MAX if overflow > 0 else x)
+
+
+cdef class LogEnd:
+    """``log_end.LogEndPy``, compiled."""
+
+    cdef readonly int64_t leo, latest_epoch
+    cdef readonly bint closed
+    cdef object _acquire, _release, _assign_epoch, _flush, _segment, _write
+    cdef SegmentTail _tail
+    cdef int64_t _due_offset, _due_ms
+    cdef bint _offset_reachable, _ms_reachable, _log_append_time
+
+    def __init__(self, int64_t leo, lock, assign_epoch, flush):
+        if AppendInfo is None:
+            _import_append_info()
+        self.leo = leo
+        self.latest_epoch = -1
+        self.closed = False
+        self._acquire = lock.acquire
+        self._release = lock.release
+        self._assign_epoch = assign_epoch
+        self._flush = WeakMethod(flush)
+        self._segment = None
+        self._tail = None
+        self._write = None
+        self._log_append_time = True  # nothing is taken before set_config
+        self._due_offset = self._due_ms = INT64_MIN
+        self._offset_reachable = self._ms_reachable = True
+
+    def set_leo(self, int64_t offset):
+        self.leo = offset
+
+    def set_closed(self):
+        self.closed = True
+
+    def set_segment(self, segment):
+        self._tail = segment.tail  # a TypeError unless it is this module's SegmentTail
+        self._segment = segment
+
+    def set_latest_epoch(self, int64_t epoch):
+        self.latest_epoch = epoch
+
+    def set_flush_due(self, due_offset, due_ms):
+        self._due_offset = _threshold(due_offset, &self._offset_reachable)
+        self._due_ms = _threshold(due_ms, &self._ms_reachable)
+
+    def set_config(self, config, write):
+        self._log_append_time = config.log_append_time
+        self._write = write
+
+    def append(self, records, leader_epoch=None):
+        if self._log_append_time or self.closed or self._tail is None:
+            return None
+        cdef int64_t now = _now_ms()
+        cdef int64_t latest, base, offset, epoch
+        cdef bint due
+        self._acquire()
+        try:
+            latest = self.latest_epoch
+            if leader_epoch is None:
+                leader_epoch = latest if latest > 0 else 0
+            base = self.leo
+            if self.closed:
+                return None
+            try:
+                nxt = self._tail._append_plain(self._write, records, base, leader_epoch, now)
+            except OSError as e:
+                raise StorageError(f"append to {self._segment.log_path} failed: {e}") from e
+            if nxt is None:
+                return None
+            offset = nxt
+            self.leo = offset  # publish: readers may now fetch up to here
+            epoch = leader_epoch  # an int the write took (in int32)
+            if epoch > latest:
+                self._assign_epoch(leader_epoch, base)
+            due = (self._offset_reachable and offset >= self._due_offset) or (
+                self._ms_reachable and now >= self._due_ms
+            )
+        finally:
+            self._release()
+        if due:
+            flush = self._flush()
+            if flush is not None:
+                flush()  # outside the partition lock: flush takes the flush lock first
+        return _append_info(base, offset)
 
 
 # ------------------------------------------------------------ the indexes' appends (index.py's methods)

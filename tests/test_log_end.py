@@ -1,0 +1,329 @@
+"""A partition log's append end (``broker/log/log_end.py``, issue 25): the compiled ``_cseg.LogEnd``
+against its pure-Python reference ``LogEndPy``, and the log using it.
+
+Both twins get the same random sequence of calls (plain appends of every kind of run and epoch, config
+changes, rolls by age, size, full index and offset, epoch changes from outside, flush rule changes,
+closing), each with its own real segment file, indexes, epoch cache and flush rule; after every call they
+must hold the same numbers, have written the same bytes, index entries and epoch checkpoint, have
+flushed at the same appends and have returned (or raised) the same thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.logdata import make_batch, open_log
+from test_format_compiled_body import one_batch
+
+from pyspark_logsource.broker.log import LogConfig, log_end, segment_tail
+from pyspark_logsource.broker.log.append import AppendInfo
+from pyspark_logsource.broker.log.config import LONG_MAX
+from pyspark_logsource.broker.log.epochs import LeaderEpochCache
+from pyspark_logsource.broker.log.flush import FlushState
+from pyspark_logsource.broker.log.index import OffsetIndex, TimeIndex
+from pyspark_logsource.errors import StorageError
+from pyspark_logsource.format import plain_run
+
+try:
+    from pyspark_logsource.broker.log import _cseg
+except ImportError:  # not built: `python scripts/build_ext.py` builds it in place
+    _cseg = None
+    if os.environ.get("CI"):
+        raise
+
+needs_cseg = pytest.mark.skipif(_cseg is None, reason="broker/log/_cseg is not built: pure-Python path only")
+PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TAIL_FIELDS = ("size", "next_offset", "max_timestamp", "offset_of_max_timestamp", "bytes_since_index")
+TAIL_FIELDS += ("holds_arrow", "roll_size", "roll_offset", "created_ms")
+
+configs = st.builds(
+    LogConfig,
+    segment_bytes=st.sampled_from([300, 1500, 1 << 20, 1 << 20]),
+    segment_ms=st.sampled_from([1000, LONG_MAX]),
+    index_interval_bytes=st.sampled_from([0, 100, 4096]),
+    segment_index_bytes=st.sampled_from([24, 1 << 20, 1 << 20]),  # 24: an index fills after 2-3 entries
+    flush_messages=st.sampled_from([1, 5, LONG_MAX]),
+    flush_ms=st.sampled_from([1000, LONG_MAX, LONG_MAX]),  # 1000: due at every append (last flush at 0)
+    message_timestamp_type=st.sampled_from(["CreateTime"] * 4 + ["LogAppendTime"]),
+    cleanup_policy=st.sampled_from(["delete", "compact"]),
+)
+
+
+def _run(draw) -> bytearray:
+    """What a produce may carry: one batch of any kind, a bigger one, two plain batches, or a cut one."""
+    kind = draw(st.sampled_from(["one"] * 4 + ["plain"] * 4 + ["big", "two", "cut"]))
+    if kind == "one":
+        return bytearray(draw(one_batch()))
+    if kind == "plain":
+        return make_batch(0, draw(st.integers(1, 3)), timestamps=draw(st.integers(0, 2**41)))
+    if kind == "big":
+        return make_batch(0, draw(st.integers(1, 12)), size=200)
+    if kind == "two":
+        return make_batch(0, 2) + make_batch(2, 1)
+    return make_batch(0, 3)[: draw(st.integers(0, 60))]
+
+
+@st.composite
+def calls(draw):
+    kind = draw(
+        st.sampled_from(["append"] * 16 + ["config", "leo", "epoch", "truncate", "scheduled"] * 2 + ["close"])
+    )
+    if kind == "append":
+        return kind, (
+            _run(draw),
+            draw(st.sampled_from([None] * 5 + [0, 7, 2**31 - 1, -1, 2**31, "7"])),  # 2**31, "7": refused
+            draw(
+                st.sampled_from([2**62, 2**62, 0])
+            ),  # the segment's creation (0: past segment.ms; set: no clock)
+        )
+    if kind == "config":
+        return kind, (draw(configs),)
+    if kind == "leo":  # the log end moved by a general path (a gap past the segment's offsets: a roll)
+        return kind, (draw(st.sampled_from([0, 1, 1000, 2**32])),)
+    if kind == "epoch":
+        return kind, (draw(st.integers(-1, 40)),)
+    if kind == "truncate":
+        return kind, (draw(st.integers(0, 2**40)),)
+    return kind, (draw(st.booleans()),)
+
+
+class _Side:
+    """One twin: its append end, with its own segment file, indexes, epoch cache and flush rule."""
+
+    def __init__(self, end_cls, tail_cls, write, index_appends, directory: Path, leo: int, config) -> None:
+        self.directory = directory
+        self.path = directory / "segment.log"
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.offsets = OffsetIndex(directory / "segment.index", leo, config.segment_index_bytes)
+        self.times = TimeIndex(directory / "segment.timeindex", leo, config.segment_index_bytes)
+        offset_append, time_append = index_appends
+        tail = tail_cls(
+            self.fd, leo, 0, config, partial(offset_append, self.offsets), partial(time_append, self.times)
+        )
+        self.segment = SimpleNamespace(tail=tail, log_path=self.path)
+        self.write = write
+        self.epochs = LeaderEpochCache(directory)
+        self.flushes: list[tuple[int, bool]] = []
+        self.lock = threading.RLock()
+        self.end = end_cls(leo, self.lock, self.epochs.assign, self.flush)
+        self.rule = FlushState(config, leo, 0)
+        self.set_config(config)
+        self.end.set_segment(self.segment)
+        self.epochs.tell_latest(self.end.set_latest_epoch)
+        self.rule.tell_due(self.end.set_flush_due)
+
+    def flush(self) -> None:  # the log's flush, as far as the rule sees it
+        self.flushes.append((self.end.leo, self.lock._is_owned()))  # noqa: SLF001 - never under the lock
+        self.rule.flushed(self.end.leo, 0)
+
+    def set_config(self, config) -> None:
+        self.segment.tail.set_config(config)
+        self.rule.set_config(config)
+        self.end.set_config(
+            config, partial(self.write, config.max_message_bytes, config.cleanup_policy != "delete")
+        )
+
+    def call(self, kind: str, args: tuple):
+        end = self.end
+        if kind == "append":
+            records, epoch, created = args
+            self.segment.tail.set_created(created)
+            records = bytearray(records)
+            return end.append(records, epoch), bytes(records)
+        if kind == "config":
+            return self.set_config(*args)
+        if kind == "leo":
+            return end.set_leo(end.leo + args[0])
+        if kind == "epoch":
+            return self.epochs.assign(args[0], end.leo)
+        if kind == "truncate":
+            return self.epochs.truncate_from_end(*args)
+        if kind == "scheduled":
+            return self.rule.set_scheduled(*args)
+        return end.set_closed()
+
+    def state(self) -> tuple:
+        tail = self.segment.tail
+        return (
+            (self.end.leo, self.end.latest_epoch, self.end.closed),
+            tuple(getattr(tail, f) for f in TAIL_FIELDS),
+            [
+                list(c)
+                for c in (self.offsets._keys, self.offsets._values, self.times._keys, self.times._values)
+            ],  # noqa: SLF001
+            self.epochs.entries(),
+            (self.epochs.path.read_bytes() if self.epochs.path.exists() else None),
+            (self.rule.recovery_point, self.flushes),
+            self.path.read_bytes(),
+        )
+
+    def close(self) -> None:
+        self.offsets.close()
+        self.times.close()
+        os.close(self.fd)
+
+
+def _outcome(side: _Side, kind: str, args: tuple):
+    try:
+        got = side.call(kind, args)
+    except Exception as e:  # noqa: BLE001 - the reference's error, whatever it is, must be the same
+        return ("error", type(e), str(e).replace(str(side.directory), "DIR"))
+    if kind == "append":  # the answer's type too: an AppendInfo, not just an equal tuple
+        return ("ok", type(got[0]), got)
+    return ("ok", got)
+
+
+PURE = (log_end.LogEndPy, segment_tail.SegmentTailPy, plain_run.write_plain_batch_py)
+PURE_INDEX = (OffsetIndex.append_py, TimeIndex.maybe_append_py)
+
+
+@contextlib.contextmanager
+def _twins(leo: int, config: LogConfig):
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "py").mkdir()
+        (Path(d) / "c").mkdir()
+        py = _Side(*PURE, PURE_INDEX, Path(d) / "py", leo, config)
+        co = _Side(
+            _cseg.LogEnd,
+            _cseg.SegmentTail,
+            plain_run.write_plain_batch,
+            (_cseg.offset_index_append, _cseg.time_index_maybe_append),
+            Path(d) / "c",
+            leo,
+            config,
+        )
+        try:
+            yield py, co
+        finally:
+            py.close()
+            co.close()
+
+
+@needs_cseg
+@PROPS
+@given(st.integers(0, 2**40), configs, st.lists(calls(), max_size=30))
+def test_the_compiled_append_end_agrees_with_the_reference(leo, config, sequence):
+    with _twins(leo, config) as (py, co):
+        assert co.state() == py.state()
+        for kind, args in sequence:
+            assert _outcome(co, kind, args) == _outcome(py, kind, args), kind
+            assert co.state() == py.state(), kind
+
+
+def _ends():
+    return [PURE] + ([(_cseg.LogEnd, _cseg.SegmentTail, plain_run.write_plain_batch)] if _cseg else [])
+
+
+def _index_appends(twins):
+    return PURE_INDEX if twins is PURE else (_cseg.offset_index_append, _cseg.time_index_maybe_append)
+
+
+@pytest.mark.parametrize("twins", _ends())
+def test_a_plain_append_answers_writes_and_moves_the_log_end(twins, tmp_path):
+    side = _Side(*twins, _index_appends(twins), tmp_path, 40, LogConfig(flush_messages=LONG_MAX))
+    batch = make_batch(0, 3)
+    info = side.end.append(batch)
+    assert type(info) is AppendInfo and info == (40, 42, -1, 3, False)
+    assert info.base_offset == 40 and info.last_offset == 42 and info.record_count == 3 and not info.duplicate
+    assert side.end.leo == 43 and side.segment.tail.next_offset == 43
+    assert side.path.read_bytes() == bytes(batch)  # stamped in place: what was written
+    assert side.epochs.entries() == [(0, 40)]  # epoch 0 on a single broker, from the first append on
+    assert side.end.append(make_batch(0, 1), 5) == (43, 43, -1, 1, False)
+    assert side.epochs.entries() == [(0, 40), (5, 43)] and side.end.latest_epoch == 5
+    last = make_batch(0, 1)
+    assert side.end.append(last) == (44, 44, -1, 1, False)
+    assert last[12:16] == (5).to_bytes(4, "big")  # stamped with the cache's latest epoch
+    assert side.segment.tail.size == len(side.path.read_bytes()) == len(batch) + 2 * len(make_batch(0, 1))
+    side.close()
+
+
+@pytest.mark.parametrize("twins", _ends())
+def test_what_the_append_end_does_not_take_is_left_untouched(twins, tmp_path):
+    side = _Side(*twins, _index_appends(twins), tmp_path, 0, LogConfig(segment_bytes=200))
+    first = make_batch(0, 2)
+    assert side.end.append(first) is not None
+    before = side.state()
+    for run in (make_batch(0, 2) + make_batch(2, 1), make_batch(0, 9, size=40), bytearray(b"junk")):
+        assert side.end.append(run) is None  # a run of two; one that rolls the segment; not a batch
+    assert side.end.append(make_batch(0, 1), 2**31) is None  # an epoch past int32
+    side.set_config(LogConfig(segment_bytes=200, message_timestamp_type="LogAppendTime"))
+    assert side.end.append(make_batch(0, 1)) is None  # the log's own time stamps it: the general path
+    side.set_config(LogConfig(segment_bytes=200))
+    side.end.set_closed()
+    assert side.end.append(make_batch(0, 1)) is None
+    assert side.state()[:2] == (before[0][:2] + (True,), before[1])
+    assert side.path.read_bytes() == before[-1]
+    side.close()
+
+
+@pytest.mark.parametrize("twins", _ends())
+def test_a_failed_write_is_a_storage_error_with_the_file_cut_back(twins, tmp_path):
+    side = _Side(*twins, _index_appends(twins), tmp_path, 0, LogConfig(index_interval_bytes=0))
+    assert side.end.append(make_batch(0, 3)) is not None
+    before = side.state()
+    os.close(side.fd)  # the segment's file is gone: the write fails
+    with pytest.raises(StorageError, match=r"append to .*segment\.log failed: .*Bad file descriptor") as e:
+        side.end.append(make_batch(0, 2))
+    assert isinstance(e.value.__cause__, OSError)
+    side.fd = os.open(side.path, os.O_RDWR)  # for close()
+    assert side.state() == before  # nothing recorded, the log end unmoved
+    side.close()
+
+
+@pytest.mark.parametrize("twins", _ends())
+def test_the_flush_rule_is_kept_and_a_flush_runs_outside_the_lock(twins, tmp_path):
+    side = _Side(*twins, _index_appends(twins), tmp_path, 0, LogConfig(flush_messages=5, flush_ms=LONG_MAX))
+    end = side.end
+    for _ in range(4):
+        end.append(make_batch(0, 2))
+    # due at offset 5: flushed after the append that reached it (to 6), outside the partition lock
+    assert side.flushes == [(6, False)]
+    assert side.rule.recovery_point == 6
+    end.append(make_batch(0, 1))
+    assert side.flushes == [(6, False)]
+    end.append(make_batch(0, 4))  # 9 to 13: past 6 + 5
+    assert side.flushes == [(6, False), (13, False)]
+    side.rule.set_scheduled(True)  # a thread flushes by time: the rule's thresholds reach the end anew
+    side.rule.set_config(LogConfig(flush_messages=LONG_MAX, flush_ms=0))
+    end.append(make_batch(0, 1))  # flush.messages past int64 (never), flush.ms the thread's
+    assert side.flushes == [(6, False), (13, False)]
+    side.rule.set_scheduled(False)  # flush.ms=0, no thread: every append flushes
+    end.append(make_batch(0, 1))
+    assert side.flushes[-1] == (15, False)
+    side.close()
+
+
+def test_the_append_end_holds_the_flush_weakly(tmp_path):
+    """The log's flush is held by a weak reference: a log is freed by its reference count (no cycle)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        log = open_log(tmp_path)
+        log.append(make_batch(0, 1))
+        gone = weakref.ref(log)
+        log.close()
+        del log
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_the_log_uses_the_compiled_append_end_when_built(tmp_path):
+    log = open_log(tmp_path)
+    if _cseg is None or os.environ.get("LOGSOURCE_NO_EXTENSIONS"):
+        assert type(log._end) is log_end.LogEndPy  # noqa: SLF001
+    else:  # a failing import of _cseg would fall back quietly: this says it did not
+        assert type(log._end) is _cseg.LogEnd  # noqa: SLF001
+        assert type(log.active_segment.tail) is _cseg.SegmentTail
+    log.close()
