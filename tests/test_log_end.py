@@ -14,9 +14,7 @@ import contextlib
 import os
 import tempfile
 import threading
-from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,12 +23,17 @@ from support.logdata import make_batch, open_log
 from test_format_compiled_body import one_batch
 
 from pyspark_logsource.broker.log import LogConfig, log_end, segment_tail
-from pyspark_logsource.broker.log.append import AppendInfo
+from pyspark_logsource.broker.log import append as append_mod
+from pyspark_logsource.broker.log import segment as segment_mod
+from pyspark_logsource.broker.log.append import AppendInfo, AppendValidator
 from pyspark_logsource.broker.log.config import LONG_MAX
 from pyspark_logsource.broker.log.epochs import LeaderEpochCache
 from pyspark_logsource.broker.log.flush import FlushState
 from pyspark_logsource.broker.log.index import OffsetIndex, TimeIndex
+from pyspark_logsource.broker.log.producer_state import ProducerStateManager
+from pyspark_logsource.broker.log.segment import LogSegment
 from pyspark_logsource.errors import StorageError
+from pyspark_logsource.format import encode as fmt_encode
 from pyspark_logsource.format import plain_run
 
 try:
@@ -43,7 +46,7 @@ except ImportError:  # not built: `python scripts/build_ext.py` builds it in pla
 needs_cseg = pytest.mark.skipif(_cseg is None, reason="broker/log/_cseg is not built: pure-Python path only")
 PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TAIL_FIELDS = ("size", "next_offset", "max_timestamp", "offset_of_max_timestamp", "bytes_since_index")
-TAIL_FIELDS += ("holds_arrow", "roll_size", "roll_offset", "created_ms")
+TAIL_FIELDS += ("holds_arrow", "roll_size", "roll_offset")
 
 configs = st.builds(
     LogConfig,
@@ -75,7 +78,9 @@ def _run(draw) -> bytearray:
 @st.composite
 def calls(draw):
     kind = draw(
-        st.sampled_from(["append"] * 16 + ["config", "leo", "epoch", "truncate", "scheduled"] * 2 + ["close"])
+        st.sampled_from(
+            ["append"] * 16 + ["runs"] * 4 + ["config", "leo", "epoch", "truncate", "scheduled"] * 2
+        )
     )
     if kind == "append":
         return kind, (
@@ -85,10 +90,13 @@ def calls(draw):
                 st.sampled_from([2**62, 2**62, 0])
             ),  # the segment's creation (0: past segment.ms; set: no clock)
         )
+    if kind == "runs":  # several produces' runs of one read (append_runs)
+        runs = [_run(draw) for _ in range(draw(st.integers(1, 4)))]
+        return kind, (runs, draw(st.sampled_from([2**62, 2**62, 0])))
     if kind == "config":
         return kind, (draw(configs),)
-    if kind == "leo":  # the log end moved by a general path (a gap past the segment's offsets: a roll)
-        return kind, (draw(st.sampled_from([0, 1, 1000, 2**32])),)
+    if kind == "leo":  # the log end moved by a general path
+        return kind, (draw(st.sampled_from([0, 1, 1000])),)
     if kind == "epoch":
         return kind, (draw(st.integers(-1, 40)),)
     if kind == "truncate":
@@ -96,25 +104,55 @@ def calls(draw):
     return kind, (draw(st.booleans()),)
 
 
-class _Side:
-    """One twin: its append end, with its own segment file, indexes, epoch cache and flush rule."""
+#: the parts a side is built with (its segment's tail and index appends, its validator's format steps)
+PURE_PARTS = (
+    (segment_mod, "SegmentTail", segment_tail.SegmentTailPy),
+    (OffsetIndex, "append", OffsetIndex.append_py),
+    (TimeIndex, "maybe_append", TimeIndex.maybe_append_py),
+    (append_mod, "check_and_stamp", plain_run.check_and_stamp_py),
+    (append_mod, "write_plain_batch", plain_run.write_plain_batch_py),
+)
+COMPILED_PARTS = (
+    ()
+    if _cseg is None
+    else (
+        (segment_mod, "SegmentTail", _cseg.SegmentTail),
+        (OffsetIndex, "append", _cseg.offset_index_append),
+        (TimeIndex, "maybe_append", _cseg.time_index_maybe_append),
+        (append_mod, "check_and_stamp", plain_run.check_and_stamp),
+        (append_mod, "write_plain_batch", plain_run.write_plain_batch),
+    )
+)
 
-    def __init__(self, end_cls, tail_cls, write, index_appends, directory: Path, leo: int, config) -> None:
+
+@contextlib.contextmanager
+def _parts(parts):
+    saved = [getattr(owner, name) for owner, name, _ in parts]
+    for owner, name, value in parts:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for (owner, name, _), value in zip(parts, saved, strict=True):
+            setattr(owner, name, value)
+
+
+class _Side:
+    """One twin: its append end with its own real segment (file, indexes, tail), epoch cache, producer
+    state, append checks and flush rule, all of the same path (pure or compiled)."""
+
+    def __init__(self, end_cls, parts, directory: Path, leo: int, config) -> None:
         self.directory = directory
-        self.path = directory / "segment.log"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.offsets = OffsetIndex(directory / "segment.index", leo, config.segment_index_bytes)
-        self.times = TimeIndex(directory / "segment.timeindex", leo, config.segment_index_bytes)
-        offset_append, time_append = index_appends
-        tail = tail_cls(
-            self.fd, leo, 0, config, partial(offset_append, self.offsets), partial(time_append, self.times)
-        )
-        self.segment = SimpleNamespace(tail=tail, log_path=self.path)
-        self.write = write
+        self.parts = parts
+        with _parts(parts):
+            self.segment = LogSegment(directory, leo, config)
         self.epochs = LeaderEpochCache(directory)
+        self.producers = ProducerStateManager(directory)
         self.flushes: list[tuple[int, bool]] = []
         self.lock = threading.RLock()
-        self.end = end_cls(leo, self.lock, self.epochs.assign, self.flush)
+        self.rolls: list[int] = []
+        self.old: list[LogSegment] = []
+        self.end = end_cls(leo, self.lock, self.epochs.assign, self.flush, self.roll, self.producers, "t-0")
         self.rule = FlushState(config, leo, 0)
         self.set_config(config)
         self.end.set_segment(self.segment)
@@ -125,12 +163,20 @@ class _Side:
         self.flushes.append((self.end.leo, self.lock._is_owned()))  # noqa: SLF001 - never under the lock
         self.rule.flushed(self.end.leo, 0)
 
+    def roll(self, now: int) -> None:  # the log's roll, as far as its append end sees it
+        assert self.lock._is_owned()  # noqa: SLF001 - under the partition lock
+        self.rolls.append(self.end.leo)
+        self.old.append(self.segment)
+        with _parts(self.parts):
+            self.segment = LogSegment(self.directory, self.end.leo, self.config)
+        self.end.set_segment(self.segment)  # as the segment list tells it
+
     def set_config(self, config) -> None:
-        self.segment.tail.set_config(config)
+        self.config = config
+        self.segment.set_config(config)
         self.rule.set_config(config)
-        self.end.set_config(
-            config, partial(self.write, config.max_message_bytes, config.cleanup_policy != "delete")
-        )
+        with _parts(self.parts):
+            self.end.set_config(config, AppendValidator("t-0", "t", config))
 
     def call(self, kind: str, args: tuple):
         end = self.end
@@ -139,6 +185,16 @@ class _Side:
             self.segment.tail.set_created(created)
             records = bytearray(records)
             return end.append(records, epoch), bytes(records)
+        if kind == "runs":
+            if self.config.log_append_time:  # stamped with the wall clock: the twins' would differ
+                return "skipped"  # (the log's tests check LogAppendTime runs)
+            runs, created = args
+            self.segment.tail.set_created(created)
+            runs = [bytearray(r) for r in runs]
+            out: list = [None] * len(runs)
+            took = end.append_runs(runs, out)
+            answers = [(type(a), str(a) if isinstance(a, Exception) else a) for a in out]
+            return took, answers, [bytes(r) for r in runs]
         if kind == "config":
             return self.set_config(*args)
         if kind == "leo":
@@ -152,24 +208,30 @@ class _Side:
         return end.set_closed()
 
     def state(self) -> tuple:
-        tail = self.segment.tail
+        seg = self.segment
+        tail = seg.tail
         return (
             (self.end.leo, self.end.latest_epoch, self.end.closed),
-            tuple(getattr(tail, f) for f in TAIL_FIELDS),
-            [
-                list(c)
-                for c in (self.offsets._keys, self.offsets._values, self.times._keys, self.times._values)
-            ],  # noqa: SLF001
+            tuple(
+                getattr(tail, f) for f in TAIL_FIELDS
+            ),  # created_ms: a rolled segment's first append's clock
+            [s.tail.created_ms for s in self.old],
+            [list(c) for c in (seg.offset_index._keys, seg.offset_index._values)],  # noqa: SLF001
+            [list(c) for c in (seg.time_index._keys, seg.time_index._values)],  # noqa: SLF001
             self.epochs.entries(),
             (self.epochs.path.read_bytes() if self.epochs.path.exists() else None),
-            (self.rule.recovery_point, self.flushes),
-            self.path.read_bytes(),
+            sorted(
+                (e.producer_id, e.epoch, list(e.batches), e.last_timestamp)
+                for e in self.producers.producers.values()
+            ),
+            (self.rule.recovery_point, self.flushes, self.rolls),
+            [s.log_path.read_bytes() for s in (*self.old, seg)],
         )
 
     def close(self) -> None:
-        self.offsets.close()
-        self.times.close()
-        os.close(self.fd)
+        for seg in (*self.old, self.segment):
+            with contextlib.suppress(OSError):
+                seg.close()
 
 
 def _outcome(side: _Side, kind: str, args: tuple):
@@ -182,25 +244,13 @@ def _outcome(side: _Side, kind: str, args: tuple):
     return ("ok", got)
 
 
-PURE = (log_end.LogEndPy, segment_tail.SegmentTailPy, plain_run.write_plain_batch_py)
-PURE_INDEX = (OffsetIndex.append_py, TimeIndex.maybe_append_py)
-
-
 @contextlib.contextmanager
 def _twins(leo: int, config: LogConfig):
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "py").mkdir()
         (Path(d) / "c").mkdir()
-        py = _Side(*PURE, PURE_INDEX, Path(d) / "py", leo, config)
-        co = _Side(
-            _cseg.LogEnd,
-            _cseg.SegmentTail,
-            plain_run.write_plain_batch,
-            (_cseg.offset_index_append, _cseg.time_index_maybe_append),
-            Path(d) / "c",
-            leo,
-            config,
-        )
+        py = _Side(log_end.LogEndPy, PURE_PARTS, Path(d) / "py", leo, config)
+        co = _Side(_cseg.LogEnd, COMPILED_PARTS, Path(d) / "c", leo, config)
         try:
             yield py, co
         finally:
@@ -214,46 +264,43 @@ def _twins(leo: int, config: LogConfig):
 def test_the_compiled_append_end_agrees_with_the_reference(leo, config, sequence):
     with _twins(leo, config) as (py, co):
         assert co.state() == py.state()
-        for kind, args in sequence:
+        for kind, args in sequence + [("close", ()), *sequence[-2:]]:  # then closed: nothing is taken
             assert _outcome(co, kind, args) == _outcome(py, kind, args), kind
             assert co.state() == py.state(), kind
 
 
 def _ends():
-    return [PURE] + ([(_cseg.LogEnd, _cseg.SegmentTail, plain_run.write_plain_batch)] if _cseg else [])
-
-
-def _index_appends(twins):
-    return PURE_INDEX if twins is PURE else (_cseg.offset_index_append, _cseg.time_index_maybe_append)
+    return [(log_end.LogEndPy, PURE_PARTS)] + ([(_cseg.LogEnd, COMPILED_PARTS)] if _cseg else [])
 
 
 @pytest.mark.parametrize("twins", _ends())
 def test_a_plain_append_answers_writes_and_moves_the_log_end(twins, tmp_path):
-    side = _Side(*twins, _index_appends(twins), tmp_path, 40, LogConfig(flush_messages=LONG_MAX))
+    side = _Side(*twins, tmp_path, 40, LogConfig(flush_messages=LONG_MAX))
     batch = make_batch(0, 3)
     info = side.end.append(batch)
     assert type(info) is AppendInfo and info == (40, 42, -1, 3, False)
     assert info.base_offset == 40 and info.last_offset == 42 and info.record_count == 3 and not info.duplicate
     assert side.end.leo == 43 and side.segment.tail.next_offset == 43
-    assert side.path.read_bytes() == bytes(batch)  # stamped in place: what was written
+    assert side.segment.log_path.read_bytes() == bytes(batch)  # stamped in place: what was written
     assert side.epochs.entries() == [(0, 40)]  # epoch 0 on a single broker, from the first append on
     assert side.end.append(make_batch(0, 1), 5) == (43, 43, -1, 1, False)
     assert side.epochs.entries() == [(0, 40), (5, 43)] and side.end.latest_epoch == 5
     last = make_batch(0, 1)
     assert side.end.append(last) == (44, 44, -1, 1, False)
     assert last[12:16] == (5).to_bytes(4, "big")  # stamped with the cache's latest epoch
-    assert side.segment.tail.size == len(side.path.read_bytes()) == len(batch) + 2 * len(make_batch(0, 1))
+    assert side.segment.size == len(side.segment.log_path.read_bytes()) == len(batch) + 2 * len(last)
     side.close()
 
 
 @pytest.mark.parametrize("twins", _ends())
 def test_what_the_append_end_does_not_take_is_left_untouched(twins, tmp_path):
-    side = _Side(*twins, _index_appends(twins), tmp_path, 0, LogConfig(segment_bytes=200))
+    side = _Side(*twins, tmp_path, 0, LogConfig(segment_bytes=200))
     first = make_batch(0, 2)
     assert side.end.append(first) is not None
     before = side.state()
-    for run in (make_batch(0, 2) + make_batch(2, 1), make_batch(0, 9, size=40), bytearray(b"junk")):
-        assert side.end.append(run) is None  # a run of two; one that rolls the segment; not a batch
+    idempotent = fmt_encode([b"v"], None, 5, producer_id=3, producer_epoch=0, base_sequence=0)
+    for run in (bytearray(b"junk"), make_batch(0, 3)[:-1], idempotent):
+        assert side.end.append(run) is None  # not a batch; a cut one; an idempotent producer's
     assert side.end.append(make_batch(0, 1), 2**31) is None  # an epoch past int32
     side.set_config(LogConfig(segment_bytes=200, message_timestamp_type="LogAppendTime"))
     assert side.end.append(make_batch(0, 1)) is None  # the log's own time stamps it: the general path
@@ -261,27 +308,41 @@ def test_what_the_append_end_does_not_take_is_left_untouched(twins, tmp_path):
     side.end.set_closed()
     assert side.end.append(make_batch(0, 1)) is None
     assert side.state()[:2] == (before[0][:2] + (True,), before[1])
-    assert side.path.read_bytes() == before[-1]
+    assert side.segment.log_path.read_bytes() == before[-1][-1]
+    side.close()
+
+
+@pytest.mark.parametrize("twins", _ends())
+def test_a_run_past_the_segments_bounds_rolls_it_first(twins, tmp_path):
+    side = _Side(*twins, tmp_path, 0, LogConfig(segment_bytes=200))
+    assert side.end.append(make_batch(0, 2)) is not None
+    assert side.end.append(make_batch(0, 9, size=40)) == (2, 10, -1, 9, False)  # past segment.bytes
+    assert side.end.append(make_batch(0, 2) + make_batch(2, 5)) == (11, 17, -1, 7, False)  # a run of two
+    assert side.rolls == [2, 11] and side.segment.base_offset == 11 and side.end.leo == 18
+    side.segment.tail.set_created(0)  # past segment.ms: the next append rolls by age
+    side.set_config(LogConfig(segment_bytes=1 << 20, segment_ms=1000))
+    assert side.end.append(make_batch(0, 1)) == (18, 18, -1, 1, False)
+    assert side.rolls == [2, 11, 18]
     side.close()
 
 
 @pytest.mark.parametrize("twins", _ends())
 def test_a_failed_write_is_a_storage_error_with_the_file_cut_back(twins, tmp_path):
-    side = _Side(*twins, _index_appends(twins), tmp_path, 0, LogConfig(index_interval_bytes=0))
+    side = _Side(*twins, tmp_path, 0, LogConfig(index_interval_bytes=0))
     assert side.end.append(make_batch(0, 3)) is not None
     before = side.state()
-    os.close(side.fd)  # the segment's file is gone: the write fails
-    with pytest.raises(StorageError, match=r"append to .*segment\.log failed: .*Bad file descriptor") as e:
-        side.end.append(make_batch(0, 2))
-    assert isinstance(e.value.__cause__, OSError)
-    side.fd = os.open(side.path, os.O_RDWR)  # for close()
-    assert side.state() == before  # nothing recorded, the log end unmoved
+    os.close(side.segment.file.fileno())  # the segment's file is gone: the write fails
+    for run in (make_batch(0, 2), make_batch(0, 2) + make_batch(2, 1)):  # one batch; a run of two
+        with pytest.raises(StorageError, match=r"append to .*\.log failed: .*Bad file descriptor") as e:
+            side.end.append(run)
+        assert isinstance(e.value.__cause__, OSError)
+        assert side.state() == before  # nothing recorded, the log end unmoved
     side.close()
 
 
 @pytest.mark.parametrize("twins", _ends())
 def test_the_flush_rule_is_kept_and_a_flush_runs_outside_the_lock(twins, tmp_path):
-    side = _Side(*twins, _index_appends(twins), tmp_path, 0, LogConfig(flush_messages=5, flush_ms=LONG_MAX))
+    side = _Side(*twins, tmp_path, 0, LogConfig(flush_messages=5, flush_ms=LONG_MAX))
     end = side.end
     for _ in range(4):
         end.append(make_batch(0, 2))
@@ -327,3 +388,15 @@ def test_the_log_uses_the_compiled_append_end_when_built(tmp_path):
         assert type(log._end) is _cseg.LogEnd  # noqa: SLF001
         assert type(log.active_segment.tail) is _cseg.SegmentTail
     log.close()
+
+
+@pytest.mark.parametrize("twins", _ends())
+def test_a_run_that_just_fills_the_segment_goes_in_and_one_byte_more_rolls_it(twins, tmp_path):
+    first, run = make_batch(0, 2), make_batch(0, 2) + make_batch(2, 1)
+    for extra, rolls in ((0, []), (-1, [2])):
+        (tmp_path / str(extra)).mkdir()
+        side = _Side(*twins, tmp_path / str(extra), 0, LogConfig(segment_bytes=len(first) + len(run) + extra))
+        assert side.end.append(first) is not None
+        assert side.end.append(bytearray(run)) == (2, 4, -1, 3, False)
+        assert side.rolls == rolls
+        side.close()

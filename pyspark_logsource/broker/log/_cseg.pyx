@@ -195,17 +195,20 @@ cdef class SegmentTail:
 # ------------------------------------------------------------ the partition log's append end (log_end.py)
 
 cdef object _MINUS_ONE = -1
-#: append.AppendInfo, imported by the first LogEnd (append.py imports what imports this module)
+#: append.AppendInfo, check_stamp_runs and new_info, imported by the first LogEnd (append.py imports what
+#: imports this module)
 cdef object AppendInfo = None
+cdef object check_stamp_runs = None
+cdef object new_info = None
 
 
-cdef _import_append_info():
-    global AppendInfo
-    from pyspark_logsource.broker.log.append import AppendInfo as info
+cdef _import_append():
+    global AppendInfo, check_stamp_runs, new_info
+    from pyspark_logsource.broker.log import append
 
     # a NamedTuple: a tuple subclass with no instance dict, allocated as tuples are
-    assert issubclass(info, tuple) and info.__basicsize__ == tuple.__basicsize__
-    AppendInfo = info
+    assert issubclass(append.AppendInfo, tuple) and append.AppendInfo.__basicsize__ == tuple.__basicsize__
+    AppendInfo, check_stamp_runs, new_info = append.AppendInfo, append.check_stamp_runs, append.new_info
 
 
 cdef object _append_info(int64_t base, int64_t offset):
@@ -238,25 +241,32 @@ cdef class LogEnd:
 
     cdef readonly int64_t leo, latest_epoch
     cdef readonly bint closed
-    cdef object _acquire, _release, _assign_epoch, _flush, _segment, _write
+    cdef object _lock, _acquire, _release, _assign_epoch, _flush, _roll, _producer_state, _name
+    cdef object _segment, _validator, _write
     cdef SegmentTail _tail
-    cdef int64_t _due_offset, _due_ms
+    cdef int64_t _due_offset, _due_ms, _segment_bytes
     cdef bint _offset_reachable, _ms_reachable, _log_append_time
 
-    def __init__(self, int64_t leo, lock, assign_epoch, flush):
+    def __init__(self, int64_t leo, lock, assign_epoch, flush, roll, producer_state, str name):
         if AppendInfo is None:
-            _import_append_info()
+            _import_append()
         self.leo = leo
         self.latest_epoch = -1
         self.closed = False
+        self._lock = lock
         self._acquire = lock.acquire
         self._release = lock.release
         self._assign_epoch = assign_epoch
         self._flush = WeakMethod(flush)
+        self._roll = WeakMethod(roll)
+        self._producer_state = producer_state
+        self._name = name
         self._segment = None
         self._tail = None
+        self._validator = None
         self._write = None
         self._log_append_time = True  # nothing is taken before set_config
+        self._segment_bytes = 0
         self._due_offset = self._due_ms = INT64_MIN
         self._offset_reachable = self._ms_reachable = True
 
@@ -277,9 +287,11 @@ cdef class LogEnd:
         self._due_offset = _threshold(due_offset, &self._offset_reachable)
         self._due_ms = _threshold(due_ms, &self._ms_reachable)
 
-    def set_config(self, config, write):
+    def set_config(self, config, validator):
         self._log_append_time = config.log_append_time
-        self._write = write
+        self._segment_bytes = config.segment_bytes
+        self._validator = validator
+        self._write = validator.write_plain
 
     def append(self, records, leader_epoch=None):
         if self._log_append_time or self.closed or self._tail is None:
@@ -300,7 +312,9 @@ cdef class LogEnd:
             except OSError as e:
                 raise StorageError(f"append to {self._segment.log_path} failed: {e}") from e
             if nxt is None:
-                return None
+                nxt = self._append_run(records, base, leader_epoch, now)
+                if nxt is None:
+                    return None
             offset = nxt
             self.leo = offset  # publish: readers may now fetch up to here
             epoch = leader_epoch  # an int the write took (in int32)
@@ -316,6 +330,77 @@ cdef class LogEnd:
             if flush is not None:
                 flush()  # outside the partition lock: flush takes the flush lock first
         return _append_info(base, offset)
+
+    cdef object _append_run(self, records, int64_t base, leader_epoch, int64_t now):
+        # as LogEndPy._append_run (a run of several plain batches, or one that rolls the segment first)
+        got = self._validator.check_and_stamp(records, base, leader_epoch)
+        if got is None:
+            return None
+        arrow, stamped = got
+        last = stamped[-1]
+        offset = last[1] + last[4]
+        cdef SegmentTail tail = self._tail
+        cdef int64_t size = tail.size
+        if size and (size + len(records) > tail.roll_size or now >= tail._roll_ms or offset - 1 > tail.roll_offset):
+            roll = self._roll()
+            if roll is None:
+                return None
+            roll(now)  # the segment list tells this end the new active segment
+        segment = self._segment
+        try:
+            segment.append(records, stamped, arrow=arrow)
+        except OSError as e:
+            raise StorageError(f"append to {segment.log_path} failed: {e}") from e
+        return offset
+
+    def append_runs(self, list runs, list out):
+        cdef int64_t now = _now_ms()
+        cdef int64_t latest, epoch
+        cdef bint due
+        with self._lock:
+            if self.closed:
+                raise StorageError(f"log {self._name} is closed")
+            latest = self.latest_epoch
+            epoch = latest if latest > 0 else 0
+            lat = self._log_append_time
+            # checked and stamped in place (the plain runs by one compiled call each); nothing is
+            # published before the write, and a retry one by one stamps the runs again
+            done = check_stamp_runs(self._validator, self._producer_state, runs, self.leo, epoch, now, lat, out)
+            if done is None:
+                return False  # a transactional run: one by one
+            parts, stamped, appended, offset, producers, arrow = done
+            if not parts:
+                return True
+            segment = self._segment
+            size = sum(map(len, parts))
+            # one by one, a run rolls the segment if it finds it too full: with all of them in, or (an
+            # empty segment takes its first run whatever its size) by their bytes and offsets alone
+            if (
+                segment.should_roll(size, offset - 1, now)
+                if segment.size
+                else size > self._segment_bytes or offset - 1 - segment.base_offset > 0xFFFFFFFF
+            ):
+                return False  # rare (once a segment): the one-by-one path rolls where it must
+            try:
+                segment.append(parts, stamped, arrow=arrow)
+            except OSError as e:
+                raise StorageError(f"append to {segment.log_path} failed: {e}") from e
+            if producers is not None:
+                producers.commit()
+            self.leo = offset  # publish: readers may now fetch up to here
+            if epoch > latest:
+                self._assign_epoch(epoch, appended[0][1])
+            ts = now if lat else -1
+            for i, base, nxt in appended:
+                out[i] = new_info(AppendInfo, (base, nxt - 1, ts, nxt - base, False))
+            due = (self._offset_reachable and offset >= self._due_offset) or (
+                self._ms_reachable and now >= self._due_ms
+            )
+        if due:
+            flush = self._flush()
+            if flush is not None:
+                flush()  # outside the partition lock, as append does
+        return True
 
 
 # ------------------------------------------------------------ the indexes' appends (index.py's methods)

@@ -1,8 +1,9 @@
 """The partition log (Kafka's UnifiedLog): appends, reads, flushes and the high watermark of one partition.
 
-It is built from parts that each own their state, and holds the partition lock
-and the log end offset:
+It is built from parts that each own their state, and holds the partition lock:
 
+* :mod:`.log_end` (:class:`~.log_end.LogEndPy`) owns the log end offset and the
+  closed flag, and appends plain runs (most produce requests) in one call.
 * :mod:`.loader` (:class:`~.loader.LogLoader`) owns recovery: opening the log
   returns a :class:`~.loader.LoadedLog` value it is built from.
 * :mod:`.segment_list` (:class:`~.segment_list.SegmentList`) owns the
@@ -47,7 +48,6 @@ from .append import (
     TRANSACTIONAL,
     AppendInfo,
     AppendValidator,
-    check_stamp_runs,
     new_info,
     stamp_run,
 )
@@ -97,8 +97,16 @@ class PartitionLog:
         self._segments = SegmentList(self.directory, config, loaded.segments)
         #: the append end: the log end offset, the closed flag and the plain produce's one call (it is
         #: told the active segment, the latest epoch and the flush thresholds by their owners)
-        self._end = end = LogEnd(loaded.next_offset, self._lock, self.epochs.assign, self.flush)
-        end.set_config(config, self._validator.write_plain)
+        self._end = end = LogEnd(
+            loaded.next_offset,
+            self._lock,
+            self.epochs.assign,
+            self.flush,
+            self._roll_locked,
+            self.producer_state,
+            self.name,
+        )
+        end.set_config(config, self._validator)
         self._segments.tell_active(end.set_segment)
         self.epochs.tell_latest(end.set_latest_epoch)
         self._flush = FlushState(config, loaded.recovery_point, loaded.loaded_ms)
@@ -116,7 +124,7 @@ class PartitionLog:
             self.config = config
             self._log_append_time = config.log_append_time
             self._validator = AppendValidator(self.name, self.topic, config)
-            self._end.set_config(config, self._validator.write_plain)
+            self._end.set_config(config, self._validator)
             self._segments.set_config(config)
             self._flush.set_config(config)
 
@@ -234,33 +242,12 @@ class PartitionLog:
         A writable buffer (bytearray) is stamped in place; bytes are copied once. Control
         batches (transaction markers) only from the coordinator: ``control=True``.
         """
-        # Hot path: one plain batch (most produce requests) is checked, stamped, written and recorded by
-        # one call of the append end (see log_end.py); None: not taken, nothing done
+        # Hot path: a run of plain batches (most produce requests: one) is checked, stamped, written and
+        # recorded by one call of the append end (see log_end.py); None: not taken, nothing written
         info = self._end.append(records, leader_epoch)
         if info is not None:
             return info
         now = clock_ms()
-        if not self._log_append_time and not self._end.closed:
-            # a run of plain batches (or one that rolls the segment) is checked and stamped by one format
-            # call (AppendValidator.check_and_stamp); any other run gets None, nothing done, and the path below
-            with self._lock:
-                latest = self.epochs.latest_epoch
-                epoch = (latest if latest > 0 else 0) if leader_epoch is None else leader_epoch
-                base = self._end.leo
-                got = None if self._end.closed else self._validator.check_and_stamp(records, base, epoch)
-                if got is not None:
-                    arrow, stamped = got
-                    offset = stamped[-1][1] + stamped[-1][4]
-                    self._write_locked(records, stamped, offset, now, arrow)
-                    self._end.set_leo(offset)  # publish: readers may now fetch up to here
-                    if epoch > latest:
-                        self.epochs.assign(epoch, base)
-                    flush = self._flush  # FlushState.due, inlined as below
-                    due = offset >= flush.due_offset or now >= flush.due_ms
-            if got is not None:
-                if due:
-                    self.flush()
-                return new_info(AppendInfo, (base, offset - 1, -1, offset - base, False))
         mv, batches, flags = self._validator.check(records, control)
         with self._lock:
             if self._end.closed:
@@ -339,58 +326,11 @@ class PartitionLog:
         if len(runs) == 1:
             return [self._append_one(runs[0])]
         out: list = [None] * len(runs)
-        if len(runs) > MAX_COALESCED_RUNS or not self._append_coalesced(runs, out):
+        # together by the append end (False, nothing done: a run is transactional, or they would roll)
+        if len(runs) > MAX_COALESCED_RUNS or not self._end.append_runs(runs, out):
             for i, records in enumerate(runs):
                 out[i] = self._append_one(records)
         return out
-
-    def _append_coalesced(self, runs: list, out: list) -> bool:
-        """Append ``runs`` together, answers in ``out``; False (nothing done) if they would roll the
-        segment or one is transactional."""
-        now = clock_ms()
-        with self._lock:
-            if self._end.closed:
-                raise StorageError(f"log {self.name} is closed")
-            latest = self.epochs.latest_epoch
-            epoch = latest if latest > 0 else 0
-            lat = self._log_append_time
-            # checked and stamped in place (the plain runs by one compiled call each); nothing is
-            # published before the write, and a retry one by one stamps the runs again
-            done = check_stamp_runs(
-                self._validator, self.producer_state, runs, self._end.leo, epoch, now, lat, out
-            )
-            if done is None:
-                return False  # a transactional run: one by one
-            parts, stamped, appended, offset, producers, arrow = done
-            if not parts:
-                return True
-            active = self._segments.active
-            size = sum(map(len, parts))
-            # one by one, a run rolls the segment if it finds it too full: with all of them in, or (an
-            # empty segment takes its first run whatever its size) by their bytes and offsets alone
-            if (
-                active.should_roll(size, offset - 1, now)
-                if active.size
-                else size > self.config.segment_bytes or offset - 1 - active.base_offset > 0xFFFFFFFF
-            ):
-                return False  # rare (once a segment): the one-by-one path rolls where it must
-            try:
-                active.append(parts, stamped, arrow=arrow)
-            except OSError as e:
-                raise StorageError(f"append to {active.log_path} failed: {e}") from e
-            if producers is not None:
-                producers.commit()
-            self._end.set_leo(offset)  # publish: readers may now fetch up to here
-            if epoch > latest:
-                self.epochs.assign(epoch, appended[0][1])
-            ts = now if lat else -1
-            for i, base, nxt in appended:
-                out[i] = new_info(AppendInfo, (base, nxt - 1, ts, nxt - base, False))
-            flush = self._flush  # FlushState.due, inlined as in append
-            due = offset >= flush.due_offset or now >= flush.due_ms
-        if due:
-            self.flush()  # outside the partition lock, as append does
-        return True
 
     def _append_one(self, records: bytes | bytearray | memoryview) -> AppendInfo | LogSourceError:
         try:
