@@ -400,3 +400,42 @@ def test_a_run_that_just_fills_the_segment_goes_in_and_one_byte_more_rolls_it(tw
         assert side.end.append(bytearray(run)) == (2, 4, -1, 3, False)
         assert side.rolls == rolls
         side.close()
+
+
+@needs_cseg
+@PROPS
+@given(
+    st.integers(0, 2**40),
+    st.sampled_from([12, 24, 1 << 20]),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["offset", "offset", "truncate"]),
+            st.one_of(
+                st.integers(0, 50), st.sampled_from([-1, 2**32 - 1, 2**32]), st.integers(-(2**41), 2**41)
+            ),
+            st.one_of(st.integers(0, 5000), st.sampled_from([-1, 2**32 - 1, 2**32, 2**62])),
+        ),
+        max_size=40,
+    ),
+)
+def test_the_tails_c_call_of_the_offset_index_append_agrees_with_the_reference(base, max_bytes, sequence):
+    """``_cseg``'s C call of the offset index append (what a compiled tail uses) against ``append_py``."""
+    with tempfile.TemporaryDirectory() as d:
+        ref = OffsetIndex(Path(d) / "py.index", base, max_bytes)
+        got = OffsetIndex(Path(d) / "c.index", base, max_bytes)
+
+        def outcome(index, append, kind, a, b):
+            try:
+                if kind == "offset":
+                    return ("ok", append(index, base + a, b))
+                index.truncate_to(base + abs(a))
+                return ("ok", None)
+            except Exception as e:  # noqa: BLE001 - the reference's error, whatever it is, must be the same
+                return ("error", type(e), str(e))
+
+        for kind, a, b in sequence:
+            c = outcome(got, _cseg.offset_index_append_from_c, kind, a, b)
+            assert c == outcome(ref, OffsetIndex.append_py, kind, a, b), kind
+            assert [list(got._keys), list(got._values)] == [list(ref._keys), list(ref._values)]  # noqa: SLF001
+        ref.close()
+        got.close()

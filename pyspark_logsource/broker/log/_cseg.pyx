@@ -9,6 +9,8 @@ bound by index.py). tests/test_log_segment_tail.py and tests/test_log_end.py com
 reference.
 """
 
+from functools import partial
+from types import MethodType
 from weakref import WeakMethod
 
 from cpython cimport array
@@ -19,6 +21,9 @@ from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint32_t
 
 from pyspark_logsource.errors import StorageError
+from pyspark_logsource.format import _cbody
+
+from pyspark_logsource.format._cbody cimport write_plain_c
 
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
@@ -60,6 +65,7 @@ cdef class SegmentTail:
     cdef int64_t _roll_ms  # created_ms + segment.ms, INT64_MAX while empty or past int64
     cdef bint _index_full
     cdef object _offset_index_append, _time_index_append
+    cdef object _offset_index  # the OffsetIndex when _offset_index_append is this module's, bound: called in C
 
     def __init__(self, int fd, int64_t base_offset, int64_t size, config, offset_index_append,
                  time_index_append):
@@ -76,6 +82,9 @@ cdef class SegmentTail:
         self._roll_ms = INT64_MAX
         self._index_full = False
         self._offset_index_append = offset_index_append
+        self._offset_index = None
+        if type(offset_index_append) is MethodType and offset_index_append.__func__ is offset_index_append_fn:
+            self._offset_index = offset_index_append.__self__
         self._time_index_append = time_index_append
         self._time_handed = -1
         self.set_config(config)
@@ -134,7 +143,11 @@ cdef class SegmentTail:
         self.next_offset = next_offset
 
     cdef bint _add_index_entries(self, int64_t base_offset, int64_t position) except -1:
-        cdef bint full = self._offset_index_append(base_offset, position)
+        cdef bint full
+        if self._offset_index is not None:
+            full = _offset_index_append_c(self._offset_index, base_offset, position)
+        else:
+            full = self._offset_index_append(base_offset, position)
         cdef int64_t ts = self.max_timestamp
         if ts != self._time_handed:
             self._time_handed = ts
@@ -171,6 +184,19 @@ cdef class SegmentTail:
         if start and now >= self._roll_ms:  # the age roll bound (size and offset: write's)
             return None
         done = write(records, base_offset, leader_epoch, self.fd, start, self.roll_size, self.roll_offset)
+        return self._recorded(done, start, base_offset, now)
+
+    cdef object _append_plain_c(self, int64_t max_size, bint refuse_keyless, records, base_offset, leader_epoch,
+                                int64_t now):
+        # _append_plain with write = partial(_cbody.write_plain_batch, max_size, refuse_keyless), called in C
+        cdef int64_t start = self.size
+        if start and now >= self._roll_ms:
+            return None
+        done = write_plain_c(max_size, refuse_keyless, records, base_offset, leader_epoch, self.fd, start,
+                             self.roll_size, self.roll_offset)
+        return self._recorded(done, start, base_offset, now)
+
+    cdef object _recorded(self, done, int64_t start, base_offset, int64_t now):
         if done is None:
             return None
         cdef int64_t size, ts
@@ -244,8 +270,8 @@ cdef class LogEnd:
     cdef object _lock, _acquire, _release, _assign_epoch, _flush, _roll, _producer_state, _name
     cdef object _segment, _validator, _write
     cdef SegmentTail _tail
-    cdef int64_t _due_offset, _due_ms, _segment_bytes
-    cdef bint _offset_reachable, _ms_reachable, _log_append_time
+    cdef int64_t _due_offset, _due_ms, _segment_bytes, _max_size
+    cdef bint _offset_reachable, _ms_reachable, _log_append_time, _direct, _refuse_keyless
 
     def __init__(self, int64_t leo, lock, assign_epoch, flush, roll, producer_state, str name):
         if AppendInfo is None:
@@ -291,7 +317,16 @@ cdef class LogEnd:
         self._log_append_time = config.log_append_time
         self._segment_bytes = config.segment_bytes
         self._validator = validator
-        self._write = validator.write_plain
+        write = self._write = validator.write_plain
+        # the compiled step itself (AppendValidator's partial of it): called in C, with no Python call
+        self._direct = False
+        if (
+            type(write) is partial and write.func is _cbody.write_plain_batch and not write.keywords
+            and len(write.args) == 2 and type(write.args[0]) is int and -INT64_MAX <= write.args[0] <= INT64_MAX
+        ):
+            self._max_size = write.args[0]
+            self._refuse_keyless = write.args[1]
+            self._direct = True
 
     def append(self, records, leader_epoch=None):
         if self._log_append_time or self.closed or self._tail is None:
@@ -308,7 +343,11 @@ cdef class LogEnd:
             if self.closed:
                 return None
             try:
-                nxt = self._tail._append_plain(self._write, records, base, leader_epoch, now)
+                if self._direct:
+                    nxt = self._tail._append_plain_c(self._max_size, self._refuse_keyless, records, base,
+                                                     leader_epoch, now)
+                else:
+                    nxt = self._tail._append_plain(self._write, records, base, leader_epoch, now)
             except OSError as e:
                 raise StorageError(f"append to {self._segment.log_path} failed: {e}") from e
             if nxt is None:
@@ -445,6 +484,42 @@ def offset_index_append(self, offset, position):
     values.append(position)
     keys.append(rel)
     return len(keys) >= self.max_entries
+
+
+cdef object _offset_index_append_c(index, int64_t offset, int64_t position):
+    """``offset_index_append(index, offset, position)`` for C callers (the tail): its fast path with no
+    Python call or int objects; anything else through it (the same entries, result and errors)."""
+    keys = index._keys
+    values = index._values
+    base = index.base_offset
+    cdef int overflow = 0
+    cdef long long b
+    cdef int64_t rel
+    cdef Py_ssize_t n
+    if (
+        type(keys) is array.array and type(values) is array.array and type(base) is int
+        and (<array.array>keys).ob_descr.typecode == b"I" and (<array.array>values).ob_descr.typecode == b"I"
+    ):
+        b = PyLong_AsLongLongAndOverflow(base, &overflow)
+        if not overflow and b >= 0 and offset >= 0:
+            rel = offset - b
+            if 0 <= rel <= 0xFFFFFFFF and 0 <= position <= 0xFFFFFFFF:
+                n = Py_SIZE(keys)
+                if n and <uint32_t>rel <= (<array.array>keys).data.as_uints[n - 1]:
+                    return False
+                _push_u32(values, <uint32_t>position)  # the payload first, as in offset_index_append
+                _push_u32(keys, <uint32_t>rel)
+                return Py_SIZE(keys) >= index.max_entries
+    return offset_index_append(index, offset, position)
+
+
+#: the def function itself (the tail recognises its bound methods)
+offset_index_append_fn = offset_index_append
+
+
+def offset_index_append_from_c(index, int64_t offset, int64_t position):
+    """The tail's C call of ``offset_index_append`` (tests/test_log_end.py compares it with the reference)."""
+    return _offset_index_append_c(index, offset, position)
 
 
 def time_index_maybe_append(self, timestamp, offset):
