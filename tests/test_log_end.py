@@ -387,6 +387,12 @@ def test_the_log_uses_the_compiled_append_end_when_built(tmp_path):
     else:  # a failing import of _cseg would fall back quietly: this says it did not
         assert type(log._end) is _cseg.LogEnd  # noqa: SLF001
         assert type(log.active_segment.tail) is _cseg.SegmentTail
+    # the log's own append is its append end's, which goes on to the general path for what it does not take
+    assert log.append.__self__ is log._end  # noqa: SLF001
+    assert log.append(make_batch(0, 2)) == (0, 1, -1, 2, False)
+    idempotent = fmt_encode([b"v"], None, 5, producer_id=3, producer_epoch=0, base_sequence=0)
+    assert log.append(idempotent) == (2, 2, -1, 1, False)  # the general path's answer
+    assert log.append(bytearray(idempotent)).duplicate  # a retry: the producer state's answer
     log.close()
 
 

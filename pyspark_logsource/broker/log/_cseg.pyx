@@ -267,7 +267,7 @@ cdef class LogEnd:
 
     cdef readonly int64_t leo, latest_epoch
     cdef readonly bint closed
-    cdef object _lock, _acquire, _release, _assign_epoch, _flush, _roll, _producer_state, _name
+    cdef object _lock, _acquire, _release, _assign_epoch, _flush, _roll, _general, _producer_state, _name
     cdef object _segment, _validator, _write
     cdef SegmentTail _tail
     cdef int64_t _due_offset, _due_ms, _segment_bytes, _max_size
@@ -285,6 +285,7 @@ cdef class LogEnd:
         self._assign_epoch = assign_epoch
         self._flush = WeakMethod(flush)
         self._roll = WeakMethod(roll)
+        self._general = None
         self._producer_state = producer_state
         self._name = name
         self._segment = None
@@ -313,6 +314,9 @@ cdef class LogEnd:
         self._due_offset = _threshold(due_offset, &self._offset_reachable)
         self._due_ms = _threshold(due_ms, &self._ms_reachable)
 
+    def set_general(self, general):
+        self._general = WeakMethod(general)
+
     def set_config(self, config, validator):
         self._log_append_time = config.log_append_time
         self._segment_bytes = config.segment_bytes
@@ -329,6 +333,18 @@ cdef class LogEnd:
             self._direct = True
 
     def append(self, records, leader_epoch=None):
+        return self._append(records, leader_epoch)
+
+    def append_or_general(self, records, leader_epoch=None, *, control=False):
+        info = self._append(records, leader_epoch)
+        if info is not None:
+            return info
+        general = None if self._general is None else self._general()
+        if general is None:
+            raise StorageError(f"log {self._name} is gone")
+        return general(records, leader_epoch, control)
+
+    cdef object _append(self, records, leader_epoch):
         if self._log_append_time or self.closed or self._tail is None:
             return None
         cdef int64_t now = _now_ms()

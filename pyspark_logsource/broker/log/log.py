@@ -107,6 +107,10 @@ class PartitionLog:
             self.name,
         )
         end.set_config(config, self._validator)
+        end.set_general(self._append_general)
+        #: the instance's ``append`` is the append end's (see :meth:`append`): a plain run in one call with
+        #: no Python frame of the log's before it, anything else on to :meth:`_append_general`
+        self.append = end.append_or_general
         self._segments.tell_active(end.set_segment)
         self.epochs.tell_latest(end.set_latest_epoch)
         self._flush = FlushState(config, loaded.recovery_point, loaded.loaded_ms)
@@ -242,11 +246,14 @@ class PartitionLog:
         A writable buffer (bytearray) is stamped in place; bytes are copied once. Control
         batches (transaction markers) only from the coordinator: ``control=True``.
         """
-        # Hot path: a run of plain batches (most produce requests: one) is checked, stamped, written and
-        # recorded by one call of the append end (see log_end.py); None: not taken, nothing written
-        info = self._end.append(records, leader_epoch)
-        if info is not None:
-            return info
+        # each log's own ``append`` (bound in __init__) is this with no frame of it: a run of plain batches
+        # (most produce requests: one) is checked, stamped, written and recorded by one call of the append
+        # end (see log_end.py); anything else takes the general path
+        return self._end.append_or_general(records, leader_epoch, control=control)
+
+    def _append_general(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int | None, control: bool
+    ) -> AppendInfo:
         now = clock_ms()
         mv, batches, flags = self._validator.check(records, control)
         with self._lock:

@@ -11,13 +11,15 @@ no Python attribute of theirs per call: the active segment by the segment list
 (:meth:`~.flush.FlushState.tell_due`), the config and the format's write step by the log.
 
 ``append`` takes a run of plain batches (our Arrow body, or Kafka's layout uncompressed; not
-idempotent, not transactional) that the active segment takes without a roll, with the log's own append
-time off. Under the partition lock one batch is checked, stamped, written and recorded by the segment's
-append end (:meth:`~.segment_tail.SegmentTailPy.append_plain`), a run of several is checked and stamped
-by one format call (``AppendValidator.check_and_stamp``) and written by the segment; the log end offset
-moves after the bytes are written and recorded (readers may then fetch them), a newer leader epoch goes
-to the epoch cache, and outside the lock the log is flushed when the flush rule says so. Anything else
-returns None with nothing written, and the log takes its general path (which rolls where it must).
+idempotent, not transactional), with the log's own append time off. Under the partition lock one batch
+that needs no roll is checked, stamped, written and recorded by the segment's append end
+(:meth:`~.segment_tail.SegmentTailPy.append_plain`); a run of several (or one that needs a roll) is
+checked and stamped by one format call (``AppendValidator.check_and_stamp``), the segment rolled through
+the log's roll if Kafka's rule says so, and written by the segment. The log end offset moves after the
+bytes are written and recorded (readers may then fetch them), a newer leader epoch goes to the epoch
+cache, and outside the lock the log is flushed when the flush rule says so. Anything else returns None
+with nothing written; :meth:`LogEndPy.append_or_general`, bound as each log's own ``append``, then goes
+on to the log's general path.
 
 This class is the reference; ``_cseg.LogEnd`` is its compiled twin (same interface, same results;
 ``tests/test_log_end.py``), used when built: :data:`LogEnd` is the one to use.
@@ -47,6 +49,7 @@ class LogEndPy:
         "_assign_epoch",
         "_flush",
         "_roll",
+        "_general",
         "_producer_state",
         "_name",
         "_segment",
@@ -83,6 +86,7 @@ class LogEndPy:
         self._assign_epoch = assign_epoch
         self._flush = WeakMethod(flush)
         self._roll = WeakMethod(roll)
+        self._general: WeakMethod | None = None
         self._producer_state = producer_state
         self._name = name
         self._segment = None
@@ -116,6 +120,28 @@ class LogEndPy:
         ``due_offset`` or the clock ``due_ms``."""
         self._due_offset = due_offset
         self._due_ms = due_ms
+
+    def set_general(self, general: Callable[..., AppendInfo]) -> None:
+        """The log's general append path, ``general(records, leader_epoch, control)`` (a bound method, held
+        weakly), which :meth:`append_or_general` goes on to."""
+        self._general = WeakMethod(general)
+
+    def append_or_general(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int | None = None,
+        *,
+        control: bool = False,
+    ) -> AppendInfo:
+        """``PartitionLog.append``: :meth:`append`, or the log's general path for what it does not take
+        (bound as the log's own ``append``: no Python frame of the log's before the one call)."""
+        info = self.append(records, leader_epoch)
+        if info is not None:
+            return info
+        general = None if self._general is None else self._general()
+        if general is None:
+            raise StorageError(f"log {self._name} is gone")
+        return general(records, leader_epoch, control)
 
     def set_config(self, config: LogConfig, validator: AppendValidator) -> None:
         """The log's config and its append checks (``write_plain``: the format's one-call step)."""
