@@ -54,8 +54,9 @@ from pyspark_logsource import format as F  # noqa: E402
 from pyspark_logsource.broker.embedded import EmbeddedBroker  # noqa: E402
 from pyspark_logsource.broker.log import append as log_append  # noqa: E402
 from pyspark_logsource.broker.log import index as log_index  # noqa: E402
+from pyspark_logsource.broker.log import log as log_module  # noqa: E402
+from pyspark_logsource.broker.log import log_end, segment_tail  # noqa: E402
 from pyspark_logsource.broker.log import segment as log_segment  # noqa: E402
-from pyspark_logsource.broker.log import segment_tail  # noqa: E402
 from pyspark_logsource.client import fetched  # noqa: E402
 from pyspark_logsource.client import producer as producer_module  # noqa: E402
 from pyspark_logsource.format import (  # noqa: E402
@@ -83,6 +84,8 @@ _TWINS = (
     (log_append, "write_plain_batch", plain_run.write_plain_batch_py, plain_run.write_plain_batch),
     # bound when a segment is made (its append end)
     (log_segment, "SegmentTail", segment_tail.SegmentTailPy, segment_tail.SegmentTail),
+    # bound when a PartitionLog is made (its append end: the plain produce's one call)
+    (log_module, "LogEnd", log_end.LogEndPy, log_end.LogEnd),
     (log_index.OffsetIndex, "append", log_index.OffsetIndex.append_py, log_index.OffsetIndex.append),
     (
         log_index.TimeIndex,

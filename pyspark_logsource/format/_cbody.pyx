@@ -388,6 +388,16 @@ def write_plain_batch(
     """``plain_run.write_plain_batch``: one plain batch checked, stamped and written at ``position``
     of ``fd``; ``(size, next offset, max timestamp, whether it has our Arrow body)``, or None (nothing
     stamped or written)."""
+    return write_plain_c(
+        max_size, refuse_keyless, buf, base_offset, leader_epoch, fd, position, roll_size, roll_offset
+    )
+
+
+cdef object write_plain_c(
+    int64_t max_size, bint refuse_keyless, object buf, object base_offset, object leader_epoch, int fd,
+    int64_t position, int64_t roll_size, int64_t roll_offset
+):
+    # write_plain_batch for C callers (_cbody.pxd)
     cdef int64_t offset, epoch
     if _stamp_args(buf, base_offset, leader_epoch, &offset, &epoch) < 0:
         return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .checkpoint import CorruptCheckpoint, read_checkpoint, write_checkpoint
@@ -38,6 +38,17 @@ class LeaderEpochCache:
         self._lock = threading.Lock()
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._told: Callable[[int], None] | None = None
+
+    def tell_latest(self, told: Callable[[int], None]) -> None:
+        """Call ``told(latest epoch)`` now and after every change of the entries (the log's append end
+        stamps with it; -1 when none)."""
+        self._told = told
+        told(self.latest_epoch)
+
+    def _changed(self) -> None:
+        if self._told is not None:
+            self._told(self.latest_epoch)
 
     # ------------------------------------------------------------ loading
 
@@ -59,6 +70,7 @@ class LeaderEpochCache:
         with self._lock:
             self._epochs = [e for e, _ in pairs]
             self._starts = [s for _, s in pairs]
+            self._changed()
         return True
 
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
@@ -71,6 +83,7 @@ class LeaderEpochCache:
                 starts.append(base)
         with self._lock:
             self._epochs, self._starts = epochs, starts
+            self._changed()
             self._save()
 
     def _save(self) -> None:
@@ -133,6 +146,7 @@ class LeaderEpochCache:
             keep = bisect_left(starts, start_offset)
             self._epochs = [*epochs[:keep], epoch]
             self._starts = [*starts[:keep], start_offset]
+            self._changed()
             self._save()
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -141,6 +155,7 @@ class LeaderEpochCache:
             keep = bisect_left(self._starts, end_offset)
             if keep < len(self._starts):
                 self._epochs, self._starts = self._epochs[:keep], self._starts[:keep]
+                self._changed()
                 self._save()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -151,10 +166,12 @@ class LeaderEpochCache:
                 return
             self._epochs = self._epochs[i - 1 :]
             self._starts = [start_offset, *self._starts[i:]]
+            self._changed()
             self._save()
 
     def clear(self) -> None:
         """Remove every entry (the log restarts empty at another offset)."""
         with self._lock:
             self._epochs, self._starts = [], []
+            self._changed()
             self._save()

@@ -16,6 +16,7 @@ open, :mod:`.loader` trusts the segments below it and CRC-scans the rest.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .config import LogConfig
@@ -28,7 +29,16 @@ _NEVER = 1 << 64
 class FlushState:
     """The recovery point, the last flush time, and when the next flush is due (used under the log's lock)."""
 
-    __slots__ = ("recovery_point", "last_flush_ms", "scheduled", "due_offset", "due_ms", "_messages", "_ms")
+    __slots__ = (
+        "recovery_point",
+        "last_flush_ms",
+        "scheduled",
+        "due_offset",
+        "due_ms",
+        "_messages",
+        "_ms",
+        "_told",
+    )
 
     def __init__(self, config: LogConfig, recovery_point: int, last_flush_ms: int) -> None:
         self._messages = config.flush_messages
@@ -40,13 +50,22 @@ class FlushState:
         #: a background thread flushes by flush.ms: appends leave time-based flushes to it
         self.scheduled = False
         self.due_offset = self.due_ms = 0
+        self._told: Callable[[int, int], None] | None = None
         self._rearm()
+
+    def tell_due(self, told: Callable[[int, int], None]) -> None:
+        """Call ``told(due_offset, due_ms)`` now and whenever the thresholds change (the log's append end
+        tests them per append)."""
+        self._told = told
+        told(self.due_offset, self.due_ms)
 
     def _rearm(self) -> None:
         # the rule: flush once flush.messages records are unflushed, or flush.ms after the last flush
         # when no background thread does that
         self.due_offset = self.recovery_point + self._messages
         self.due_ms = _NEVER if self.scheduled else self.last_flush_ms + self._ms
+        if self._told is not None:
+            self._told(self.due_offset, self.due_ms)
 
     def due(self, log_end: int, now_ms: int) -> bool:
         """Whether the rule asks for a flush now, with the log ending at ``log_end``."""

@@ -1,8 +1,9 @@
 """The partition log (Kafka's UnifiedLog): appends, reads, flushes and the high watermark of one partition.
 
-It is built from parts that each own their state, and holds the partition lock
-and the log end offset:
+It is built from parts that each own their state, and holds the partition lock:
 
+* :mod:`.log_end` (:class:`~.log_end.LogEndPy`) owns the log end offset and the
+  closed flag, and appends plain runs (most produce requests) in one call.
 * :mod:`.loader` (:class:`~.loader.LogLoader`) owns recovery: opening the log
   returns a :class:`~.loader.LoadedLog` value it is built from.
 * :mod:`.segment_list` (:class:`~.segment_list.SegmentList`) owns the
@@ -47,7 +48,6 @@ from .append import (
     TRANSACTIONAL,
     AppendInfo,
     AppendValidator,
-    check_stamp_runs,
     new_info,
     stamp_run,
 )
@@ -55,6 +55,7 @@ from .config import LogConfig
 from .epochs import LeaderEpochCache
 from .flush import FlushState, write_recovery_point
 from .loader import CLEAN_SHUTDOWN_FILE, LogLoader, replay_producer_state
+from .log_end import LogEnd
 from .producer_state import ProducerAppend, ProducerEntry, ProducerStateManager
 from .segment import FileRegion, LogSegment
 from .segment_list import SegmentList
@@ -79,7 +80,6 @@ class PartitionLog:
         self._log_append_time = config.log_append_time  # read per append (the config is frozen)
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
-        self._closed = False
         self._validator = AppendValidator(self.name, self.topic, config)
         self.producer_state = ProducerStateManager(self.directory)
         self.txns = txn.PartitionTransactions(self.directory)
@@ -95,11 +95,29 @@ class PartitionLog:
         except OSError as e:
             raise StorageError(f"cannot open log {self.name} in {self.directory}: {e}") from e
         self._segments = SegmentList(self.directory, config, loaded.segments)
-        self._leo = loaded.next_offset
+        #: the append end: the log end offset, the closed flag and the plain produce's one call (it is
+        #: told the active segment, the latest epoch and the flush thresholds by their owners)
+        self._end = end = LogEnd(
+            loaded.next_offset,
+            self._lock,
+            self.epochs.assign,
+            self.flush,
+            self._roll_locked,
+            self.producer_state,
+            self.name,
+        )
+        end.set_config(config, self._validator)
+        end.set_general(self._append_general)
+        #: the instance's ``append`` is the append end's (see :meth:`append`): a plain run in one call with
+        #: no Python frame of the log's before it, anything else on to :meth:`_append_general`
+        self.append = end.append_or_general
+        self._segments.tell_active(end.set_segment)
+        self.epochs.tell_latest(end.set_latest_epoch)
         self._flush = FlushState(config, loaded.recovery_point, loaded.loaded_ms)
+        self._flush.tell_due(end.set_flush_due)
         self.recovery_info = loaded.info
         #: moved by DeleteRecords (a follower: by its leader's); see log_start_offset
-        self._start = LogStartOffset(self.directory, self._leo)
+        self._start = LogStartOffset(self.directory, end.leo)
         self._segments.delete_below(self._start.offset)  # a crash after the checkpoint, before the deletes
 
     def set_config(self, config: LogConfig) -> None:
@@ -110,6 +128,7 @@ class PartitionLog:
             self.config = config
             self._log_append_time = config.log_append_time
             self._validator = AppendValidator(self.name, self.topic, config)
+            self._end.set_config(config, self._validator)
             self._segments.set_config(config)
             self._flush.set_config(config)
 
@@ -133,12 +152,12 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         """Offset the next appended record will get."""
-        return self._leo
+        return self._end.leo
 
     @property
     def high_watermark(self) -> int:
         """Offsets below it are on every in-sync replica (committed); the log end when not replicated."""
-        hw, leo = self._hw, self._leo
+        hw, leo = self._hw, self._end.leo
         return leo if hw is None or hw > leo else hw
 
     def set_high_watermark(self, offset: int | None) -> None:
@@ -168,7 +187,7 @@ class PartitionLog:
     @property
     def unflushed_messages(self) -> int:
         """Records appended since the last flush."""
-        return self._leo - self._flush.recovery_point
+        return self._end.leo - self._flush.recovery_point
 
     @property
     def last_flush_ms(self) -> int:
@@ -177,7 +196,7 @@ class PartitionLog:
 
     def time_flush_due(self, now_ms: int) -> bool:
         """Whether the flush thread owes this log a flush by ``flush.ms`` (the rule in :mod:`.flush`)."""
-        return self._flush.time_due(self._leo, now_ms)
+        return self._flush.time_due(self._end.leo, now_ms)
 
     @property
     def scheduled_flush(self) -> bool:
@@ -207,10 +226,10 @@ class PartitionLog:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._end.closed
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._end.closed:
             raise StorageError(f"log {self.name} is closed")
 
     # ------------------------------------------------------------ append
@@ -227,44 +246,18 @@ class PartitionLog:
         A writable buffer (bytearray) is stamped in place; bytes are copied once. Control
         batches (transaction markers) only from the coordinator: ``control=True``.
         """
-        # Hot path: per-batch work only, and as little Python per batch as the checks allow
-        # (a produce of one message spends more time here than in its pwrite).
+        # each log's own ``append`` (bound in __init__) is this with no frame of it: a run of plain batches
+        # (most produce requests: one) is checked, stamped, written and recorded by one call of the append
+        # end (see log_end.py); anything else takes the general path
+        return self._end.append_or_general(records, leader_epoch, control=control)
+
+    def _append_general(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int | None, control: bool
+    ) -> AppendInfo:
         now = clock_ms()
-        if not self._log_append_time and not self._closed:
-            # one plain batch (most produce requests) is checked, stamped and written by one format call
-            # (AppendValidator.write_plain, through the active segment, which records it); a run of
-            # plain batches is checked and stamped by one (AppendValidator.check_and_stamp); any other
-            # run gets None, nothing done, and the path below
-            with self._lock:
-                latest = self.epochs.latest_epoch
-                epoch = (latest if latest > 0 else 0) if leader_epoch is None else leader_epoch
-                base = self._leo
-                offset = None
-                if not self._closed:
-                    active = self._segments.active
-                    try:
-                        offset = active.append_plain(self._validator.write_plain, records, base, epoch, now)
-                    except OSError as e:
-                        raise StorageError(f"append to {active.log_path} failed: {e}") from e
-                    if offset is None:
-                        got = self._validator.check_and_stamp(records, base, epoch)
-                        if got is not None:
-                            arrow, stamped = got
-                            offset = stamped[-1][1] + stamped[-1][4]
-                            self._write_locked(records, stamped, offset, now, arrow)
-                if offset is not None:
-                    self._leo = offset  # publish: readers may now fetch up to here
-                    if epoch > latest:
-                        self.epochs.assign(epoch, base)
-                    flush = self._flush  # FlushState.due, inlined as below
-                    due = offset >= flush.due_offset or now >= flush.due_ms
-            if offset is not None:
-                if due:
-                    self.flush()
-                return new_info(AppendInfo, (base, offset - 1, -1, offset - base, False))
         mv, batches, flags = self._validator.check(records, control)
         with self._lock:
-            if self._closed:
+            if self._end.closed:
                 raise StorageError(f"log {self.name} is closed")
             latest = self.epochs.latest_epoch
             if (
@@ -280,7 +273,7 @@ class PartitionLog:
                 self.epochs.assign(leader_epoch, info[0])
             # FlushState.due, inlined (this runs per produce request): its two thresholds
             flush = self._flush
-            due = self._leo >= flush.due_offset or now >= flush.due_ms
+            due = self._end.leo >= flush.due_offset or now >= flush.due_ms
         if due:
             self.flush()  # outside the partition lock: flush takes the flush lock first
         return info
@@ -313,7 +306,7 @@ class PartitionLog:
         producers = ProducerAppend(self.producer_state) if flags & IDEMPOTENT else None
         stamped: list = []  # (position, base offset, size, max timestamp, record count)
         offset = stamp_run(
-            mv, batches, self._leo, leader_epoch, now, self._log_append_time, producers, stamped
+            mv, batches, self._end.leo, leader_epoch, now, self._log_append_time, producers, stamped
         )
         if type(offset) is not int:
             return offset  # a retry of appended batches
@@ -322,8 +315,8 @@ class PartitionLog:
         self._write_locked(mv, stamped, offset, now, bool(flags & ARROW))
         if producers is not None:
             producers.commit()
-        base = self._leo
-        self._leo = offset  # publish: readers may now fetch up to here
+        base = self._end.leo
+        self._end.set_leo(offset)  # publish: readers may now fetch up to here
         return new_info(
             AppendInfo, (base, offset - 1, now if self._log_append_time else -1, offset - base, False)
         )
@@ -340,58 +333,11 @@ class PartitionLog:
         if len(runs) == 1:
             return [self._append_one(runs[0])]
         out: list = [None] * len(runs)
-        if len(runs) > MAX_COALESCED_RUNS or not self._append_coalesced(runs, out):
+        # together by the append end (False, nothing done: a run is transactional, or they would roll)
+        if len(runs) > MAX_COALESCED_RUNS or not self._end.append_runs(runs, out):
             for i, records in enumerate(runs):
                 out[i] = self._append_one(records)
         return out
-
-    def _append_coalesced(self, runs: list, out: list) -> bool:
-        """Append ``runs`` together, answers in ``out``; False (nothing done) if they would roll the
-        segment or one is transactional."""
-        now = clock_ms()
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.name} is closed")
-            latest = self.epochs.latest_epoch
-            epoch = latest if latest > 0 else 0
-            lat = self._log_append_time
-            # checked and stamped in place (the plain runs by one compiled call each); nothing is
-            # published before the write, and a retry one by one stamps the runs again
-            done = check_stamp_runs(
-                self._validator, self.producer_state, runs, self._leo, epoch, now, lat, out
-            )
-            if done is None:
-                return False  # a transactional run: one by one
-            parts, stamped, appended, offset, producers, arrow = done
-            if not parts:
-                return True
-            active = self._segments.active
-            size = sum(map(len, parts))
-            # one by one, a run rolls the segment if it finds it too full: with all of them in, or (an
-            # empty segment takes its first run whatever its size) by their bytes and offsets alone
-            if (
-                active.should_roll(size, offset - 1, now)
-                if active.size
-                else size > self.config.segment_bytes or offset - 1 - active.base_offset > 0xFFFFFFFF
-            ):
-                return False  # rare (once a segment): the one-by-one path rolls where it must
-            try:
-                active.append(parts, stamped, arrow=arrow)
-            except OSError as e:
-                raise StorageError(f"append to {active.log_path} failed: {e}") from e
-            if producers is not None:
-                producers.commit()
-            self._leo = offset  # publish: readers may now fetch up to here
-            if epoch > latest:
-                self.epochs.assign(epoch, appended[0][1])
-            ts = now if lat else -1
-            for i, base, nxt in appended:
-                out[i] = new_info(AppendInfo, (base, nxt - 1, ts, nxt - base, False))
-            flush = self._flush  # FlushState.due, inlined as in append
-            due = offset >= flush.due_offset or now >= flush.due_ms
-        if due:
-            self.flush()  # outside the partition lock, as append does
-        return True
 
     def _append_one(self, records: bytes | bytearray | memoryview) -> AppendInfo | LogSourceError:
         try:
@@ -414,7 +360,7 @@ class PartitionLog:
         now = clock_ms()
         with self._lock:
             self._check_open()
-            stamped, expected = self._validator.follower_offsets(batches, self._leo)
+            stamped, expected = self._validator.follower_offsets(batches, self._end.leo)
             self._write_locked(mv[:end], stamped, expected, now, any(h.is_arrow_body for _, h in batches))
             ps, epochs = self.producer_state, self.epochs
             for _, h in batches:
@@ -425,7 +371,7 @@ class PartitionLog:
                 h.attributes & TXN_BITS for _, h in batches
             ):  # transactional or control: LSO, aborted index
                 txn.apply_append(self.txns, ps, mv, batches, [h.base_offset for _, h in batches])
-            self._leo = expected
+            self._end.set_leo(expected)
             flush = self._flush  # FlushState.due, inlined as in append
             due = expected >= flush.due_offset or now >= flush.due_ms
         if due:
@@ -443,7 +389,7 @@ class PartitionLog:
         region at the log end (or at/after ``max_offset``, exclusive).
         """
         # the log end first, then the view: a view taken after it holds every batch below it
-        leo = self._leo
+        leo = self._end.leo
         return reads.read_region(
             self._segments.view, self._start.offset, leo, offset, max_bytes, max_offset, self.name
         )
@@ -458,7 +404,7 @@ class PartitionLog:
         Kafka's sentinels: -1 (latest) gives the log end, -2 (earliest) the log start.
         """
         if timestamp == LATEST_TIMESTAMP:
-            return self._leo
+            return self._end.leo
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset
         found = reads.first_offset_at(self._segments.view.segments, timestamp)
@@ -496,7 +442,7 @@ class PartitionLog:
         # Lock order: flush lock, then partition lock; the fsyncs run under the flush lock only.
         with self._lock:
             rp = self._flush.recovery_point
-            target = self._leo if up_to is None else min(up_to, self._leo)
+            target = self._end.leo if up_to is None else min(up_to, self._end.leo)
             if target <= rp:
                 return rp
             todo = [s for s in self._segments.from_offset(rp) if s.base_offset < target]
@@ -530,12 +476,12 @@ class PartitionLog:
         old = segments.active
         if old.size == 0:
             return old
-        seg = segments.roll(self._leo)  # fsyncs the old segment
+        seg = segments.roll(self._end.leo)  # fsyncs the old segment
         if self._flush.recovery_point >= old.base_offset:
-            self._flush.set_recovery_point(self._leo)  # old is fsynced and so is everything before it
-            write_recovery_point(self.directory, self._leo)
-        self.producer_state.take_snapshot(self._leo)
-        self.txns.take_snapshot(self._leo, self.log_start_offset)
+            self._flush.set_recovery_point(self._end.leo)  # old is fsynced and so is everything before it
+            write_recovery_point(self.directory, self._end.leo)
+        self.producer_state.take_snapshot(self._end.leo)
+        self.txns.take_snapshot(self._end.leo, self.log_start_offset)
         return seg
 
     # ------------------------------------------------------------ retention, cleaning, truncation
@@ -597,7 +543,7 @@ class PartitionLog:
         """Swap the cleaned segment ``new`` in for ``old`` (see :meth:`.SegmentList.replace`); False
         (``new`` destroyed) when ``old`` is no longer in the log or the log is closed."""
         with self._lock:
-            if self._closed:
+            if self._end.closed:
                 new.destroy()
                 return False
             return self._segments.replace(old, new)
@@ -610,13 +556,14 @@ class PartitionLog:
         """Remove every batch at or after the one holding ``offset``; return the new log end."""
         with self._flush_lock, self._lock:  # no flush may write an older recovery point after ours
             self._check_open()
-            if offset >= self._leo:
+            if offset >= self._end.leo:
                 # nothing to cut, but the epoch cache may end with an epoch that starts at the log end and
                 # holds no record (this broker led it and wrote nothing): drop it, as Kafka's truncateTo
                 # does, or the follower keeps asking with it and the leader keeps answering "diverged"
-                self.epochs.truncate_from_end(self._leo)
-                return self._leo
-            leo = self._leo = self._segments.truncate_to(offset)
+                self.epochs.truncate_from_end(self._end.leo)
+                return self._end.leo
+            leo = self._segments.truncate_to(offset)
+            self._end.set_leo(leo)
             if self._start.offset > leo:  # as Kafka's truncateTo below the log start
                 self._start.set(leo)
             self._flush.set_recovery_point(min(self._flush.recovery_point, leo))
@@ -634,7 +581,7 @@ class PartitionLog:
         with self._flush_lock, self._lock:
             self._check_open()
             self._segments.reset_at(offset)
-            self._leo = offset
+            self._end.set_leo(offset)
             self._start.set(offset)
             self._flush.set_recovery_point(offset)
             write_recovery_point(self.directory, offset)
@@ -651,12 +598,12 @@ class PartitionLog:
     def close(self) -> None:
         """Flush, snapshot producer state, close files and mark the shutdown clean."""
         with self._flush_lock, self._lock:
-            if self._closed:
+            if self._end.closed:
                 return
             self._flush_holding_flush_lock()
-            self.producer_state.take_snapshot(self._leo)
-            self.txns.take_snapshot(self._leo, self.log_start_offset)
-            self._closed = True
+            self.producer_state.take_snapshot(self._end.leo)
+            self.txns.take_snapshot(self._end.leo, self.log_start_offset)
+            self._end.set_closed()
             self._segments.close()
         self._segments.run_pending_deletes(force=True)
         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
@@ -668,14 +615,14 @@ class PartitionLog:
         :meth:`delete` runs (after ``file.delete.delay.ms``).
         """
         with self._lock:
-            self._closed = True
+            self._end.set_closed()
             os.replace(self.directory, new_directory)
             self.directory = Path(new_directory)
 
     def delete(self) -> None:
         """Close the log (no clean marker) and remove its directory."""
         with self._lock:
-            self._closed = True
+            self._end.set_closed()
             self._segments.close()
         self._segments.run_pending_deletes(force=True)
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -45,13 +45,25 @@ class SegmentList:
         self.view = SegmentView([], ())
         #: the segment appends go to (the view's last)
         self.active: LogSegment = segments[-1]
+        self._told: Callable[[LogSegment], None] | None = None
         self._publish(segments)
         self._pending: list[tuple[float, LogSegment]] = []  # (monotonic due time, segment) to destroy
         self._pending_lock = threading.Lock()
 
+    def tell_active(self, told: Callable[[LogSegment], None]) -> None:
+        """Call ``told(segment)`` with the active segment now and whenever another one becomes active (the
+        log's append end keeps it)."""
+        self._told = told
+        told(self.active)
+
+    def _set_active(self, seg: LogSegment) -> None:
+        self.active = seg
+        if self._told is not None:
+            self._told(seg)
+
     def _publish(self, segments: Sequence[LogSegment]) -> None:
         self.view = SegmentView([s.base_offset for s in segments], tuple(segments))
-        self.active = segments[-1]
+        self._set_active(segments[-1])
 
     # ------------------------------------------------------------ reads (no lock)
 
@@ -87,7 +99,7 @@ class SegmentList:
         seg.created_ms = None
         bases, segs = self.view
         self.view = SegmentView([*bases, offset], (*segs, seg))
-        self.active = seg
+        self._set_active(seg)
         return seg
 
     def delete_expired(self, now_ms: int) -> int:
