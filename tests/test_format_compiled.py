@@ -16,6 +16,7 @@ import ctypes
 import mmap
 import os
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -509,3 +510,16 @@ def test_parse_walked_refuses_what_it_does_not_take():
         assert ck.parse_walked(run, F.walk(run)) is None
     # a walk that claims more than the buffer holds: refused by the parse's bounds checks, not read
     assert ck.parse_walked(plain[:-3], walked) is None
+
+
+def test_a_built_module_that_fails_to_import_warns_and_falls_back(tmp_path, monkeypatch) -> None:
+    """A compiled module that is there but does not import (a cycle inside it, a stale build) gives a
+    RuntimeWarning naming it and the pure path; one that is not built gives the pure path quietly."""
+    (tmp_path / "ls_broken_ext.py").write_text("raise ImportError('stale build: undefined symbol')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_speedups, "DISABLED", False)
+    with pytest.warns(RuntimeWarning, match="ls_broken_ext is built but failed to import.*undefined symbol"):
+        assert _speedups.load_extension("ls_broken_ext") is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _speedups.load_extension("ls_not_built_ext") is None

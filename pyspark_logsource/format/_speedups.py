@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import warnings
 from types import ModuleType
 
 DISABLED = os.environ.get("LOGSOURCE_NO_EXTENSIONS", "") not in ("", "0")
@@ -20,11 +21,10 @@ DISABLED = os.environ.get("LOGSOURCE_NO_EXTENSIONS", "") not in ("", "0")
 def _load(name: str = "_ckafka") -> ModuleType | None:
     if DISABLED:
         return None
-    try:
-        # by name: `from . import _ckafka` reads to the import-cycle check as importing the package
-        # itself (the compiled module has no .py to resolve); it imports nothing of the package
-        mod = importlib.import_module(__name__.rpartition(".")[0] + "." + name)
-    except ImportError:
+    # by name: `from . import _ckafka` reads to the import-cycle check as importing the package
+    # itself (the compiled module has no .py to resolve); it imports nothing of the package
+    mod = load_extension(__name__.rpartition(".")[0] + "." + name)
+    if mod is None:
         return None
     if name in ("_ckafka", "_cbody"):
         _wire_crc(mod)
@@ -60,8 +60,24 @@ def load_extension(qualified_name: str) -> ModuleType | None:
         return None
     try:
         return importlib.import_module(qualified_name)
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != qualified_name:
+            _warn_broken(qualified_name, e)
+        return None  # not built: the installation said so
+    except ImportError as e:
+        _warn_broken(qualified_name, e)
         return None
+
+
+def _warn_broken(qualified_name: str, error: ImportError) -> None:
+    # A module that is built but does not import (an import cycle inside it, a stale build for another
+    # Python) must not turn a hot path pure without a word.
+    warnings.warn(
+        f"compiled module {qualified_name} is built but failed to import ({error}); "
+        "using the pure-Python path",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 ckafka = _load()
