@@ -293,6 +293,7 @@ class Broker:
     def _close_listener(self) -> None:
         for server in self._servers:
             server.close()
+        self.handlers.local_read.close()
         if self.metrics_http is not None:
             self.metrics_http.close()
 
