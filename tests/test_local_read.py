@@ -417,3 +417,67 @@ def test_no_descriptors_while_client_quotas_are_configured(topic_name):
             assert lr.STATS["unavailable"] == before + 1
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.spark
+def test_spark_tasks_read_locally_the_rows_they_read_over_the_network(spark, topic_name):
+    """The data source's tasks (Spark's Python workers) redeem grants: the broker counts them; the
+    rows, headers and tombstones equal a ``localRead=false`` read; a bad mode is a clear error."""
+    from support.brokers import broker_thread
+
+    from pyspark_logsource.errors import ConfigError
+    from pyspark_logsource.spark.options import parse_read_options
+
+    d = _short_dir()
+    try:
+        with broker_thread(d) as b:
+            bs, topic = b.bootstrap, topic_name("lrspark")
+            _fill(bs, topic, 2000)
+            counts = b._broker.handlers.local_read.grants.counts
+
+            def load(mode: str):
+                r = spark.read.format("logsource").option("bootstrap.servers", bs).option("subscribe", topic)
+                return r.option("includeHeaders", "true").option("localRead", mode).load()
+
+            before = counts["redeemed"]
+            local = load("auto").orderBy("offset").collect()
+            assert counts["redeemed"] > before
+            redeemed = counts["redeemed"]
+            network = load("false").orderBy("offset").collect()
+            assert counts["redeemed"] == redeemed
+            assert local == network and len(local) == 2000
+            assert local[3]["value"] is None and local[13]["headers"] == [("h", b"13")]
+        with pytest.raises(ConfigError, match="localRead"):
+            parse_read_options(
+                {"bootstrap.servers": "x:1", "subscribe": "t", "localRead": "sometimes"}, streaming=False
+            )
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_brokers_grant_counts_are_metrics(topic_name):
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = _short_dir()
+    try:
+        with broker_process(d, config={"metrics.listener": f"http://127.0.0.1:{port}"}) as b:
+            bs, topic = b.bootstrap, topic_name("lrmetrics")
+            _fill(bs, topic, 100)
+            assert _table(bs, topic, 0, 100, "true").num_rows == 100
+            _grant(bs, topic)[0].close()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        got = {
+            s.labels["outcome"]: s.value
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if s.name == "logsource_local_read_grants_total"
+        }
+        assert got == {"granted": 3, "redeemed": 2, "refused": 0, "expired": 0}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -116,6 +116,11 @@ class Grants:
             self.counts["expired"] += 1
         return drop
 
+    def snapshot(self) -> dict[str, int]:
+        """A copy of :attr:`counts` (the metrics endpoint reads it from its own thread)."""
+        with self._lock:
+            return dict(self.counts)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._grants)
