@@ -481,3 +481,13 @@ def test_the_brokers_grant_counts_are_metrics(topic_name):
         assert got == {"granted": 3, "redeemed": 2, "refused": 0, "expired": 0}
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_received_descriptors_are_close_on_exec(local_broker, topic_name):
+    bs, topic = local_broker.bootstrap, topic_name("lrexec")
+    _fill(bs, topic, 10)
+    grant, _ = _grant(bs, topic)
+    try:
+        assert grant.regions and all(not os.get_inheritable(fd) for fd, _ in grant.regions)
+    finally:
+        grant.close()

@@ -13,6 +13,7 @@ reads on from there over the network. Rows are never taken from a batch that fai
 
 from __future__ import annotations
 
+import array
 import logging
 import os
 import socket
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 #: false (never)
 MODES = ("auto", "true", "false")
 
+_CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 _stats_lock = threading.Lock()
 #: counts of this process's local reads: granted (descriptors received), unavailable (no grant or no
 #: descriptors: network read), fallbacks (a check failed mid-read: network read from there),
@@ -78,7 +80,7 @@ def redeem(path: str, token: bytes, count: int, timeout_s: float = 5.0) -> list[
         s.settimeout(timeout_s)
         s.connect(path)
         s.sendall(lrm.MAGIC + bytes(token))
-        msg, fds, _, _ = socket.recv_fds(s, lrm.ANSWER.size, max(count, 1))
+        msg, fds = _recv_fds(s, max(count, 1))
     if len(msg) == lrm.ANSWER.size:
         status, n = lrm.ANSWER.unpack(msg)
         if status == lrm.OK and n == count == len(fds):
@@ -86,6 +88,18 @@ def redeem(path: str, token: bytes, count: int, timeout_s: float = 5.0) -> list[
     for fd in fds:
         os.close(fd)
     return None
+
+
+def _recv_fds(s: socket.socket, maxfds: int) -> tuple[bytes, list[int]]:
+    """socket.recv_fds, close-on-exec (a process the task starts meanwhile does not inherit the broker's
+    files; Python 3.11's recv_fds drops its ``flags``)."""
+    size = array.array("i").itemsize
+    msg, anc, _, _ = s.recvmsg(lrm.ANSWER.size, socket.CMSG_LEN(maxfds * size), _CLOEXEC)
+    fds = array.array("i")
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % size)])
+    return msg, list(fds)
 
 
 def request_grant(
