@@ -49,12 +49,13 @@ PURE_PYTHON_TESTS := tests/test_format.py tests/test_format_kafka.py tests/test_
 	tests/test_producer_compiled.py tests/test_log_plain_append.py tests/test_fetched_rows_compiled.py \
 	tests/test_broker_compiled.py tests/test_produce_one.py tests/test_log_segment_tail.py \
 	tests/test_run_columns_compiled.py tests/test_log_end.py tests/test_idempotent_stalled_broker.py \
-	tests/test_client_send_groups.py
+	tests/test_client_send_groups.py tests/test_local_read.py
 # --durations: the slowest tests in every CI log, to keep the suite within its time budget
 test: lint java kcat zookeeper peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 	LOGSOURCE_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=5 $(PURE_PYTHON_TESTS) \
-		--deselect tests/test_client_memory.py::test_send_10m_into_a_stopped_broker_is_bounded_by_buffer_memory
+		--deselect tests/test_client_memory.py::test_send_10m_into_a_stopped_broker_is_bounded_by_buffer_memory \
+		--deselect tests/test_local_read.py::test_spark_tasks_read_locally_the_rows_they_read_over_the_network
 
 # Style (ruff), formatting (ruff format), the import layers (lint-imports, contracts in pyproject.toml)
 # and no import circle but the filesystem plug-in registry (lazy and type-only imports count).

@@ -184,6 +184,7 @@ def read_offset_range(
                 client_id=opts.client_id,
                 whole_fetches=True,
                 security=opts.security.client_security(),
+                local_read=opts.local_read,
             ):
                 n = rb.num_rows
                 if n == 0:

@@ -17,6 +17,7 @@ from ..errors import UnknownServerError, code_of
 from ..protocol import admin_config_messages as acm
 from ..protocol import consumer_group_messages as cgm
 from ..protocol import group_messages as g
+from ..protocol import local_read_messages as lrm
 from ..protocol import producer_txn_messages as ptm
 from ..protocol import quota_messages as qm
 from ..protocol import reassign_messages as rm
@@ -163,4 +164,6 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         return qm.AlterClientQuotasResponse(
             [qm.QuotaAlterResult(e.entity, code, message) for e in req.entries]
         )
+    if api_key == lrm.LOCAL_READ_GRANT_KEY:
+        return lrm.LocalReadGrantResponse(code, message)
     raise ValueError(f"no error response for api key {api_key}")

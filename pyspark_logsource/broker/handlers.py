@@ -89,6 +89,7 @@ from .groups.admin_handlers import GroupAdminHandlers
 from .groups.consumer_handlers import ConsumerGroupHandlers
 from .groups.handlers import GroupHandlers
 from .groups.topic_ids import resolve_topic_ids, topic_id_of
+from .local_read import LocalReadHandlers
 from .quotas.handlers import QuotaHandlers
 from .session import Session
 from .state import topic_error
@@ -135,6 +136,9 @@ class Handlers:
             self.by_key.update(ClusterTopicHandlers(state).by_key())
         self.txn = TxnHandlers(state)
         self.by_key.update(self.txn.by_key())
+        #: local short-circuit reads: the grant API and the Unix socket that hands out descriptors
+        self.local_read = LocalReadHandlers(state)
+        self.by_key.update(self.local_read.by_key())
 
     @property
     def logs(self) -> LogManager:

@@ -171,7 +171,11 @@ class Broker:
             self.credentials = FileCredentialStore(c.log_dirs[0])
             if self.metrics is not None:
                 self.metrics_http = build_endpoint(
-                    self.state, self.metrics, lambda: dict(self._listener_conns), self.quotas
+                    self.state,
+                    self.metrics,
+                    lambda: dict(self._listener_conns),
+                    self.quotas,
+                    self.handlers.local_read.grants.snapshot,
                 )
                 await self.metrics_http.start()
             if not c.cluster_mode:
@@ -293,6 +297,7 @@ class Broker:
     def _close_listener(self) -> None:
         for server in self._servers:
             server.close()
+        self.handlers.local_read.close()
         if self.metrics_http is not None:
             self.metrics_http.close()
 

@@ -27,6 +27,7 @@ from ..format import decode, iter_headers, read_header, to_arrow
 from ..protocol.messages import READ_COMMITTED, READ_UNCOMMITTED, FetchPartition, FetchRequest
 from .committed import CommittedFilter, committed_only
 from .connection import BrokerConnection, PendingResponse
+from .local_read import MODES, read_local_first
 from .malloc_tuning import tune_for_fetches
 from .network import ROUTING_ERRORS, NetworkClient, Retry
 from .security import ClientSecurity
@@ -49,6 +50,7 @@ def read_range(
     read_committed: bool = True,
     whole_fetches: bool = False,
     security: ClientSecurity | None = None,
+    local_read: str = "auto",
 ) -> Iterator[pa.RecordBatch]:
     """Yield ``ARROW_SCHEMA`` record batches holding exactly offsets ``[start_offset, end_offset)``.
 
@@ -63,12 +65,18 @@ def read_range(
     through the metadata and the read continues from where it was, and a
     new leader's high watermark is waited for (up to the request timeout)
     while it trails the planned end. ``security``: TLS and SASL of the connections (client/security.py).
+
+    ``local_read`` (with ``whole_fetches``): ``auto`` reads the segment files directly when the leader
+    is on this host and grants it (client/local_read.py), every batch checked again, and reads on over
+    the network from wherever that stops; ``true`` the same, warning when it cannot; ``false`` never.
     """
     start, end = int(start_offset), int(end_offset)
     if start < 0 or end < start:
         raise InvalidRequest(f"invalid offset range [{start}, {end}) for {topic}-{partition}")
     if start == end:
         return
+    if local_read not in MODES:
+        raise InvalidRequest(f"local_read must be one of {', '.join(MODES)}, got {local_read!r}")
     tune_for_fetches()  # fetch-sized blocks stay in the process: no page faults per answer
     client = NetworkClient(
         bootstrap,
@@ -97,6 +105,12 @@ def read_range(
     try:
         pos = start
         size = max(int(max_bytes), 1024)
+        if whole_fetches and local_read != "false":
+            reached = [pos]
+            yield from read_local_first(
+                client, topic, partition, pos, end, size, read_committed, check_crc, local_read, reached
+            )
+            pos = reached[0]
         while pos < end:
             failure: LogSourceError | None = None
             sent, ahead = ahead, None

@@ -60,6 +60,8 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     #: our extension (protocol/txn_messages.py): the staged transactions of a Spark write
     STAGED_TXNS = 10100
+    #: our extension (protocol/local_read_messages.py): a local short-circuit read's grant
+    LOCAL_READ_GRANT = 10101
 
 
 @dataclass(slots=True)

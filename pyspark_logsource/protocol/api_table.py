@@ -20,6 +20,7 @@ from . import coordinator_messages as cm
 from . import epoch_messages as em
 from . import group_adapters as ga
 from . import group_messages as gm
+from . import local_read_messages as lrm
 from . import messages as m
 from . import producer_txn_messages as ptm
 from . import quota_messages as qm
@@ -377,6 +378,15 @@ APIS: dict[int, Api] = {
             "staged_txns",
             tm,
             (tm.STAGED_TXNS_REQUEST, tm.STAGED_TXNS_RESPONSE),
+        ),
+        # our extension: a local short-circuit read's grant (the fds come over the broker's Unix socket)
+        Api(
+            lrm.LOCAL_READ_GRANT_KEY,
+            lrm.LocalReadGrantRequest,
+            lrm.LocalReadGrantResponse,
+            "local_read_grant",
+            lrm,
+            (lrm.LOCAL_READ_GRANT_REQUEST, lrm.LOCAL_READ_GRANT_RESPONSE),
         ),
     ]
 }

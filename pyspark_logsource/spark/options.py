@@ -56,6 +56,9 @@ class ReadOptions:
     extra: dict[str, str] = field(default_factory=dict)
     #: the ``kafka.security.protocol``, ``kafka.sasl.*`` and ``kafka.ssl.*`` options (repr redacted)
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    #: ``localRead``: auto / true / false, a task on the leader's host reads the segment files
+    #: (client/local_read.py)
+    local_read: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -300,7 +303,15 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool) -> ReadOp
         ),
         client_id=opts.get("client.id") or opts.get("kafka.client.id"),
         security=KafkaSecurity.from_options(opts),
+        local_read=_local_read(opts),
     )
+
+
+def _local_read(opts: dict[str, str]) -> str:
+    mode = opts.get("localread", "auto").strip().lower()
+    if mode not in ("auto", "true", "false"):
+        raise ConfigError(f"option 'localRead' must be auto, true or false; got {mode!r}")
+    return mode
 
 
 _CODECS = (None, "none", "gzip", "lz4", "zstd")

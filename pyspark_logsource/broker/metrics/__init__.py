@@ -11,6 +11,7 @@ from ..quotas.manager import QuotaManager
 from ..state import BrokerState
 from .collectors import StateCollector
 from .http import MetricsServer
+from .local_read import LocalReadCollector
 from .quotas import QuotaCollector
 from .registry import BrokerMetrics, RequestCollector
 
@@ -20,6 +21,7 @@ def build_endpoint(
     metrics: BrokerMetrics,
     connections: Callable[[], dict[str, int]],
     quotas: QuotaManager | None = None,
+    local_reads: Callable[[], dict[str, int]] | None = None,
 ) -> MetricsServer:
     """The endpoint of one broker (its own registry: several brokers may share a process), not started."""
     registry = CollectorRegistry()
@@ -27,6 +29,8 @@ def build_endpoint(
     registry.register(StateCollector(state, connections))
     if quotas is not None:
         registry.register(QuotaCollector(quotas))
+    if local_reads is not None:
+        registry.register(LocalReadCollector(local_reads))
     host, port = state.config.metrics_listener
     return MetricsServer(registry, host, port)
 

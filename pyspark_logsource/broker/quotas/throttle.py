@@ -33,9 +33,17 @@ from ...protocol import ApiKey, FetchResponse
 from ..session import Session
 from .manager import FETCH, PRODUCE, REQUEST, QuotaManager
 
-#: Kafka's exempt requests: ApiVersions, SASL, and the ClusterAction APIs brokers send each other
+#: Kafka's exempt requests: ApiVersions, SASL, and the ClusterAction APIs brokers send each other; and our
+#: LocalReadGrant, which moves no data and, while quotas are configured, grants none (broker/local_read.py):
+#: a bounds lookup as cheap as ApiVersions, asked once per read, which must not cost a read a throttle wait
 EXEMPT = frozenset(
-    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.WRITE_TXN_MARKERS}
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.LOCAL_READ_GRANT,
+    }
 )
 _PRODUCE = int(ApiKey.PRODUCE)
 _FETCH = int(ApiKey.FETCH)

@@ -38,6 +38,7 @@ from ....protocol import group_messages as g
 from ....protocol import messages as m
 from ....protocol.coordinator_messages import OffsetCommitPartitionResponse, OffsetFetchPartitionResponse
 from ....protocol.epoch_messages import EpochEndOffset
+from ....protocol.local_read_messages import LOCAL_READ_GRANT_KEY
 from ....protocol.txn_messages import STAGED_TXNS_KEY
 from ...session import Session
 from .model import CLUSTER_NAME, Authorizer, Operation, ResourceType
@@ -396,6 +397,12 @@ def staged_txns(req: Any, c: Check) -> None:
                 raise TopicAuthorizationFailed(_msg(topic))
 
 
+def local_read_grant(req: Any, c: Check) -> None:
+    """Our local short-circuit read: what a Fetch of the partition needs (Read on the topic)."""
+    if not c.allowed(Op.READ, T, req.topic):
+        raise TopicAuthorizationFailed(_msg(req.topic))
+
+
 def cluster_rule(op: Operation) -> Callable[[Any, Check], None]:
     return lambda req, c: c.cluster(op)
 
@@ -435,6 +442,7 @@ RULES: dict[int, Callable[[Any, Check], Split | None]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: cluster_rule(Op.ALTER),
     ApiKey.DESCRIBE_CLUSTER: no_check,  # Kafka answers it to everyone (authorized operations aside)
     STAGED_TXNS_KEY: staged_txns,
+    LOCAL_READ_GRANT_KEY: local_read_grant,
 }
 
 

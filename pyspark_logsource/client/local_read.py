@@ -1,0 +1,275 @@
+"""The reader's side of a local short-circuit read: ``read_range`` on the broker's host reads the
+segment files through descriptors the broker hands over (see ``broker/local_read.py``).
+
+The grant is asked for on the reader's own Kafka connection (so the broker checks its principal as
+for a Fetch), then redeemed on the broker's Unix socket for one descriptor per file region. Every
+batch read from a file is checked again before its rows are used: whole batches (the walk with
+CRC-32C), the first batch of a region at the offset the broker named, offsets in order with no
+overlap, no leader epoch past the grant's, records as the decode checks them, and nothing past the
+grant's end. Anything else (a file truncated or rewritten after the grant, a short read, a refused
+grant) ends the local read at the offset reached: :func:`read_local` returns it and ``read_range``
+reads on from there over the network. Rows are never taken from a batch that failed a check.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import CorruptRecord, LogSourceError
+from ..format import iter_headers, read_header, to_arrow
+from ..format.header import HEADER_SIZE, TXN_BITS
+from ..protocol import local_read_messages as lrm
+from ..protocol.messages import AbortedTransaction
+from .committed import CommittedFilter
+
+log = logging.getLogger(__name__)
+
+#: ``localRead``: auto (when the broker offers it), true (the same, with a warning when it cannot),
+#: false (never)
+MODES = ("auto", "true", "false")
+
+_CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+_stats_lock = threading.Lock()
+#: counts of this process's local reads: granted (descriptors received), unavailable (no grant or no
+#: descriptors: network read), fallbacks (a check failed mid-read: network read from there),
+#: batches and bytes read from files
+STATS = {"granted": 0, "unavailable": 0, "fallbacks": 0, "batches": 0, "bytes": 0}
+
+
+def _count(name: str, n: int = 1) -> None:
+    with _stats_lock:
+        STATS[name] += n
+
+
+class LocalReadFailed(Exception):
+    """A check failed on a file's bytes: the local read ends at the offset reached (not a user error)."""
+
+
+@dataclass
+class LocalGrant:
+    """A redeemed grant: the bounds the broker gave and one open descriptor per region (owned)."""
+
+    end: int
+    leader_epoch: int
+    aborted: list[AbortedTransaction]
+    regions: list[tuple[int, lrm.LocalReadRegion]] = field(default_factory=list)
+    #: offsets may have gaps between batches (a compacted topic); otherwise a gap ends the local read
+    compacted: bool = False
+
+    def close(self) -> None:
+        for fd, _ in self.regions:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.regions = []
+
+
+def redeem(path: str, token: bytes, count: int, timeout_s: float = 5.0) -> list[int] | None:
+    """The ``count`` descriptors of ``token`` from the broker's socket at ``path``; None if refused."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(path)
+        s.sendall(lrm.MAGIC + bytes(token))
+        msg, fds = _recv_fds(s, max(count, 1))
+    if len(msg) == lrm.ANSWER.size:
+        status, n = lrm.ANSWER.unpack(msg)
+        if status == lrm.OK and n == count == len(fds):
+            return list(fds)
+    for fd in fds:
+        os.close(fd)
+    return None
+
+
+def _recv_fds(s: socket.socket, maxfds: int) -> tuple[bytes, list[int]]:
+    """socket.recv_fds, close-on-exec (a process the task starts meanwhile does not inherit the broker's
+    files; Python 3.11's recv_fds drops its ``flags``)."""
+    size = array.array("i").itemsize
+    msg, anc, _, _ = s.recvmsg(lrm.ANSWER.size, socket.CMSG_LEN(maxfds * size), _CLOEXEC)
+    fds = array.array("i")
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % size)])
+    return msg, list(fds)
+
+
+def request_grant(
+    conn: Any, topic: str, partition: int, start: int, read_committed: bool
+) -> LocalGrant | None:
+    """A grant for ``[start, ...)`` of the partition on this connection's broker, its descriptors
+    received; None when there is none (an older broker, another host, no socket, a refusal: the
+    network read then answers, with the same error if the broker refused)."""
+    if not conn.supports(lrm.LOCAL_READ_GRANT_KEY):
+        return None
+    try:
+        resp = conn.request(lrm.LocalReadGrantRequest(topic, partition, start, 1 if read_committed else 0))
+    except LogSourceError as e:
+        log.debug("local read of %s-%d refused: %s", topic, partition, e)
+        return None
+    if not resp.token or not resp.regions or resp.host_id != lrm.host_id():
+        return None
+    try:
+        fds = redeem(resp.socket_path, resp.token, len(resp.regions))
+    except OSError as e:
+        log.debug("local read socket %s: %s", resp.socket_path, e)
+        return None
+    if fds is None:
+        return None
+    return LocalGrant(
+        resp.end_offset,
+        resp.leader_epoch,
+        [AbortedTransaction(pid, first) for pid, first in resp.aborted_transactions],
+        list(zip(fds, resp.regions, strict=True)),
+        resp.compacted,
+    )
+
+
+def _pread_exact(fd: int, n: int, position: int) -> bytes:
+    data = os.pread(fd, n, position)
+    if len(data) != n:
+        raise LocalReadFailed(f"short read: {len(data)} of {n} bytes at {position}")
+    return data
+
+
+def _chunks(fd: int, region: lrm.LocalReadRegion, size: int, check_crc: bool) -> Iterator[tuple[Any, list]]:
+    """(bytes, walked headers) of whole batches of ``region``, about ``size`` bytes each; the region's
+    bytes exactly (a batch crossing its end, a short read or a bad CRC: LocalReadFailed)."""
+    cur, limit = region.position, region.position + region.length
+    while cur < limit:
+        want = min(size, limit - cur)
+        data = _pread_exact(fd, want, cur)
+        try:
+            headers = iter_headers(data, check_crc=check_crc)
+            if not headers:  # one batch larger than ``size``: read all of it
+                if want < HEADER_SIZE:
+                    raise LocalReadFailed(f"a batch crosses the region's end at {cur}")
+                need = read_header(data, 0).size
+                if need <= want or cur + need > limit:
+                    raise LocalReadFailed(f"a batch of {need} bytes crosses the region's end at {cur}")
+                data = _pread_exact(fd, need, cur)
+                headers = iter_headers(data, check_crc=check_crc)
+                if not headers:
+                    raise LocalReadFailed(f"no whole batch at {cur}")
+        except CorruptRecord as e:
+            raise LocalReadFailed(str(e)) from e
+        last_pos, last = headers[-1]
+        used = last_pos + last.size
+        yield (data if used == len(data) else memoryview(data)[:used]), headers
+        cur += used
+
+
+def read_local(
+    grant: LocalGrant, pos: int, end: int, size: int, read_committed: bool, check_crc: bool, out: list
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of ``[pos, min(end, grant.end))`` from the granted files; ``out[0]`` is set to the
+    offset reached (the caller reads on from it over the network, after a failed check too)."""
+    stop = min(end, grant.end)
+    committed = CommittedFilter(grant.aborted) if read_committed else None
+    after = None  # the next offset after the last batch checked (offsets in order, no overlap)
+    out[0] = pos
+    try:
+        for fd, region in grant.regions:
+            if pos >= stop:
+                break
+            first = True
+            for data, headers in _chunks(fd, region, size, check_crc):
+                bad = None
+                for i, (_, h) in enumerate(headers):
+                    bad = _mismatch(h, region.first_offset if first else None, after, grant)
+                    if bad is not None:
+                        headers = headers[:i]  # the batches before it passed: their rows are used
+                        break
+                    first, after = False, h.next_offset
+                if headers and headers[0][1].base_offset < stop:
+                    last_pos, last = headers[-1]
+                    data = data if bad is None else memoryview(data)[: last_pos + last.size]
+                    rb = _decode(data, headers, pos, stop, committed, check_crc)
+                    _count("batches", len(headers))
+                    _count("bytes", len(data))
+                    pos = out[0] = min(last.next_offset, stop)  # rows past ``stop`` were cut
+                    if rb is not None and rb.num_rows:
+                        yield rb
+                if bad is not None:
+                    raise LocalReadFailed(bad)
+                if pos >= stop or headers[0][1].base_offset >= stop:
+                    return
+    except LocalReadFailed as e:
+        _count("fallbacks")
+        log.info("local read stops at offset %d (reading on over the network): %s", out[0], e)
+
+
+def _mismatch(h: Any, first: int | None, after: int | None, grant: LocalGrant) -> str | None:
+    """Why batch ``h`` is not what the grant's file held (None: it is): the region's first batch at the
+    offset the broker named, no overlap, no gap unless compacted, no leader epoch past the grant's."""
+    if first is not None and h.base_offset != first:
+        return f"the region starts at offset {h.base_offset}, not {first}"
+    if after is not None and (h.base_offset < after or (h.base_offset > after and not grant.compacted)):
+        return f"batch at offset {h.base_offset} where {after} was next"
+    if h.leader_epoch > grant.leader_epoch:
+        return f"batch of leader epoch {h.leader_epoch} after the grant's {grant.leader_epoch}"
+    return None
+
+
+def _decode(
+    data: Any, headers: list, pos: int, stop: int, committed: CommittedFilter | None, check_crc: bool
+) -> pa.RecordBatch | None:
+    """The records of ``data`` in ``[pos, stop)`` as one batch (read_range's whole-fetch decode), the
+    read_committed filter applied with one filter across the whole read, as a consumer does."""
+    clean = data
+    if committed is not None and any(h.attributes & TXN_BITS for _, h in headers):
+        keep = bytearray()
+        for bpos, h in headers:
+            if not committed.drop(data, bpos, h):
+                keep += data[bpos : bpos + h.size]
+        clean = memoryview(bytes(keep))
+    if not len(clean):
+        return None
+    try:
+        t = to_arrow(
+            clean, pos, stop, check_crc=check_crc, fast=True, walked=headers if clean is data else None
+        )
+    except CorruptRecord as e:
+        raise LocalReadFailed(str(e)) from e
+    return t.combine_chunks().to_batches()[0] if t.num_rows else None
+
+
+def read_local_first(
+    client: Any,
+    topic: str,
+    partition: int,
+    pos: int,
+    end: int,
+    size: int,
+    read_committed: bool,
+    check_crc: bool,
+    mode: str,
+    out: list,
+) -> Iterator[pa.RecordBatch]:
+    """``read_range``'s local part: a grant from the partition's leader and :func:`read_local` on it;
+    ``out[0]`` is the offset reached (``pos`` when there was no grant)."""
+    out[0] = pos
+    grant = None
+    try:
+        conn = client.node_connection(client.leader_for(topic, partition))
+        grant = request_grant(conn, topic, partition, pos, read_committed)
+    except LogSourceError as e:
+        log.debug("local read of %s-%d: no grant: %s", topic, partition, e)
+    if grant is None:
+        _count("unavailable")
+        if mode == "true":
+            log.warning("localRead=true: %s-%d is read over the network (no local grant)", topic, partition)
+        return
+    _count("granted")
+    try:
+        yield from read_local(grant, pos, end, size, read_committed, check_crc, out)
+    finally:
+        grant.close()
