@@ -14,15 +14,19 @@ from typing import Any, NamedTuple
 
 from .. import protocol as p
 from ..errors import UnknownServerError, code_of
+from ..protocol import acl_messages as am
 from ..protocol import admin_config_messages as acm
 from ..protocol import consumer_group_messages as cgm
+from ..protocol import epoch_messages as em
 from ..protocol import group_messages as g
 from ..protocol import local_read_messages as lrm
 from ..protocol import producer_txn_messages as ptm
 from ..protocol import quota_messages as qm
 from ..protocol import reassign_messages as rm
 from ..protocol import records_admin_messages as ra
+from ..protocol import sasl_messages as sm
 from ..protocol import txn_admin_messages as tam
+from ..protocol import txn_messages as tm
 
 #: the message of UNKNOWN_SERVER_ERROR: the exception's own text and traceback go to the broker's log only
 UNKNOWN_SERVER_ERROR_MESSAGE = "the broker hit an unexpected error; its log has the details"
@@ -166,4 +170,34 @@ def error_response(api_key: int, req: Any, code: int, message: str | None) -> An
         )
     if api_key == lrm.LOCAL_READ_GRANT_KEY:
         return lrm.LocalReadGrantResponse(code, message)
+    if api_key == tm.STAGED_TXNS_KEY:
+        return tm.StagedTxnsResponse(code, message)
+    return _security_or_replication_error_response(api_key, req, code, message)
+
+
+def _security_or_replication_error_response(api_key: int, req: Any, code: int, message: str | None) -> Any:
+    k = p.ApiKey
+    if api_key == k.SASL_HANDSHAKE:
+        return sm.SaslHandshakeResponse(code, [])
+    if api_key == k.SASL_AUTHENTICATE:
+        return sm.SaslAuthenticateResponse(code, message, b"")
+    if api_key == k.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        return sm.DescribeUserScramCredentialsResponse([], code, message)
+    if api_key == k.ALTER_USER_SCRAM_CREDENTIALS:
+        users = [name for name, _ in req.deletions] + [u.name for u in req.upsertions]
+        return sm.AlterUserScramCredentialsResponse([(u, code, message) for u in dict.fromkeys(users)])
+    if api_key == k.DESCRIBE_ACLS:
+        return am.DescribeAclsResponse(code, message, [])
+    if api_key == k.CREATE_ACLS:
+        return am.CreateAclsResponse([(code, message) for _ in req.creations])
+    if api_key == k.DELETE_ACLS:
+        return am.DeleteAclsResponse([am.DeleteAclsFilterResult(code, message, []) for _ in req.filters])
+    if api_key == k.OFFSET_FOR_LEADER_EPOCH:
+        return em.OffsetForLeaderEpochResponse(
+            [em.EpochEndOffset(x.topic, x.partition, code) for x in req.partitions]
+        )
+    if api_key == k.WRITE_TXN_MARKERS:
+        return tm.WriteTxnMarkersResponse(
+            [tm.TxnMarkerResult(m.producer_id, dict.fromkeys(m.partitions, code)) for m in req.markers]
+        )
     raise ValueError(f"no error response for api key {api_key}")
