@@ -364,7 +364,8 @@ def test_the_flush_rule_is_kept_and_a_flush_runs_outside_the_lock(twins, tmp_pat
 
 
 def test_the_append_end_holds_the_flush_weakly(tmp_path):
-    """The log's flush is held by a weak reference: a log is freed by its reference count (no cycle)."""
+    """The log's flush and the epoch cache's assign are held by weak references: a log and its epoch cache
+    are freed by their reference counts (no cycle)."""
     import gc
     import weakref
 
@@ -373,9 +374,12 @@ def test_the_append_end_holds_the_flush_weakly(tmp_path):
         log = open_log(tmp_path)
         log.append(make_batch(0, 1))
         gone = weakref.ref(log)
+        epochs_gone = weakref.ref(log.epochs)
         log.close()
         del log
         assert gone() is None
+        # nor does the epoch cache (it tells the end its latest epoch; the end assigns through it)
+        assert epochs_gone() is None
     finally:
         gc.enable()
 

@@ -282,7 +282,7 @@ cdef class LogEnd:
         self._lock = lock
         self._acquire = lock.acquire
         self._release = lock.release
-        self._assign_epoch = assign_epoch
+        self._assign_epoch = WeakMethod(assign_epoch)  # the epoch cache tells this end its latest: no cycle
         self._flush = WeakMethod(flush)
         self._roll = WeakMethod(roll)
         self._general = None
@@ -374,7 +374,9 @@ cdef class LogEnd:
             self.leo = offset  # publish: readers may now fetch up to here
             epoch = leader_epoch  # an int the write took (in int32)
             if epoch > latest:
-                self._assign_epoch(leader_epoch, base)
+                assign = self._assign_epoch()
+                if assign is not None:  # None: the log is being dropped
+                    assign(leader_epoch, base)
             due = (self._offset_reachable and offset >= self._due_offset) or (
                 self._ms_reachable and now >= self._due_ms
             )
@@ -444,7 +446,9 @@ cdef class LogEnd:
                 producers.commit()
             self.leo = offset  # publish: readers may now fetch up to here
             if epoch > latest:
-                self._assign_epoch(epoch, appended[0][1])
+                assign = self._assign_epoch()
+                if assign is not None:  # None: the log is being dropped
+                    assign(epoch, appended[0][1])
             ts = now if lat else -1
             for i, base, nxt in appended:
                 out[i] = new_info(AppendInfo, (base, nxt - 1, ts, nxt - base, False))

@@ -74,7 +74,7 @@ class LogEndPy:
     ) -> None:
         """``leo``: the log end offset; ``lock``: the partition lock; ``assign_epoch``: the epoch
         cache's ``assign``; ``flush`` and ``roll``: the log's ``flush()`` and ``roll(now)`` under its lock
-        (bound methods, held weakly: no cycle);
+        (all three bound methods, held weakly: no cycle);
         ``producer_state``: the log's (for :meth:`append_runs`); ``name``: the log's (for errors)."""
         #: the offset the next appended record gets (readers may fetch below it)
         self.leo = leo
@@ -83,7 +83,7 @@ class LogEndPy:
         #: the log is closed (or retired, or deleted): nothing is appended any more
         self.closed = False
         self._lock = lock
-        self._assign_epoch = assign_epoch
+        self._assign_epoch = WeakMethod(assign_epoch)  # the epoch cache tells this end its latest: no cycle
         self._flush = WeakMethod(flush)
         self._roll = WeakMethod(roll)
         self._general: WeakMethod | None = None
@@ -176,7 +176,9 @@ class LogEndPy:
                     return None
             self.leo = offset  # publish: readers may now fetch up to here
             if leader_epoch > latest:
-                self._assign_epoch(leader_epoch, base)
+                assign = self._assign_epoch()
+                if assign is not None:  # None: the log is being dropped
+                    assign(leader_epoch, base)
             due = offset >= self._due_offset or now >= self._due_ms
         if due:
             flush = self._flush()
@@ -247,7 +249,9 @@ class LogEndPy:
                 producers.commit()
             self.leo = offset  # publish: readers may now fetch up to here
             if epoch > latest:
-                self._assign_epoch(epoch, appended[0][1])
+                assign = self._assign_epoch()
+                if assign is not None:  # None: the log is being dropped
+                    assign(epoch, appended[0][1])
             ts = now if lat else -1
             for i, base, nxt in appended:
                 out[i] = new_info(AppendInfo, (base, nxt - 1, ts, nxt - base, False))
