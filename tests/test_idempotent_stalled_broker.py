@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 
+import pytest
 from support.brokers import broker_process
 
 from pyspark_logsource import Admin, Consumer, Producer
@@ -92,7 +93,9 @@ def test_a_broker_stopped_before_the_producer_id_keeps_the_order(tmp_path):
     assert values == [b"%06d" % i for i in range(300)]
 
 
-def test_batches_expired_in_a_stopped_broker_are_not_renumbered(tmp_path):
+# 16: the sender's rounds path; 1: its one-batch-per-request path (drain_singles, _stamp_singles)
+@pytest.mark.parametrize("per_request", [16, 1])
+def test_batches_expired_in_a_stopped_broker_are_not_renumbered(tmp_path, per_request):
     """Batches expire while the broker is stopped, some of them with their requests in its socket buffer:
     before, the later batches took the expired ones' numbers, and the broker answered them as duplicates
     of the expired batches it appended on SIGCONT: acknowledged, never written."""
@@ -103,6 +106,7 @@ def test_batches_expired_in_a_stopped_broker_are_not_renumbered(tmp_path):
             b.bootstrap,
             batch_size=1,
             linger_ms=0,
+            max_batches_per_request=per_request,
             request_timeout_ms=300,
             retry_backoff_ms=20,
             delivery_timeout_ms=1500,
@@ -156,7 +160,9 @@ class _RequestRelay:
                 s.shutdown(socket.SHUT_RDWR)
 
 
-def test_a_gap_left_by_an_expired_batch_is_out_of_order_as_in_kafka(tmp_path):
+# 16: the sender's rounds path; 1: its one-batch-per-request path (drain_singles, _stamp_singles)
+@pytest.mark.parametrize("per_request", [16, 1])
+def test_a_gap_left_by_an_expired_batch_is_out_of_order_as_in_kafka(tmp_path, per_request):
     """Batch X's requests never reach the broker and X expires; batch Y, numbered after X while X was
     unanswered, then reaches it: a gap. As Kafka's producer: X fails with its timeout, Y with
     OutOfOrderSequence at once (before: retried with the same numbers until it expired too), and the
@@ -172,6 +178,7 @@ def test_a_gap_left_by_an_expired_batch_is_out_of_order_as_in_kafka(tmp_path):
             bootstrap,
             batch_size=1,
             linger_ms=0,
+            max_batches_per_request=per_request,
             request_timeout_ms=500,
             retry_backoff_ms=20,
             delivery_timeout_ms=4000,
