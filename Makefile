@@ -48,7 +48,7 @@ PURE_PYTHON_TESTS := tests/test_format.py tests/test_format_kafka.py tests/test_
 	tests/test_client_memory.py tests/test_producer_paths.py tests/test_format_compiled_body.py \
 	tests/test_producer_compiled.py tests/test_log_plain_append.py tests/test_fetched_rows_compiled.py \
 	tests/test_broker_compiled.py tests/test_produce_one.py tests/test_log_segment_tail.py \
-	tests/test_run_columns_compiled.py
+	tests/test_run_columns_compiled.py tests/test_partition_sequences.py
 # --durations: the slowest tests in every CI log, to keep the suite within its time budget
 test: lint java kcat zookeeper peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
