@@ -199,6 +199,49 @@ def test_number_round_stops_after_a_failed_encode() -> None:
     assert batches[2].base_sequence is None  # not numbered before the failure is handled
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.booleans()), max_size=40), st.booleans())
+def test_a_round_is_numbered_as_one_by_one(layout: list, idempotent: bool) -> None:
+    """number_round (one hold of the lock) against sendable + number batch by batch: the same numbers,
+    the same stamps (producer id, epoch, sequence, whether the bytes are stamped), the same batches held;
+    partition 1 restarted with its own producer id, partition 2 at its unanswered limit."""
+    results = []
+    for whole in (False, True):
+        seqs, stamps = PartitionSequences(idempotent), Stamps()
+        seqs.set_producer(7, 3)
+        sent(seqs, batch(1))
+        seqs.restart((T, 1), 9, 0)
+        sent(seqs, *[batch(2) for _ in range(MAX_UNANSWERED_BATCHES)])
+        stamps.calls.clear()
+        batches = [batch(p, n) for p, n, _ in layout]
+        for b, (_, _, resend) in zip(batches, layout, strict=True):
+            if resend:  # sent before: numbered, one attempt
+                sent(seqs, b)
+        held: dict = {}
+        if whole:
+            done, i, failed, _ = seqs.number_round(batches, 0, len(batches), held, stamps)
+            assert i == len(batches) and failed is None
+        else:
+            done = []
+            for b in batches:
+                if b.tp in held:
+                    held[b.tp].append(b)
+                elif idempotent and seqs.sendable([b]) == 0:
+                    held[b.tp] = [b]
+                else:
+                    seqs.number(b, stamps)
+                    done.append(b)
+        results.append(
+            (
+                [batches.index(b) for b in done],
+                [(batches.index(c[0]), *c[1:]) for c in stamps.calls],
+                {tp: [batches.index(b) for b in q] for tp, q in held.items()},
+                [b.base_sequence for b in batches],
+            )
+        )
+    assert results[0] == results[1]
+
+
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("send"), st.integers(0, 2), st.integers(1, 4), st.booleans()),

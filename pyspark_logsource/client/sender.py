@@ -179,12 +179,12 @@ class Sender:
             rounds = runs = more = singles = b = None  # type: ignore[assignment]
 
     def _prepare(self, b: ProducerBatch) -> None:
+        if b.deadline == 0.0:
+            b.deadline = time.monotonic() + self.delivery_timeout
         self.sequences.number(b, self._encode)
 
     def _encode(self, b: ProducerBatch, pid: int, epoch: int, seq: int, restamp: bool) -> None:
         """Stamp and encode a numbered batch for its send (PartitionSequences.number's ``encode``)."""
-        if b.deadline == 0.0:
-            b.deadline = time.monotonic() + self.delivery_timeout
         if b.encoded is None:
             if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
                 data = b.buf.encode(self.codec, pid, epoch, seq)
@@ -369,11 +369,16 @@ class Sender:
         stop = i
         while stop < len(batches) and not isinstance(leaders[batches[stop].tp], LogSourceError):
             stop += 1  # the round is numbered up to and with the first batch without a leader
+        deadline = time.monotonic() + self.delivery_timeout
         done, i, failed, error = self.sequences.number_round(
             batches, i, min(stop + 1, len(batches)), held, self._encode
         )
         acks, timeout_ms = self.acks, int(self.request_timeout_ms)
+        if failed is not None and failed.deadline == 0.0:
+            failed.deadline = deadline
         for b in done:
+            if b.deadline == 0.0:
+                b.deadline = deadline
             node = leaders[b.tp]
             if isinstance(node, LogSourceError):
                 return i, b, node

@@ -109,30 +109,48 @@ class PartitionSequences:
         without room holds this batch and every later one of it in the round; stops after a batch whose
         ``encode`` raised. Returns ``(the numbered batches in order, where to go on, the failed batch or
         None, its error)``."""
-        idempotent, assigned, unresolved, number = (
+        # _number inlined (one call per batch, encode's, as when the sender numbered the round itself)
+        idempotent, assigned, unresolved, next_seq = (
             self.idempotent,
             self._assigned,
             self._unresolved,
-            self._number,
+            self._next_seq,
         )
+        stamped, pid_for = self._stamped, self._pid_for
         done: list = []
         with self._lock:
+            own = (self._producer_id, self._producer_epoch)
             for i in range(start, stop):
                 b = batches[i]
                 tp = b.tp
-                if idempotent:  # a new number only while the partition has room
-                    if tp in held:
+                seq = b.base_sequence
+                if idempotent:
+                    if tp in held:  # a new number only while the partition has room
                         held[tp].append(b)
                         continue
-                    if b.base_sequence is None and (
-                        len(assigned.get(tp, ())) >= MAX_UNANSWERED_BATCHES or tp in unresolved
-                    ):
-                        held[tp] = [b]
-                        continue
+                    if seq is None:
+                        queue = assigned.get(tp)
+                        if (queue is not None and len(queue) >= MAX_UNANSWERED_BATCHES) or tp in unresolved:
+                            held[tp] = [b]
+                            continue
+                        seq = b.base_sequence = next_seq.get(tp, 0)
+                        next_seq[tp] = (seq + b.record_count) & _INT32_MAX
+                        if queue is None:
+                            queue = assigned[tp] = []
+                        queue.append(b)
+                    pid, epoch = (pid_for.get(tp) if pid_for else None) or own
+                    stamped[id(b)] = pid
+                    restamp = b.restamp or b.attempts == 0
+                else:
+                    if seq is None:
+                        seq = -1
+                    pid, epoch = (pid_for.get(tp) if pid_for else None) or own
+                    restamp = False
                 try:
-                    number(b, encode)
+                    encode(b, pid, epoch, seq, restamp)
                 except LogSourceError as e:
                     return done, i + 1, b, e
+                b.restamp = False
                 done.append(b)
         return done, stop, None, None
 
