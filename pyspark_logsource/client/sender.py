@@ -239,16 +239,17 @@ class Sender:
                 for b in batches:
                     self.fail_or_retry(b, e)
                 return None
-        if self.sequences.has_unresolved():
-            self.sequences.resolve()
         kept_back: set[tuple[str, int]] = set()
-        error = self._reset_sequences()
-        if error is not None:
-            resets = set(self.sequences.to_restart())
-            kept_back = {b.tp for b in batches if b.tp in resets}
-            for b in batches:
-                if b.tp in kept_back:
-                    self.fail_or_retry(b, error)
+        if self.sequences.unsettled():  # (rare: one call per round otherwise)
+            if self.sequences.has_unresolved():
+                self.sequences.resolve()
+            error = self._reset_sequences()
+            if error is not None:
+                resets = set(self.sequences.to_restart())
+                kept_back = {b.tp for b in batches if b.tp in resets}
+                for b in batches:
+                    if b.tp in kept_back:
+                        self.fail_or_retry(b, error)
         if self._refresh_needed:
             self._refresh_needed = False
             try:
@@ -366,13 +367,14 @@ class Sender:
         """_sendable, _prepare and the request of each of ``batches[i:]``, numbered under one hold of the
         sequence lock (PartitionSequences.number_round); stops after a batch that failed (its encode, or
         no leader). Returns ``(where to go on, the failed batch or None, its error)``."""
-        stop = i
-        while stop < len(batches) and not isinstance(leaders[batches[stop].tp], LogSourceError):
-            stop += 1  # the round is numbered up to and with the first batch without a leader
+        stop = len(batches)  # the round is numbered up to and with the first batch without a leader
+        if any(isinstance(node, LogSourceError) for node in leaders.values()):
+            stop = i
+            while stop < len(batches) - 1 and not isinstance(leaders[batches[stop].tp], LogSourceError):
+                stop += 1
+            stop += 1
         deadline = time.monotonic() + self.delivery_timeout
-        done, i, failed, error = self.sequences.number_round(
-            batches, i, min(stop + 1, len(batches)), held, self._encode
-        )
+        done, i, failed, error = self.sequences.number_round(batches, i, stop, held, self._encode)
         acks, timeout_ms = self.acks, int(self.request_timeout_ms)
         if failed is not None and failed.deadline == 0.0:
             failed.deadline = deadline

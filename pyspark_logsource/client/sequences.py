@@ -282,6 +282,10 @@ class PartitionSequences:
 
     # ------------------------------------------------------------------ restarts (sender thread)
 
+    def unsettled(self) -> bool:
+        """True while some partition has a batch of unknown fate or waits for a restart."""
+        return bool(self._unresolved or self._resets)
+
     def has_unresolved(self) -> bool:
         """True while some partition has a batch of unknown fate (see :meth:`resolve`)."""
         return bool(self._unresolved)
