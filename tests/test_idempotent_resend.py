@@ -22,6 +22,7 @@ from pyspark_logsource.broker.embedded import EmbeddedBroker
 from pyspark_logsource.broker.log.producer_state import MAX_BATCHES_PER_PRODUCER
 from pyspark_logsource.client import Admin, Consumer, Producer
 from pyspark_logsource.client.producer import MAX_UNANSWERED_BATCHES
+from pyspark_logsource.errors import LogSourceError
 
 TOPIC = "resend"
 #: more one-record batches than the broker remembers per producer
@@ -104,7 +105,7 @@ def test_batches_resent_after_lost_answers_are_duplicates(tmp_path, caplog) -> N
             first = producer.send(TOPIC, b"first", partition=0).result(10)
             relay.swallow.set()
             # The sender numbers batches under this lock: all (one record each) are ready when it goes on.
-            with producer._sender._seq_lock:
+            with producer._sender.sequences._lock:
                 futures = [producer.send(TOPIC, str(i).encode(), partition=0) for i in range(COUNT)]
                 time.sleep(0.2)
             deadline = time.monotonic() + 10
@@ -151,23 +152,27 @@ def test_a_request_never_skips_an_unanswered_sequence() -> None:
             b.base_sequence = seq
             return b
 
-        retried, unanswered, new = batch(0), batch(1), batch(None)
-        producer._sender._assigned[tp] = [retried, unanswered]
-        producer._sender._next_seq[tp] = 2
+        seqs = producer._sender.sequences
+        retried, unanswered, new = batch(None), batch(None), batch(None)
+        for b in (retried, unanswered):  # numbered 0 and 1, both unanswered
+            seqs.number(b, _no_encode)
+        assert (retried.base_sequence, unanswered.base_sequence) == (0, 1)
         held: dict = {}
         assert producer._sender._sendable([retried, new], held) == [retried]
-        assert held[tp][1] == [new] and new.base_sequence is None
-        # consecutive sequences travel together, up to the unanswered limit
-        producer._sender._assigned[tp] = [retried]
-        producer._sender._next_seq[tp] = 1
+        assert held[tp] == [new] and new.base_sequence is None
+        # consecutive sequences travel together, up to the unanswered limit: batch 1 refused, unsent (its
+        # number given back), batch 0 unanswered and the next number 1
+        seqs.settle(unanswered, LogSourceError("refused"))
         held = {}
         assert producer._sender._sendable([retried, new], held) == [retried, new] and not held
-        producer._sender._assigned[tp] = [batch(i) for i in range(MAX_UNANSWERED_BATCHES)]
-        producer._sender._next_seq[tp] = MAX_UNANSWERED_BATCHES
+        seqs.settle(retried, None)
+        full = [batch(None) for _ in range(MAX_UNANSWERED_BATCHES)]
+        for b in full:
+            seqs.number(b, _no_encode)
         held = {}
-        assert producer._sender._sendable([new], held) == [] and held[tp][1] == [new]
+        assert producer._sender._sendable([new], held) == [] and held[tp] == [new]
+        seqs.settle_appended([(b, None) for b in full])
     finally:
-        producer._sender._assigned.clear()
         producer.close()
 
 
@@ -188,17 +193,19 @@ def test_a_round_of_single_batches_is_numbered_as_one_by_one() -> None:
 
     def round_of(producer: Producer) -> list[ProducerBatch]:
         sender = sender_of(producer)
-        sender._producer_id, sender._producer_epoch, sender._arrow_body = 7, 0, True
-        full = (TOPIC, 2)
-        sender._assigned[full] = [
+        sender.sequences.set_producer(7, 0)
+        sender._arrow_body = True
+        unanswered[producer] = [  # partition 2 at its unanswered limit
             ProducerBatch.from_encoded(TOPIC, 2, bytearray(70), 1, 0.0) for _ in range(MAX_UNANSWERED_BATCHES)
         ]
-        sender._next_seq[full] = MAX_UNANSWERED_BATCHES
+        for b in unanswered[producer]:
+            sender.sequences.number(b, _no_encode)
         return [ProducerBatch.from_encoded(TOPIC, p, bytearray(data), 1, 0.0) for p in layout]
 
     def sender_of(producer: Producer):
         return producer._sender
 
+    unanswered: dict = {}
     one, whole = (
         Producer("127.0.0.1:9", enable_idempotence=True),
         Producer("127.0.0.1:9", enable_idempotence=True),
@@ -221,8 +228,8 @@ def test_a_round_of_single_batches_is_numbered_as_one_by_one() -> None:
         assert sender_of(whole)._stamp_singles(got, i, leaders, held, by_node) == (7, got[6], lost)
         assert [b.base_sequence for b in got] == [b.base_sequence for b in ref] == [0, None, 1, 0, 2, None, 1]
         assert [bytes(b.encoded) for b in got] == [bytes(b.encoded) for b in ref]
-        assert {tp: [ref.index(b) for b in q] for tp, (_, q) in ref_held.items()} == {
-            tp: [got.index(b) for b in q] for tp, (_, q) in held.items()
+        assert {tp: [ref.index(b) for b in q] for tp, q in ref_held.items()} == {
+            tp: [got.index(b) for b in q] for tp, q in held.items()
         }
         assert [got.index(cb.batch) for _, cb in by_node[1]] == [ref.index(b) for b in ref_sent]
         assert [(r.partition, bytes(r.records)) for r, _ in by_node[1]] == [
@@ -231,5 +238,9 @@ def test_a_round_of_single_batches_is_numbered_as_one_by_one() -> None:
         assert [ref.index(b) for b in ref_failed] == [3, 6]
     finally:
         for p in (one, whole):
-            sender_of(p)._assigned.clear()
+            sender_of(p).sequences.settle_appended([(b, None) for b in unanswered.get(p, ())])
             p.close()
+
+
+def _no_encode(b, pid: int, epoch: int, seq: int, restamp: bool) -> None:
+    """PartitionSequences' ``encode`` for batches that are numbered, never sent."""

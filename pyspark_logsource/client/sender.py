@@ -1,15 +1,15 @@
 """The producer's sender thread: ready batches into Produce requests, answers into futures.
 
-The thread drains the accumulator, stamps each batch with the producer id,
-epoch and sequence numbers (idempotence), groups runs of batches into one
-Produce request per leader, and resolves each batch from the answer: done,
-retried (retriable errors, within ``delivery_timeout_ms``) or failed. The
-sequence bookkeeping lives here too: which batches are unanswered per
-partition, how a failed batch gives its numbers back, and how a partition
-whose broker lost this producer's state restarts at sequence 0.
+The thread drains the accumulator, has each batch numbered and stamped with the
+producer id, epoch and sequence numbers (idempotence), groups runs of batches
+into one Produce request per leader, and resolves each batch from the answer:
+done, retried (retriable errors, within ``delivery_timeout_ms``) or failed. The
+sequence bookkeeping (which batches are unanswered per partition, how a failed
+batch gives its numbers back, how a partition whose broker lost this producer's
+state restarts at sequence 0) is owned by a
+:class:`~.sequences.PartitionSequences`, which the sender asks and tells.
 
-:class:`Sender` owns that state (the producer id and epoch, the sequence
-numbers, the unanswered batches, the sender thread and its loop). The
+:class:`Sender` owns the sender thread and its loop. The
 :class:`~.producer.Producer` holds one as ``_sender`` and hands it, at
 construction, what it uses of the producer and nothing more: the accumulator
 (the producer's ``send()`` fills it, the sender drains it), the network
@@ -22,7 +22,6 @@ producer id (``producer_id_and_epoch``) and for the broker's batch layout
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,15 +41,13 @@ from .answers import OneBatchAnswer, RunsAnswer
 from .encoding import encode_records
 from .metrics import ClientMetrics
 from .network import NetworkClient
+from .sequences import FAIL, MAX_UNANSWERED_BATCHES, RESTART, PartitionSequences
 from .threads import ClientThread
 
 #: the producer's logger: users configure one logger for the producer and its sender
 log = logging.getLogger(__package__ + ".producer")
 
-_INT32_MAX = (1 << 31) - 1
-#: unanswered batches with sequence numbers per partition: at most as many as the broker remembers per
-#: producer (broker.log.producer_state.MAX_BATCHES_PER_PRODUCER), so a resent one is known as a duplicate
-MAX_UNANSWERED_BATCHES = 80
+__all__ = ["MAX_UNANSWERED_BATCHES", "Sender", "SenderSettings", "restamp_producer"]
 #: Errors after which the metadata (leaders, partitions) is refreshed before a retry.
 _METADATA_ERRORS = (3, 5, 6, 74, 75)
 
@@ -76,7 +73,7 @@ class SenderSettings:
 
 
 class Sender:
-    """The producer's sender thread and sequence bookkeeping (one per producer; see the module docstring)."""
+    """The producer's sender thread (one per producer; see the module docstring)."""
 
     def __init__(
         self,
@@ -100,20 +97,9 @@ class Sender:
         self.max_request_size = settings.max_request_size
         self.max_batches_per_request = settings.max_batches_per_request
         self._refresh_metadata = refresh_metadata
-        self._producer_id = -1
-        self._producer_epoch = -1
-        self._next_seq: dict[tuple[str, int], int] = {}
-        self._last_acked: dict[tuple[str, int], int] = {}  # last sequence the broker acknowledged
-        self._pid_for: dict[tuple[str, int], tuple[int, int]] = {}  # a partition's own id after a reset
+        #: the producer id and the sequence numbers per partition (their one owner)
+        self.sequences = PartitionSequences(settings.idempotent)
         self._drain_mark = 0  # RecordAccumulator.answered when the sender last drained
-        self._resets: set[tuple[str, int]] = set()  # partitions whose sequences restart (_reset_sequences)
-        #: partitions where a sent batch failed for good without the broker saying it was not appended
-        #: (expired, timed out): the sequence after it, until the broker acknowledges that one or the
-        #: partition has nothing unanswered (see _settle_sequence, _resolve_sequences)
-        self._unresolved: dict[tuple[str, int], int] = {}
-        self._stamped: dict[int, int] = {}  # id(batch) -> producer id of its last send
-        self._assigned: dict[tuple[str, int], list[ProducerBatch]] = {}  # unanswered, numbered batches
-        self._seq_lock = threading.Lock()
         self._refresh_needed = False
         self._arrow_body: bool | None = None  # learnt from the broker's ApiVersions on first use
         self._thread = ClientThread(self._run, "logsource-producer-sender")
@@ -132,9 +118,9 @@ class Sender:
 
     def producer_id_and_epoch(self) -> tuple[int, int]:
         """This producer's id and epoch, asked of the broker (InitProducerId) on first use."""
-        if self._producer_id < 0:
+        if self.sequences.producer_id_and_epoch()[0] < 0:
             self._init_producer_id()
-        return self._producer_id, self._producer_epoch
+        return self.sequences.producer_id_and_epoch()
 
     def in_broker_layout(self, data: bytearray) -> bytearray:
         """Our Arrow-bodied batch as is, or in Kafka's layout for a broker without our extension."""
@@ -146,14 +132,14 @@ class Sender:
 
     def _init_producer_id(self) -> None:
         resp = self._client.request(InitProducerIdRequest())
-        self._producer_id, self._producer_epoch = resp.producer_id, resp.producer_epoch
-        log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+        self.sequences.set_producer(resp.producer_id, resp.producer_epoch)
+        log.debug("producer id %d epoch %d", resp.producer_id, resp.producer_epoch)
 
     def _run(self) -> None:
         acc = self._acc
         max_run, max_bytes = self.max_batches_per_request, self.max_request_size
         while True:
-            more_rounds = self._room()
+            more_rounds = self.sequences.room(63)  # the rounds over that would only be held, put back
             with acc.lock:
                 while True:
                     runs, next_at = acc.drain(time.monotonic(), max_run, max_bytes)
@@ -192,39 +178,13 @@ class Sender:
             # not kept while this thread waits for the next batches: the answered ones' bytes go now
             rounds = runs = more = singles = b = None  # type: ignore[assignment]
 
-    def _room(self) -> int:
-        """How many rounds to drain after the first: up to 63, no more than the fullest partition may number
-        (MAX_UNANSWERED_BATCHES): the batches over that would only be held and put back (see _sendable)."""
-        if not self.idempotent or not self._assigned:
-            return 63
-        with self._seq_lock:
-            most = max(map(len, self._assigned.values()))
-        return max(0, min(63, MAX_UNANSWERED_BATCHES - most - 1))
-
     def _prepare(self, b: ProducerBatch) -> None:
         if b.deadline == 0.0:
             b.deadline = time.monotonic() + self.delivery_timeout
-        with self._seq_lock:
-            self._stamp(b)
+        self.sequences.number(b, self._encode)
 
-    def _stamp(self, b: ProducerBatch) -> None:
-        """Number (idempotence), stamp and encode a batch for its send; _seq_lock held."""
-        tp = b.tp
-        seq = -1
-        if self.idempotent and b.base_sequence is None:
-            seq = self._next_seq.get(tp, 0)
-            b.base_sequence = seq
-            self._next_seq[tp] = (seq + b.record_count) & _INT32_MAX
-            queue = self._assigned.get(tp)
-            if queue is None:
-                queue = self._assigned[tp] = []
-            queue.append(b)
-        elif b.base_sequence is not None:
-            seq = b.base_sequence
-        pid_for = self._pid_for.get(tp) if self._pid_for else None
-        pid, epoch = pid_for or (self._producer_id, self._producer_epoch)
-        if self.idempotent:
-            self._stamped[id(b)] = pid
+    def _encode(self, b: ProducerBatch, pid: int, epoch: int, seq: int, restamp: bool) -> None:
+        """Stamp and encode a numbered batch for its send (PartitionSequences.number's ``encode``)."""
         if b.encoded is None:
             if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
                 data = b.buf.encode(self.codec, pid, epoch, seq)
@@ -244,15 +204,13 @@ class Sender:
             b.encoded = self.in_broker_layout(data)
             # The records are no longer needed; memory stays accounted until the answer.
             b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
-        elif self.idempotent and (b.restamp or b.attempts == 0):
+        elif restamp:
             restamp_producer(b.encoded, pid, epoch, seq)
-        b.restamp = False
 
     def finish(self, b: ProducerBatch, result=None, error: BaseException | None = None) -> None:
         """Complete a batch; a batch that failed for good gives its sequence numbers back."""
         if self.idempotent and b.base_sequence is not None:
-            with self._seq_lock:
-                self._settle_sequence(b, error)
+            self.sequences.settle(b, error)
         if error is None and self.stats is not None:
             self.stats.add(b.record_count, b.size if b.encoded is None else len(b.encoded))
         self._acc.complete(b, result, error)
@@ -260,20 +218,7 @@ class Sender:
     def finish_ok(self, done: list[tuple[ProducerBatch, tuple]]) -> None:
         """finish() for several appended batches ``(batch, result)``: the locks taken once for all."""
         if self.idempotent:
-            assigned, last_acked, stamped = self._assigned, self._last_acked, self._stamped
-            unresolved = self._unresolved
-            with self._seq_lock:
-                for b, _ in done:
-                    if b.base_sequence is not None:
-                        queue = assigned.get(b.tp)
-                        if (
-                            queue and queue[0] is b and not unresolved
-                        ):  # _settle_sequence's common case: the oldest
-                            del queue[0]
-                            stamped.pop(id(b), None)
-                            last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
-                        else:
-                            self._settle_sequence(b, None)
+            self.sequences.settle_appended(done)
         if self.stats is not None:
             records = size = 0
             for b, _ in done:
@@ -282,65 +227,26 @@ class Sender:
             self.stats.add(records, size)
         self._acc.complete_many(done)
 
-    def _settle_sequence(self, b: ProducerBatch, error: BaseException | None) -> None:
-        """A numbered batch was answered; if the broker refused it, later batches move down (_seq_lock held)."""
-        tp = b.tp
-        self._stamped.pop(id(b), None)
-        queue = self._assigned.get(tp, [])
-        if queue and queue[0] is b:  # answers come in order: the oldest unanswered batch
-            i = 0
-        else:
-            try:
-                i = queue.index(b)
-            except ValueError:
-                i = -1
-        if i >= 0:
-            del queue[i]
-            if error is None:
-                self._last_acked[tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
-                mark = self._unresolved.get(tp)
-                if mark is not None and (b.base_sequence - mark) & _INT32_MAX < 1 << 30:
-                    del self._unresolved[tp]  # the broker has every sequence before this batch's
-            elif isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
-                self._resets.add(tp)  # numbers the broker refuses: the partition's sequences restart
-            elif b.attempts and _maybe_appended(error):
-                # It was sent and may be in the log (its request can still sit in a stalled broker's
-                # socket): its numbers are not given back, or a later batch renumbered onto them would be
-                # taken for its duplicate and acknowledged unwritten. As Kafka's idempotent producer:
-                # the sequences stay, and the partition restarts them once nothing is unanswered if
-                # the broker then lacks them.
-                end = (b.base_sequence + b.record_count) & _INT32_MAX
-                mark = self._unresolved.get(tp)
-                if mark is None or (end - mark) & _INT32_MAX < 1 << 30:
-                    self._unresolved[tp] = end
-            else:
-                # Later batches move down so the broker sees no gap; their bytes are
-                # restamped before they are (re)sent.
-                n = b.record_count
-                for later in queue[i:]:
-                    later.base_sequence = (later.base_sequence - n) & _INT32_MAX
-                    later.restamp = True
-                self._next_seq[b.tp] = (self._next_seq.get(b.tp, 0) - n) & _INT32_MAX
-
     def _ready_to_send(self, batches: list[ProducerBatch]) -> set[tuple[str, int]] | None:
         """The steps before a send: the producer id, sequence resets, a metadata refresh. None when there
         is no producer id (``batches`` then failed or were put back for a retry); else the partitions whose
         sequences could not be restarted yet: their batches were put back for a retry and must not go out
         under the old numbering (empty as a rule)."""
-        if self.idempotent and self._producer_id < 0:
+        if self.idempotent and self.sequences.producer_id_and_epoch()[0] < 0:
             try:
                 self._init_producer_id()
             except LogSourceError as e:
                 for b in batches:
                     self.fail_or_retry(b, e)
                 return None
-        if self._unresolved:
-            self._resolve_sequences()
         kept_back: set[tuple[str, int]] = set()
-        if self._resets:
+        if self.sequences.unsettled():  # (rare: one call per round otherwise)
+            if self.sequences.has_unresolved():
+                self.sequences.resolve()
             error = self._reset_sequences()
             if error is not None:
-                kept_back = {b.tp for b in batches if b.tp in self._resets}
+                resets = set(self.sequences.to_restart())
+                kept_back = {b.tp for b in batches if b.tp in resets}
                 for b in batches:
                     if b.tp in kept_back:
                         self.fail_or_retry(b, error)
@@ -365,7 +271,7 @@ class Sender:
             return
         # node -> requests in round order; a round holds at most one run per partition
         by_node: dict[int, list[tuple[ProduceRequest, dict]]] = {}
-        held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
+        held: dict[tuple[str, int], list[ProducerBatch]] = {}  # see _sendable
         leaders: dict[tuple[str, int], int] = {}  # looked up once per partition and call
         idempotent, prepare, leader_for = self.idempotent, self._prepare, self._client.leader_for
         for r in rounds:
@@ -420,15 +326,13 @@ class Sender:
             except LogSourceError:
                 pass  # send_many already ran the callbacks of unsent requests with the error
         if held:  # last: if anything above raised, _run puts every unfinished batch back itself
-            with self._acc.lock:
-                for tp, (mark, batches) in held.items():
-                    self._acc.hold(tp, batches, mark)
+            self._hold(held)
 
     def _send_singles(self, batches: list[ProducerBatch]) -> None:
         """_send_rounds for rounds of one batch each (batch size 1, one partition ready at a time): each
         batch goes in its own one-partition request, in round order, without the per-round grouping; the
         batches are numbered under one hold of the sequence lock (_stamp_singles)."""
-        held: dict[tuple[str, int], tuple[int, list[ProducerBatch]]] = {}  # see _sendable
+        held: dict[tuple[str, int], list[ProducerBatch]] = {}  # see _sendable
         by_node: dict[int, list[tuple[OnePartitionProduce, OneBatchAnswer]]] = {}
         leaders: dict[tuple[str, int], int | LogSourceError] = {}  # the leader, or why it is not known
         leader_for = self._client.leader_for
@@ -457,85 +361,59 @@ class Sender:
             except LogSourceError:
                 pass  # send_many already ran the callbacks of unsent requests with the error
         if held:  # as in _send_rounds
-            with self._acc.lock:
-                for tp, (mark, held_batches) in held.items():
-                    self._acc.hold(tp, held_batches, mark)
+            self._hold(held)
 
     def _stamp_singles(self, batches: list, i: int, leaders: dict, held: dict, by_node: dict) -> tuple:
-        """_sendable, _prepare and the request of each of ``batches[i:]``, under one hold of _seq_lock; stops
-        after a batch that failed. Returns ``(where to go on, the failed batch or None, its error)``."""
-        idempotent, acks, timeout_ms = self.idempotent, self.acks, int(self.request_timeout_ms)
-        assigned, stamp = self._assigned, self._stamp
+        """_sendable, _prepare and the request of each of ``batches[i:]``, numbered under one hold of the
+        sequence lock (PartitionSequences.number_round); stops after a batch that failed (its encode, or
+        no leader). Returns ``(where to go on, the failed batch or None, its error)``."""
+        stop = len(batches)  # the round is numbered up to and with the first batch without a leader
+        if any(isinstance(node, LogSourceError) for node in leaders.values()):
+            stop = i
+            while stop < len(batches) - 1 and not isinstance(leaders[batches[stop].tp], LogSourceError):
+                stop += 1
+            stop += 1
         deadline = time.monotonic() + self.delivery_timeout
-        with self._seq_lock:
-            while i < len(batches):
-                b = batches[i]
-                i += 1
-                tp = b.tp
-                if idempotent:  # _sendable([b], held): a new number only while the partition has room
-                    if tp in held:
-                        held[tp][1].append(b)
-                        continue
-                    if b.base_sequence is None and (
-                        len(assigned.get(tp, ())) >= MAX_UNANSWERED_BATCHES or tp in self._unresolved
-                    ):
-                        held[tp] = (self._drain_mark, [b])
-                        continue
-                if b.deadline == 0.0:
-                    b.deadline = deadline
-                try:
-                    stamp(b)
-                except LogSourceError as e:
-                    return i, b, e
-                node = leaders[tp]
-                if isinstance(node, LogSourceError):
-                    return i, b, node
-                calls = by_node.get(node)
-                if calls is None:
-                    calls = by_node[node] = []
-                calls.append(
-                    (
-                        OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms),
-                        OneBatchAnswer(self, b),
-                    )
+        done, i, failed, error = self.sequences.number_round(batches, i, stop, held, self._encode)
+        acks, timeout_ms = self.acks, int(self.request_timeout_ms)
+        if failed is not None and failed.deadline == 0.0:
+            failed.deadline = deadline
+        for b in done:
+            if b.deadline == 0.0:
+                b.deadline = deadline
+            node = leaders[b.tp]
+            if isinstance(node, LogSourceError):
+                return i, b, node
+            calls = by_node.get(node)
+            if calls is None:
+                calls = by_node[node] = []
+            calls.append(
+                (
+                    OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms),
+                    OneBatchAnswer(self, b),
                 )
-        return i, None, None
+            )
+        return i, failed, error
 
     def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:
-        """The part of an idempotent run that may be sent now; the rest goes into ``held``.
-
-        A run carries consecutive sequence numbers only: the broker checks each
-        batch against the one before, so a gap (a batch resent while a later one
-        is still unanswered, followed by new batches numbered after that one)
-        would be refused as OutOfOrderSequence and misread as lost state. And a
-        partition has at most MAX_UNANSWERED_BATCHES batches with sequence numbers
-        unanswered, no more than the broker remembers per producer (as Kafka's
-        producer keeps 5 in flight): a batch whose answer is lost, resent to a
-        new leader, is then always recognised as a duplicate. Held batches wait until the partition
-        has an answer; a partition with held batches sends nothing later in this round.
-        """
+        """The part of an idempotent run that may be sent now (PartitionSequences.sendable); the rest goes
+        into ``held``. Held batches wait until the partition has an answer; a partition with held batches
+        sends nothing later in this round."""
         tp = run[0].tp
         if tp in held:
-            held[tp][1].extend(run)
+            held[tp].extend(run)
             return []
-        with self._seq_lock:
-            unanswered = len(self._assigned.get(tp, ()))
-            nxt = self._next_seq.get(tp, 0)
-            end = None
-            for i, b in enumerate(run):  # noqa: B007 - i is where the run stops
-                seq = b.base_sequence
-                if seq is None:
-                    if unanswered >= MAX_UNANSWERED_BATCHES or tp in self._unresolved:
-                        break  # (unresolved: numbered once the partition's sequences are settled)
-                    seq, nxt = nxt, (nxt + b.record_count) & _INT32_MAX
-                    unanswered += 1
-                if end is not None and seq != end:
-                    break
-                end = (seq + b.record_count) & _INT32_MAX
-            else:
-                return run
-        held[tp] = (self._drain_mark, run[i:])
-        return run[:i]
+        n = self.sequences.sendable(run)
+        if n == len(run):
+            return run
+        held[tp] = run[n:]
+        return run[:n]
+
+    def _hold(self, held: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        """Put the batches that may not be numbered yet back in the accumulator, until an answer."""
+        with self._acc.lock:
+            for tp, batches in held.items():
+                self._acc.hold(tp, batches, self._drain_mark)
 
     def _request(self, entry: tuple[list, dict]) -> tuple[ProduceRequest | OnePartitionProduce, dict]:
         """The Produce request of ``entry``'s ``(topic, partition, records)`` (one partition's: same bytes, fewer objects)."""
@@ -560,25 +438,12 @@ class Sender:
         """Put a failed batch back for a retry (retriable, within retries and delivery_timeout_ms) or fail it."""
         retriable = isinstance(error, LogSourceError) and error.retriable
         if self.idempotent and isinstance(error, (OutOfOrderSequence, UnknownProducerId)):
-            # As Kafka's idempotent producer: always retried. A batch that follows an unresolved
-            # one (an earlier batch failed or is being resent, say to a new leader after a
-            # failover) is resent with its sequence numbers unchanged, as is one whose answer is
-            # about a send from before its partition's sequences were reset.
-            retriable = True
-            with self._seq_lock:
-                stale = self._stamped.get(id(b)) != (self._pid_for.get(b.tp) or (self._producer_id,))[0]
-                queue = self._assigned.get(b.tp)
-                # the oldest unanswered batch of a partition with a batch of unknown fate before it
-                gap = bool(queue) and queue[0] is b and b.tp in self._unresolved
-            if not stale and not b.restamp and gap and isinstance(error, OutOfOrderSequence):
-                # An earlier batch that may or may not have been appended (expired) was not: a gap
-                # before this one. Kafka's producer fails it with OutOfOrderSequence, and restarts the
-                # partition's sequences (_settle_sequence).
-                retriable = False
-            elif not stale and not b.restamp and (isinstance(error, UnknownProducerId) or self._is_next(b)):
-                # Every earlier batch was acknowledged, yet the broker expects another sequence or
-                # no longer knows this producer: it lost acknowledged records or its producer state.
-                # Retrying the same numbers cannot help; the partition's sequences restart.
+            # As Kafka's idempotent producer: always retried, with its sequence numbers unchanged, unless a
+            # gap after a batch of unknown fate (it fails, as in Kafka) or lost producer state (the
+            # partition's sequences restart): see PartitionSequences.refused.
+            verdict = self.sequences.refused(b, error)
+            retriable = verdict != FAIL
+            if verdict == RESTART:
                 log.warning(
                     "%s-%d: broker refused sequence %s (%s); restarting the partition's sequences",
                     b.topic,
@@ -586,8 +451,6 @@ class Sender:
                     b.base_sequence,
                     error,
                 )
-                with self._seq_lock:
-                    self._resets.add(b.tp)
         now = time.monotonic()
         if (
             retriable
@@ -613,51 +476,15 @@ class Sender:
         Kafka bumps the producer epoch here (KIP-360) and holds back the other partitions until
         their in-flight batches are answered; a fresh producer id for just these partitions has
         the same effect at the broker (a new producer, sequences from 0) and leaves the other
-        partitions' numbering alone. Every unfinished batch of the partition is renumbered in
-        order; answers to sends from before the reset are recognised by their producer id. Returns
-        the error if a producer id could not be had (the partitions stay in the set).
+        partitions' numbering alone (PartitionSequences.restart). Returns the error if a producer id
+        could not be had (the partitions stay marked).
         """
-        for tp in sorted(self._resets):
+        for tp in self.sequences.to_restart():
             try:
                 resp = self._client.request(InitProducerIdRequest())
             except LogSourceError as e:
                 log.warning("cannot get a producer id to reset %s-%d (will retry): %s", tp[0], tp[1], e)
                 return e
-            with self._seq_lock:
-                self._resets.discard(tp)
-                self._unresolved.pop(tp, None)
-                self._pid_for[tp] = (resp.producer_id, resp.producer_epoch)
-                seq = 0
-                for b in self._assigned.get(tp, []):
-                    b.base_sequence = seq
-                    b.restamp = True
-                    seq = (seq + b.record_count) & _INT32_MAX
-                self._next_seq[tp] = seq
-                self._last_acked.pop(tp, None)
+            self.sequences.restart(tp, resp.producer_id, resp.producer_epoch)
             log.info("%s-%d: sequences restart at 0 with producer id %d", tp[0], tp[1], resp.producer_id)
         return None
-
-    def _resolve_sequences(self) -> None:
-        """Partitions with a batch that may or may not have been appended and nothing unanswered now: if
-        the broker acknowledged every sequence given out, nothing is missing; else the sequences restart
-        (Kafka's ``maybeResolveSequences``)."""
-        with self._seq_lock:
-            for tp, _ in list(self._unresolved.items()):
-                if self._assigned.get(tp):
-                    continue
-                if self._next_seq.get(tp, 0) == (self._last_acked.get(tp, -1) + 1) & _INT32_MAX:
-                    del self._unresolved[tp]
-                else:
-                    self._resets.add(tp)  # _reset_sequences clears the mark
-
-    def _is_next(self, b: ProducerBatch) -> bool:
-        """True if every earlier batch of ``b``'s partition was acknowledged (``b`` is the next sequence)."""
-        with self._seq_lock:
-            last = self._last_acked.get(b.tp, -1)
-        return b.base_sequence == ((last + 1) & _INT32_MAX)
-
-
-def _maybe_appended(error: BaseException) -> bool:
-    """True if a sent batch failing for good with ``error`` may still have been appended: no answer
-    (timed out, connection lost, expired) or a retriable error on its last try, after earlier tries."""
-    return isinstance(error, (RequestTimedOut, NetworkError)) or bool(getattr(error, "retriable", False))

@@ -50,12 +50,13 @@ _RETRIABLE = (
 class TransactionalSender(Sender):
     """The sender of a TransactionalProducer: every batch it sends carries the transactional attribute."""
 
-    def _prepare(self, b: Any) -> None:
+    def _encode(self, b: Any, pid: int, epoch: int, seq: int, restamp: bool) -> None:
+        # the hook of both numbering paths (_prepare and _stamp_singles' whole round)
         if b.encoded is not None:
             set_transactional(b.encoded, crc=False)  # the restamp below recomputes the CRC
-            super()._prepare(b)
+            super()._encode(b, pid, epoch, seq, restamp)
         else:
-            super()._prepare(b)
+            super()._encode(b, pid, epoch, seq, restamp)
             set_transactional(b.encoded)
 
 
