@@ -40,8 +40,11 @@ RETRY, FAIL, RESTART = "retry", "fail", "restart"
 
 def maybe_appended(error: BaseException) -> bool:
     """True if a sent batch failing for good with ``error`` may still have been appended: no answer
-    (timed out, connection lost, expired) or a retriable error on its last try, after earlier tries."""
-    return isinstance(error, (RequestTimedOut, NetworkError)) or bool(getattr(error, "retriable", False))
+    (timed out, connection lost, expired), a retriable error on its last try after earlier tries, or an
+    untyped exception (the sender's catch-all after a bug: not the broker's answer)."""
+    if not isinstance(error, LogSourceError):
+        return True  # not the broker's answer (the sender's catch-all after a bug): its fate is unknown
+    return isinstance(error, (RequestTimedOut, NetworkError)) or error.retriable
 
 
 class PartitionSequences:
