@@ -419,6 +419,38 @@ def test_no_descriptors_while_client_quotas_are_configured(topic_name):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_an_operator_can_switch_local_reads_off(topic_name):
+    """logsource.local.read.enable=false: the grant holds the bounds only, no Unix socket is opened, and
+    an ``auto`` read goes through Fetch with the same rows; a bad value is a ConfigError at start."""
+    from support.brokers import broker_thread
+
+    from pyspark_logsource.broker.config import BrokerConfig
+    from pyspark_logsource.broker.local_read import SOCKET_NAME
+    from pyspark_logsource.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="logsource.local.read.enable"):
+        BrokerConfig.from_properties({"logsource.local.read.enable": "sometimes"})
+    d = _short_dir()
+    try:
+        with broker_thread(d, **{"logsource.local.read.enable": "false"}) as b:
+            bs, topic = b.bootstrap, topic_name("lroff")
+            _fill(bs, topic, 20)
+            client = NetworkClient(bs, threaded=False)
+            try:
+                conn = client.node_connection(client.leader_for(topic, 0))
+                resp = conn.request(lrm.LocalReadGrantRequest(topic, 0, 0, 0))
+            finally:
+                client.close()
+            assert (resp.error_code, resp.high_watermark, resp.end_offset) == (0, 20, 20)
+            assert resp.token == b"" and resp.regions == []
+            before = lr.STATS["unavailable"]
+            assert _table(bs, topic, 0, 20, "auto").num_rows == 20
+            assert lr.STATS["unavailable"] == before + 1
+            assert not list(Path(d).rglob(SOCKET_NAME))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.spark
 def test_spark_tasks_read_locally_the_rows_they_read_over_the_network(spark, topic_name):
     """The data source's tasks (Spark's Python workers) redeem grants: the broker counts them; the

@@ -58,6 +58,7 @@ DEFAULTS: dict[str, str] = {
     "cluster.id": "",
     # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
     "logsource.arrow.body.enable": "true",
+    "logsource.local.read.enable": "true",
     # our extension: a shutdown (SIGTERM/SIGINT) that has not finished after this long exits non-zero
     "logsource.shutdown.timeout.ms": "30000",
     # cluster mode (unset zookeeper.connect: a single broker, no ZooKeeper)
@@ -209,6 +210,8 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     cluster_id: str | None = None
     arrow_body_enable: bool = True
+    #: grant Spark tasks on this host the segment files' descriptors (local short-circuit reads)
+    local_read_enable: bool = True
     #: a signalled shutdown that has not finished after this long logs what it waits for and exits non-zero
     shutdown_timeout_ms: int = 30000
     #: ``host:port[,host:port...][/chroot]``; None: a single broker without ZooKeeper
@@ -295,6 +298,7 @@ class BrokerConfig:
             group_consumer_heartbeat_interval_ms=_int(p, "group.consumer.heartbeat.interval.ms", 1),
             cluster_id=p["cluster.id"].strip() or None,
             arrow_body_enable=_bool(p, "logsource.arrow.body.enable"),
+            local_read_enable=_bool(p, "logsource.local.read.enable"),
             shutdown_timeout_ms=_int(p, "logsource.shutdown.timeout.ms", 1),
             zookeeper_connect=_zk_connect(p["zookeeper.connect"]),
             zookeeper_session_timeout_ms=_int(p, "zookeeper.session.timeout.ms", 1),

@@ -309,9 +309,10 @@ class LocalReadHandlers:
         except LogSourceError as e:
             r.error_code, r.error_message = error_fields(e)
             return r
-        if self.state.quotas.entities():
+        if not self.state.config.local_read_enable or self.state.quotas.entities():
             # a file read is neither measured nor throttled: with client quotas configured, every read
-            # goes through Fetch, whose fetch byte rate and request time the quotas limit
+            # goes through Fetch, whose fetch byte rate and request time the quotas limit; and an
+            # operator may switch local reads off (logsource.local.read.enable=false)
             return r  # the bounds only: no token, the reader reads over the network
         path = self.socket_path()
         if path is None or start >= end:
