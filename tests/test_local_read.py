@@ -28,7 +28,7 @@ from pyspark_logsource.client import local_read as lr
 from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.client.security import ClientSecurity
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
-from pyspark_logsource.errors import TopicAuthorizationFailed
+from pyspark_logsource.errors import InvalidRequest, TopicAuthorizationFailed
 from pyspark_logsource.protocol import codecs
 from pyspark_logsource.protocol import local_read_messages as lrm
 from pyspark_logsource.protocol.api_keys import RequestHeader
@@ -417,6 +417,89 @@ def test_no_descriptors_while_client_quotas_are_configured(topic_name):
             assert lr.STATS["unavailable"] == before + 1
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_peer_check_refuses_another_user_on_the_socket(monkeypatch):
+    """A process of another user connecting to the socket gets REFUSED_PEER and no descriptor, and the
+    token stays good for its holder (SO_PEERCRED is what the server reads; another uid cannot be had
+    here without root, so the server is told one)."""
+    import pyspark_logsource.broker.local_read as blr
+
+    d = _short_dir()
+    try:
+        data = d / "segment"
+        data.write_bytes(b"segment bytes")
+        g = Grants()
+        server = LocalReadServer(d / SOCKET_NAME, g)
+        server.start()
+        try:
+            token = g.add([os.open(data, os.O_RDONLY)])
+            monkeypatch.setattr(blr, "peer_uid", lambda conn: os.geteuid() + 1)
+            assert lr.redeem(str(d / SOCKET_NAME), token, 1) is None
+            assert g.counts["redeemed"] == 0 and len(g) == 1
+            monkeypatch.undo()
+            got = lr.redeem(str(d / SOCKET_NAME), token, 1)
+            assert got is not None and os.pread(got[0], 7, 0) == b"segment"
+            os.close(got[0])
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_granted_descriptors_are_read_only_and_at_most_64(local_broker, topic_name):
+    """The reader gets read-only descriptors (reopened, not the broker's read-write ones), at most 64 per
+    grant (SCM_RIGHTS carries 253 at most), and reads on over the network past them; a bad isolation
+    level is INVALID_REQUEST."""
+    bs, topic = local_broker.bootstrap, topic_name("lrcap")
+    with Admin(bs) as a:
+        a.create_topic(topic, partitions=1, config={"segment.bytes": "16384"})
+    with Producer(bs, batch_size=1000, linger_ms=0) as p:
+        for i in range(1500):
+            p.send(topic, b"value-%06d" % i + bytes(1000), partition=0)  # segments of ~16 KB, the least
+        p.flush()
+    client = NetworkClient(bs, threaded=False)
+    try:
+        conn = client.node_connection(client.leader_for(topic, 0))
+        with pytest.raises(InvalidRequest, match="isolation level 7"):
+            conn.request(lrm.LocalReadGrantRequest(topic, 0, 0, 7))
+        grant = lr.request_grant(conn, topic, 0, 0, False)
+        assert grant is not None
+        try:
+            assert len(grant.regions) == blr_max_regions()
+            fd, region = grant.regions[0]
+            assert os.pread(fd, 8, region.position)
+            with pytest.raises(OSError):
+                os.write(fd, b"x")
+            assert grant.regions[-1][1].first_offset < 1500  # the rest of the log is past the grant
+        finally:
+            grant.close()
+    finally:
+        client.close()
+    before = dict(lr.STATS)
+    local = _table(bs, topic, 0, 1500, "true")
+    assert lr.STATS["granted"] == before["granted"] + 1
+    assert local.equals(_table(bs, topic, 0, 1500, "false"))
+    assert local.column("offset").to_pylist() == list(range(1500))
+
+
+def blr_max_regions() -> int:
+    from pyspark_logsource.broker.local_read import MAX_REGIONS
+
+    return MAX_REGIONS
+
+
+def test_local_reads_are_off_on_a_standalone_broker_unless_configured():
+    from pyspark_logsource.broker.config import BrokerConfig
+    from pyspark_logsource.broker.embedded import EmbeddedBroker
+
+    assert not BrokerConfig.from_properties({}).local_read_enable
+    assert BrokerConfig.from_properties({"logsource.local.read.enable": "true"}).local_read_enable
+    embedded = EmbeddedBroker(_short_dir())
+    try:
+        assert BrokerConfig.from_properties(embedded._overrides()).local_read_enable
+    finally:
+        shutil.rmtree(embedded.data_dir, ignore_errors=True)
 
 
 def test_an_operator_can_switch_local_reads_off(topic_name):

@@ -58,7 +58,7 @@ DEFAULTS: dict[str, str] = {
     "cluster.id": "",
     # our extension: store and serve Arrow-bodied batches; false makes the broker a plain Kafka broker
     "logsource.arrow.body.enable": "true",
-    "logsource.local.read.enable": "true",
+    "logsource.local.read.enable": "false",
     # our extension: a shutdown (SIGTERM/SIGINT) that has not finished after this long exits non-zero
     "logsource.shutdown.timeout.ms": "30000",
     # cluster mode (unset zookeeper.connect: a single broker, no ZooKeeper)
@@ -210,8 +210,9 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     cluster_id: str | None = None
     arrow_body_enable: bool = True
-    #: grant Spark tasks on this host the segment files' descriptors (local short-circuit reads)
-    local_read_enable: bool = True
+    #: grant Spark tasks on this host the segment files' descriptors (local short-circuit reads): off unless
+    #: configured, as HDFS's dfs.client.read.shortcircuit; the embedded broker turns it on (embedded.py)
+    local_read_enable: bool = False
     #: a signalled shutdown that has not finished after this long logs what it waits for and exits non-zero
     shutdown_timeout_ms: int = 30000
     #: ``host:port[,host:port...][/chroot]``; None: a single broker without ZooKeeper

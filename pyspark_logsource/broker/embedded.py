@@ -98,7 +98,9 @@ class EmbeddedBroker:
         return self.data_dir / "broker.log"
 
     def _overrides(self) -> dict[str, str]:
-        props = {"log.dirs": str(self.data_dir / "logs")}
+        # Local short-circuit reads on: the embedded broker runs as this process's user on this host, and
+        # that user owns its files already (a standalone broker has them off unless configured).
+        props = {"log.dirs": str(self.data_dir / "logs"), "logsource.local.read.enable": "true"}
         props.update(self.config)
         if "listeners" not in self.config:
             props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"

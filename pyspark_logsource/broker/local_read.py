@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LogSourceError, OffsetOutOfRange, UnknownTopicOrPartition
+from ..errors import InvalidRequest, LogSourceError, OffsetOutOfRange, UnknownTopicOrPartition
 from ..format import header as fmt
 from ..protocol import local_read_messages as lrm
 from .cluster.handlers import check_epoch
@@ -58,6 +58,9 @@ GRANT_TTL_S = 10.0
 MAX_GRANTS = 256
 #: the socket's name in the first data dir
 SOCKET_NAME = "local-read.sock"
+#: descriptors per grant: one SCM_RIGHTS message carries at most 253 (SCM_MAX_FD), and a grant holds its
+#: descriptors open until it is redeemed or expires
+MAX_REGIONS = 64
 #: sun_path holds 108 bytes with its terminating NUL
 _MAX_SOCKET_PATH = 107
 _UCRED = struct.Struct("3i")  # pid, uid, gid
@@ -108,6 +111,13 @@ class Grants:
             self.counts["redeemed" if found is not None else "refused"] += 1
         _close_all(drop)
         return None if found is None else found[1]
+
+    def purge(self) -> None:
+        """Close the descriptors of expired grants now (the socket's thread calls it when idle, so files
+        deleted by retention or the cleaner do not keep their space once grant traffic stops)."""
+        with self._lock:
+            drop = self._purge_locked()
+        _close_all(drop)
 
     def _purge_locked(self) -> list[int]:
         now, drop = self._clock(), []
@@ -177,6 +187,7 @@ class LocalReadServer:
             try:
                 conn, _ = self._sock.accept()  # type: ignore[union-attr]
             except TimeoutError:
+                self.grants.purge()
                 continue
             except OSError:
                 if self._closed:
@@ -222,6 +233,21 @@ class LocalReadServer:
         self.grants.close()
 
 
+def _reopen_read_only(fd: int, path: Path) -> int:
+    """A new read-only descriptor of the segment file open as ``fd`` (never the broker's read-write one):
+    OSError if ``fd`` no longer is that file (closed by a roll, retention or the cleaner meanwhile, and its
+    number taken by another open, or the path swapped to a cleaned file)."""
+    new = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        got, want = os.fstat(new), os.stat(path)
+        if (got.st_dev, got.st_ino) != (want.st_dev, want.st_ino):
+            raise OSError(f"descriptor {fd} is no longer {path}")
+    except BaseException:
+        os.close(new)
+        raise
+    return new
+
+
 def regions_of(lg: Any, start: int, end: int) -> list[tuple[int, lrm.LocalReadRegion]]:
     """(a new descriptor, region) per segment holding batches of ``[start, end)``: what Fetches from
     ``start`` bounded by ``end`` would read, whole batches, in order. Stops early (the reader reads the
@@ -240,9 +266,15 @@ def regions_of(lg: Any, start: int, end: int) -> list[tuple[int, lrm.LocalReadRe
             region = seg.read(offset, 1 << 62, end)
             if region is None or region.length == 0:
                 continue
-            fd = region.file.fileno()
-            h = fmt.read_header(os.pread(fd, fmt.HEADER_SIZE, region.position))
-            out.append((os.dup(fd), lrm.LocalReadRegion(h.base_offset, region.position, region.length)))
+            if len(out) >= MAX_REGIONS:
+                break  # within one SCM_RIGHTS message (253 at most); the reader goes on over the network
+            fd = _reopen_read_only(region.file.fileno(), seg.log_path)
+            try:
+                h = fmt.read_header(os.pread(fd, fmt.HEADER_SIZE, region.position))
+            except BaseException:
+                os.close(fd)
+                raise
+            out.append((fd, lrm.LocalReadRegion(h.base_offset, region.position, region.length)))
     except (OSError, ValueError, LogSourceError) as e:  # a segment deleted or closed meanwhile
         log.info("local read of %s: regions end early at offset %d: %s", lg.name, offset, e)
     return out
@@ -284,6 +316,8 @@ class LocalReadHandlers:
         """The bounds a Fetch from ``start_offset`` would use, the regions and the token (see the module)."""
         r = lrm.LocalReadGrantResponse()
         try:
+            if req.isolation_level not in (0, 1):
+                raise InvalidRequest(f"isolation level {req.isolation_level} is neither 0 nor 1")
             self.state.check_leader(req.topic, req.partition, write=False)
             try:
                 lg = self.state.logs.get_log(req.topic, req.partition)
@@ -327,7 +361,8 @@ class LocalReadHandlers:
         return r
 
     def close(self) -> None:
-        """Close the socket and the descriptors of unredeemed grants."""
+        """Close the socket and the descriptors of unredeemed grants; no grant after this starts it again."""
+        self._unavailable = True
         if self._server is not None:
             self._server.close()
             self._server = None

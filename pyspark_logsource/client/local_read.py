@@ -134,7 +134,10 @@ def request_grant(
 
 
 def _pread_exact(fd: int, n: int, position: int) -> bytes:
-    data = os.pread(fd, n, position)
+    try:
+        data = os.pread(fd, n, position)
+    except OSError as e:  # EIO, a bad descriptor: the network read answers instead
+        raise LocalReadFailed(f"read at {position} failed: {e}") from e
     if len(data) != n:
         raise LocalReadFailed(f"short read: {len(data)} of {n} bytes at {position}")
     return data
@@ -192,7 +195,10 @@ def read_local(
                 if headers and headers[0][1].base_offset < stop:
                     last_pos, last = headers[-1]
                     data = data if bad is None else memoryview(data)[: last_pos + last.size]
-                    rb = _decode(data, headers, pos, stop, committed, check_crc)
+                    try:
+                        rb = _decode(data, headers, pos, stop, committed, check_crc)
+                    except CorruptRecord as e:  # records the network path would refuse too: it says so
+                        raise LocalReadFailed(str(e)) from e
                     _count("batches", len(headers))
                     _count("bytes", len(data))
                     pos = out[0] = min(last.next_offset, stop)  # rows past ``stop`` were cut
