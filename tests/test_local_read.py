@@ -606,3 +606,9 @@ def test_received_descriptors_are_close_on_exec(local_broker, topic_name):
         assert grant.regions and all(not os.get_inheritable(fd) for fd, _ in grant.regions)
     finally:
         grant.close()
+
+
+def test_the_grant_token_stays_out_of_the_response_repr():
+    resp = lrm.LocalReadGrantResponse(token=b"\x07" * lrm.TOKEN_BYTES, socket_path="/x/local-read.sock")
+    assert "token" not in repr(resp) and repr(b"\x07" * lrm.TOKEN_BYTES) not in repr(resp)
+    assert resp.token == b"\x07" * lrm.TOKEN_BYTES

@@ -137,7 +137,8 @@ class LocalReadGrantResponse:
     compacted: bool = False
     host_id: str = ""
     socket_path: str = ""
-    token: bytes = b""
+    #: redeemable for the descriptors: kept out of the repr, so no log line or error message shows it
+    token: bytes = field(default=b"", repr=False)
     throttle_time_ms: int = 0
 
 
