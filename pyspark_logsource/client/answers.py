@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import DuplicateSequence, LogSourceError, NetworkError, error_for_code
+from ..protocol.connection import ANSWER_TYPES
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
@@ -128,8 +129,9 @@ class OneBatchAnswer:
 
     @staticmethod
     def answer_many(pairs: list) -> None:
-        """Answers of several such requests, ``(answer, response)`` in order (BrokerConnection's bulk
-        callback): the appended ones completed together, each other one as ``answer(response, None)``."""
+        """Answers of several such requests, ``(callback, answer)`` in order (BrokerConnection's bulk
+        callback; ``answer`` a ResponseReceived or a ProduceAnswer): the appended ones completed
+        together, each other one as ``callback(answer.response, None)``."""
         sender = pairs[0][0].sender
         if all(cb.sender is sender for cb, _ in pairs):
             try:
@@ -137,25 +139,30 @@ class OneBatchAnswer:
                 return
             except Exception:
                 log.exception("producer answer handling failed; completing batch by batch")
-        for cb, resp in pairs:
+        for cb, a in pairs:
             if not cb.batch.done():
-                cb(resp, None)
+                cb(a.response, None)
 
 
 def _answer_all(sender: Sender, pairs: list) -> None:
     ok: list[tuple[ProducerBatch, tuple]] = []
-    for cb, resp in pairs:
+    for cb, a in pairs:
         b = cb.batch
-        parts = resp.partitions if resp is not None else None
-        if parts is not None and len(parts) == 1:
-            pr = parts[0]
-            if not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
-                off = pr.base_offset
-                ok.append((b, (b.partition, off, off + b.record_count - 1)))
-                continue
+        # the compact answer's fields read as they are: no ProduceResponse built for an appended batch
+        pr = a if type(a) in ANSWER_TYPES else _one_partition(a.response)
+        if pr is not None and not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
+            off = pr.base_offset
+            ok.append((b, (b.partition, off, off + b.record_count - 1)))
+            continue
         if ok:
             sender.finish_ok(ok)
             ok = []
-        cb(resp, None)
+        cb(a.response, None)
     if ok:
         sender.finish_ok(ok)
+
+
+def _one_partition(resp: Any) -> Any:
+    """The one partition's answer of a ProduceResponse, or None."""
+    parts = resp.partitions if resp is not None else None
+    return parts[0] if parts is not None and len(parts) == 1 else None

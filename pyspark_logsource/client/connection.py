@@ -31,7 +31,6 @@ from ..errors import (
     NetworkError,
     RequestTimedOut,
     UnsupportedVersion,
-    error_for_code,
 )
 from ..protocol.connection import ClientConnection
 from ..protocol.messages import ApiKey, ApiVersionsRequest
@@ -39,6 +38,7 @@ from ..protocol.primitives import ProtocolError, is_region
 from .metrics import ClientMetrics
 from .security import ClientSecurity, sasl_exchange
 from .threads import ClientThread
+from .waiting import PendingResponse, Waiter, raise_for_response
 from .window import InFlightWindow
 
 log = logging.getLogger(__name__)
@@ -78,48 +78,14 @@ def _recv_timeout(sock: socket.socket, seconds: float) -> bool:
     return True
 
 
-class _Waiter:
-    """Blocking wait for one response (used by ``request()``)."""
-
-    __slots__ = ("event", "response", "error")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.response: Any = None
-        self.error: BaseException | None = None
-
-    def __call__(self, response: Any, error: BaseException | None) -> None:
-        self.response, self.error = response, error
-        self.event.set()
-
-
-class PendingResponse:
-    """A request sent by :meth:`BrokerConnection.submit`; ``result()`` waits for its response."""
-
-    __slots__ = ("_conn", "_waiter", "_limit")
-
-    def __init__(self, conn: BrokerConnection, waiter: _Waiter, limit: float) -> None:
-        self._conn, self._waiter, self._limit = conn, waiter, limit
-
-    def result(self) -> Any:
-        """The response (typed errors raised as ``request()`` raises them); waits up to the request timeout."""
-        return self._conn.wait_response(self._waiter, self._limit)
-
-
-def raise_for_response(resp: Any) -> Any:
-    """Raise the typed error of a response's top-level error code (where its API has one)."""
-    code = getattr(resp, "error_code", 0)
-    if code:
-        raise error_for_code(code, getattr(resp, "error_message", None) or "")
-    return resp
-
-
 class BrokerConnection:
     """One pipelined, thread-safe connection to a broker.
 
     A callback's type may offer ``answer_many(pairs)``, a static method: the I/O thread then hands it
-    consecutive ``(callback, response)`` pairs of that type at once (answered requests, in order; each
-    pair as if ``callback(response, None)``), and it must answer for every pair.
+    consecutive ``(callback, answer)`` pairs of that type at once (answered requests, in order; each
+    pair as if ``callback(answer.response, None)``), and it must answer for every pair. An answer is
+    what ``ClientConnection.receive_data`` gives: a ResponseReceived, or a ProduceAnswer whose fields
+    can be read without building its response.
     """
 
     def __init__(
@@ -189,7 +155,7 @@ class BrokerConnection:
         version = proto.versions[ApiKey.API_VERSIONS]
         for _ in range(3):
             proto.versions[ApiKey.API_VERSIONS] = version
-            w = _Waiter()
+            w = Waiter()
             self.send(ApiVersionsRequest(arrow_body=True), w)
             if self.threaded:
                 if not w.event.wait(self.request_timeout + 1.0):
@@ -399,11 +365,11 @@ class BrokerConnection:
         The caller works in between (a reader decodes one fetch answer while the next is under
         way); on a connection without a reader thread the response is read in ``result()``.
         """
-        w = _Waiter()
+        w = Waiter()
         self.send(request, w, timeout=timeout)
         return PendingResponse(self, w, (self.request_timeout if timeout is None else timeout) + 1.0)
 
-    def wait_response(self, w: _Waiter, limit: float) -> Any:
+    def wait_response(self, w: Waiter, limit: float) -> Any:
         """Wait up to ``limit`` seconds for the response of the request ``w`` was sent with (what
         :meth:`PendingResponse.result` does); on a connection without a reader thread, read it here."""
         if self.threaded:
@@ -418,34 +384,45 @@ class BrokerConnection:
 
     # ------------------------------------------------------------ receiving
 
-    def _latencies(self, n: int) -> list[float]:
-        """Seconds since the next ``n`` answered requests were written (their times leave the queue); lock held."""
-        now, sent_at = time.monotonic(), self._sent_at
-        return [now - sent_at.popleft() for _ in range(n)]
+    def _answered_stats(self, n: int, throttle_sum: int, throttle_max: int) -> None:
+        """The metrics of the next ``n`` answered requests (their write times leave the queue); lock held."""
+        now, pop = time.monotonic(), self._sent_at.popleft
+        first = total = pop()
+        for _ in range(n - 1):
+            total += pop()
+        # the write times are in order: the first is the longest wait
+        self._stats.add_responses(n, n * now - total, now - first, throttle_sum, throttle_max)
 
     def _dispatch(self, data: bytes | memoryview | None, filled: int = 0) -> None:
         """Decode received bytes: ``data``, or ``filled`` bytes received into the protocol's receive_buffer()."""
         with self._lock:
             if self._closed:  # a read that was under way when close() or a failure dropped the requests
                 return
-            responses = (
+            answers = (
                 self._proto.receive_data(data) if data is not None else self._proto.received_into(filled)
             )
-            done = []
-            if self._stats is not None and responses:
-                self._stats.responses_after(self._latencies(len(responses)), [r.response for r in responses])
-            for r in responses:
-                throttle = getattr(r.response, "throttle_time_ms", 0)
-                if throttle:
-                    self.throttled_until = max(self.throttled_until, time.monotonic() + throttle / 1000.0)
-                cid, cb, _ = self._pending.popleft()
+            if not answers:
+                return
+            # one pass over the run: the requests matched in order, the throttles summed and the longest kept
+            pop, done, throttle, throttle_sum = self._pending.popleft, [], 0, 0
+            for r in answers:
+                cid, cb, _ = pop()
                 if cid != r.correlation_id:  # the sans-IO layer checks order too
                     raise ProtocolError(f"response {r.correlation_id} does not match request {cid}")
-                done.append((cb, r.response))
+                t = r.throttle_time_ms
+                if t:
+                    throttle_sum += t
+                    if t > throttle:
+                        throttle = t
+                done.append((cb, r))
+            if self._stats is not None:
+                self._answered_stats(len(done), throttle_sum, throttle)
+            if throttle > 0:
+                self.throttled_until = max(self.throttled_until, time.monotonic() + throttle / 1000.0)
         self._release(len(done))
         i, n = 0, len(done)
         while i < n:
-            cb, resp = done[i]
+            cb, r = done[i]
             i += 1
             if cb is None:
                 continue
@@ -453,7 +430,7 @@ class BrokerConnection:
             many = getattr(kind, "answer_many", None)
             try:
                 if many is None:
-                    cb(resp, None)
+                    cb(r.response, None)
                 else:  # consecutive answers for callbacks of one kind, in one call (the producer's batches)
                     j = i
                     while j < n and type(done[j][0]) is kind:
@@ -521,7 +498,7 @@ class BrokerConnection:
             if self._pending and self._pending[0][2] < time.monotonic():
                 self._check_deadlines()
 
-    def _read_until(self, w: _Waiter, limit: float) -> None:
+    def _read_until(self, w: Waiter, limit: float) -> None:
         deadline = time.monotonic() + limit
         if self._rbuf is None:
             self._rbuf = bytearray(_FIRST_RECV)

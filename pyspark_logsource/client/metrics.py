@@ -43,6 +43,20 @@ class ClientMetrics:
                 if throttle > self.throttle_max:
                     self.throttle_max = throttle
 
+    def add_responses(
+        self, n: int, latency_sum: float, latency_max: float, throttle_sum: int, throttle_max: int
+    ) -> None:
+        """:meth:`responses_after` of ``n`` answers given by their sums and maxima (the I/O thread's run)."""
+        with self._lock:
+            self.responses += n
+            self.latency_sum += latency_sum
+            if latency_max > self.latency_max:
+                self.latency_max = latency_max
+            self.throttled += n
+            self.throttle_sum += throttle_sum
+            if throttle_max > self.throttle_max:
+                self.throttle_max = throttle_max
+
     def add(self, records: int, nbytes: int) -> None:
         """Records and bytes sent (a batch acknowledged) or received (a fetch answer, a poll)."""
         with self._lock:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedVersion
-from ..format._speedups import crecords
+from ..format._speedups import crecords, load_extension
 from . import messages as m
+from . import produce_answers
 from .codecs import (
     APIS,
     SUPPORTED_VERSIONS,
@@ -28,7 +29,6 @@ from .codecs import (
     encode_request,
     encode_response,
     is_supported,
-    produce_response_one,
 )
 from .messages import ARROW_BODY_FEATURE, ApiKey, ApiVersionsResponse, RequestHeader
 from .primitives import FrameTooLarge, ProtocolError, Reader
@@ -301,6 +301,13 @@ _cproduce_append = _cproduce.append_responses if _produce_decode is not None els
 _decode_frames = getattr(_cproduce, "decode_frames", None) if _produce_decode is not None else None
 #: the compiled frame splitting of FrameDecoder.feed (the Python loop there is its reference)
 _split_frames = _cproduce.split_frames if _cproduce is not None else None
+#: the client's decode of a read's frames: compiled (``_canswers.pyx``) or the reference
+_canswers = load_extension(__name__.rpartition(".")[0] + "._canswers")
+_decode_answers = _canswers.decode_answers if _canswers is not None else produce_answers.decode_answers
+#: the classes of the producer's compact answers receive_data may give (of either twin)
+ANSWER_TYPES = frozenset(
+    [produce_answers.ProduceAnswer] + ([_canswers.ProduceAnswer] if _canswers is not None else [])
+)
 
 # ------------------------------------------------------------------ client side
 
@@ -312,6 +319,11 @@ class ResponseReceived:
     correlation_id: int
     api_key: int
     response: Any
+
+    @property
+    def throttle_time_ms(self) -> int:
+        """The response's throttle_time_ms (0 for APIs without one), as a ProduceAnswer has it."""
+        return getattr(self.response, "throttle_time_ms", 0) or 0
 
 
 class ClientConnection:
@@ -447,38 +459,35 @@ class ClientConnection:
         cid, parts = self.send_request(request, api_version)
         return cid, b"".join(parts)
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list[ResponseReceived]:
-        """Decode all complete responses in ``data``; raise ProtocolError if malformed."""
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Decode all complete responses in ``data``; raise ProtocolError if malformed.
+
+        Each is a ResponseReceived, or for the producer's common answer (a Produce of one partition)
+        a :class:`~.produce_answers.ProduceAnswer`: the same ``correlation_id``, ``api_key`` and
+        ``response`` (built on first use), and the answer's fields."""
         return self._responses(self.frames.feed(data))
 
     def receive_buffer(self) -> memoryview | None:
         """Where the next received bytes may go directly (the rest of a large response), or None."""
         return self.frames.unfilled()
 
-    def received_into(self, n: int) -> list[ResponseReceived]:
+    def received_into(self, n: int) -> list[Any]:
         """``n`` bytes were received into :meth:`receive_buffer`; decode the response if complete."""
         return self._responses(self.frames.filled(n))
 
-    def _responses(self, frames: list[bytearray]) -> list[ResponseReceived]:
-        out = []
-        for frame in frames:
-            r = Reader(frame) if len(frame) < 4 else None
-            cid = _I32.unpack_from(frame)[0] if r is None else r.i32()  # (the reader raises the typed error)
-            if self._head >= len(self._pending):
-                raise ProtocolError(f"response with correlation id {cid} but no request in flight")
-            want, key, version = self._pending[self._head]
-            if cid != want:
-                raise ProtocolError(f"response correlation id {cid}, expected {want}")
-            self._head += 1
-            if self._head > 1024 and self._head * 2 > len(self._pending):
-                del self._pending[: self._head]
-                self._head = 0
-            # a producer's answer of one partition without a Reader (decode_response_body's first choice)
-            resp = produce_response_one(frame, 4, len(frame), version) if key == 0 else None
-            if resp is None:
-                resp = decode_response_body(key, version, Reader(frame, 4))
-            out.append(ResponseReceived(cid, key, resp))
+    def _responses(self, frames: list[bytearray]) -> list[Any]:
+        if not frames:
+            return []
+        out, self._head = _decode_answers(frames, self._pending, self._head, _general_answer)
+        if self._head > 1024 and self._head * 2 > len(self._pending):
+            del self._pending[: self._head]
+            self._head = 0
         return out
+
+
+def _general_answer(cid: int, key: int, version: int, frame: bytearray) -> ResponseReceived:
+    """A response that is not the producer's compact answer: the general decode (decode_answers' fallback)."""
+    return ResponseReceived(cid, key, decode_response_body(key, version, Reader(frame, 4)))
 
 
 def frame_bytes(parts: list[Any]) -> bytes:
