@@ -11,15 +11,17 @@ taken answer's ``response`` is the general decode's response of the same bytes. 
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pyspark_logsource.client.answers import split_appended_py
 from pyspark_logsource.protocol import ClientConnection
 from pyspark_logsource.protocol import messages as m
 from pyspark_logsource.protocol.codecs import APIS, CODECS, encode_response
-from pyspark_logsource.protocol.connection import OnePartitionProduce
+from pyspark_logsource.protocol.connection import OnePartitionProduce, ResponseReceived
 from pyspark_logsource.protocol.messages import ApiKey
 from pyspark_logsource.protocol.primitives import ProtocolError, Reader
 from pyspark_logsource.protocol.produce_answers import ProduceAnswer, answer_fields, decode_answers
@@ -28,6 +30,10 @@ try:  # the compiled twin, compared with the reference on either path (LOGSOURCE
     from pyspark_logsource.protocol import _canswers
 except ImportError:  # not built: the reference alone is checked against the general decode
     _canswers = None
+try:
+    from pyspark_logsource.client import _cio
+except ImportError:
+    _cio = None
 _DECODERS = [decode_answers] + ([_canswers.decode_answers] if _canswers is not None else [])
 
 _I16 = st.integers(-(2**15), 2**15 - 1)
@@ -186,3 +192,48 @@ def test_the_clients_answers_through_receive_data():
     assert (a.correlation_id, a.api_key, a.response, a.throttle_time_ms) == (cids[0], 0, one, 3)
     assert (b.correlation_id, b.api_key, b.response, b.throttle_time_ms) == (cids[1], 0, two, 4)
     assert conn.in_flight == 0
+
+
+# ------------------------------------------------------------------ the I/O thread's match to batches
+
+_SPLITS = [split_appended_py] + ([_cio.split_appended] if _cio is not None else [])
+_ANSWER_CLASSES = [ProduceAnswer] + ([_canswers.ProduceAnswer] if _canswers is not None else [])
+
+
+@st.composite
+def _pair(draw, senders) -> tuple:
+    batch = SimpleNamespace(
+        topic=draw(st.sampled_from(["t", "u"])),
+        partition=draw(st.integers(0, 2)),
+        record_count=draw(st.integers(1, 3)),
+    )
+    cb = SimpleNamespace(sender=draw(st.sampled_from(senders)), batch=batch)
+    topic, partition = draw(st.sampled_from(["t", "u"])), draw(st.integers(0, 2))
+    error = draw(st.sampled_from([0, 0, 0, 1, 47]))
+    offset = draw(st.integers(-1, 2**62))
+    kind = draw(st.integers(0, 3))
+    if kind <= 1:  # a compact answer of either twin
+        a = draw(st.sampled_from(_ANSWER_CLASSES))(1, topic, partition, error, offset, -1, 0, 0)
+    else:  # the general decode's: one partition, or two, or none
+        p = m.ProducePartitionResponse(topic, partition, error, offset)
+        parts = [p] if kind == 2 else draw(st.sampled_from([[], [p, p]]))
+        a = ResponseReceived(1, 0, m.ProduceResponse(parts, 0))
+    return cb, a
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_appended_runs_are_the_same_on_both_twins(data):
+    senders = [object(), object()]
+    pairs = data.draw(st.lists(_pair(senders), max_size=8))
+    for i in range(len(pairs) + 1):
+        for sender in senders:
+            got = [split(pairs, i, sender) for split in _SPLITS]
+            assert all(g == got[0] for g in got)
+            ok, j = got[0]
+            assert i <= j <= len(pairs) and len(ok) == j - i
+            for (cb, a), (b, result) in zip(pairs[i:j], ok, strict=True):
+                pr = a if not isinstance(a, ResponseReceived) else a.response.partitions[0]
+                assert cb.sender is sender and b is cb.batch and not pr.error_code
+                assert result == (b.partition, pr.base_offset, pr.base_offset + b.record_count - 1)
+                assert (pr.topic, pr.partition) == (b.topic, b.partition)

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import DuplicateSequence, LogSourceError, NetworkError, error_for_code
+from ..format._speedups import load_extension
 from ..protocol.connection import ANSWER_TYPES
 
 if TYPE_CHECKING:
@@ -132,37 +133,57 @@ class OneBatchAnswer:
         """Answers of several such requests, ``(callback, answer)`` in order (BrokerConnection's bulk
         callback; ``answer`` a ResponseReceived or a ProduceAnswer): the appended ones completed
         together, each other one as ``callback(answer.response, None)``."""
-        sender = pairs[0][0].sender
-        if all(cb.sender is sender for cb, _ in pairs):
-            try:
-                _answer_all(sender, pairs)
-                return
-            except Exception:
-                log.exception("producer answer handling failed; completing batch by batch")
+        try:
+            _answer_all(pairs)
+            return
+        except Exception:
+            log.exception("producer answer handling failed; completing batch by batch")
         for cb, a in pairs:
             if not cb.batch.done():
                 cb(a.response, None)
 
 
-def _answer_all(sender: Sender, pairs: list) -> None:
+def _answer_all(pairs: list) -> None:
+    i, n = 0, len(pairs)
+    while i < n:
+        sender = pairs[i][0].sender
+        ok, i = split_appended(pairs, i, sender)
+        if ok:
+            sender.finish_ok(ok)
+        if i < n:  # not appended (or another sender's): the answer's own way
+            cb, a = pairs[i]
+            i += 1
+            cb(a.response, None)
+
+
+def split_appended_py(pairs: list, i: int, sender: Any) -> tuple[list[tuple[ProducerBatch, tuple]], int]:
+    """From ``pairs[i]`` on, the run of answers that appended their batch, as ``(batch, (partition,
+    base offset, last offset))``, and the index of the first pair after the run: one that did not
+    (an error code, another partition, not a one-partition Produce answer) or whose callback's sender
+    is not ``sender``. The reference of ``_cio.split_appended``."""
     ok: list[tuple[ProducerBatch, tuple]] = []
-    for cb, a in pairs:
+    n = len(pairs)
+    while i < n:
+        cb, a = pairs[i]
+        if cb.sender is not sender:
+            break
         b = cb.batch
         # the compact answer's fields read as they are: no ProduceResponse built for an appended batch
         pr = a if type(a) in ANSWER_TYPES else _one_partition(a.response)
-        if pr is not None and not pr.error_code and pr.partition == b.partition and pr.topic == b.topic:
-            off = pr.base_offset
-            ok.append((b, (b.partition, off, off + b.record_count - 1)))
-            continue
-        if ok:
-            sender.finish_ok(ok)
-            ok = []
-        cb(a.response, None)
-    if ok:
-        sender.finish_ok(ok)
+        if pr is None or pr.error_code or pr.partition != b.partition or pr.topic != b.topic:
+            break
+        off = pr.base_offset
+        ok.append((b, (b.partition, off, off + b.record_count - 1)))
+        i += 1
+    return ok, i
 
 
 def _one_partition(resp: Any) -> Any:
     """The one partition's answer of a ProduceResponse, or None."""
     parts = resp.partitions if resp is not None else None
     return parts[0] if parts is not None and len(parts) == 1 else None
+
+
+#: the I/O thread's compiled step (client/_cio.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
+_cio = load_extension(__package__ + "._cio")
+split_appended = _cio.split_appended if _cio is not None else split_appended_py

@@ -14,16 +14,9 @@ from pyspark_logsource.protocol.primitives import ProtocolError, Reader
 
 
 cdef class ProduceAnswer:
-    """A ProduceResponse of one partition (the producer's answer to a request of one batch), as a row."""
+    """A ProduceResponse of one partition (the producer's answer to a request of one batch), as a row.
 
-    cdef public int correlation_id
-    cdef public object topic
-    cdef public int partition
-    cdef public int error_code
-    cdef public int64_t base_offset
-    cdef public int64_t log_append_time_ms
-    cdef public int64_t log_start_offset
-    cdef public int throttle_time_ms
+    Its fields are declared in ``_canswers.pxd`` (``client/_cio.pyx`` reads them)."""
 
     api_key = 0
 
