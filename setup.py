@@ -22,6 +22,7 @@ EXTENSIONS = [
     "pyspark_logsource.format._cvalidate",
     "pyspark_logsource.broker.log._cruns",
     "pyspark_logsource.broker.log._cseg",
+    "pyspark_logsource.protocol._cround",
 ]
 
 
