@@ -23,6 +23,7 @@ EXTENSIONS = [
     "pyspark_logsource.broker.log._cruns",
     "pyspark_logsource.broker.log._cseg",
     "pyspark_logsource.protocol._cround",
+    "pyspark_logsource.client._csingles",
 ]
 
 
