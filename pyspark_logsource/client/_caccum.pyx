@@ -525,6 +525,11 @@ def fast_send(
     close_batch = acc.close_batch
     new_batch = acc.new_batch
     sticky_partitioner = producer._sticky
+    # StickyPartitioner's partition() and on_new_batch() on its dict, inline where it is that class (the
+    # record-per-batch path calls both per record)
+    cdef dict current = (
+        sticky_partitioner._current if type(sticky_partitioner).__qualname__ == "StickyPartitioner" else None
+    )
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
     cdef bint has_partitioner = producer._partitioner is not None  # set once, by Producer.__init__
@@ -602,14 +607,19 @@ def fast_send(
                         # with headers is the method's)
                         n_obj = nparts.get(topic)
                         if n_obj is not None:
-                            p_obj = sticky_partitioner.partition(topic, n_obj)
+                            p_obj = current.get(topic) if current is not None else None
+                            if p_obj is None or p_obj >= n_obj:  # (the method then picks one)
+                                p_obj = sticky_partitioner.partition(topic, n_obj)
                             b = open_batches.get((topic, p_obj))
                             if b is None and size + batch_overhead >= core.batch_size:
                                 # a record that fills a batch alone (batch size 1: a request per record):
                                 # queued closed, no open batch (Producer._alone)
                                 core.used += size
                                 b = core._alone(topic, p_obj, value, ts, size)
-                                sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
+                                if current is None:
+                                    sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
+                                elif current.get(topic) == p_obj:  # on_new_batch's move to the next one
+                                    current[topic] = (p_obj + 1) % n_obj if n_obj > 1 else 0
                                 return _new_future(alloc, future_type, f_batch, f_index, b, 0)
                             if b is None:
                                 b = new_batch(topic, p_obj)
