@@ -24,6 +24,8 @@ EXTENSIONS = [
     "pyspark_logsource.broker.log._cseg",
     "pyspark_logsource.protocol._canswers",
     "pyspark_logsource.client._cio",
+    "pyspark_logsource.protocol._cround",
+    "pyspark_logsource.client._csingles",
 ]
 
 

@@ -284,3 +284,89 @@ def test_the_brokers_answer_encode_is_the_general_encode(
             assert bytes(out) == got
     if version >= 8 and record_errors:
         assert _general(got[4:], version).partitions[0].record_errors == record_errors
+
+
+try:  # the compiled round of frames, compared with its reference on either path
+    from pyspark_logsource.protocol import _cround
+except ImportError:
+    _cround = None
+if _cround is not None:
+    assert _cround.bind(
+        codecs._PRODUCE_REQ_MIDDLE, codecs._produce_request_middle, ZERO_COPY_THRESHOLD, codecs._ENCODE_ERRORS
+    )
+
+
+class _Odd:
+    """A request-like object with any attributes (missing ones raise AttributeError, as a wrong type)."""
+
+    def __init__(self, **fields) -> None:
+        self.__dict__.update(fields)
+
+
+_ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+)
+_REQUEST = st.one_of(
+    st.builds(
+        OnePartitionProduce,
+        st.sampled_from(
+            ["t", "topic-1", "\u00e9t\u00e9"]
+        ),  # the same objects often (the middle-bytes shortcut)
+        st.one_of(st.sampled_from([0, 1]), st.integers(-(2**31), 2**31 - 1)),
+        st.one_of(
+            st.binary(max_size=40),
+            st.binary(max_size=40).map(bytearray),
+            st.integers(ZERO_COPY_THRESHOLD - 1, ZERO_COPY_THRESHOLD).map(lambda n: b"r" * n),
+        ),
+        st.sampled_from([0, 1, -1]),
+        st.sampled_from([1000, 30000]),
+    ),
+    # malformed: fields out of range or of the wrong type, records of another type, a lone surrogate
+    st.builds(
+        OnePartitionProduce,
+        st.one_of(st.text(max_size=8), st.just("\ud800"), _ANY),
+        _ANY,
+        st.one_of(_ANY, st.binary(max_size=8).map(memoryview)),
+        st.one_of(st.sampled_from([0, 1, -1]), _ANY),
+        st.one_of(st.integers(-(2**33), 2**33), _ANY),
+    ),
+    st.builds(_Odd, records=st.binary(max_size=8)),  # no topic at all
+)
+
+
+@pytest.mark.skipif(_cround is None, reason="protocol._cround not built")
+@settings(max_examples=500, deadline=None)
+@given(
+    client_id=st.one_of(st.none(), st.text(max_size=6), st.just("\udfff")),
+    version=st.one_of(st.integers(_LO, _HI), st.integers(-(2**20), 2**20), st.just(2.0), st.none()),
+    first_cid=st.one_of(st.sampled_from([0, 2**31 - 2, -1]), st.integers(-(2**40), 2**40), st.just("1")),
+    requests=st.lists(_REQUEST, max_size=6),
+)
+def test_the_compiled_round_of_frames_is_the_reference(client_id, version, first_cid, requests):
+    """protocol._cround.produce_frames against codecs._produce_frames: the same bytes, or None for both (a
+    request the round cannot write, a field out of range or of the wrong type)."""
+    want = codecs._produce_frames(client_id, version, first_cid, requests)
+    got = _cround.produce_frames(client_id, version, first_cid, requests)
+    assert (None if got is None else bytes(got)) == (None if want is None else bytes(want))
+    assert got is None or type(got) is bytearray
+
+
+@pytest.mark.skipif(_cround is None, reason="protocol._cround not built")
+def test_the_compiled_round_leaves_a_bytes_subclass_and_the_zero_copy_size_to_the_general_path():
+    """Records of a bytes subclass (its len() may be anything) or of the zero-copy size: None from both, the
+    requests then go one by one; an empty round is an empty buffer from both."""
+
+    class Sub(bytes):
+        def __len__(self) -> int:
+            return 1
+
+    for rec in (Sub(b"xyz"), b"r" * ZERO_COPY_THRESHOLD):
+        reqs = [OnePartitionProduce("t", 0, b"ok", 1, 1000), OnePartitionProduce("t", 0, rec, 1, 1000)]
+        assert codecs._produce_frames("c", 8, 0, reqs) is None
+        assert _cround.produce_frames("c", 8, 0, reqs) is None
+    assert codecs._produce_frames("c", 8, 0, []) == _cround.produce_frames("c", 8, 0, []) == bytearray()

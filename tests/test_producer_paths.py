@@ -117,6 +117,7 @@ def test_batch_size_one_queues_each_keyless_record_alone(broker):
         assert inspect.ismethod(p.send) == (producer_module._caccum is None)  # compiled: fast_send
         parts = [f.partition for f in futs]
         assert parts == [(parts[0] + i) % 2 for i in range(40)]  # sticky: the next partition per batch
+        assert p._sticky.partition("alone", 2) == (parts[-1] + 1) % 2  # the partitioner's state moved too
         p.flush(30)
         got = [f.result(10) for f in futs]
         assert got == [(parts[i], i // 2) for i in range(40)]

@@ -52,6 +52,24 @@ cdef extern from "Python.h":
         PyMemberDef* d_member
     int T_OBJECT_EX
 
+ctypedef uint32_t (*crc_fn_t)(uint32_t, const uint8_t*, size_t) noexcept nogil
+#: the hardware CRC-32C for the batch encode, as _ckafka's (set by _speedups when it checks out; NULL: crc32c())
+cdef crc_fn_t _crc_c = NULL
+
+
+def set_crc32c_function(size_t address):
+    """Use the C CRC-32C at ``address`` (the crc32c package's convention, as ``_ckafka``'s); 0: none."""
+    global _crc_c
+    _crc_c = <crc_fn_t>address
+
+
+def crc32c_direct(const uint8_t[::1] data):
+    """CRC-32C of ``data`` through the function set by :func:`set_crc32c_function` (None if unset)."""
+    if _crc_c == NULL:
+        return None
+    return _crc_c(0xFFFFFFFF, &data[0] if data.shape[0] else NULL, data.shape[0]) ^ 0xFFFFFFFF
+
+
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void*)
     void PyObject_GC_Track(void*)
@@ -304,7 +322,10 @@ cdef object _put_header(
         raise InvalidRequest(f"batch header field out of range: producer epoch {producer_epoch}")
     cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(out)
     put_producer_header(p, len(out) - 12, attrs, n, base_ts, max_ts, producer_id, producer_epoch, base_sequence)
-    put_batch_crc(p, <int64_t>_crc32c(memoryview(out)[BATCH_CRC_START:]))
+    if _crc_c != NULL:  # a C call (no memoryview, no Python call per batch)
+        put_batch_crc(p, _crc_c(0xFFFFFFFF, p + BATCH_CRC_START, len(out) - BATCH_CRC_START) ^ 0xFFFFFFFF)
+    else:
+        put_batch_crc(p, <int64_t>_crc32c(memoryview(out)[BATCH_CRC_START:]))
     return out
 
 
@@ -504,6 +525,11 @@ def fast_send(
     close_batch = acc.close_batch
     new_batch = acc.new_batch
     sticky_partitioner = producer._sticky
+    # StickyPartitioner's partition() and on_new_batch() on its dict, inline where it is that class (the
+    # record-per-batch path calls both per record)
+    cdef dict current = (
+        sticky_partitioner._current if type(sticky_partitioner).__qualname__ == "StickyPartitioner" else None
+    )
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
     cdef bint has_partitioner = producer._partitioner is not None  # set once, by Producer.__init__
@@ -581,14 +607,19 @@ def fast_send(
                         # with headers is the method's)
                         n_obj = nparts.get(topic)
                         if n_obj is not None:
-                            p_obj = sticky_partitioner.partition(topic, n_obj)
+                            p_obj = current.get(topic) if current is not None else None
+                            if p_obj is None or p_obj >= n_obj:  # (the method then picks one)
+                                p_obj = sticky_partitioner.partition(topic, n_obj)
                             b = open_batches.get((topic, p_obj))
                             if b is None and size + batch_overhead >= core.batch_size:
                                 # a record that fills a batch alone (batch size 1: a request per record):
                                 # queued closed, no open batch (Producer._alone)
                                 core.used += size
                                 b = core._alone(topic, p_obj, value, ts, size)
-                                sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
+                                if current is None:
+                                    sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
+                                elif current.get(topic) == p_obj:  # on_new_batch's move to the next one
+                                    current[topic] = (p_obj + 1) % n_obj if n_obj > 1 else 0
                                 return _new_future(alloc, future_type, f_batch, f_index, b, 0)
                             if b is None:
                                 b = new_batch(topic, p_obj)

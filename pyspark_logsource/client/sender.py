@@ -34,6 +34,7 @@ from ..errors import (
     UnknownProducerId,
 )
 from ..format import arrow_to_kafka, set_producer
+from ..format._speedups import load_extension
 from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
@@ -70,6 +71,47 @@ class SenderSettings:
     request_timeout_ms: float
     max_request_size: int
     max_batches_per_request: int
+
+
+def round_calls(
+    done: list[ProducerBatch],
+    leaders: dict,
+    by_node: dict[int, list],
+    deadline: float,
+    acks: int,
+    timeout_ms: int,
+    sender: Sender,
+    no_leader: type[BaseException],
+) -> tuple[int, BaseException] | None:
+    """The requests of a numbered round of single batches (Sender._stamp_singles): for each of ``done``, its
+    deadline set where it has none and ``(OnePartitionProduce, OneBatchAnswer)`` appended to its leader's
+    list in ``by_node``; stops at the first batch whose leader in ``leaders`` is a ``no_leader`` error:
+    ``(its index, the error)``. The reference of the compiled ``_csingles.round_calls``."""
+    for i, b in enumerate(done):
+        if b.deadline == 0.0:
+            b.deadline = deadline
+        node = leaders[b.tp]
+        if isinstance(node, no_leader):
+            return i, node
+        calls = by_node.get(node)
+        if calls is None:
+            calls = by_node[node] = []
+        calls.append(
+            (
+                OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms),
+                OneBatchAnswer(sender, b),
+            )
+        )
+    return None
+
+
+#: round_calls compiled (client/_csingles.pyx: the pairs made by slot, no __init__ per batch) or the reference
+_csingles = load_extension(__package__ + "._csingles")
+_round_calls = (
+    _csingles.round_calls
+    if _csingles is not None and _csingles.bind(OnePartitionProduce, OneBatchAnswer)
+    else round_calls
+)
 
 
 class Sender:
@@ -186,9 +228,10 @@ class Sender:
     def _encode(self, b: ProducerBatch, pid: int, epoch: int, seq: int, restamp: bool) -> None:
         """Stamp and encode a numbered batch for its send (PartitionSequences.number's ``encode``)."""
         if b.encoded is None:
-            if b.buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
-                data = b.buf.encode(self.codec, pid, epoch, seq)
-                buf, b.buf = b.buf, None
+            buf = b.buf
+            if buf is not None:  # the compiled accumulator's C buffer encodes itself (same bytes)
+                data = buf.encode(self.codec, pid, epoch, seq)
+                b.buf = None
                 self._acc.recycle(buf)  # type: ignore[attr-defined]
             else:
                 data = encode_records(
@@ -201,7 +244,7 @@ class Sender:
                     producer_epoch=epoch,
                     base_sequence=seq,
                 )
-            b.encoded = self.in_broker_layout(data)
+            b.encoded = data if self._arrow_body else self.in_broker_layout(data)  # (no call as a rule)
             # The records are no longer needed; memory stays accounted until the answer.
             b.values = b.keys = b.timestamps = b.headers = b.buf = None  # type: ignore[assignment]
         elif restamp:
@@ -375,24 +418,13 @@ class Sender:
             stop += 1
         deadline = time.monotonic() + self.delivery_timeout
         done, i, failed, error = self.sequences.number_round(batches, i, stop, held, self._encode)
-        acks, timeout_ms = self.acks, int(self.request_timeout_ms)
         if failed is not None and failed.deadline == 0.0:
             failed.deadline = deadline
-        for b in done:
-            if b.deadline == 0.0:
-                b.deadline = deadline
-            node = leaders[b.tp]
-            if isinstance(node, LogSourceError):
-                return i, b, node
-            calls = by_node.get(node)
-            if calls is None:
-                calls = by_node[node] = []
-            calls.append(
-                (
-                    OnePartitionProduce(b.topic, b.partition, b.encoded, acks, timeout_ms),
-                    OneBatchAnswer(self, b),
-                )
-            )
+        no_leader = _round_calls(
+            done, leaders, by_node, deadline, self.acks, int(self.request_timeout_ms), self, LogSourceError
+        )
+        if no_leader is not None:
+            return i, done[no_leader[0]], no_leader[1]
         return i, failed, error
 
     def _sendable(self, run: list[ProducerBatch], held: dict) -> list[ProducerBatch]:

@@ -23,12 +23,7 @@ def _load(name: str = "_ckafka") -> ModuleType | None:
         return None
     # by name: `from . import _ckafka` reads to the import-cycle check as importing the package
     # itself (the compiled module has no .py to resolve); it imports nothing of the package
-    mod = load_extension(__name__.rpartition(".")[0] + "." + name)
-    if mod is None:
-        return None
-    if name in ("_ckafka", "_cbody"):
-        _wire_crc(mod)
-    return mod
+    return load_extension(__name__.rpartition(".")[0] + "." + name)  # (wires the C CRC where it takes one)
 
 
 def _wire_crc(mod: ModuleType) -> None:
@@ -59,7 +54,7 @@ def load_extension(qualified_name: str) -> ModuleType | None:
     if DISABLED:
         return None
     try:
-        return importlib.import_module(qualified_name)
+        mod = importlib.import_module(qualified_name)
     except ModuleNotFoundError as e:
         if e.name != qualified_name:
             _warn_broken(qualified_name, e)
@@ -67,6 +62,9 @@ def load_extension(qualified_name: str) -> ModuleType | None:
     except ImportError as e:
         _warn_broken(qualified_name, e)
         return None
+    if hasattr(mod, "set_crc32c_function"):  # the C CRC-32C of _ckafka, _cbody, client._caccum
+        _wire_crc(mod)
+    return mod
 
 
 def _warn_broken(qualified_name: str, error: ImportError) -> None:

@@ -333,6 +333,14 @@ def encode_produce_many(
     pair = CODECS.get((0, version))
     if pair is None or pair[0].flexible:
         return None
+    return produce_frames(client_id, version, first_cid, requests)
+
+
+def _produce_frames(
+    client_id: str | None, version: int, first_cid: int, requests: list[Any]
+) -> bytearray | None:
+    """encode_produce_many after its version check (a non-flexible Produce version): the reference of
+    the compiled ``_cround.produce_frames``."""
     out = bytearray()
     cid = first_cid
     try:
@@ -349,6 +357,17 @@ def encode_produce_many(
     except _ENCODE_ERRORS:
         return None
     return out
+
+
+#: a round's frames in one buffer: compiled (protocol/_cround.pyx, one call, no object per frame) or the
+#: reference above
+_cround = load_extension(__name__.rpartition(".")[0] + "._cround")
+produce_frames = (
+    _cround.produce_frames
+    if _cround is not None
+    and _cround.bind(_PRODUCE_REQ_MIDDLE, _produce_request_middle, ZERO_COPY_THRESHOLD, _ENCODE_ERRORS)
+    else _produce_frames
+)
 
 
 def encode_produce_one(
