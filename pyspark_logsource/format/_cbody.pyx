@@ -14,6 +14,11 @@
   plain batch, then its ``pwrite`` at the end of the log segment's file. Both
   share one batch check (``_plain_batch``).
 
+Their CRC-32C runs through ``_crc32c_fold.h`` (carry-less multiply folding, about twice the crc32c
+package's rate on a 10 KB batch) from 256 bytes where the CPU has AVX-512 VPCLMULQDQ and it gives the
+reference's values at import (tests/test_format_crc_fold.py); otherwise through the crc32c package's C
+function, or ``crc32c()``.
+
 As in ``_ckafka``, each returns None for any input it does not take; the caller
 then runs the pure-Python reference, which produces the result or the typed
 error (tests/test_format_compiled_body.py checks both ways on the same input).
@@ -73,7 +78,53 @@ def crc32c_direct(const uint8_t[::1] data):
     return _crc_c(0xFFFFFFFF, &data[0] if data.shape[0] else NULL, data.shape[0]) ^ 0xFFFFFFFF
 
 
+cdef extern from "_crc32c_fold.h" nogil:
+    uint32_t crc32c_fold_raw(uint32_t crc, const uint8_t* p, size_t n)
+    int crc32c_fold_usable()
+
+#: the folding CRC-32C (_crc32c_fold.h) from this many bytes: below it the crc32q path is as fast
+cdef enum:
+    FOLD_MIN = 256
+#: whether _crc uses crc32c_fold_raw: the CPU runs it and it gave the reference's values at import
+cdef bint _fold = False
+
+
+def _fold_checks_out():
+    """The folding CRC against the reference ``crc32c`` on a few lengths (the tail and lane cases)."""
+    data = bytes((i * 131 + 7) & 0xFF for i in range(4096 + 77))
+    cdef const uint8_t[::1] view = data
+    for n in (256, 257, 319, 320, 511, 512, 1000, 4096 + 77):
+        if crc32c_fold_raw(0xFFFFFFFF, &view[0], n) ^ 0xFFFFFFFF != _py_crc32c(data[:n]):
+            return False
+    return True
+
+
+def set_crc32c_fold(bint on):
+    """Use the folding CRC-32C for buffers of 256 bytes and more (only where the CPU runs it and it
+    checks out); returns whether it is now in use."""
+    global _fold
+    _fold = on and crc32c_fold_usable() != 0 and _fold_checks_out()
+    return _fold
+
+
+def crc32c_fold_supported():
+    """Whether this CPU and OS run the folding CRC (AVX-512 with VPCLMULQDQ)."""
+    return crc32c_fold_usable() != 0
+
+
+def crc32c_fold_direct(const uint8_t[::1] data):
+    """CRC-32C of ``data`` (256 bytes or more) by the folding CRC, or None where it is not in use."""
+    if not _fold or data.shape[0] < FOLD_MIN:
+        return None
+    return crc32c_fold_raw(0xFFFFFFFF, &data[0], data.shape[0]) ^ 0xFFFFFFFF
+
+
+set_crc32c_fold(True)
+
+
 cdef inline uint32_t _crc(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
+    if _fold and n >= FOLD_MIN:
+        return crc32c_fold_raw(0xFFFFFFFF, p, <size_t>n) ^ 0xFFFFFFFF
     if _crc_c != NULL:
         return _crc_c(0xFFFFFFFF, p, n) ^ 0xFFFFFFFF
     return _py_crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
