@@ -373,6 +373,24 @@ def test_spark_batches_are_cut_in_slices_of_about_max_bytes():
     assert sarrow.to_spark_batches(fetched, "t", 1, False, 10_000, ts_hi_us=0) == []
 
 
+def test_topic_and_partition_columns_are_slices_of_one_built_column():
+    sarrow._CONSTANTS.clear()
+    long = sarrow._constant("topic-a", pa.string(), 1000)
+    short = sarrow._constant("topic-a", pa.string(), 10)
+    assert short.to_pylist() == ["topic-a"] * 10 and len(long) == 1000
+    assert short.buffers()[2].address == long.buffers()[2].address  # no new column for a shorter batch
+    assert short.nbytes <= 10 * (4 + len("topic-a")) + 4  # Spark's batch sizing sees the slice only
+    assert sarrow._constant("topic-a", pa.string(), 2000).to_pylist() == ["topic-a"] * 2000
+    assert sarrow._constant(7, pa.int32(), 3).to_pylist() == [7, 7, 7]
+    assert sarrow._constant("7", pa.string(), 3).to_pylist() == ["7", "7", "7"]
+    assert sarrow._constant("topic-a", pa.string(), 0).to_pylist() == []
+    for p in range(3 * sarrow._MAX_CONSTANTS):  # a long-lived streaming worker: the cache stays bounded
+        assert sarrow._constant(p, pa.int32(), 2).to_pylist() == [p, p]
+    assert len(sarrow._CONSTANTS) <= sarrow._MAX_CONSTANTS
+    rb = sarrow.to_spark_batch(fb.to_arrow(fb.encode([b"x"] * 5), 0, 5), "topic-a", 7, False)
+    assert rb.column("topic").to_pylist() == ["topic-a"] * 5 and rb.column("partition").to_pylist() == [7] * 5
+
+
 def test_write_schema_checks():
     def schema(*fields):
         return StructType(list(fields))

@@ -143,13 +143,54 @@ def _pread_exact(fd: int, n: int, position: int) -> bytes:
     return data
 
 
-def _chunks(fd: int, region: lrm.LocalReadRegion, size: int, check_crc: bool) -> Iterator[tuple[Any, list]]:
+def _pread_into(fd: int, buf: bytearray, n: int, position: int) -> memoryview:
+    """``n`` bytes at ``position`` read into ``buf`` (reused: no fresh pages to fault in per chunk)."""
+    view = memoryview(buf)[:n]
+    try:
+        got = os.preadv(fd, [view], position)
+    except OSError as e:
+        raise LocalReadFailed(f"read at {position} failed: {e}") from e
+    if got != n:
+        raise LocalReadFailed(f"short read: {got} of {n} bytes at {position}")
+    return view
+
+
+class _Scratch:
+    """The read buffer one local read reuses from chunk to chunk, while no decoded batch points into it
+    (the compiled Arrow decode copies the rows out; a decode that keeps views of it gets a new one)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.buf: bytearray | None = None
+
+    def get(self) -> bytearray:
+        if self.buf is None:
+            self.buf = bytearray(self.size)
+        return self.buf
+
+    def release_if_referenced(self, rb: pa.RecordBatch | None) -> None:
+        """Give up the buffer when ``rb`` holds memory of it (the next chunk then reads into a new one)."""
+        if self.buf is None or rb is None:
+            return
+        lo = pa.py_buffer(self.buf).address
+        hi = lo + len(self.buf)
+        for col in rb.columns:
+            for b in col.buffers():
+                if b is not None and b.address < hi and lo < b.address + b.size:
+                    self.buf = None
+                    return
+
+
+def _chunks(
+    fd: int, region: lrm.LocalReadRegion, size: int, check_crc: bool, scratch: _Scratch | None = None
+) -> Iterator[tuple[Any, list]]:
     """(bytes, walked headers) of whole batches of ``region``, about ``size`` bytes each; the region's
-    bytes exactly (a batch crossing its end, a short read or a bad CRC: LocalReadFailed)."""
+    bytes exactly (a batch crossing its end, a short read or a bad CRC: LocalReadFailed). With
+    ``scratch``, chunks are views of its buffer, valid until the next one is read."""
     cur, limit = region.position, region.position + region.length
     while cur < limit:
         want = min(size, limit - cur)
-        data = _pread_exact(fd, want, cur)
+        data = _pread_exact(fd, want, cur) if scratch is None else _pread_into(fd, scratch.get(), want, cur)
         try:
             headers = iter_headers(data, check_crc=check_crc)
             if not headers:  # one batch larger than ``size``: read all of it
@@ -179,12 +220,13 @@ def read_local(
     committed = CommittedFilter(grant.aborted) if read_committed else None
     after = None  # the next offset after the last batch checked (offsets in order, no overlap)
     out[0] = pos
+    scratch = _Scratch(size)
     try:
         for fd, region in grant.regions:
             if pos >= stop:
                 break
             first = True
-            for data, headers in _chunks(fd, region, size, check_crc):
+            for data, headers in _chunks(fd, region, size, check_crc, scratch):
                 bad = None
                 for i, (_, h) in enumerate(headers):
                     bad = _mismatch(h, region.first_offset if first else None, after, grant)
@@ -199,6 +241,7 @@ def read_local(
                         rb = _decode(data, headers, pos, stop, committed, check_crc)
                     except CorruptRecord as e:  # records the network path would refuse too: it says so
                         raise LocalReadFailed(str(e)) from e
+                    scratch.release_if_referenced(rb)
                     _count("batches", len(headers))
                     _count("bytes", len(data))
                     pos = out[0] = min(last.next_offset, stop)  # rows past ``stop`` were cut
