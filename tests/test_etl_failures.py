@@ -352,10 +352,13 @@ def test_kill_9_on_a_store_whose_rename_is_a_copy(broker, tmp_path, spark, monke
     monkeypatch.setattr(copy_rename_fs, "fault_point", lambda name, detail=None: None)
     copy_rename_fs.install()  # this process checks the output through the same double
     try:
+        # every kill point once, the one the issue asks for (between the copy and the delete) twice: a
+        # kill is a cold driver start (~10 s on 2 cores); a third rename_copied and a second commit
+        # repeated what the others show
         if mode == "rename":
-            points = ["rename_copied"] * 3 + ["publish"]
+            points = ["rename_copied"] * 2 + ["publish"]
         else:
-            points = ["random", "after_write", "commit", "commit"]
+            points = ["random", "after_write", "commit"]
         kills = run_kill_schedule(
             broker,
             tmp_path,
@@ -363,14 +366,14 @@ def test_kill_9_on_a_store_whose_rename_is_a_copy(broker, tmp_path, spark, monke
             topic=f"etlcopy{mode}",
             output="file://" + str(tmp_path / "out"),
             points=points,
-            kills_wanted=4,
+            kills_wanted=3,
             cmd=COPY_RENAME_JOB,
             extra=("--commit-mode", mode),
             hadoop=True,
             seed=11,
         )
         if mode == "rename":
-            assert kills.get("rename_copied", 0) >= 2, kills
+            assert kills.get("rename_copied", 0) == 2, kills
         else:
             names = [p.name for p in (tmp_path / "out").iterdir()]
             assert all(n.startswith(("load=", "_", ".")) for n in names), (

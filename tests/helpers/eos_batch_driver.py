@@ -2,26 +2,36 @@
 
     python eos_batch_driver.py BOOTSTRAP ROWS
 
-A Python UDF (mapInArrow) fails the first attempt of every even partition after 12,000 rows (so
-those attempts staged data before failing) and slows the first attempt of partition 1
-(so Spark launches a speculative copy). local[2,4] / spark.task.maxFailures=4, spark.speculation=true.
+A Python UDF (mapInArrow) fails the first attempt of every even partition after 12,000 rows (the
+writer stages its first 10,000-row input batch of those attempts: the test counts the aborted rows)
+and holds the first attempt of partition 1 until the other three partitions' tasks have ended (the
+straggler that speculation looks for; Spark may launch a copy of it). local[2,4] /
+spark.task.maxFailures=4, spark.speculation=true.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the support package
 
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
+from support.spark_jvm import driver_java_options  # noqa: E402
 
 bootstrap, rows = sys.argv[1], int(sys.argv[2])
 # local[2,4]: in local mode the retry count is the master URL's second number (spark.task.maxFailures
-# is for cluster managers); both say 4
+# is for cluster managers); both say 4. The JVM options of the tests' short-lived drivers (C1 only, the
+# serial GC, the session's class-data archive: tests/support/spark_jvm.py) cut the start's CPU; the job
+# is the same
 spark = (
     SparkSession.builder.master("local[2,4]")
     .config("spark.ui.enabled", "false")
+    .config("spark.driver.extraJavaOptions", driver_java_options())
     .config("spark.task.maxFailures", "4")
     .config("spark.speculation", "true")
     .config("spark.speculation.interval", "100ms")
@@ -32,12 +42,15 @@ spark = (
     .getOrCreate()
 )
 spark.sparkContext.setLogLevel("ERROR")
+# the tasks' Python workers run on this host (local mode): each attempt that hands all its rows on
+# leaves a file here, so the slow attempt waits for a state, not a fixed time
+ENDED = tempfile.mkdtemp(prefix="eos-batch-ended-")
 
 
 def flaky(batches):
     """A Python UDF over Arrow batches (mapInArrow): the first attempt of every even partition
     fails after it has handed 12,000 rows on (the writer staged them); the first attempt of partition
-    1 is slow, so Spark speculates."""
+    1 is slow (held until the other partitions have ended, then 1 s more), so Spark may speculate."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -51,10 +64,21 @@ def flaky(batches):
             yield pa.RecordBatch.from_arrays([values], ["value"])
             done += part.num_rows
             if first and p % 2 == 0 and done == 12000:  # past the writer's first input batch (10,000 rows)
-                time.sleep(5)  # the writer, pipelined behind this UDF, stages those rows meanwhile
+                # no wait before failing: the writer, pipelined behind this UDF, staged nothing during the
+                # 5 s sleep that was here (measured: the broker's log end stayed 0 throughout it and grew
+                # by these 10,000 rows just after the raise). The test checks that both failed attempts'
+                # rows were staged (and aborted).
                 raise RuntimeError(f"injected failure in the first attempt of partition {p}")
             if first and p == 1 and done == 4000:
-                time.sleep(8)  # slow: a speculative copy of this task runs meanwhile
+                # slow: the last task running, past 1.5x the others' median for 1 s (10 speculation
+                # checks), in which a speculative copy of it may run. (Was a fixed 8 s: measured, the
+                # other three ended ~4 s into it.) Measured: Spark launched no copy here (local mode: the
+                # only host already runs the original); the test's counts hold either way.
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and len(os.listdir(ENDED)) < 3:
+                    time.sleep(0.05)
+                time.sleep(1.0)
+    open(os.path.join(ENDED, f"{p}-{tc.attemptNumber()}"), "w").close()
 
 
 df = spark.range(0, rows, numPartitions=4).mapInArrow(flaky, "value string")
@@ -63,3 +87,4 @@ df.write.format("logsource").option("bootstrap.servers", bootstrap).option("topi
 ).save()
 print("WROTE", flush=True)
 spark.stop()
+shutil.rmtree(ENDED, ignore_errors=True)
