@@ -345,8 +345,10 @@ def test_batch_write_with_failed_and_speculative_attempts_leaves_exactly_the_row
         assert got == Counter(f"row-{v}".encode() for v in range(rows))
         with Admin(bs) as a:  # failed (and any speculative) attempts staged rows that were aborted
             raw = sum(a.list_offsets([("eos_batch", q) for q in range(3)], "latest").values())
-        # both failed first attempts (partitions 0 and 2) staged their writer's first input batch
-        assert raw >= rows + 20_000, raw - rows
+        # a failed first attempt staged its writer's first input batch (10,000 rows), which was aborted.
+        # Not both: those rows reach the broker while Spark tears the failed task down, a race the
+        # exactly-once result above does not depend on
+        assert raw > rows + 10_000, raw - rows
 
 
 def test_the_cleaner_drops_aborted_records_and_keeps_the_committed_value(tmp_path):
