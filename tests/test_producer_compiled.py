@@ -318,32 +318,38 @@ def test_an_untracked_alone_batch_is_tracked_before_it_can_be_in_a_cycle():
     records=st.lists(st.tuples(_opt_bytes, _opt_bytes), min_size=1, max_size=5), seq=st.integers(0, 2**31 - 1)
 )
 def test_buffer_encode_gives_the_same_bytes_with_the_c_crc_and_the_python_crc(records, seq):
-    """The batch CRC through the crc32c package's C function (wired by _speedups where it checks out) and
-    through the Python-level crc32c(): the same batch."""
+    """The batch CRC through _cbody's C choice (the fold, or the crc32c package's C function, wired by
+    _speedups where it checks out) and through the Python-level crc32c(): the same batch."""
+    from pyspark_logsource.format import _cbody as cb
     from pyspark_logsource.format import _speedups
 
     buf = ca.RecordBuffer(64)
     for v, k in records:
         buf.add(v, k, 1_700_000_000_000)
     try:
-        ca.set_crc32c_function(0)
-        assert ca.crc32c_direct(b"123456789") is None
+        cb.set_crc32c_function(0)
+        cb.set_crc32c_fold(False)
+        assert cb.crc32c_direct(b"123456789") is None
         python_crc = bytes(buf.encode(0, 7, 0, seq))
-        _speedups._wire_crc(ca)
-        assert ca.crc32c_direct(b"123456789") in (None, 0xE3069283)  # None: no hardware CRC here
+        _speedups._wire_crc(cb)
+        cb.set_crc32c_fold(True)
+        assert cb.crc32c_direct(b"123456789") in (None, 0xE3069283)  # None: no hardware CRC here
         assert bytes(buf.encode(0, 7, 0, seq)) == python_crc
     finally:
-        ca.set_crc32c_function(0)
-        if not _speedups.DISABLED:  # as the producer's import left it
-            _speedups._wire_crc(ca)
+        cb.set_crc32c_function(0)
+        cb.set_crc32c_fold(True)
+        if not _speedups.DISABLED:  # as the import left it
+            _speedups._wire_crc(cb)
 
 
 @needs_c
 def test_the_producers_batch_encode_takes_the_c_crc_where_the_package_has_it():
     import crc32c
 
+    from pyspark_logsource.format import _cbody as cb
     from pyspark_logsource.format import _speedups
 
     if _speedups.DISABLED or not getattr(crc32c, "hardware_based", False):
         pytest.skip("extensions switched off or no hardware CRC-32C")
-    assert ca.crc32c_direct(b"123456789") == 0xE3069283
+    # the producer's batch encode calls _cbody's batch_crc32c (a cimport): its C function is wired
+    assert cb.crc32c_direct(b"123456789") == 0xE3069283

@@ -32,11 +32,11 @@ from cpython.float cimport PyFloat_FromDouble
 from cpython.tuple cimport PyTuple_GET_ITEM
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
+from pyspark_logsource.format._cbody cimport batch_crc32c
 from pyspark_logsource.format._cwire cimport BATCH_CRC_START, le32, le64, put_batch_crc, put_producer_header
 
 from pyspark_logsource.errors import InvalidRequest, MessageTooLarge
 from pyspark_logsource.format.compression import compress as _compress
-from pyspark_logsource.format.crc import crc32c as _crc32c
 
 cdef extern from "Python.h":
     ctypedef PyObject* (*allocfunc)(PyTypeObject*, Py_ssize_t)
@@ -51,24 +51,6 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     int T_OBJECT_EX
-
-ctypedef uint32_t (*crc_fn_t)(uint32_t, const uint8_t*, size_t) noexcept nogil
-#: the hardware CRC-32C for the batch encode, as _ckafka's (set by _speedups when it checks out; NULL: crc32c())
-cdef crc_fn_t _crc_c = NULL
-
-
-def set_crc32c_function(size_t address):
-    """Use the C CRC-32C at ``address`` (the crc32c package's convention, as ``_ckafka``'s); 0: none."""
-    global _crc_c
-    _crc_c = <crc_fn_t>address
-
-
-def crc32c_direct(const uint8_t[::1] data):
-    """CRC-32C of ``data`` through the function set by :func:`set_crc32c_function` (None if unset)."""
-    if _crc_c == NULL:
-        return None
-    return _crc_c(0xFFFFFFFF, &data[0] if data.shape[0] else NULL, data.shape[0]) ^ 0xFFFFFFFF
-
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void*)
@@ -322,10 +304,7 @@ cdef object _put_header(
         raise InvalidRequest(f"batch header field out of range: producer epoch {producer_epoch}")
     cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(out)
     put_producer_header(p, len(out) - 12, attrs, n, base_ts, max_ts, producer_id, producer_epoch, base_sequence)
-    if _crc_c != NULL:  # a C call (no memoryview, no Python call per batch)
-        put_batch_crc(p, _crc_c(0xFFFFFFFF, p + BATCH_CRC_START, len(out) - BATCH_CRC_START) ^ 0xFFFFFFFF)
-    else:
-        put_batch_crc(p, <int64_t>_crc32c(memoryview(out)[BATCH_CRC_START:]))
+    put_batch_crc(p, batch_crc32c(p + BATCH_CRC_START, len(out) - BATCH_CRC_START))  # a C call
     return out
 
 

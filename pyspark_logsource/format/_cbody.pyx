@@ -130,6 +130,12 @@ cdef inline uint32_t _crc(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
     return _py_crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
 
 
+cdef uint32_t batch_crc32c(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
+    """The CRC-32C of ``n`` bytes at ``p`` for other compiled modules: the same choice as this module's
+    own (the fold, the crc32c package's C function, or the Python-level crc32c)."""
+    return _crc(p, n)
+
+
 cdef inline bint _writable_bytes(buf):
     """``plain_run._writable``: a bytearray, or a writable contiguous 1-D memoryview of unsigned bytes."""
     if type(buf) is bytearray:

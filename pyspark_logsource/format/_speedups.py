@@ -62,7 +62,7 @@ def load_extension(qualified_name: str) -> ModuleType | None:
     except ImportError as e:
         _warn_broken(qualified_name, e)
         return None
-    if hasattr(mod, "set_crc32c_function"):  # the C CRC-32C of _ckafka, _cbody, client._caccum
+    if hasattr(mod, "set_crc32c_function"):  # the C CRC-32C of _ckafka and _cbody (_caccum uses _cbody's)
         _wire_crc(mod)
     return mod
 
