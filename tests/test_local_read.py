@@ -238,20 +238,22 @@ def test_local_rows_equal_the_network_rows_across_many_reused_chunks(local_broke
 
 
 def test_the_read_buffer_is_given_up_while_a_batch_points_into_it():
-    scratch = lr._Scratch(64)
-    buf = scratch.get()
+    scratch = lr._Scratch()
+    buf = scratch.get(64)
+    assert len(buf) == 64 and scratch.get(16) is buf  # a smaller read reuses it
     buf[:8] = b"abcdefgh"
     copied = pa.record_batch([pa.array([b"abc"])], names=["v"])
     scratch.release_if_referenced(copied)
-    assert scratch.get() is buf  # rows copied out: the buffer is read into again
+    assert scratch.get(64) is buf  # rows copied out: the buffer is read into again
     view = pa.Array.from_buffers(
         pa.binary(),
         1,
         [None, pa.py_buffer(pa.array([0, 3], pa.int32()).buffers()[1]), pa.py_buffer(memoryview(buf)[2:5])],
     )
     scratch.release_if_referenced(pa.record_batch([view], names=["v"]))
-    fresh = scratch.get()
+    fresh = scratch.get(64)
     assert fresh is not buf and len(fresh) == 64
+    assert len(scratch.get(128)) == 128  # a larger read grows it
     assert view.to_pylist() == [b"cde"]
 
 

@@ -159,13 +159,13 @@ class _Scratch:
     """The read buffer one local read reuses from chunk to chunk, while no decoded batch points into it
     (the compiled Arrow decode copies the rows out; a decode that keeps views of it gets a new one)."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self) -> None:
         self.buf: bytearray | None = None
 
-    def get(self) -> bytearray:
-        if self.buf is None:
-            self.buf = bytearray(self.size)
+    def get(self, n: int) -> bytearray:
+        """A buffer of at least ``n`` bytes (a small region does not zero-fill a whole fetch's size)."""
+        if self.buf is None or len(self.buf) < n:
+            self.buf = bytearray(n)
         return self.buf
 
     def release_if_referenced(self, rb: pa.RecordBatch | None) -> None:
@@ -190,7 +190,9 @@ def _chunks(
     cur, limit = region.position, region.position + region.length
     while cur < limit:
         want = min(size, limit - cur)
-        data = _pread_exact(fd, want, cur) if scratch is None else _pread_into(fd, scratch.get(), want, cur)
+        data = (
+            _pread_exact(fd, want, cur) if scratch is None else _pread_into(fd, scratch.get(want), want, cur)
+        )
         try:
             headers = iter_headers(data, check_crc=check_crc)
             if not headers:  # one batch larger than ``size``: read all of it
@@ -220,7 +222,7 @@ def read_local(
     committed = CommittedFilter(grant.aborted) if read_committed else None
     after = None  # the next offset after the last batch checked (offsets in order, no overlap)
     out[0] = pos
-    scratch = _Scratch(size)
+    scratch = _Scratch()
     try:
         for fd, region in grant.regions:
             if pos >= stop:
