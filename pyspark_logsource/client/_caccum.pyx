@@ -35,6 +35,7 @@ from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 from pyspark_logsource.format._cbody cimport batch_crc32c
 from pyspark_logsource.format._cwire cimport BATCH_CRC_START, le32, le64, put_batch_crc, put_producer_header
 
+from pyspark_logsource.client.partitioner import StickyPartitioner as _StickyPartitioner
 from pyspark_logsource.errors import InvalidRequest, MessageTooLarge
 from pyspark_logsource.format.compression import compress as _compress
 
@@ -507,7 +508,7 @@ def fast_send(
     # StickyPartitioner's partition() and on_new_batch() on its dict, inline where it is that class (the
     # record-per-batch path calls both per record)
     cdef dict current = (
-        sticky_partitioner._current if type(sticky_partitioner).__qualname__ == "StickyPartitioner" else None
+        sticky_partitioner._current if type(sticky_partitioner) is _StickyPartitioner else None
     )
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
