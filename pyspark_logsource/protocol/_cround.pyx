@@ -42,6 +42,7 @@ def produce_frames(client_id, version, first_cid, list requests):
     cdef int64_t total = 0, v, cid, size
     cdef const char* src
     cdef uint8_t* p
+    cdef uint8_t* end
     cdef bytes mid
     if _middles is None or n == 0:
         return None if _middles is None else bytearray()
@@ -92,11 +93,14 @@ def produce_frames(client_id, version, first_cid, list requests):
         return None
     out = PyByteArray_FromStringAndSize(NULL, total)
     p = <uint8_t*>PyByteArray_AS_STRING(out)
+    end = p + total
     for i in range(n):
         mid = mids[i]
         rec = recs[i]
         k = PyBytes_GET_SIZE(mid)
         size = 8 + k + 4 + len(rec)
+        if p + 4 + size > end:  # a bytearray grew since the first pass (another thread): never past ``out``
+            return None
         put32(p, size)
         put16(p + 4, 0)
         put16(p + 6, <int>v)
@@ -112,4 +116,6 @@ def produce_frames(client_id, version, first_cid, list requests):
         memcpy(p, src, len(rec))
         p += len(rec)
         cid = (cid + 1) & 0x7FFFFFFF
+    if p != end:  # one shrank since the first pass: the frames' sizes would not add up
+        return None
     return out
