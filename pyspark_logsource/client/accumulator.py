@@ -465,30 +465,47 @@ class RecordAccumulator:
         """complete() for several batches that succeeded, ``(batch, result)`` (lock NOT held)."""
         with self.lock:
             self.answered += len(done)
-            muted, incomplete = self.muted, self.incomplete
-            used = self.used
-            for b, _ in done:
-                if muted and b.tp in muted:
-                    muted.discard(b.tp)
-                    self.wakeup.notify()
-                incomplete.discard(b)
-                used -= b.size
+            muted = self.muted
+            if muted:  # (rare: a partition held back until an answer)
+                for b, _ in done:
+                    if b.tp in muted:
+                        muted.discard(b.tp)
+                        self.wakeup.notify()
+            used = self.used - _release_run(done, self.incomplete)
             self.used = used if used > 0 else 0  # only ever lowered: clamped once as at every step
             if self.space._waiters:
                 self.space.notify_all()
         resolve_many(done)
 
 
+def release_run_py(done: list[tuple[ProducerBatch, tuple]], incomplete: set) -> int:
+    """:meth:`RecordAccumulator.complete_many`'s step, lock held: each batch of ``done`` leaves
+    ``incomplete``; returns their sizes summed. The reference of the compiled ``_cio.release_run``."""
+    size = 0
+    for b, _ in done:
+        incomplete.discard(b)
+        size += b.size
+    return size
+
+
+def resolve_run_py(done: list[tuple[ProducerBatch, tuple]], done_states: tuple) -> list[tuple[Future, tuple]]:
+    """:func:`resolve_many`'s step, shared condition held: each batch of ``done`` not yet completed gets
+    its outcome ``(result, None)``; returns ``(future, result)`` for those whose future was made and is
+    not done yet. The reference of the compiled ``_cio.resolve_run``."""
+    waiting = []
+    for b, result in done:
+        if b.outcome is None:
+            b.outcome = (result, None)
+            f = b._future
+            if f is not None and f._state not in done_states:
+                waiting.append((f, result))
+    return waiting
+
+
 def resolve_many(done: list[tuple[ProducerBatch, tuple]]) -> None:
     """``b.resolve(result, None)`` for each ``(b, result)``: the shared condition taken once."""
-    waiting = []
     with SHARED_CONDITION:
-        for b, result in done:
-            if b.outcome is None:
-                b.outcome = (result, None)
-                f = b._future
-                if f is not None and f._state not in DONE_STATES:
-                    waiting.append((f, result))
+        waiting = _resolve_run(done, DONE_STATES)
     for f, result in waiting:
         try:
             f.set_result(result)
@@ -498,6 +515,10 @@ def resolve_many(done: list[tuple[ProducerBatch, tuple]]) -> None:
 
 #: the compiled accumulator core (client/_caccum.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
 _caccum = load_extension(__package__ + "._caccum")
+#: the I/O thread's compiled steps (client/_cio.pyx), or their references above
+_cio = load_extension(__package__ + "._cio")
+_release_run = _cio.release_run if _cio is not None else release_run_py
+_resolve_run = _cio.resolve_run if _cio is not None else resolve_run_py
 
 if _caccum is not None:
 

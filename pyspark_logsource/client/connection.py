@@ -35,6 +35,7 @@ from ..errors import (
 from ..protocol.connection import ClientConnection
 from ..protocol.messages import ApiKey, ApiVersionsRequest
 from ..protocol.primitives import ProtocolError, is_region
+from .dispatch import match_answers, pop_times
 from .metrics import ClientMetrics
 from .security import ClientSecurity, sasl_exchange
 from .threads import ClientThread
@@ -386,10 +387,8 @@ class BrokerConnection:
 
     def _answered_stats(self, n: int, throttle_sum: int, throttle_max: int) -> None:
         """The metrics of the next ``n`` answered requests (their write times leave the queue); lock held."""
-        now, pop = time.monotonic(), self._sent_at.popleft
-        first = total = pop()
-        for _ in range(n - 1):
-            total += pop()
+        now = time.monotonic()
+        first, total = pop_times(self._sent_at, n)
         # the write times are in order: the first is the longest wait
         self._stats.add_responses(n, n * now - total, now - first, throttle_sum, throttle_max)
 
@@ -404,17 +403,7 @@ class BrokerConnection:
             if not answers:
                 return
             # one pass over the run: the requests matched in order, the throttles summed and the longest kept
-            pop, done, throttle, throttle_sum = self._pending.popleft, [], 0, 0
-            for r in answers:
-                cid, cb, _ = pop()
-                if cid != r.correlation_id:  # the sans-IO layer checks order too
-                    raise ProtocolError(f"response {r.correlation_id} does not match request {cid}")
-                t = r.throttle_time_ms
-                if t:
-                    throttle_sum += t
-                    if t > throttle:
-                        throttle = t
-                done.append((cb, r))
+            done, throttle_sum, throttle = match_answers(answers, self._pending)
             if self._stats is not None:
                 self._answered_stats(len(done), throttle_sum, throttle)
             if throttle > 0:

@@ -38,7 +38,7 @@ from ..format._speedups import load_extension
 from ..protocol.connection import OnePartitionProduce
 from ..protocol.messages import InitProducerIdRequest, ProducePartitionData, ProduceRequest
 from .accumulator import ProducerBatch, RecordAccumulator
-from .answers import OneBatchAnswer, RunsAnswer
+from .answers import OneBatchAnswer, RunsAnswer, run_sizes
 from .encoding import encode_records
 from .metrics import ClientMetrics
 from .network import NetworkClient
@@ -263,11 +263,7 @@ class Sender:
         if self.idempotent:
             self.sequences.settle_appended(done)
         if self.stats is not None:
-            records = size = 0
-            for b, _ in done:
-                records += b.record_count
-                size += b.size if b.encoded is None else len(b.encoded)
-            self.stats.add(records, size)
+            self.stats.add(*run_sizes(done))
         self._acc.complete_many(done)
 
     def _ready_to_send(self, batches: list[ProducerBatch]) -> set[tuple[str, int]] | None:

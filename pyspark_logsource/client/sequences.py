@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import LogSourceError, NetworkError, OutOfOrderSequence, RequestTimedOut, UnknownProducerId
+from ..format._speedups import load_extension
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
@@ -45,6 +46,32 @@ def maybe_appended(error: BaseException) -> bool:
     if not isinstance(error, LogSourceError):
         return True  # not the broker's answer (the sender's catch-all after a bug): its fate is unknown
     return isinstance(error, (RequestTimedOut, NetworkError)) or error.retriable
+
+
+def settle_oldest_py(
+    done: list, i: int, assigned: dict, last_acked: dict, stamped: dict, unresolved: dict
+) -> int:
+    """:meth:`PartitionSequences.settle_appended`'s common case over ``done[i:]`` (``(batch, result)``,
+    appended), its tables handed in, lock held: each numbered batch that is its partition's oldest
+    unanswered one, while no partition has a batch of unknown fate, leaves ``assigned`` and ``stamped``
+    and is the partition's last acknowledged; batches without numbers are passed over. Returns the index
+    of the first numbered batch that is not such a one (``len(done)`` if none): the general settle's.
+    The reference of the compiled ``_cio.settle_oldest``."""
+    n = len(done)
+    while i < n:
+        b = done[i][0]
+        seq = b.base_sequence
+        if seq is not None:
+            if unresolved:
+                return i
+            queue = assigned.get(b.tp)
+            if not queue or queue[0] is not b:
+                return i
+            del queue[0]
+            stamped.pop(id(b), None)
+            last_acked[b.tp] = (seq + b.record_count - 1) & _INT32_MAX
+        i += 1
+    return n
 
 
 class PartitionSequences:
@@ -207,16 +234,12 @@ class PartitionSequences:
             self._stamped,
             self._unresolved,
         )
+        n = len(batches)
         with self._lock:
-            for b, _ in batches:
-                if b.base_sequence is not None:
-                    queue = assigned.get(b.tp)
-                    if queue and queue[0] is b and not unresolved:  # the common case: the oldest
-                        del queue[0]
-                        stamped.pop(id(b), None)
-                        last_acked[b.tp] = (b.base_sequence + b.record_count - 1) & _INT32_MAX
-                    else:
-                        self._settle(b, None)
+            i = _settle_oldest(batches, 0, assigned, last_acked, stamped, unresolved)  # the common case
+            while i < n:  # one that is not its partition's oldest, or with a batch of unknown fate about
+                self._settle(batches[i][0], None)
+                i = _settle_oldest(batches, i + 1, assigned, last_acked, stamped, unresolved)
 
     def _settle(self, b: ProducerBatch, error: BaseException | None) -> None:
         """settle(); lock held. If the broker refused the batch, later batches move down."""
@@ -328,3 +351,8 @@ class PartitionSequences:
                     del self._unresolved[tp]
                 else:
                     self._resets.add(tp)  # restart() clears the mark
+
+
+#: the I/O thread's compiled step (client/_cio.pyx), None when not built or LOGSOURCE_NO_EXTENSIONS is set
+_cio = load_extension(__package__ + "._cio")
+_settle_oldest = _cio.settle_oldest if _cio is not None else settle_oldest_py
