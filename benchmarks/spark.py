@@ -215,6 +215,11 @@ def main() -> int:
         help="only the read sum(length(value)) row (no count(); with --targets-only: issue 25's Spark row)",
     )
     ap.add_argument(
+        "--also-fetch-bytes",
+        type=int,
+        help="also time logsource with kafka.fetch.max.bytes set to this (a task's local read chunk), interleaved",
+    )
+    ap.add_argument(
         "--results-json", help="also write the reads' seconds and the stream start's to this file"
     )
     args = ap.parse_args()
@@ -315,13 +320,18 @@ def main() -> int:
                 "floor": lambda: floor.option("rows", str(args.rows)).load(),
                 "parquet": lambda: spark.read.parquet(pq_dir),
             }
+            if args.also_fetch_bytes:
+                fetch = src.option("kafka.fetch.max.bytes", str(args.also_fetch_bytes))
+                sources[f"logsource fetch {args.also_fetch_bytes}"] = lambda: fetch.option(
+                    "subscribe", "bench"
+                ).load()
             reads = [
                 ("read count()", lambda df: df.count()),
                 ("read sum(length(value))", lambda df: df.select(F.sum(F.length("value"))).collect()[0][0]),
             ]
             for label, q in reads[1:] if args.sum_only else reads:
                 r = best_of(args.repeat, {k: (lambda q=q, f=f: q(f())) for k, f in sources.items()}, cpu)
-                assert r["logsource"][2] == r["parquet"][2] == r["floor"][2], (label, r)
+                assert len({v[2] for v in r.values()}) == 1, (label, r)
                 results.append((label, r))
                 summary[label] = {k: v[0] for k, v in r.items()}
             if args.targets_only:
@@ -354,6 +364,11 @@ def print_reads(args, results: list, cpu) -> None:
             f"{args.rows:>12,} {label:<24} {a:>11.2f} {f:>8.2f} {b:>9.2f} "
             f"{a / b:>9.2f}x {f / b:>12.2f}x {a / f:>7.2f}x {args.rows / a:>16,.0f}"
         )
+    for label, r in results:
+        for k in r.keys() - {"logsource", "floor", "parquet"}:
+            a, f = r[k][0], r["floor"][0]
+            cells = "{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-"
+            print(f"{'':>12} {label:<24} {k}: {a:.2f} s, {a / f:.2f}x the floor; CPU {cells}")
     if cpu.psutil is not None:
         print()
         print("CPU seconds in those runs: JVM / Python workers / this process (driver + the broker thread)")
