@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/spark.py [--rows 10000000] [--partitions 4] [--stream-seconds 60] [--rate 10000]
     .venv/bin/python benchmarks/spark.py --stream-start-only [--stream-start-repeat 3]
+    .venv/bin/python benchmarks/spark.py --targets-only --skip-stream-start --sum-only  (issue 25's row)
 
 Rows are 200-byte values. Batch read: ``count()`` and ``sum(length(value))``
 over a topic vs over a Parquet copy of the same rows. Batch write: the same
@@ -54,6 +55,14 @@ def timed(fn) -> tuple[float, object]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
+
+
+def worker_package() -> str:
+    """Where this process imports pyspark_logsource from (and which format core it runs)."""
+    import pyspark_logsource
+    from pyspark_logsource.format._speedups import IMPLEMENTATION
+
+    return f"{os.path.dirname(pyspark_logsource.__file__)} ({IMPLEMENTATION})"
 
 
 def floor_source(row_size: int = 200):
@@ -201,6 +210,16 @@ def main() -> int:
         help="only issue 14's rows: the reads and the stream start (no writes, no streaming latency)",
     )
     ap.add_argument(
+        "--sum-only",
+        action="store_true",
+        help="only the read sum(length(value)) row (no count(); with --targets-only: issue 25's Spark row)",
+    )
+    ap.add_argument(
+        "--also-fetch-bytes",
+        type=int,
+        help="also time logsource with kafka.fetch.max.bytes set to this (a task's local read chunk), interleaved",
+    )
+    ap.add_argument(
         "--results-json", help="also write the reads' seconds and the stream start's to this file"
     )
     args = ap.parse_args()
@@ -239,6 +258,9 @@ def main() -> int:
             )
             spark.sparkContext.setLogLevel("ERROR")
             register_logsource(spark)
+            # the tree a PYTHONPATH run measures: the workers import the package from the environment too
+            where = spark.sparkContext.parallelize([0], 1).map(lambda _: worker_package()).collect()[0]
+            print(f"driver imports {worker_package()}; a Python worker imports {where}", flush=True)
 
             # Load: the same rows into the topic (producer) and into Parquet (pyarrow).
             import pyarrow.parquet as pq
@@ -298,12 +320,18 @@ def main() -> int:
                 "floor": lambda: floor.option("rows", str(args.rows)).load(),
                 "parquet": lambda: spark.read.parquet(pq_dir),
             }
-            for label, q in (
+            if args.also_fetch_bytes:
+                fetch = src.option("kafka.fetch.max.bytes", str(args.also_fetch_bytes))
+                sources[f"logsource fetch {args.also_fetch_bytes}"] = lambda: fetch.option(
+                    "subscribe", "bench"
+                ).load()
+            reads = [
                 ("read count()", lambda df: df.count()),
                 ("read sum(length(value))", lambda df: df.select(F.sum(F.length("value"))).collect()[0][0]),
-            ):
+            ]
+            for label, q in reads[1:] if args.sum_only else reads:
                 r = best_of(args.repeat, {k: (lambda q=q, f=f: q(f())) for k, f in sources.items()}, cpu)
-                assert r["logsource"][2] == r["parquet"][2] == r["floor"][2], (label, r)
+                assert len({v[2] for v in r.values()}) == 1, (label, r)
                 results.append((label, r))
                 summary[label] = {k: v[0] for k, v in r.items()}
             if args.targets_only:
@@ -336,6 +364,11 @@ def print_reads(args, results: list, cpu) -> None:
             f"{args.rows:>12,} {label:<24} {a:>11.2f} {f:>8.2f} {b:>9.2f} "
             f"{a / b:>9.2f}x {f / b:>12.2f}x {a / f:>7.2f}x {args.rows / a:>16,.0f}"
         )
+    for label, r in results:
+        for k in r.keys() - {"logsource", "floor", "parquet"}:
+            a, f = r[k][0], r["floor"][0]
+            cells = "{:.1f} / {:.1f} / {:.1f}".format(*r[k][1]) if r[k][1] else "-"
+            print(f"{'':>12} {label:<24} {k}: {a:.2f} s, {a / f:.2f}x the floor; CPU {cells}")
     if cpu.psutil is not None:
         print()
         print("CPU seconds in those runs: JVM / Python workers / this process (driver + the broker thread)")

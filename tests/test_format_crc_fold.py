@@ -119,3 +119,35 @@ def test_the_log_answers_a_flipped_body_bit_with_corrupt_message(tmp_path, fold)
         assert lg.append(bytearray(batch))[:2] == (0, 49)
     finally:
         lg.close()
+
+
+@needs_cbody
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=6), st.data())
+def test_the_fetch_walk_refuses_a_flipped_bit_with_the_fold_as_without(sizes, data):
+    """The fetch walk (``_ckafka.walk``; the folding CRC from 256 bytes where it is in use) gives the same
+    headers with the fold on and off, and with one bit flipped under a batch's CRC it refuses the run
+    both ways, as the reference does (CorruptRecord from ``header.walk``)."""
+    from pyspark_logsource.format import header
+
+    run = b"".join(bytes(_batch(n)) for n in sizes)
+    pos = data.draw(st.integers(0, len(run) - 1))
+    bad = bytearray(run)
+    bad[pos] ^= 1 << data.draw(st.integers(0, 7))
+    got = []
+    try:
+        for on in (True, False):
+            cb.set_crc32c_fold(on)
+            got.append(header.walk(run, check_crc=True))
+            try:
+                walked = header.walk(bytes(bad), check_crc=True)
+            except CorruptRecord:
+                walked = None
+            got.append(walked)
+    finally:
+        cb.set_crc32c_fold(True)
+    assert got[0] == got[2] and len(got[0]) == len(sizes)
+    assert got[1] == got[3]
+    for at, h in got[0]:
+        if at + 21 <= pos < at + h.size:  # a bit under this batch's CRC (the walk's concern)
+            assert got[1] is None

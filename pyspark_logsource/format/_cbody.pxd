@@ -1,7 +1,8 @@
 # cython: language_level=3
 """What other compiled modules call of ``_cbody.pyx`` directly, with no Python call between: the log
 append's one-call step (``broker/log/_cseg.pyx``'s append end calls it when the log's write step is
-``write_plain_batch`` itself), and the batch CRC-32C (``client/_caccum.pyx``'s batch encode)."""
+``write_plain_batch`` itself), the batch CRC-32C (``client/_caccum.pyx``'s batch encode), and the folding
+CRC-32C alone (``_ckafka.pyx``'s fetch walk)."""
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 
@@ -13,3 +14,6 @@ cdef object write_plain_c(
 
 
 cdef uint32_t batch_crc32c(const uint8_t* p, int64_t n) except? 0xFFFFFFFF
+
+
+cdef bint fold_crc32c(const uint8_t* p, int64_t n, uint32_t* out) noexcept nogil

@@ -130,6 +130,15 @@ cdef inline uint32_t _crc(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
     return _py_crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
 
 
+cdef bint fold_crc32c(const uint8_t* p, int64_t n, uint32_t* out) noexcept nogil:
+    """The CRC-32C of ``n`` bytes at ``p`` into ``out`` by the folding CRC, when it is in use and ``n``
+    is long enough for it; False (``out`` untouched) otherwise: the caller runs its own CRC."""
+    if not _fold or n < FOLD_MIN:
+        return False
+    out[0] = ~crc32c_fold_raw(<uint32_t>0xFFFFFFFF, p, <size_t>n)
+    return True
+
+
 cdef uint32_t batch_crc32c(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
     """The CRC-32C of ``n`` bytes at ``p`` for other compiled modules: the same choice as this module's
     own (the fold, the crc32c package's C function, or the Python-level crc32c)."""
