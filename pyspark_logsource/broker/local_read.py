@@ -201,9 +201,6 @@ class LocalReadServer:
 
     def _answer(self, conn: socket.socket, uid: int) -> None:
         conn.settimeout(2.0)
-        if not peer_allowed(peer_uid(conn), uid):
-            conn.sendall(ANSWER.pack(REFUSED_PEER, 0))
-            return
         want = len(MAGIC) + TOKEN_BYTES
         buf = b""
         while len(buf) < want:
@@ -211,6 +208,11 @@ class LocalReadServer:
             if not chunk:
                 return
             buf += chunk
+        # Refused only once the request is read: closing with it unread would reset the connection, and
+        # the reader would see ECONNRESET (or EPIPE on its write) instead of the refusal.
+        if not peer_allowed(peer_uid(conn), uid):
+            conn.sendall(ANSWER.pack(REFUSED_PEER, 0))
+            return
         fds = self.grants.redeem(buf[len(MAGIC) :]) if buf.startswith(MAGIC) else None
         if fds is None:
             conn.sendall(ANSWER.pack(REFUSED_TOKEN, 0))
