@@ -64,7 +64,7 @@ def settle_oldest(list done, Py_ssize_t i, dict assigned, dict last_acked, dict 
             q = assigned.get(tp)
             if not q:
                 return i
-            queue = <list>q
+            queue = <list?>q  # checked: a wrong type is a TypeError, not a read past an object
             if queue[0] is not b:
                 return i
             del queue[0]
