@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, pure, tree in paths:
                 rate, us = run_path(pure, args.requests, args.size, layout, tree)
                 print(
-                    f"  {layout:<6}{name:<9} {rate:>10,.0f} msg/s  {us:6.2f} us broker CPU/request",
+                    f"  {layout:<9}{name:<9} {rate:>10,.0f} msg/s  {us:6.2f} us broker CPU/request",
                     flush=True,
                 )
                 old = best.get((layout, name))
@@ -174,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         f"\nbroker, one {args.size}-byte message per produce request (v8, acks=1, {WINDOW} in flight), "
         f"best of {args.rounds}"
     )
-    print(f"{'layout':<8}{'path':<10}{'msg/s':>12}{'broker CPU us/request':>24}")
+    print(f"{'layout':<10}{'path':<10}{'msg/s':>12}{'broker CPU us/request':>24}")
     for (layout, name), (rate, us) in best.items():
-        print(f"{layout:<8}{name:<10}{rate:>12,.0f}{us:>24.2f}")
+        print(f"{layout:<10}{name:<10}{rate:>12,.0f}{us:>24.2f}")
     for layout in layouts:
         (pr, pu), (cr, cu) = best[(layout, "python")], best[(layout, "compiled")]
         print(
