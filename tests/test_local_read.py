@@ -495,6 +495,35 @@ def test_the_peer_check_refuses_another_user_on_the_socket(monkeypatch):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_a_refused_peer_that_writes_late_gets_the_refusal_not_a_reset(monkeypatch):
+    """The server reads a peer's whole request before it refuses it: a reader of another user whose request
+    arrives after the server has judged it still gets REFUSED_PEER, not EPIPE on its write or ECONNRESET on
+    its read (a refusal sent before the request was read closed the socket under the writer)."""
+    import time
+
+    import pyspark_logsource.broker.local_read as blr
+
+    d = _short_dir()
+    try:
+        g = Grants()
+        server = LocalReadServer(d / SOCKET_NAME, g)
+        server.start()
+        try:
+            monkeypatch.setattr(blr, "peer_uid", lambda conn: os.geteuid() + 1)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(5.0)
+                s.connect(str(d / SOCKET_NAME))
+                time.sleep(0.3)  # the server has accepted and could already have answered and closed
+                s.sendall(lrm.MAGIC + b"\x01" * lrm.TOKEN_BYTES)
+                answer = s.recv(lrm.ANSWER.size)
+            assert lrm.ANSWER.unpack(answer) == (lrm.REFUSED_PEER, 0)
+            assert g.counts["redeemed"] == g.counts["refused"] == 0  # judged before any token lookup
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_granted_descriptors_are_read_only_and_at_most_64(local_broker, topic_name):
     """The reader gets read-only descriptors (reopened, not the broker's read-write ones), at most 64 per
     grant (SCM_RIGHTS carries 253 at most), and reads on over the network past them; a bad isolation
