@@ -51,7 +51,7 @@ PURE_PYTHON_TESTS := tests/test_format.py tests/test_format_kafka.py tests/test_
 	tests/test_run_columns_compiled.py tests/test_log_end.py tests/test_idempotent_stalled_broker.py \
 	tests/test_client_send_groups.py tests/test_local_read.py tests/test_produce_answers.py \
 	tests/test_partition_sequences.py tests/test_sender_round.py tests/test_format_crc_fold.py \
-	tests/test_io_completion.py
+	tests/test_io_completion.py tests/test_sticky_partitioner.py
 # --durations: the slowest tests in every CI log, to keep the suite within its time budget
 test: lint java kcat zookeeper peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)

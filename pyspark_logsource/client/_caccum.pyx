@@ -18,9 +18,14 @@
   batch's buffer, account the memory, close a full batch, return a
   ``RecordFuture``. Anything else calls the Python method (a new batch, blocking
   for memory, headers, conversions, every error), which shares the buffers.
+* :class:`StickyPartitioner` is ``partitioner.StickyPartitioner`` (the
+  reference: same partitions for the same ``rng`` and calls) with its state in
+  C reach: :func:`fast_send` asks it and moves it through C methods, and nothing
+  else touches its dict.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.dict cimport PyDict_GetItem
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLong, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
@@ -35,7 +40,9 @@ from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 from pyspark_logsource.format._cbody cimport batch_crc32c
 from pyspark_logsource.format._cwire cimport BATCH_CRC_START, le32, le64, put_batch_crc, put_producer_header
 
-from pyspark_logsource.client.partitioner import StickyPartitioner as _StickyPartitioner
+import random as _random
+
+from pyspark_logsource.client.partitioner import sticky_spread as _sticky_spread
 from pyspark_logsource.errors import InvalidRequest, MessageTooLarge
 from pyspark_logsource.format.compression import compress as _compress
 
@@ -309,6 +316,58 @@ cdef object _put_header(
     return out
 
 
+cdef class StickyPartitioner:
+    """The partition of keyless records per topic: ``partitioner.StickyPartitioner`` (the reference, whose
+    docstring says the policy) compiled, so that ``fast_send`` asks and moves it in C."""
+
+    cdef dict _current  # topic -> its sticky partition; read and written by this class alone
+    cdef object _rng
+
+    def __init__(self, rng=None):
+        self._current = {}
+        self._rng = _random.Random() if rng is None else rng
+
+    cdef int64_t current(self, object topic, int64_t n) except? -1:
+        """partition(): the topic's sticky partition, a random one first (or when ``n`` shrank below it)."""
+        cdef PyObject* v = PyDict_GetItem(self._current, topic)
+        cdef int64_t p
+        if v != NULL:
+            p = PyLong_AsLongLong(<object>v)
+            if p < n:
+                return p
+        p = self._rng.randrange(n)
+        self._current[topic] = p
+        return p
+
+    cdef int64_t moved(self, object topic, int64_t prev, int64_t n) except? -1:
+        """on_new_batch(): the batch of ``prev`` completed; move on unless the topic already moved."""
+        cdef PyObject* v = PyDict_GetItem(self._current, topic)
+        cdef int64_t p
+        if v == NULL:
+            return prev
+        p = PyLong_AsLongLong(<object>v)
+        if p != prev:
+            return p
+        p = (prev + 1) % n if n > 1 else 0
+        self._current[topic] = p
+        return p
+
+    def partition(self, topic, int64_t num_partitions) -> int:
+        """The current sticky partition of ``topic``."""
+        return self.current(topic, num_partitions)
+
+    def on_new_batch(self, topic, int64_t prev_partition, int64_t num_partitions) -> int:
+        """Called when the sticky partition's batch completed: move to the next partition."""
+        return self.moved(topic, prev_partition, num_partitions)
+
+    def spread(self, topic, sizes, int64_t num_partitions, batch_size):
+        """Partitions of keyless records of these byte ``sizes``, sent in this order (see the reference)."""
+        parts, after = _sticky_spread(self.current(topic, num_partitions), sizes, num_partitions, batch_size)
+        if after is not None:
+            self._current[topic] = after
+        return parts
+
+
 cdef class AccumulatorCore:
     """The compiled accumulator's C fields: the memory counter and the limits fast_send reads.
 
@@ -505,10 +564,10 @@ def fast_send(
     close_batch = acc.close_batch
     new_batch = acc.new_batch
     sticky_partitioner = producer._sticky
-    # StickyPartitioner's partition() and on_new_batch() on its dict, inline where it is that class (the
-    # record-per-batch path calls both per record)
-    cdef dict current = (
-        sticky_partitioner._current if type(sticky_partitioner) is _StickyPartitioner else None
+    # the compiled partitioner's partition() and on_new_batch() in C (the record-per-batch path calls both
+    # per record); another one's by its methods
+    cdef StickyPartitioner sp = (
+        sticky_partitioner if type(sticky_partitioner) is StickyPartitioner else None
     )
     cdef allocfunc alloc = (<TypeAlloc*>(<PyTypeObject*>future_type)).tp_alloc
     cdef int64_t overhead = record_overhead
@@ -587,8 +646,9 @@ def fast_send(
                         # with headers is the method's)
                         n_obj = nparts.get(topic)
                         if n_obj is not None:
-                            p_obj = current.get(topic) if current is not None else None
-                            if p_obj is None or p_obj >= n_obj:  # (the method then picks one)
+                            if sp is not None:
+                                p_obj = sp.current(topic, n_obj)
+                            else:
                                 p_obj = sticky_partitioner.partition(topic, n_obj)
                             b = open_batches.get((topic, p_obj))
                             if b is None and size + batch_overhead >= core.batch_size:
@@ -596,10 +656,10 @@ def fast_send(
                                 # queued closed, no open batch (Producer._alone)
                                 core.used += size
                                 b = core._alone(topic, p_obj, value, ts, size)
-                                if current is None:
+                                if sp is not None:
+                                    sp.moved(topic, p_obj, n_obj)
+                                else:
                                     sticky_partitioner.on_new_batch(topic, p_obj, n_obj)
-                                elif current.get(topic) == p_obj:  # on_new_batch's move to the next one
-                                    current[topic] = (p_obj + 1) % n_obj if n_obj > 1 else 0
                                 return _new_future(alloc, future_type, f_batch, f_index, b, 0)
                             if b is None:
                                 b = new_batch(topic, p_obj)
@@ -624,7 +684,10 @@ def fast_send(
                         if bsize >= core.batch_size:
                             close_batch(b)
                             if keyless_sticky:
-                                sticky_partitioner.on_new_batch(topic, b.partition, nparts[topic])
+                                if sp is not None:
+                                    sp.moved(topic, b.partition, nparts[topic])
+                                else:
+                                    sticky_partitioner.on_new_batch(topic, b.partition, nparts[topic])
                         return _new_future(alloc, future_type, f_batch, f_index, b, idx)
         finally:
             if direct:

@@ -59,13 +59,17 @@ class StickyPartitioner:
     random; the next is the following one in turn (Kafka picks at random,
     weighted by queue sizes), so every partition gets an even share of the
     batches whatever their number.
+
+    The reference of the compiled ``client._caccum.StickyPartitioner`` (the
+    producer's on the compiled path, which ``send()`` calls in C): for the
+    same ``rng`` and calls, both give the same partitions.
     """
 
     __slots__ = ("_current", "_rng")
 
-    def __init__(self) -> None:
+    def __init__(self, rng: random.Random | None = None) -> None:
         self._current: dict[str, int] = {}
-        self._rng = random.Random()
+        self._rng = random.Random() if rng is None else rng
 
     def partition(self, topic: str, num_partitions: int) -> int:
         """The current sticky partition of ``topic``."""
@@ -91,11 +95,20 @@ class StickyPartitioner:
         next partition takes over (a partly filled last batch keeps its
         partition for the next call).
         """
-        start = self.partition(topic, num_partitions)
-        if num_partitions <= 1 or not len(sizes):
-            return np.full(len(sizes), start, dtype=np.int64)
-        before = np.cumsum(sizes) - sizes  # bytes sent before each record
-        unit = max(int(batch_size), 1)
-        parts = (start + before // unit) % num_partitions
-        self._current[topic] = int((start + int(before[-1] + sizes[-1]) // unit) % num_partitions)
-        return parts.astype(np.int64)
+        parts, after = sticky_spread(self.partition(topic, num_partitions), sizes, num_partitions, batch_size)
+        if after is not None:
+            self._current[topic] = after
+        return parts
+
+
+def sticky_spread(
+    start: int, sizes: np.ndarray, num_partitions: int, batch_size: int
+) -> tuple[np.ndarray, int | None]:
+    """:meth:`StickyPartitioner.spread` from the sticky partition ``start``: the records' partitions and
+    the sticky partition after them (None: unchanged). Shared by the reference and the compiled class."""
+    if num_partitions <= 1 or not len(sizes):
+        return np.full(len(sizes), start, dtype=np.int64), None
+    before = np.cumsum(sizes) - sizes  # bytes sent before each record
+    unit = max(int(batch_size), 1)
+    parts = (start + before // unit) % num_partitions
+    return parts.astype(np.int64), int((start + int(before[-1] + sizes[-1]) // unit) % num_partitions)

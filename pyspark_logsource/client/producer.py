@@ -171,7 +171,8 @@ class Producer:
             batch_size=batch_size, linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms
         )
         self._partitioner = partitioner
-        self._sticky = StickyPartitioner()
+        # the partition of keyless records: the compiled one where send() is (it asks and moves it in C)
+        self._sticky = _caccum.StickyPartitioner() if compiled else StickyPartitioner()
         self._nparts: dict[str, int] = {}
         self._meta_lock = threading.Lock()
         self._closed = False
