@@ -18,8 +18,8 @@ N messages of 200 bytes (default 1,000,000), one partition per topic, no compres
 
 ``--producers K`` runs only confluent's produce() and our send() rows, alternated K times against one broker
 (a fresh topic each), and prints per pair the ratio and where our send() row's wall time went: the CPU of the
-sending thread and of the client's other threads, the sending thread's context switches (voluntary: waits
-for the GIL or a lock; involuntary: preempted), GC collections, responses, and the broker's CPU.
+sending thread and of the client's other threads, the sending thread's time runnable but waiting for a CPU
+and blocked (the GIL, a lock, flush()), its context switches, GC collections, responses, and the broker's CPU.
 
 Targets (printed beside the results): librdkafka producer >= 400,000 msg/s, consumer >= 1,000,000 msg/s.
 """
@@ -147,6 +147,15 @@ def thread_counters() -> dict[str, tuple[float, int, int]]:
     return out
 
 
+def sched_seconds() -> tuple[float, float]:
+    """The calling thread's seconds on a CPU and waiting in a run queue for one (Linux schedstat; 0 elsewhere)."""
+    try:
+        run, wait = Path("/proc/thread-self/schedstat").read_text().split()[:2]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
+
+
 def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str, diag: dict | None = None) -> float:
     """Producer.send() per message with batches like librdkafka's (linger 5 ms, 1 MB); ``diag`` (if given)
     gets the row's diagnostics (see ``--producers``), taken outside the timed loop."""
@@ -164,13 +173,17 @@ def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str, diag:
         me = str(threading.get_native_id())
         gc0, th0, r0 = [s["collections"] for s in gc.get_stats()], thread_counters(), p._stats.responses
         m0 = time.thread_time()
+        s0 = sched_seconds()
     t0 = time.perf_counter()
     for v in msgs:
         send(topic, v, partition=0)
+    t1 = time.perf_counter()
     p.flush()
     dt = time.perf_counter() - t0
     if diag is not None:
         main_cpu = time.thread_time() - m0
+        s1 = sched_seconds()
+        queued = s1[1] - s0[1]
         th1 = thread_counters()
         others = sum(c - th0.get(t, (0.0, 0, 0))[0] for t, (c, _, _) in th1.items() if t != me)
         _, v0, i0 = th0.get(me, (0.0, 0, 0))
@@ -178,6 +191,9 @@ def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str, diag:
         diag.update(
             main_cpu=main_cpu,
             other_cpu=others,
+            flush=dt - (t1 - t0),
+            queued=queued,  # runnable, waiting for a CPU
+            asleep=dt - (s1[0] - s0[0]) - queued,  # blocked: the GIL, a lock, flush()'s wait
             voluntary=v1 - v0,
             involuntary=i1 - i0,
             gc=[s["collections"] - c for s, c in zip(gc.get_stats(), gc0, strict=True)],
@@ -338,7 +354,7 @@ def producer_pairs(n: int, codec: str, pairs: int) -> int:
         print(f"broker pid {broker.pid}; {n:,} messages of {MSG} bytes, codec {codec}", file=sys.stderr)
         print(
             f"{'pair':>4} {'confluent':>10} {'ours':>10} {'ratio':>6} | ours: {'main cpu':>8} {'other cpu':>9} "
-            f"{'vol sw':>6} {'invol sw':>8} {'gc 0/1/2':>9} {'answers':>7} {'broker cpu':>10} {'load':>5}"
+            f"{'queued':>6} {'asleep':>6} {'flush':>5} {'vol sw':>6} {'invol sw':>8} {'gc 0/1/2':>9} {'answers':>7} {'broker cpu':>10} {'load':>5}"
         )
         for i in range(pairs):
             rd = rd_produce(bs, f"rd{i}", msgs, codec)
@@ -348,14 +364,19 @@ def producer_pairs(n: int, codec: str, pairs: int) -> int:
             gcs = "/".join(str(c) for c in diag["gc"])
             print(
                 f"{i:>4} {n / rd:>10,.0f} {n / ours:>10,.0f} {rd / ours:>6.2f} | {diag['main_cpu']:>14.2f} "
-                f"{diag['other_cpu']:>9.2f} {diag['voluntary']:>6} {diag['involuntary']:>8} {gcs:>9} "
+                f"{diag['other_cpu']:>9.2f} {diag['queued']:>6.2f} {diag['asleep']:>6.2f} {diag['flush']:>5.2f} {diag['voluntary']:>6} {diag['involuntary']:>8} {gcs:>9} "
                 f"{diag['responses']:>7} {cpu_seconds(broker.pid) - b0:>10.2f} {os.getloadavg()[0]:>5.1f}",
                 flush=True,
             )
     print(
         "\nmsg/s to the last delivery acknowledged; 'main cpu': the sending thread's CPU seconds in our row"
     )
-    print("(wall time above it was spent waiting: for a CPU (invol sw) or for the GIL / a lock (vol sw))")
+    print(
+        "and of its wall time, 'queued': runnable but waiting for a CPU (the machine's load, the broker on its"
+    )
+    print("core); 'asleep': blocked (the GIL, a lock, flush() waiting for the last answer); other cpu: the")
+    print("client's other threads (sender, I/O); flush: seconds in flush() after the send() loop; sw: the")
+    print("sending thread's context switches")
     return 0
 
 
