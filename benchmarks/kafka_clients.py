@@ -14,6 +14,12 @@ N messages of 200 bytes (default 1,000,000), one partition per topic, no compres
 
     .venv/bin/python benchmarks/kafka_clients.py                 # N = 1,000,000
     .venv/bin/python benchmarks/kafka_clients.py --messages 200000
+    .venv/bin/python benchmarks/kafka_clients.py --producers 4    # only the two producer rows, 4 pairs
+
+``--producers K`` runs only confluent's produce() and our send() rows, alternated K times against one broker
+(a fresh topic each), and prints per pair the ratio and where our send() row's wall time went: the CPU of the
+sending thread and of the client's other threads, the sending thread's time runnable but waiting for a CPU
+and blocked (the GIL, a lock, flush()), its context switches, GC collections, responses, and the broker's CPU.
 
 Targets (printed beside the results): librdkafka producer >= 400,000 msg/s, consumer >= 1,000,000 msg/s.
 """
@@ -21,9 +27,11 @@ Targets (printed beside the results): librdkafka producer >= 400,000 msg/s, cons
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -121,8 +129,36 @@ def rd_consume(bootstrap: str, topic: str, n: int) -> tuple[float, float, int]:
     return first - t0, end - first, got
 
 
-def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str) -> float:
-    """Producer.send() per message with batches like librdkafka's (linger 5 ms, 1 MB)."""
+def thread_counters() -> dict[str, tuple[float, int, int]]:
+    """Per thread of this process: (CPU seconds, voluntary and involuntary context switches) (Linux /proc)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            status = Path(f"/proc/self/task/{tid}/status").read_text().splitlines()
+        except OSError:
+            continue  # a thread that ended in between
+        switches = [int(line.split()[1]) for line in status if "ctxt_switches" in line]
+        out[tid] = ((int(stat[11]) + int(stat[12])) / _TICK, switches[0], switches[1])
+    return out
+
+
+def sched_seconds() -> tuple[float, float]:
+    """The calling thread's seconds on a CPU and waiting in a run queue for one (Linux schedstat; 0 elsewhere)."""
+    try:
+        run, wait = Path("/proc/thread-self/schedstat").read_text().split()[:2]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
+
+
+def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str, diag: dict | None = None) -> float:
+    """Producer.send() per message with batches like librdkafka's (linger 5 ms, 1 MB); ``diag`` (if given)
+    gets the row's diagnostics (see ``--producers``), taken outside the timed loop."""
     p = Producer(
         bootstrap,
         linger_ms=5,
@@ -133,11 +169,36 @@ def our_produce(bootstrap: str, topic: str, msgs: list[bytes], codec: str) -> fl
     )
     p.send(topic, b"warm-up", partition=0).result(30)
     send = p.send
+    if diag is not None:
+        me = str(threading.get_native_id())
+        gc0, th0, r0 = [s["collections"] for s in gc.get_stats()], thread_counters(), p._stats.responses
+        m0 = time.thread_time()
+        s0 = sched_seconds()
     t0 = time.perf_counter()
     for v in msgs:
         send(topic, v, partition=0)
+    t1 = time.perf_counter()
     p.flush()
     dt = time.perf_counter() - t0
+    if diag is not None:
+        main_cpu = time.thread_time() - m0
+        s1 = sched_seconds()
+        queued = s1[1] - s0[1]
+        th1 = thread_counters()
+        others = sum(c - th0.get(t, (0.0, 0, 0))[0] for t, (c, _, _) in th1.items() if t != me)
+        _, v0, i0 = th0.get(me, (0.0, 0, 0))
+        _, v1, i1 = th1.get(me, (0.0, 0, 0))
+        diag.update(
+            main_cpu=main_cpu,
+            other_cpu=others,
+            flush=dt - (t1 - t0),
+            queued=queued,  # runnable, waiting for a CPU
+            asleep=dt - (s1[0] - s0[0]) - queued,  # blocked: the GIL, a lock, flush()'s wait
+            voluntary=v1 - v0,
+            involuntary=i1 - i0,
+            gc=[s["collections"] - c for s, c in zip(gc.get_stats(), gc0, strict=True)],
+            responses=p._stats.responses - r0,
+        )
     p.close()
     return dt
 
@@ -170,8 +231,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000, help="messages per test")
     ap.add_argument("--codec", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    ap.add_argument(
+        "--producers",
+        type=int,
+        default=0,
+        metavar="K",
+        help="only the two producer rows, K pairs, diagnostics",
+    )
     args = ap.parse_args(argv)
     n = args.messages
+    if args.producers:
+        return producer_pairs(n, args.codec, args.producers)
     msgs = paper.values(n)
     chunks = paper.arrow_chunks(n, 1000)
     rows: list[tuple] = []
@@ -268,6 +338,45 @@ def main(argv: list[str] | None = None) -> int:
         "cpu: CPU seconds of this process (with librdkafka's threads) and of the broker process in the row;"
     )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+def producer_pairs(n: int, codec: str, pairs: int) -> int:
+    """``--producers``: confluent's produce() row and our send() row, alternated ``pairs`` times."""
+    msgs = paper.values(n)
+    with tempfile.TemporaryDirectory() as d, EmbeddedBroker(Path(d), mode="process") as broker:
+        bs = broker.bootstrap
+        admin = Admin(bs)
+        for i in range(pairs):
+            admin.create_topic(f"rd{i}", 1)
+            admin.create_topic(f"ours{i}", 1)
+        admin.close()
+        print(f"broker pid {broker.pid}; {n:,} messages of {MSG} bytes, codec {codec}", file=sys.stderr)
+        print(
+            f"{'pair':>4} {'confluent':>10} {'ours':>10} {'ratio':>6} | ours: {'main cpu':>8} {'other cpu':>9} "
+            f"{'queued':>6} {'asleep':>6} {'flush':>5} {'vol sw':>6} {'invol sw':>8} {'gc 0/1/2':>9} {'answers':>7} {'broker cpu':>10} {'load':>5}"
+        )
+        for i in range(pairs):
+            rd = rd_produce(bs, f"rd{i}", msgs, codec)
+            b0 = cpu_seconds(broker.pid)
+            diag: dict = {}
+            ours = our_produce(bs, f"ours{i}", msgs, codec, diag)
+            gcs = "/".join(str(c) for c in diag["gc"])
+            print(
+                f"{i:>4} {n / rd:>10,.0f} {n / ours:>10,.0f} {rd / ours:>6.2f} | {diag['main_cpu']:>14.2f} "
+                f"{diag['other_cpu']:>9.2f} {diag['queued']:>6.2f} {diag['asleep']:>6.2f} {diag['flush']:>5.2f} {diag['voluntary']:>6} {diag['involuntary']:>8} {gcs:>9} "
+                f"{diag['responses']:>7} {cpu_seconds(broker.pid) - b0:>10.2f} {os.getloadavg()[0]:>5.1f}",
+                flush=True,
+            )
+    print(
+        "\nmsg/s to the last delivery acknowledged; 'main cpu': the sending thread's CPU seconds in our row"
+    )
+    print(
+        "and of its wall time, 'queued': runnable but waiting for a CPU (the machine's load, the broker on its"
+    )
+    print("core); 'asleep': blocked (the GIL, a lock, flush() waiting for the last answer); other cpu: the")
+    print("client's other threads (sender, I/O); flush: seconds in flush() after the send() loop; sw: the")
+    print("sending thread's context switches")
     return 0
 
 
