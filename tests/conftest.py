@@ -109,14 +109,24 @@ def spark_connect(tmp_path_factory):
     server.stop()
 
 
+#: the markers of the tests that start many short-lived Spark drivers (the kill -9 schedules)
+MANY_DRIVERS = ("kill9", "eos_kill")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def spark_class_data_dir(tmp_path_factory):
+def spark_class_data_dir(tmp_path_factory, request):
     """Where the tests' short-lived Spark drivers share one class-data archive (tests/support/spark_jvm.py):
-    written in the background once the first driver asks, removed at the end (it is ~200 MB)."""
-    from support.spark_jvm import ARCHIVE, CDS_DIR_ENV, stop_warm_up
+    written in the background from the session's start when it holds kill -9 tests (else once the first
+    driver asks), removed at the end (it is ~200 MB)."""
+    from support.spark_jvm import ARCHIVE, CDS_DIR_ENV, start_warm_up, stop_warm_up
 
     d = tmp_path_factory.mktemp("spark-cds")
     os.environ[CDS_DIR_ENV] = str(d)
+    request.config.stash[_CDS_DIR] = d
+    # in a full run the first kill test comes well into the run: by then the archive is ready for all its
+    # drivers, rather than written (~65 s of CPU) while the first of them start without it
+    if any(i.get_closest_marker(m) for i in request.session.items for m in MANY_DRIVERS):
+        start_warm_up(d)
     yield d
     os.environ.pop(CDS_DIR_ENV, None)
     stop_warm_up(d)
@@ -214,3 +224,17 @@ def layout_broker(request) -> Any:
 def topic_name() -> Callable[..., str]:
     """``topic_name(prefix="t")``: a topic name no other test of the session uses, ``<prefix>-<n>``."""
     return unique_topic
+
+
+_CDS_DIR = pytest.StashKey[Any]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+    """How many Spark drivers started before the class-data archive was ready (they ran without it)."""
+    from support.spark_jvm import FAILED, drivers_without_archive
+
+    d = config.stash.get(_CDS_DIR, None)
+    n = drivers_without_archive(d) if d is not None else 0
+    if n:
+        failed = " (its warm-up failed)" if (d / FAILED).exists() else ""
+        terminalreporter.write_line(f"spark drivers started without the class-data archive: {n}{failed}")

@@ -376,6 +376,8 @@ def test_spark_submit_and_cli_entry_points(spark, tmp_path):
     ranges = {("t", 0): (0, 25)}
     write_and_commit(spark, records(spark, ranges), args, ranges)
     root = os.path.join(os.path.dirname(__file__), "..")
+    from support.spark_jvm import driver_java_options
+
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     r = subprocess.run(
@@ -383,6 +385,12 @@ def test_spark_submit_and_cli_entry_points(spark, tmp_path):
             submit,
             "--master",
             "local[1]",
+            # the test drivers' JVM options (tests/support/spark_jvm.py): the session's class-data archive
+            # is ready by now in a full run, which starts writing it at its start
+            "--driver-java-options",
+            driver_java_options(),
+            "--conf",
+            "spark.ui.enabled=false",
             os.path.join(root, "pyspark_logsource", "jobs", "etl.py"),
             "--verify",
             "--output",

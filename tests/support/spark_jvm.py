@@ -29,6 +29,7 @@ ARCHIVE = "spark.jsa"
 WARM_UP_TIMEOUT = 1800
 BUILDING = "building.pid"
 FAILED = "warm-up-failed.txt"
+WITHOUT = "drivers-without-archive.txt"
 _builders: list[subprocess.Popen] = []
 
 
@@ -79,10 +80,21 @@ def _ensure_archive(d: Path) -> Path | None:
     if failed.exists():
         return None
     d.mkdir(parents=True, exist_ok=True)
+    with open(d / WITHOUT, "a") as f:  # one line per driver that starts without it: the session's summary
+        f.write(f"{os.getpid()}\n")
+    start_warm_up(d)
+    return None
+
+
+def start_warm_up(d: Path) -> None:
+    """Start writing d's archive in the background unless it is there, failed or being written."""
+    if (d / ARCHIVE).exists() or (d / FAILED).exists():
+        return
+    d.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(d / BUILDING, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        return None  # another process is writing it
+        return  # another process is writing it
     p = subprocess.Popen(
         [sys.executable, __file__, "build", str(d)],
         stdin=subprocess.DEVNULL,
@@ -93,7 +105,14 @@ def _ensure_archive(d: Path) -> Path | None:
     os.write(fd, str(p.pid).encode())
     os.close(fd)
     _builders.append(p)  # kept: a dropped Popen of a running child warns
-    return None
+
+
+def drivers_without_archive(d: Path) -> int:
+    """How many drivers asked for d's archive before it was ready (and ran without it)."""
+    try:
+        return len((d / WITHOUT).read_text().split())
+    except OSError:
+        return 0
 
 
 def stop_warm_up(d: Path) -> None:
