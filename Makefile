@@ -12,7 +12,7 @@ $(BIN)/python:
 
 # `pip install -e .` also builds the compiled core (setup.py) in place; without a compiler it warns
 # and the pure-Python path is used (the line after says which one is in use).
-$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard pyspark_logsource/*/*.pyx)
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard pyspark_logsource/*/*.pyx pyspark_logsource/*/*.pxi)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@$(BIN)/python -c "from pyspark_logsource.format import _speedups as s; print('format/ hot paths:', s.IMPLEMENTATION, '' if s.ckafka else '(WARNING: the compiled core is not built; pure-Python path in use)')"
 	touch $(STAMP)

@@ -1,4 +1,4 @@
-"""The sticky partitioner: compiled (client/_caccum.pyx) against the reference (client/partitioner.py).
+"""The sticky partitioner: compiled (client/_csticky.pxi, in _caccum) against the reference (client/partitioner.py).
 
 Both get the same calls (``partition``, ``on_new_batch``, ``spread``, over a few
 topics and partition counts, stale notices among them) and an equally seeded
