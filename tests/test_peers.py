@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from support.kafka_peer import KafkaServer, KafkaStartError, peers
+from support.kafka_peer import KafkaServer, KafkaStartError, peers, random_cluster_id
 
 ROOT = peers().ROOT
 
@@ -63,3 +63,11 @@ def test_kafka_that_does_not_start_in_time_fails_with_its_last_log_lines(tmp_pat
     assert time.monotonic() - t0 < 30
     assert server.proc is not None and server.proc.poll() is not None  # stopped, not left running
     assert str(e.value).rstrip().splitlines()[-1] != "its last log lines:"
+
+
+def test_cluster_ids_never_start_with_a_dash_as_in_kafka():
+    # kafka-storage format -t -xyz... fails ("expected one argument"): a plain urlsafe base64 of a random
+    # UUID starts with '-' one time in 64, so 2,000 draws would meet ~31 of them
+    ids = [random_cluster_id() for _ in range(2000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)

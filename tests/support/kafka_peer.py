@@ -103,6 +103,16 @@ def kafka_tool(
     return proc
 
 
+def random_cluster_id() -> str:
+    """A cluster id as Kafka's ``Uuid.randomUuid()`` makes one: URL-safe base64 of 16 random bytes, never
+    starting with '-' (kafka-storage's argument parser would read ``-t -xyz`` as a missing value: one id
+    in 64 failed the format)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaStartError(RuntimeError):
     """Apache Kafka did not come up within its timeout (the message ends with its last log lines)."""
 
@@ -204,7 +214,7 @@ class KafkaServer:
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         if not (self.dir / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            cluster_id = random_cluster_id()
             scram = [
                 a
                 for u, pw in self.scram_users.items()
