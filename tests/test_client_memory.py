@@ -84,6 +84,52 @@ def test_send_10m_into_a_stopped_broker_is_bounded_by_buffer_memory(tmp_path):
             p.close()
 
 
+def test_a_full_buffer_refuses_every_kind_of_send_at_once_when_max_block_ms_is_0(tmp_path):
+    """max_block_ms=0: keyless, keyed, explicit-partition, header and str sends into a full buffer are
+    refused with the same BufferFull (the compiled send() refuses in C, the others in the accumulator),
+    nothing is accounted for them, and what was accepted is delivered once the broker answers again."""
+    print("path:", _speedups.IMPLEMENTATION)
+    memory = 64 << 10
+    with broker_process(tmp_path / "b") as b:
+        with Admin(b.bootstrap) as a:
+            a.create_topic("full", 2)
+        p = Producer(b.bootstrap, buffer_memory=memory, max_block_ms=0, linger_ms=0, batch_size=4096)
+        try:
+            p.send("full", b"warm").result(10)
+            accepted = []
+            os.kill(b.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(BufferFull):
+                    for i in range(10_000):
+                        accepted.append(p.send("full", b"%05d" % i + b"x" * 200))
+                used = p._acc.used
+                kinds = [
+                    {"value": b"v" * 200},
+                    {"value": b"v" * 200, "key": b"k"},
+                    {"value": b"v" * 200, "partition": 1},
+                    {"value": b"v" * 200, "headers": [("h", b"1")]},
+                    {"value": "v" * 200},
+                    {"value": b"v" * 200, "timestamp_ms": 1_700_000_000_000},
+                ]
+                for kw in kinds:
+                    for _ in range(3):
+                        with pytest.raises(
+                            BufferFull, match=f"buffer_memory={memory} bytes is full .*max_block_ms=0"
+                        ):
+                            p.send("full", **kw)
+                assert p._acc.used == used
+                # a record larger than the whole buffer keeps its own reason
+                with pytest.raises(BufferFull, match="larger than buffer_memory"):
+                    p.send("full", b"x" * (memory + 1))
+            finally:
+                os.kill(b.pid, signal.SIGCONT)
+            assert 100 < len(accepted) < 10_000
+            p.flush(30)
+            assert all(f.exception(0) is None for f in accepted)
+        finally:
+            p.close()
+
+
 def test_a_million_send_and_poll_leave_no_reference_behind(tmp_path):
     print("path:", _speedups.IMPLEMENTATION)
     per_round = 10_000

@@ -514,6 +514,8 @@ def fast_send(
     cdef dict nparts = producer._nparts
     close_batch = acc.close_batch
     new_batch = acc.new_batch
+    refuse = acc.refuse
+    cdef bint never_block = acc.max_block <= 0  # max_block_ms=0: a full buffer refuses here, in C
     sticky_partitioner = producer._sticky
     # the compiled partitioner's partition() and on_new_batch() in C (the record-per-batch path calls both
     # per record); another one's by its methods
@@ -590,6 +592,13 @@ def fast_send(
             acquire()
         try:
             if not core.closed:
+                if (
+                    never_block
+                    and core.used
+                    and core.used + size > core.buffer_memory >= size
+                    and (not keyless_sticky or topic in nparts)
+                ):
+                    refuse()  # BufferFull, as the Python method raises it after its conversions
                 if keyless_sticky:
                     b = sticky.get(topic)
                     if b is None and core.used + size <= core.buffer_memory:

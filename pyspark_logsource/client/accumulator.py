@@ -20,6 +20,7 @@ from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures._base import FINISHED
+from typing import NoReturn
 
 from ..errors import BufferFull, ClientClosed, RequestTimedOut
 from ..format._speedups import load_extension
@@ -251,6 +252,8 @@ class RecordAccumulator:
             return
         if size > self.buffer_memory:
             raise BufferFull(f"a record of {size} bytes is larger than buffer_memory={self.buffer_memory}")
+        if self.max_block <= 0:
+            self.refuse()
         deadline = time.monotonic() + self.max_block
         # Blocking send(): make sure everything buffered is on its way.
         self.flushing += 1
@@ -269,6 +272,16 @@ class RecordAccumulator:
         finally:
             self.flushing -= 1
         self.used += size
+
+    def refuse(self) -> NoReturn:
+        """Raise BufferFull for a send() that may not wait (max_block_ms=0) into a full buffer; lock held.
+
+        At once: a caller that keeps sending into a full buffer (a stopped broker) pays for the refusal
+        alone, not for a deadline, a wait loop and a float's formatting."""
+        self.wakeup.notify()  # everything buffered on its way, as a blocking send() asks
+        raise BufferFull(
+            f"buffer_memory={self.buffer_memory} bytes is full ({self.used} in use) and max_block_ms=0"
+        )
 
     def new_batch(self, topic: str, partition: int) -> ProducerBatch:
         """Open a batch for a partition; call with the lock held."""
