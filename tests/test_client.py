@@ -11,7 +11,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from support.brokers import broker_process, unique_topic
+from support.brokers import RECENT_TS, broker_process, unique_topic
 
 from pyspark_logsource import Admin, Consumer, Producer
 from pyspark_logsource.client import hash_partition, read_range
@@ -147,7 +147,7 @@ def test_send_arrow_routes_rows_and_reports_ranges(layout_broker, admin):
     n = 2000
     keys = [b"key-%d" % (i % 11) for i in range(n)]
     values = [b"val-%d" % i for i in range(n)]
-    ts = pa.array([1_700_000_000_000 + i for i in range(n)], pa.int64()).cast(pa.timestamp("ms"))
+    ts = pa.array([RECENT_TS + i for i in range(n)], pa.int64()).cast(pa.timestamp("ms"))
     table = pa.table({"key": keys, "value": values, "timestamp": ts})
     with Producer(layout_broker.bootstrap) as p:
         futs = p.send_arrow(topic, table)
@@ -163,7 +163,7 @@ def test_send_arrow_routes_rows_and_reports_ranges(layout_broker, admin):
         if m.key is not None:
             assert m.partition == hash_partition(m.key, 3)
             i = int(m.value.split(b"-")[1])
-            assert m.timestamp == 1_700_000_000_000 + i
+            assert m.timestamp == RECENT_TS + i
     assert sorted(m.value for m in msgs if m.partition == 2 and m.key is None) == [b"a", b"b"]
 
 

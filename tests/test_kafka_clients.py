@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import pytest
-from support.brokers import WireClient
+from support.brokers import RECENT_TS, WireClient
 
 from pyspark_logsource.format import encode_kafka
 from pyspark_logsource.protocol.messages import InitProducerIdRequest
@@ -54,9 +54,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 # ------------------------------------------------------------------ test data
 
 
-def records(
-    n: int = N, *, base_ts: int = 1_700_000_000_000, tag: str = "r", null_headers: bool = True
-) -> list[Rec]:
+def records(n: int = N, *, base_ts: int = RECENT_TS, tag: str = "r", null_headers: bool = True) -> list[Rec]:
     """Binary values (every byte value, a newline, an empty one, a null one), keys (empty and null too),
     explicit timestamps and headers (several, a repeated key, a null value unless ``null_headers`` is
     false (kafka-python refuses them), none at all)."""
@@ -664,7 +662,7 @@ def test_mixed_topic_reads_back_identically_through_every_client(layout_broker, 
         want.extend((k, v, -1, (("via", b"kcat"),)) for k, v in plain)  # timestamps checked below
 
     for round_, codec in enumerate(["gzip", "zstd"]):
-        base = 1_700_000_000_000 + round_ * 1_000_000
+        base = RECENT_TS + round_ * 1_000_000
         by_kcat(f"kcat{round_}", codec)
         recs = records(25, base_ts=base, tag=f"kp{round_}", null_headers=False)
         kp_produce(bs, topic, recs, "lz4")
@@ -778,7 +776,7 @@ def test_spark_reads_a_topic_written_by_kafka_clients(spark, broker, topic_name)
     bs, topic = broker.bootstrap, topic_name("spark-reads")
     create_topic(bs, topic, 2)
     kp = records(30, tag="kp", null_headers=False)
-    ck = records(30, base_ts=1_700_000_500_000, tag="ck")
+    ck = records(30, base_ts=RECENT_TS + 500_000, tag="ck")
     kp_produce(bs, topic, kp, "gzip", partition=0)
     ck_produce(bs, topic, ck, "zstd", idempotent=True, partition=1)
     kcat_produce(bs, topic, [(b"kk", b"from kcat")], codec="lz4", headers=(("via", b"kcat"),), partition=1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from support.brokers import broker_process
+from support.brokers import RECENT_TS, broker_process
 from support.secure import USERS, add_users_offline, broker_properties, make_pki, write_properties
 
 from pyspark_logsource.broker.local_read import (
@@ -187,7 +187,7 @@ def _fill(bs: str, topic: str, n: int) -> None:
                 None if i % 11 == 3 else b"value-%d" % i,  # tombstones
                 key=None if i % 5 == 0 else b"k%d" % (i % 7),
                 headers=[("h", b"%d" % i)] if i % 13 == 0 else None,
-                timestamp_ms=1_700_000_000_000 + i,
+                timestamp_ms=RECENT_TS + i,
                 partition=0,
             )
         p.flush()

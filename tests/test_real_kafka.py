@@ -11,17 +11,15 @@ import time
 
 import pytest
 from pyspark.sql import functions as F
+from support.brokers import RECENT_TS
 
 from pyspark_logsource import Admin, Consumer, Producer
 
 pytestmark = pytest.mark.real_kafka
 
 CLI = [sys.executable, "-m", "pyspark_logsource.cli"]
-# The records' timestamps: a whole hour a day ago. Kafka deletes a segment whose largest record timestamp is
-# older than retention.ms (7 days by default) at its retention check, every 5 minutes of the session's broker:
-# records dated 2023 vanished between a test's produce and its read (CI stop 37: a group consumed 0 of 100;
-# CI run 19: a Spark read counted 0 of 90; both in Kafka's log as "retention time 604800000ms breach").
-BASE_TS = (int(time.time()) // 3600 - 24) * 3_600_000
+# records a day old: see RECENT_TS (Kafka's retention deleted 2023-dated ones mid-test)
+BASE_TS = RECENT_TS
 
 
 def produce(bs: str, topic: str, partitions: int, n: int, *, base_ts: int = BASE_TS) -> None:

@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from support.brokers import RECENT_TS
 
 from pyspark_logsource import Admin, Producer
 from pyspark_logsource.datasource import LogSource, LogSourceStreamReader
@@ -39,7 +40,7 @@ from pyspark_logsource.spark.options import parse_read_options
 pytestmark = pytest.mark.spark
 
 HELPERS = Path(__file__).parent / "helpers"
-BASE_TS = 1_700_000_000_000  # ms
+BASE_TS = RECENT_TS  # ms: this module's broker checks retention every 200 ms
 N_PER_PART = 30
 
 READ_SCHEMA = StructType(

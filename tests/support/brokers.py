@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,12 @@ from pyspark_logsource.protocol import (
     ProduceRequest,
 )
 from pyspark_logsource.protocol.messages import ApiVersionsRequest
+
+#: The base of the record timestamps tests write to a broker (ours or Apache Kafka): a whole hour a day
+#: ago. Retention goes by a segment's largest record timestamp (7 days by default, the active segment
+#: included, as in Kafka), so records dated years back are deleted at the broker's next retention check,
+#: between a test's produce and its read (CI stop 37 lost a real-Kafka test's records that way).
+RECENT_TS = (int(time.time()) // 3600 - 24) * 3_600_000
 
 
 def _broker(mode: str, data_dir: str | Path | None, config: dict[str, Any]) -> EmbeddedBroker:
