@@ -126,8 +126,32 @@ def test_lowered_retention_deletes_old_segments(broker, topic_name):
     with WireClient(broker.bootstrap) as w:
         assert w.list_offset(topic, 0, EARLIEST_TIMESTAMP).offset == 0
         _alter(a, _set(topic, retention_ms="1"))
-        wait_for(lambda: w.list_offset(topic, 0, EARLIEST_TIMESTAMP).offset > 0, timeout=10)
-    assert len(_segments(broker, topic)) == 1  # only the active segment is kept
+        # every record expired: the active segment goes too (rolled first), as in Kafka
+        wait_for(lambda: w.list_offset(topic, 0, EARLIEST_TIMESTAMP).offset == 12, timeout=10)
+    assert len(_segments(broker, topic)) == 1  # the new, empty active segment
+
+
+def test_an_idempotent_producer_goes_on_after_retention_took_its_whole_log(broker, topic_name):
+    """The active segment expired too (Kafka's rule): the log is empty from its end, and a librdkafka
+    idempotent producer that wrote all of it goes on with its next sequence numbers, no error."""
+    topic = topic_name("expired-all")
+    Admin(broker.bootstrap).create_topic(topic, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    done: list = []
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            p.produce(topic, b"i%d" % i, partition=0, on_delivery=lambda e, m: done.append((e, m.offset())))
+        assert p.flush(30) == 0
+
+    produce(12)
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with WireClient(broker.bootstrap) as w:
+        _alter(a, _set(topic, retention_ms="1"))
+        wait_for(lambda: w.list_offset(topic, 0, EARLIEST_TIMESTAMP).offset == 12, timeout=10)
+        produce(5)
+        assert w.list_offset(topic, 0, -1).offset == 17
+    assert done == [(None, i) for i in range(17)]
 
 
 def test_alter_configs_replaces_and_incremental_ops(broker, topic_name):

@@ -320,7 +320,7 @@ def test_offset_for_timestamp_monotonic_is_exact(tmp_path):
 # ---------------------------------------------------------------- retention
 
 
-def test_retention_by_time_keeps_the_active_segment_and_moves_the_start(tmp_path):
+def test_retention_by_time_deletes_old_segments_and_moves_the_start(tmp_path):
     log = open_log(tmp_path, segment_bytes=1500, retention_ms=60_000, file_delete_delay_ms=0)
     now = int(time.time() * 1000)
     for _ in range(20):
@@ -336,11 +336,52 @@ def test_retention_by_time_keeps_the_active_segment_and_moves_the_start(tmp_path
         log.read(0, 100)
     assert not list((tmp_path / "t-0").glob("*.deleted"))
     assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()
-    # everything expired: the active segment stays
+    log.close()
+
+
+def test_an_expired_active_segment_is_rolled_and_deleted_once_below_the_high_watermark(tmp_path):
+    """Kafka's retention: a quiet topic's last segment does not outlive retention.ms. It goes once all of it
+    is below the high watermark (a follower may still need it before); the log goes on empty from its end,
+    and a restart keeps that start."""
+    log = open_log(tmp_path, segment_bytes=1500, retention_ms=60_000, file_delete_delay_ms=0)
+    now = int(time.time() * 1000)
+    for _ in range(8):
+        log.append(make_batch(log.log_end_offset, 10, timestamps=now - 3600_000))
+    end = log.log_end_offset
+    assert len(log.segments) > 1 and log.active_segment.size > 0
+    log.set_high_watermark(end - 1)  # a follower has not fetched the last batch yet
     inactive = len(log.segments) - 1
-    assert log.delete_old_segments(now_ms=now + 10**9) == inactive
-    assert len(log.segments) == 1 and log.active_segment.size > 0
-    assert log.read(log.log_start_offset, 100).length > 0
+    assert log.delete_old_segments() == inactive
+    assert log.active_segment.size > 0 and log.log_start_offset < end
+    log.set_high_watermark(end)
+    assert log.delete_old_segments() == 1
+    assert [s.size for s in log.segments] == [0] and log.active_segment.base_offset == end
+    assert log.log_start_offset == log.log_end_offset == end
+    with pytest.raises(OffsetOutOfRange):
+        log.read(end - 1, 100)
+    assert log.delete_old_segments() == 0  # nothing left to expire: no roll of the empty segment
+    log.append(make_batch(end, 10, timestamps=now))
+    assert [r.offset for r in all_records(log)] == list(range(end, end + 10))
+    log.close()
+    again = open_log(tmp_path, segment_bytes=1500, retention_ms=60_000)
+    assert again.log_start_offset == end and again.log_end_offset == end + 10
+    again.close()
+
+
+def test_retention_bytes_zero_takes_the_active_segment_too(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1500, retention_bytes=0, file_delete_delay_ms=0)
+    fill(log, 40)
+    end, n = log.log_end_offset, len(log.segments)
+    assert log.delete_old_segments() == n
+    assert log.log_start_offset == end and [s.size for s in log.segments] == [0]
+
+
+def test_a_compacted_log_keeps_every_segment_under_retention(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1500, retention_bytes=0, cleanup_policy="compact")
+    for _ in range(40):
+        log.append(make_batch(log.log_end_offset, 10, keys=[b"k%d" % i for i in range(10)]))
+    n = len(log.segments)
+    assert log.delete_old_segments() == 0 and len(log.segments) == n
 
 
 def test_retention_by_size(tmp_path):

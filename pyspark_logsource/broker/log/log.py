@@ -487,10 +487,21 @@ class PartitionLog:
     # ------------------------------------------------------------ retention, cleaning, truncation
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms and retention.bytes to whole, inactive segments; return how many went."""
+        """Apply retention.ms and retention.bytes to whole segments; return how many went. The active
+        segment goes too, as in Kafka, once retention expires it and it is all below the high watermark:
+        it is rolled first, and the log goes on empty from its end."""
         with self._lock:
             self._check_open()
-            n = self._segments.delete_expired(clock_ms() if now_ms is None else now_ms)
+            now = clock_ms() if now_ms is None else now_ms
+            segments = self._segments
+            # a quiet topic's last segment (up to segment.bytes or segment.ms of records) would
+            # otherwise be served long past retention.ms; Kafka rolls and deletes it too
+            # (UnifiedLog.deleteOldSegments)
+            if self.high_watermark >= self._end.leo and segments.expired(now, with_active=True) == len(
+                segments.view.segments
+            ):
+                self._roll_locked(now)
+            n = segments.delete_expired(now)
             if n:
                 log.info(
                     "%s: retention deleted %d segments; log start is now %d",

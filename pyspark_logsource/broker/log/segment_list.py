@@ -102,23 +102,31 @@ class SegmentList:
         self._set_active(seg)
         return seg
 
-    def delete_expired(self, now_ms: int) -> int:
-        """Remove the oldest inactive segments that retention.ms and retention.bytes expire; return how many."""
+    def expired(self, now_ms: int, *, with_active: bool = False) -> int:
+        """How many of the oldest segments retention.ms and retention.bytes expire (Kafka's rules); the
+        active one counts only ``with_active`` and when it holds something."""
         config = self.config
         segs = self.view.segments
-        n = 0
         if not config.delete:
             return 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
+        limit = len(segs) if with_active and segs[-1].size else len(segs) - 1
+        n = 0
         if config.retention_ms >= 0:
-            while n < len(segs) - 1 and now_ms - segs[n].max_timestamp > config.retention_ms:
+            while n < limit and now_ms - segs[n].max_timestamp > config.retention_ms:
                 n += 1
         if config.retention_bytes >= 0:
             excess = sum(s.size for s in segs) - config.retention_bytes
             for s in segs[:n]:
                 excess -= s.size
-            while n < len(segs) - 1 and excess - segs[n].size >= 0:
+            while n < limit and excess - segs[n].size >= 0:
                 excess -= segs[n].size
                 n += 1
+        return n
+
+    def delete_expired(self, now_ms: int) -> int:
+        """Remove the oldest inactive segments that retention.ms and retention.bytes expire; return how many."""
+        segs = self.view.segments
+        n = self.expired(now_ms)
         if n:
             self._remove(segs[:n], segs[n:])
         return n
