@@ -6,7 +6,8 @@ one assignment, so a reader takes :attr:`SegmentList.view` without a lock and
 a delete never blocks it. The last segment is the active one (appends go
 there). Changes are made under the owning log's partition lock.
 
-Retention drops whole inactive segments by age and size; the cleaner swaps
+Retention drops whole segments by age and size (the active one only after
+the log rolled it: see ``PartitionLog.delete_old_segments``); the cleaner swaps
 cleaned segments in for the originals with Kafka's suffix protocol (see
 :mod:`.loader` for how a restart finishes a swap); a follower truncates to
 the leader's log, or starts over at an offset. A removed segment is renamed
