@@ -124,6 +124,17 @@ def test_a_leaderless_partition_keeps_its_last_in_sync_replica_on_every_later_lo
     assert next_state([1, 2, 3], LeaderAndIsr(1, 4, [1, 3], 1), {1, 3}, unclean=False) is None
 
 
+def test_topic_ids_are_kafkas_base64_uuids_never_reserved_nor_starting_with_a_dash(monkeypatch):
+    import uuid as uuid_mod
+
+    ids = {paths.new_topic_id() for _ in range(2000)}
+    assert len(ids) == 2000 and all(len(i) == 22 and not i.startswith("-") for i in ids)
+    # the draws Kafka's Uuid.randomUuid() refuses (zero, the metadata topic's, a leading "-") are drawn again
+    draws = iter([bytes(16), bytes(15) + b"\x01", b"\xf8" + bytes(15), b"\x12" * 16])
+    monkeypatch.setattr(paths.uuid, "uuid4", lambda: uuid_mod.UUID(bytes=next(draws)))
+    assert paths.new_topic_id() == "EhISEhISEhISEhISEhISEg"
+
+
 def test_cluster_config_keys_are_read_and_validated():
     c = BrokerConfig.from_properties(
         {

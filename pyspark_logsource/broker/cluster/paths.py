@@ -147,9 +147,18 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
 # ---------------------------------------------------------------- topics
 
 
+#: Kafka's reserved ids (Uuid.ZERO_UUID, Uuid.METADATA_TOPIC_ID): never a topic's
+_RESERVED_TOPIC_IDS = frozenset({"AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ"})
+
+
 def new_topic_id() -> str:
-    """A topic id as Kafka writes it: a random UUID in URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A topic id as Kafka writes it: a random UUID in URL-safe base64 without padding (22 characters),
+    drawn again, as Kafka's Uuid.randomUuid() does, when it is reserved or starts with "-" (which
+    command-line tools would take for an option: ``kafka-topics --topic-id -x...``)."""
+    while True:
+        tid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not tid.startswith("-") and tid not in _RESERVED_TOPIC_IDS:
+            return tid
 
 
 def encode_assignment(
