@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -366,6 +367,25 @@ def test_an_expired_active_segment_is_rolled_and_deleted_once_below_the_high_wat
     again = open_log(tmp_path, segment_bytes=1500, retention_ms=60_000)
     assert again.log_start_offset == end and again.log_end_offset == end + 10
     again.close()
+
+
+def test_retention_of_records_without_timestamps_goes_by_the_files_last_modification(tmp_path):
+    """Kafka's largestTimestamp: records stored without a timestamp (-1) are as old as the segment file,
+    not older than any retention.ms."""
+    log = open_log(tmp_path, segment_bytes=1500, retention_ms=60_000, file_delete_delay_ms=0)
+    for _ in range(8):
+        log.append(make_batch(log.log_end_offset, 10, timestamps=-1))
+    assert all(s.max_timestamp == -1 for s in log.segments) and len(log.segments) > 1
+    assert log.delete_old_segments() == 0 and log.log_start_offset == 0
+    old = time.time() - 3600
+    segs = log.segments
+    os.utime(segs[0].log_path, (old, old))
+    assert log.delete_old_segments() == 1 and log.log_start_offset == segs[1].base_offset
+    for seg in segs[1:]:
+        os.utime(seg.log_path, (old, old))
+    assert log.delete_old_segments() == len(segs) - 1  # the active one too, rolled first
+    assert log.log_start_offset == log.log_end_offset == 80
+    log.close()
 
 
 def test_retention_bytes_zero_takes_the_active_segment_too(tmp_path):

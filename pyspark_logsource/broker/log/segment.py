@@ -105,6 +105,18 @@ class LogSegment:
         return self.tail.max_timestamp
 
     @property
+    def largest_timestamp(self) -> int:
+        """What retention.ms measures (Kafka's LogSegment.largestTimestamp): the largest record timestamp,
+        or the file's last modification (ms) when no record has one."""
+        ts = self.tail.max_timestamp
+        if ts >= 0:
+            return ts
+        try:
+            return int(os.fstat(self._fd).st_mtime * 1000)
+        except OSError:  # closed (being deleted): nothing left to keep
+            return -1
+
+    @property
     def offset_of_max_timestamp(self) -> int:
         """The base offset of the first batch holding :attr:`max_timestamp`."""
         return self.tail.offset_of_max_timestamp

@@ -113,7 +113,7 @@ class SegmentList:
         limit = len(segs) if with_active and segs[-1].size else len(segs) - 1
         n = 0
         if config.retention_ms >= 0:
-            while n < limit and now_ms - segs[n].max_timestamp > config.retention_ms:
+            while n < limit and now_ms - segs[n].largest_timestamp > config.retention_ms:
                 n += 1
         if config.retention_bytes >= 0:
             excess = sum(s.size for s in segs) - config.retention_bytes
