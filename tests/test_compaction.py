@@ -125,6 +125,26 @@ def test_min_compaction_lag_and_dirty_ratio(tmp_path):
     m.close()
 
 
+def test_min_compaction_lag_of_records_without_timestamps_goes_by_the_files_age(tmp_path):
+    """Kafka's largestTimestamp again: records stored with timestamp -1 are as young as their file."""
+    m = open_manager(tmp_path)
+    lg = m.create_topic("nots", 1, {**COMPACT, "min.compaction.lag.ms": str(3600_000)})[0]
+    keys = _keys(2000, 10)
+    for i in range(0, len(keys), 100):
+        lg.append(
+            encode([b"v%d" % j for j in range(100)], [b"k%d" % k for k in keys[i : i + 100]], timestamps=-1)
+        )
+    lg.roll()
+    assert all(s.max_timestamp == -1 for s in lg.segments[:-1])
+    assert m.clean_logs() == []  # fresh files: younger than the lag
+    old = time.time() - 7200
+    for seg in lg.segments[:-1]:
+        os.utime(seg.log_path, (old, old))
+    assert len(m.clean_logs()) == 1
+    assert lg.size_bytes < 2000 * 10  # ten keys left of 2000 records
+    m.close()
+
+
 def test_bounded_offset_map_cleans_a_prefix(tmp_path):
     m = LogManager([tmp_path], LogConfig(cleaner_dedupe_buffer_size=4096), background=False)
     lg = m.create_topic("t", 1, {**COMPACT, "segment.bytes": "8192"})[0]

@@ -181,7 +181,7 @@ class LogCleaner:
         lag = lg.config.min_compaction_lag_ms
         if lag > 0:
             n = 0
-            while n < len(segs) and now - segs[n].max_timestamp >= lag:
+            while n < len(segs) and now - segs[n].largest_timestamp >= lag:
                 n += 1
             segs = segs[:n]
         return segs
@@ -200,7 +200,7 @@ class LogCleaner:
         ratio = sum(s.size for s in dirty) / total if total else 0.0
         return (
             ratio >= lg.config.min_cleanable_dirty_ratio
-            or now - dirty[0].max_timestamp >= lg.config.max_compaction_lag_ms
+            or now - dirty[0].largest_timestamp >= lg.config.max_compaction_lag_ms
         )
 
     def clean(self, lg: PartitionLog, *, now_ms: int | None = None, force: bool = False) -> CleanStats | None:
