@@ -18,11 +18,9 @@ from pyspark_logsource import Admin, Consumer, Producer
 pytestmark = pytest.mark.real_kafka
 
 CLI = [sys.executable, "-m", "pyspark_logsource.cli"]
-# records a day old: see RECENT_TS (Kafka's retention deleted 2023-dated ones mid-test)
-BASE_TS = RECENT_TS
 
 
-def produce(bs: str, topic: str, partitions: int, n: int, *, base_ts: int = BASE_TS) -> None:
+def produce(bs: str, topic: str, partitions: int, n: int, *, base_ts: int = RECENT_TS) -> None:
     """n records per partition: key k<i>, value <topic>-p<part>-<i>, timestamp base_ts + i s."""
     with Producer(bs, linger_ms=2) as p:
         futs = [
@@ -149,7 +147,7 @@ def read(spark, bs, **opts):
 def test_spark_batch_read_with_our_options(spark, real_kafka, topic_name):
     bs = real_kafka.bootstrap
     t = topic_name("sread")
-    base = BASE_TS
+    base = RECENT_TS
     with Admin(bs) as admin:
         admin.create_topic(t, partitions=3)
     produce(bs, t, 3, 30, base_ts=base)
