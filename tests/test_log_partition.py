@@ -388,6 +388,19 @@ def test_retention_of_records_without_timestamps_goes_by_the_files_last_modifica
     log.close()
 
 
+def test_a_closed_segment_without_timestamps_has_no_largest_timestamp(tmp_path):
+    """A cleaner pass may still hold a segment that retention removed and closed meanwhile: its age is
+    then unknown (-1), not an error (the cleaner's swap then finds it gone and changes nothing)."""
+    log = open_log(tmp_path, segment_bytes=1500, file_delete_delay_ms=0)
+    for _ in range(4):
+        log.append(make_batch(log.log_end_offset, 10, timestamps=-1))
+    seg = log.segments[0]
+    assert seg.largest_timestamp > 0  # the file's modification time
+    seg.destroy()
+    assert seg.largest_timestamp == -1
+    log.close()
+
+
 def test_retention_bytes_zero_takes_the_active_segment_too(tmp_path):
     log = open_log(tmp_path, segment_bytes=1500, retention_bytes=0, file_delete_delay_ms=0)
     fill(log, 40)

@@ -111,9 +111,11 @@ class LogSegment:
         ts = self.tail.max_timestamp
         if ts >= 0:
             return ts
+        if self.file.closed:  # removed and closed: its descriptor's number may be another file's now
+            return -1
         try:
             return int(os.fstat(self._fd).st_mtime * 1000)
-        except OSError:  # closed (being deleted): nothing left to keep
+        except OSError:  # closed between the check and the call
             return -1
 
     @property
