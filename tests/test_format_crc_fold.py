@@ -151,3 +151,18 @@ def test_the_fetch_walk_refuses_a_flipped_bit_with_the_fold_as_without(sizes, da
     for at, h in got[0]:
         if at + 21 <= pos < at + h.size:  # a bit under this batch's CRC (the walk's concern)
             assert got[1] is None
+
+
+@needs_cbody
+@PROPS
+@given(st.binary(min_size=0, max_size=3000), st.integers(0, 63), st.integers(0, 2**32 - 1), st.booleans())
+def test_a_crc_continued_over_pieces_is_the_reference_s(data, skip, value, on):
+    """``crc32c_update`` (a direct read's CRC over a batch read in pieces) with and without the fold."""
+    view = memoryview(data)[min(skip, len(data)) :]
+    try:
+        cb.set_crc32c_fold(on)
+        assert cb.crc32c_update(view, value) == crc32c(view, value)
+    finally:
+        cb.set_crc32c_fold(True)
+    cut = len(view) // 3
+    assert cb.crc32c_update(view[cut:], cb.crc32c_update(view[:cut], 0)) == crc32c(view)

@@ -237,6 +237,49 @@ def test_local_rows_equal_the_network_rows_across_many_reused_chunks(local_broke
         )
 
 
+def _fill_arrow(bs: str, topic: str, n: int, rows_per_batch: int, keys: bool = True, **config) -> None:
+    """``n`` rows sent as Arrow tables of ``rows_per_batch`` rows (a batch each: the batch size is large)."""
+    with Admin(bs) as a:
+        a.create_topic(topic, partitions=1, config={k.replace("_", "."): str(v) for k, v in config.items()})
+    with Producer(bs, batch_size=4 << 20, linger_ms=5) as p:
+        for s in range(0, n, rows_per_batch):
+            rows = range(s, min(n, s + rows_per_batch))
+            cols = {"value": [b"v%07d-" % i + bytes([97 + i % 26]) * (i % 90) for i in rows]}
+            if keys:
+                cols["key"] = [b"k%d" % (i % 9) for i in rows]
+            p.send_arrow(topic, pa.table(cols), partition=0)
+        p.flush()
+
+
+@pytest.mark.parametrize("keys", [True, False])
+@pytest.mark.parametrize("min_batch", [None, 0])
+def test_large_arrow_batches_are_read_in_pieces_to_the_network_rows(
+    local_broker, topic_name, monkeypatch, keys, min_batch
+):
+    """Batches from ``PIECES_MIN_BATCH`` on (~70 KB here, or every one) come in pieces, their keys and
+    values read straight into the columns; the rows are the network read's, over chunk sizes from one
+    batch to many and ranges that start and end inside batches."""
+    bs, topic = local_broker.bootstrap, topic_name("lrp")
+    if min_batch is not None:
+        monkeypatch.setattr(lr, "PIECES_MIN_BATCH", min_batch)
+    n = 12_000
+    _fill_arrow(bs, topic, n, rows_per_batch=1000, keys=keys, segment_bytes=300_000)
+    for start, end, max_bytes in [(0, n, 4096), (0, n, 250_000), (1234, 11_111, 1 << 20), (5, 6, 1 << 20)]:
+        before = dict(lr.STATS)
+        local = _table(bs, topic, start, end, "true", max_bytes=max_bytes)
+        assert lr.STATS["fallbacks"] == before["fallbacks"] and lr.STATS["granted"] == before["granted"] + 1
+        assert lr.STATS["pieces"] > before["pieces"]
+        network = _table(bs, topic, start, end, "false", max_bytes=max_bytes)
+        assert local.equals(network), (start, end, max_bytes)
+        assert local.column("offset").to_pylist() == list(range(start, end))
+    if min_batch is None:  # small batches are read whole (one read each chunk, not three each batch)
+        small = topic_name("lrs")
+        _fill_arrow(bs, small, 2000, rows_per_batch=100, keys=keys)
+        before = dict(lr.STATS)
+        assert _table(bs, small, 0, 2000, "true").equals(_table(bs, small, 0, 2000, "false"))
+        assert lr.STATS["batches"] >= before["batches"] + 20 and lr.STATS["pieces"] == before["pieces"]
+
+
 def test_the_read_buffer_is_given_up_while_a_batch_points_into_it():
     scratch = lr._Scratch()
     buf = scratch.get(64)
@@ -257,7 +300,12 @@ def test_the_read_buffer_is_given_up_while_a_batch_points_into_it():
     assert view.to_pylist() == [b"cde"]
 
 
-def test_local_read_committed_drops_the_aborted_transaction(local_broker, topic_name):
+@pytest.mark.parametrize("pieces", [False, True])
+def test_local_read_committed_drops_the_aborted_transaction(local_broker, topic_name, monkeypatch, pieces):
+    """With every batch eligible for pieces too: transactional batches are then read whole under
+    read_committed (the filter drops the aborted ones) and in pieces under read_uncommitted."""
+    if pieces:
+        monkeypatch.setattr(lr, "PIECES_MIN_BATCH", 0)
     bs, topic = local_broker.bootstrap, topic_name("lrtxn")
     with Admin(bs) as a, StagedTxns(bs) as txns:
         a.create_topic(topic, partitions=1)
@@ -291,9 +339,11 @@ def test_local_read_committed_drops_the_aborted_transaction(local_broker, topic_
         b"after",
     ]
     # read_uncommitted sees the aborted rows, locally as over the network
+    in_pieces = lr.STATS["pieces"]
     unc = _table(bs, topic, 0, end, "true", read_committed=False)
     assert unc.equals(_table(bs, topic, 0, end, "false", read_committed=False))
     assert unc.num_rows == 12 and b"lose-0" in unc.column("value").to_pylist()
+    assert (lr.STATS["pieces"] > in_pieces) == pieces
 
 
 def _grant(bs: str, topic: str, start: int = 0) -> tuple[lr.LocalGrant, lrm.LocalReadGrantResponse]:
@@ -312,14 +362,20 @@ def _segment_files(b, topic: str) -> list[Path]:
     return sorted((b.data_dir / "logs" / f"{topic}-0").glob("*.log"))
 
 
+@pytest.mark.parametrize("layout", ["records with headers and nulls", "arrow batches read in pieces"])
 @pytest.mark.parametrize("change", ["truncated", "batch removed", "crc", "rewritten shifted"])
 def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
-    local_broker, topic_name, tmp_path, change
+    local_broker, topic_name, tmp_path, monkeypatch, change, layout
 ):
     """The reader's descriptors point at copies of the segments, changed as truncation or an in-place
     rewrite would; the network read (the broker's real files) is the truth."""
     bs, topic = local_broker.bootstrap, topic_name("lrchg")
-    _fill(bs, topic, 2000)
+    if layout == "records with headers and nulls":
+        _fill(bs, topic, 2000)
+    else:
+        monkeypatch.setattr(lr, "PIECES_MIN_BATCH", 0)
+        _fill_arrow(bs, topic, 2000, rows_per_batch=40, segment_bytes=20000)
+    pieces = lr.STATS["pieces"]
     truth = _table(bs, topic, 0, 2000, "false")
     grant, resp = _grant(bs, topic)
     grant.close()
@@ -361,6 +417,7 @@ def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
         forged.close()
     assert lr.STATS["fallbacks"] == before + 1
     assert 0 < reached[0] < 2000
+    assert (lr.STATS["pieces"] > pieces) == (layout == "arrow batches read in pieces")
     got += list(read_range(bs, topic, 0, reached[0], 2000, whole_fetches=True, local_read="false"))
     assert pa.Table.from_batches(got).select(COLUMNS).equals(truth)
 

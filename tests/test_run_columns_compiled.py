@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from pyspark_logsource import format as F
 from pyspark_logsource.errors import CorruptRecord
-from pyspark_logsource.format import HEADER_SIZE, runs, walk
+from pyspark_logsource.format import HEADER_SIZE, direct, runs, walk
 from pyspark_logsource.format.header import HAS_HEADERS, HAS_KEY_NULLS, HAS_VALUE_NULLS
 
 try:
@@ -167,3 +167,101 @@ def test_a_run_without_compiled_columns_leaves_the_general_path_s_error():
     assert runs.arrow_run_columns_py(pa.py_buffer(b), hs) is None
     with pytest.raises(CorruptRecord, match="do not start at 0"):
         _general(b, hs)
+
+
+# ------------------------------------------------------------------ a direct read's pieces (format.direct)
+
+
+def _pieces(data: bytearray) -> tuple | None:
+    """``data``'s batches as a direct read holds them (heads, walked, keys, values), or None when a
+    batch is not one it takes."""
+    heads, keys, values, walked = bytearray(), bytearray(), bytearray(), []
+    for pos, h in walk(data):
+        a = direct.arrays_size(h)
+        if a < 0:
+            return None
+        k, v = direct.key_value_sizes(h, data[pos + HEADER_SIZE : pos + HEADER_SIZE + a])
+        assert k >= 0  # the encoder's batches fill their bodies exactly
+        end = pos + HEADER_SIZE + a
+        assert direct.crc_matches(h, data[pos:end], data[end : end + k], data[end + k : pos + h.size])
+        walked.append((len(heads), h))
+        heads += data[pos:end]
+        keys += data[end : end + k]
+        values += data[end + k : pos + h.size]
+    return heads, walked, keys, values
+
+
+def _check_direct(heads, walked, keys, values) -> tuple | None:
+    hs = runs._header_array(walked)
+    got = cr.arrow_run_columns(pa.py_buffer(heads), hs, keys, values)
+    ref = runs.arrow_run_columns_py(pa.py_buffer(heads), hs, keys, values)
+    assert _same(got, ref)
+    if got is not None:
+        assert got[3] is values and (got[0] is None or got[1] is keys)  # the columns' data, not copies
+    return got
+
+
+@PROPS
+@given(runs_of_batches(), st.integers(0, 200), st.integers(0, 200))
+def test_batches_read_in_pieces_make_the_table_of_batches_read_whole(data, lo, hi):
+    pieces = _pieces(data)
+    attrs = [h.attributes for _, h in walk(data)]
+    assert (pieces is None) == any(a & (HAS_HEADERS | HAS_VALUE_NULLS) for a in attrs)
+    if pieces is None:
+        return
+    got = _check_direct(*pieces)
+    # the same runs as read whole (keyed and keyless batches mixed, or a key under a keyless flag: None)
+    assert (got is None) == (
+        runs.arrow_run_columns_py(pa.py_buffer(data), runs._header_array(walk(data))) is None
+    )
+    first = F.read_header(data).base_offset
+    start, end = first + lo, first + lo + hi
+    if got is None:
+        with pytest.raises(CorruptRecord):
+            direct.direct_to_arrow(*pieces, start, end)
+        return
+    whole = runs.to_arrow(data, start, end)
+    table = direct.direct_to_arrow(*pieces, start, end)
+    table.validate(full=True)
+    assert table.equals(whole)
+
+
+@PROPS
+@given(
+    runs_of_batches(),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+    st.sampled_from(["heads", "keys shorter", "values shorter", "values longer"]),
+)
+def test_mangled_pieces_give_the_reference_s_columns_or_none(data, edits, how):
+    pieces = _pieces(data)
+    if pieces is None:
+        return
+    heads, walked, keys, values = pieces
+    if how == "heads":
+        arrays = [q + HEADER_SIZE + i for q, h in walked for i in range(direct.arrays_size(h))]
+        for at, byte in edits:
+            heads[arrays[at % len(arrays)]] = byte
+    elif how == "keys shorter" and keys:
+        keys = keys[:-1]
+    elif how == "values shorter" and values:
+        values = values[:-1]
+    elif how == "values longer":
+        values = values + b"x"
+    else:
+        return  # nothing to take a byte from
+    got = _check_direct(heads, walked, keys, values)
+    if how != "heads":
+        assert got is None  # the pieces no longer hold the batches' bytes exactly
+
+
+def test_a_batch_a_direct_read_does_not_take_has_no_arrays_size():
+    plain = F.read_header(F.encode([b"a", b"bc"], [b"k", b"l"], 0))
+    assert direct.arrays_size(plain) == 16 * 2 + 8
+    keyless = F.read_header(F.encode([b"a", b"bc"], None, 0))
+    assert direct.arrays_size(keyless) == 16 * 2 + 8 + 1  # the key validity bitmap
+    for b in (
+        F.encode([b"a", None], None, 0),  # value nulls
+        F.encode([b"a"], None, 0, [[("h", b"1")]]),  # record headers
+        F.encode([b"a" * 100], None, 0, codec="gzip"),
+    ):
+        assert direct.arrays_size(F.read_header(b)) == -1

@@ -25,8 +25,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CorruptRecord, LogSourceError
-from ..format import iter_headers, read_header, to_arrow
-from ..format.header import HEADER_SIZE, TXN_BITS
+from ..format import direct, iter_headers, read_header, to_arrow
+from ..format._speedups import crecords
+from ..format.header import HAS_KEY_NULLS, HEADER_SIZE, TXN_BITS, BatchHeader
 from ..protocol import local_read_messages as lrm
 from ..protocol.messages import AbortedTransaction
 from .committed import CommittedFilter
@@ -41,8 +42,8 @@ _CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 _stats_lock = threading.Lock()
 #: counts of this process's local reads: granted (descriptors received), unavailable (no grant or no
 #: descriptors: network read), fallbacks (a check failed mid-read: network read from there),
-#: batches and bytes read from files
-STATS = {"granted": 0, "unavailable": 0, "fallbacks": 0, "batches": 0, "bytes": 0}
+#: batches and bytes read from files, and of those batches the ones read in pieces (``format.direct``)
+STATS = {"granted": 0, "unavailable": 0, "fallbacks": 0, "batches": 0, "bytes": 0, "pieces": 0}
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -155,6 +156,24 @@ def _pread_into(fd: int, buf: bytearray, n: int, position: int) -> memoryview:
     return view
 
 
+def _preadv_exact(fd: int, views: list, position: int) -> None:
+    """Fill ``views`` from the file's bytes at ``position`` on, end to end."""
+    n = sum(len(v) for v in views)
+    try:
+        got = os.preadv(fd, views, position) if n else 0
+    except OSError as e:
+        raise LocalReadFailed(f"read at {position} failed: {e}") from e
+    if got != n:
+        raise LocalReadFailed(f"short read: {got} of {n} bytes at {position}")
+
+
+#: batches from this size on are read in pieces (three reads each, to save copying their values once)
+PIECES_MIN_BATCH = 64 << 10
+
+#: a buffer every byte of which is read into before it is used (no zero-fill of a fetch's size)
+_unfilled = bytearray if crecords is None else crecords.unfilled_bytearray
+
+
 class _Scratch:
     """The read buffer one local read reuses from chunk to chunk, while no decoded batch points into it
     (the compiled Arrow decode copies the rows out; a decode that keeps views of it gets a new one)."""
@@ -181,14 +200,115 @@ class _Scratch:
                     return
 
 
+@dataclass
+class _Pieces:
+    """Whole batches read in pieces (``format.direct``): their heads, and their keys and values end to
+    end; ``walked`` holds each head's position in ``heads``."""
+
+    heads: bytearray
+    walked: list
+    keys: Any
+    values: Any
+    key_ends: list[int]
+    value_ends: list[int]
+    nbytes: int  # of the file read
+
+    def cut(self, i: int) -> _Pieces:
+        """The first ``i`` (>= 1) batches."""
+        k, v = self.key_ends[i - 1], self.value_ends[i - 1]
+        return _Pieces(
+            self.heads,
+            self.walked[:i],
+            memoryview(self.keys)[:k],
+            memoryview(self.values)[:v],
+            self.key_ends[:i],
+            self.value_ends[:i],
+            sum(h.size for _, h in self.walked[:i]),
+        )
+
+
+def _read_pieces(fd: int, cur: int, limit: int, size: int, check_crc: bool, txn_ok: bool) -> _Pieces | None:
+    """The batches a direct read takes from ``cur`` on (about ``size`` bytes, at least one, up to the
+    first it does not take), read in pieces; None when the batch at ``cur`` is not one of them (the
+    caller reads it whole). LocalReadFailed on a short read or a bad CRC."""
+    found: list[tuple[int, bytes, BatchHeader, int]] = []  # position, header bytes, header, arrays size
+    pos, total, keyless = cur, 0, None
+    while pos + HEADER_SIZE <= limit and total < size:
+        raw = _pread_exact(fd, HEADER_SIZE, pos)
+        try:
+            h = read_header(raw)
+        except CorruptRecord as e:
+            raise LocalReadFailed(str(e)) from e
+        a = direct.arrays_size(h)
+        kn = bool(h.attributes & HAS_KEY_NULLS)
+        if (
+            a < 0
+            or h.size < PIECES_MIN_BATCH
+            or kn != (kn if keyless is None else keyless)
+            or (not txn_ok and h.attributes & TXN_BITS)
+        ):
+            break
+        if pos + h.size > limit or (found and total + h.size > size):
+            break  # past the region's end: the whole read reports it
+        found.append((pos, raw, h, a))
+        keyless = kn
+        pos += h.size
+        total += h.size
+    if not found:
+        return None
+    heads = _unfilled(sum(HEADER_SIZE + a for _, _, _, a in found))
+    hv = memoryview(heads)
+    walked, at = [], 0
+    for p, raw, h, a in found:
+        hv[at : at + HEADER_SIZE] = raw
+        _preadv_exact(fd, [hv[at + HEADER_SIZE : at + HEADER_SIZE + a]], p + HEADER_SIZE)
+        walked.append((at, h))
+        at += HEADER_SIZE + a
+    sizes = [
+        direct.key_value_sizes(h, hv[q + HEADER_SIZE : q + HEADER_SIZE + a])
+        for (q, h), (_, _, _, a) in zip(walked, found, strict=True)
+    ]
+    if any(k < 0 for k, _ in sizes):
+        raise LocalReadFailed(f"a batch's offsets do not fill it, at or after position {cur}")
+    keys = _unfilled(sum(k for k, _ in sizes))
+    values = _unfilled(sum(v for _, v in sizes))
+    kv, vv = memoryview(keys), memoryview(values)
+    key_ends: list[int] = []
+    value_ends: list[int] = []
+    k0 = v0 = 0
+    for (q, h), (p, _, _, a), (k, v) in zip(walked, found, sizes, strict=True):
+        kp, vp = kv[k0 : k0 + k], vv[v0 : v0 + v]
+        _preadv_exact(fd, [kp, vp], p + HEADER_SIZE + a)
+        if check_crc and not direct.crc_matches(h, hv[q : q + HEADER_SIZE + a], kp, vp):
+            raise LocalReadFailed(f"CRC mismatch in batch at offset {h.base_offset} (position {p})")
+        k0, v0 = k0 + k, v0 + v
+        key_ends.append(k0)
+        value_ends.append(v0)
+    return _Pieces(heads, walked, keys, values, key_ends, value_ends, total)
+
+
 def _chunks(
-    fd: int, region: lrm.LocalReadRegion, size: int, check_crc: bool, scratch: _Scratch | None = None
+    fd: int,
+    region: lrm.LocalReadRegion,
+    size: int,
+    check_crc: bool,
+    scratch: _Scratch | None = None,
+    txn_ok: bool | None = None,
 ) -> Iterator[tuple[Any, list]]:
     """(bytes, walked headers) of whole batches of ``region``, about ``size`` bytes each; the region's
     bytes exactly (a batch crossing its end, a short read or a bad CRC: LocalReadFailed). With
-    ``scratch``, chunks are views of its buffer, valid until the next one is read."""
+    ``scratch``, chunks are views of its buffer, valid until the next one is read. With ``txn_ok`` set
+    (False: transactional batches are read whole), large plain Arrow-body batches come in pieces
+    (:class:`_Pieces` for the bytes, ``format.direct``), their keys and values read straight into
+    their columns' buffers."""
     cur, limit = region.position, region.position + region.length
     while cur < limit:
+        if txn_ok is not None:
+            pieces = _read_pieces(fd, cur, limit, size, check_crc, txn_ok)
+            if pieces is not None:
+                yield pieces, pieces.walked
+                cur += pieces.nbytes
+                continue
         want = min(size, limit - cur)
         data = (
             _pread_exact(fd, want, cur) if scratch is None else _pread_into(fd, scratch.get(want), want, cur)
@@ -228,7 +348,7 @@ def read_local(
             if pos >= stop:
                 break
             first = True
-            for data, headers in _chunks(fd, region, size, check_crc, scratch):
+            for data, headers in _chunks(fd, region, size, check_crc, scratch, committed is None):
                 bad = None
                 for i, (_, h) in enumerate(headers):
                     bad = _mismatch(h, region.first_offset if first else None, after, grant)
@@ -238,14 +358,21 @@ def read_local(
                     first, after = False, h.next_offset
                 if headers and headers[0][1].base_offset < stop:
                     last_pos, last = headers[-1]
-                    data = data if bad is None else memoryview(data)[: last_pos + last.size]
+                    if bad is not None:
+                        data = (
+                            data.cut(len(headers))
+                            if type(data) is _Pieces
+                            else memoryview(data)[: last_pos + last.size]
+                        )
                     try:
                         rb = _decode(data, headers, pos, stop, committed, check_crc)
                     except CorruptRecord as e:  # records the network path would refuse too: it says so
                         raise LocalReadFailed(str(e)) from e
                     scratch.release_if_referenced(rb)
                     _count("batches", len(headers))
-                    _count("bytes", len(data))
+                    if type(data) is _Pieces:
+                        _count("pieces", len(headers))
+                    _count("bytes", data.nbytes if type(data) is _Pieces else len(data))
                     pos = out[0] = min(last.next_offset, stop)  # rows past ``stop`` were cut
                     if rb is not None and rb.num_rows:
                         yield rb
@@ -275,6 +402,12 @@ def _decode(
 ) -> pa.RecordBatch | None:
     """The records of ``data`` in ``[pos, stop)`` as one batch (read_range's whole-fetch decode), the
     read_committed filter applied with one filter across the whole read, as a consumer does."""
+    if type(data) is _Pieces:  # read with ``txn_ok``: no batch for the read_committed filter to drop
+        try:
+            t = direct.direct_to_arrow(data.heads, data.walked, data.keys, data.values, pos, stop)
+        except CorruptRecord as e:
+            raise LocalReadFailed(str(e)) from e
+        return t.combine_chunks().to_batches()[0] if t.num_rows else None
     clean = data
     if committed is not None and any(h.attributes & TXN_BITS for _, h in headers):
         keep = bytearray()

@@ -122,6 +122,22 @@ def crc32c_fold_direct(const uint8_t[::1] data):
 set_crc32c_fold(True)
 
 
+def crc32c_update(data, uint32_t value):
+    """``crc.crc32c(data, value)``: the CRC-32C of bytes that follow ones whose CRC-32C is ``value``, by
+    this module's CRC (the fold, else the crc32c package's C function, else the Python-level one)."""
+    cdef const uint8_t[::1] v = memoryview(data).cast("B")
+    cdef size_t n = v.shape[0]
+    cdef const uint8_t* p = &v[0] if n else NULL
+    cdef uint32_t crc = ~value
+    if _fold and n >= FOLD_MIN:
+        with nogil:
+            crc = crc32c_fold_raw(crc, p, n)
+        return crc ^ 0xFFFFFFFF
+    if _crc_c != NULL:
+        return _crc_c(crc, p, n) ^ 0xFFFFFFFF
+    return _py_crc32c(data, value)
+
+
 cdef inline uint32_t _crc(const uint8_t* p, int64_t n) except? 0xFFFFFFFF:
     if _fold and n >= FOLD_MIN:
         return crc32c_fold_raw(0xFFFFFFFF, p, <size_t>n) ^ 0xFFFFFFFF

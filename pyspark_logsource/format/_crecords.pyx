@@ -513,7 +513,7 @@ def kafka_messages(data, tuple d not None, Py_ssize_t lo, Py_ssize_t hi, cls, to
 cdef int64_t INT32_MAX = 2147483647
 
 
-def arrow_run_columns(data, const int64_t[:, ::1] hs):
+def arrow_run_columns(data, const int64_t[:, ::1] hs, keys=None, values=None):
     """The columns of a run of uncompressed Arrow-body data batches without headers or value nulls, whose
     keys are all present or all null, built in two C passes; None for any other run, and for one the
     general path (``runs._run_to_arrow``) refuses. ``runs.arrow_run_columns_py`` is the reference.
@@ -522,11 +522,18 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
     Returns ``(key offsets or None (all keys null), key bytes, value offsets, value bytes, offsets,
     timestamps, timestamp types)`` as bytearrays: int32 offsets from 0, int64 offsets and
     milliseconds, int32 types. Values are copied once, end to end, straight out of ``data``.
+
+    A direct read (``format.direct``) gives ``keys`` and ``values``: the run's key and value bytes end to
+    end, read straight into them, with ``data`` holding each batch up to its keys only. They are then the
+    key and value bytes returned, not copied (None when they do not hold exactly the batches' bytes).
     """
     cdef const uint8_t[::1] b = memoryview(data).cast("B")
     cdef Py_ssize_t m = hs.shape[0], i
     if m == 0 or hs.shape[1] < 14:
         return None
+    cdef bint direct = values is not None
+    cdef int64_t key_given = len(memoryview(keys).cast("B")) if direct and keys is not None else 0
+    cdef int64_t val_given = len(memoryview(values).cast("B")) if direct else 0
     cdef const uint8_t* d = &b[0] if b.shape[0] else NULL
     cdef int64_t size = b.shape[0], n, attrs, body, body_len, key_len, val_len, bm, j
     cdef int64_t total = 0, key_total = 0, val_total = 0
@@ -538,20 +545,21 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
         body, body_len = hs[i, 0] + _HEADER_SIZE, hs[i, 2] + 12 - _HEADER_SIZE
         if not attrs & _ARROW_BODY or attrs & (_CODEC_MASK | _HAS_HEADERS | _HAS_VALUE_NULLS | _CONTROL_BIT):
             return None
-        if n < 1 or n > INT32_MAX or body < _HEADER_SIZE or body_len < 0 or body + body_len > size:
+        if n < 1 or n > INT32_MAX or body < _HEADER_SIZE or body_len < 0:
             return None
         kn = 1 if attrs & _HAS_KEY_NULLS else 0
         if keyless < 0:
             keyless = kn
         elif kn != keyless:
             return None
-        if 16 * n + 8 > body_len:
+        bm = (n + 7) // 8 if kn else 0
+        # in ``data``: the whole batch, or (direct) the batch up to its keys
+        if 16 * n + 8 + bm > body_len or body + (16 * n + 8 + bm if direct else body_len) > size:
             return None
         ko = d + body + 8 * n
         if not _offsets_ok(ko, n + 1) or not _offsets_ok(ko + 4 * (n + 1), n + 1):
             return None
         key_len, val_len = _le32(ko + 4 * n), _le32(ko + 8 * n + 4)
-        bm = (n + 7) // 8 if kn else 0
         if 16 * n + 8 + bm + key_len + val_len != body_len:
             return None
         if kn:
@@ -565,17 +573,19 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
         val_total += val_len
     if key_total > INT32_MAX or val_total > INT32_MAX:
         return None
+    if direct and (key_total != key_given or val_total != val_given):
+        return None
     key_off = None if keyless else PyByteArray_FromStringAndSize(NULL, 4 * (total + 1))
-    key_data = PyByteArray_FromStringAndSize(NULL, key_total)
+    key_data = keys if direct and keys is not None else PyByteArray_FromStringAndSize(NULL, key_total)
     val_off = PyByteArray_FromStringAndSize(NULL, 4 * (total + 1))
-    val_data = PyByteArray_FromStringAndSize(NULL, val_total)
+    val_data = values if direct else PyByteArray_FromStringAndSize(NULL, val_total)
     offsets = PyByteArray_FromStringAndSize(NULL, 8 * total)
     ts = PyByteArray_FromStringAndSize(NULL, 8 * total)
     ts_type = PyByteArray_FromStringAndSize(NULL, 4 * total)
     cdef int32_t* kout = NULL if keyless else <int32_t*>(<char*>key_off)
-    cdef uint8_t* kdata = <uint8_t*>(<char*>key_data)
+    cdef uint8_t* kdata = NULL if direct else <uint8_t*>(<char*>key_data)
     cdef int32_t* vout = <int32_t*>(<char*>val_off)
-    cdef uint8_t* vdata = <uint8_t*>(<char*>val_data)
+    cdef uint8_t* vdata = NULL if direct else <uint8_t*>(<char*>val_data)
     cdef int64_t* oout = <int64_t*>(<char*>offsets)
     cdef int64_t* tout = <int64_t*>(<char*>ts)
     cdef int32_t* yout = <int32_t*>(<char*>ts_type)
@@ -611,8 +621,9 @@ def arrow_run_columns(data, const int64_t[:, ::1] hs):
                 oout[r + j] = <int64_t>(<uint64_t>base + <uint64_t>j)
                 tout[r + j] = stamp if log_append else <int64_t>(<uint64_t>_le64(d + body + 8 * j) + base_ts)
                 yout[r + j] = log_append
-            memcpy(kdata + kcum, vo + 4 * (n + 1) + bm, key_len)
-            memcpy(vdata + vcum, vo + 4 * (n + 1) + bm + key_len, val_len)
+            if not direct:
+                memcpy(kdata + kcum, vo + 4 * (n + 1) + bm, key_len)
+                memcpy(vdata + vcum, vo + 4 * (n + 1) + bm + key_len, val_len)
             r += n
             kcum += key_len
             vcum += val_len

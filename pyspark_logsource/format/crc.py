@@ -14,7 +14,7 @@ Both hardware implementations are equal within noise from 11 KB up, and
 fast path and google-crc32c is not a dependency (no clear win). ``crcmod``
 (pure table lookup, 50-100x slower) stays as the portable fallback. All give
 the same values (tests check them against each other and the standard check
-value).
+value). ``crc32c(data, value)`` continues a CRC over pieces read apart (``direct.py``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ except ImportError:  # pragma: no cover - exercised only where crc32c is missing
 
     _fn = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
 
-    def crc32c(data: bytes | bytearray | memoryview) -> int:
-        """Return the CRC-32C of ``data``."""
-        return _fn(bytes(data) if isinstance(data, memoryview) else data)
+    def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+        """Return the CRC-32C of ``data``, continuing from ``value`` (the CRC of the bytes before it)."""
+        return _fn(bytes(data) if isinstance(data, memoryview) else data, value)
 
     IMPLEMENTATION = "crcmod"

@@ -11,6 +11,8 @@ batch (tests compare both).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -165,7 +167,9 @@ def _offset_arrays(
     return offs, first, offs[first + seg - 1].astype(np.int64).reshape(-1, k)
 
 
-def arrow_run_columns_py(data: pa.Buffer, hs: np.ndarray) -> tuple | None:
+def arrow_run_columns_py(
+    data: pa.Buffer, hs: np.ndarray, keys: Any = None, values: Any = None
+) -> tuple | None:
     """The columns of a run of uncompressed Arrow-body data batches without headers or value nulls,
     whose keys are all present or all null; None for any other run, and for one ``_run_to_arrow``
     refuses. The reference of the compiled ``_crecords.arrow_run_columns`` (a Spark task's common
@@ -173,7 +177,10 @@ def arrow_run_columns_py(data: pa.Buffer, hs: np.ndarray) -> tuple | None:
 
     Returns ``(key offsets or None (all keys null), key bytes, value offsets, value bytes, offsets,
     timestamps, timestamp types)``: int32 offsets from 0, int64 offsets and milliseconds, int32 types.
+    A direct read (``format.direct``) gives ``keys`` and ``values``, the run's key and value bytes end
+    to end, with ``data`` holding each batch up to its keys: they are the key and value bytes returned.
     """
+    direct = values is not None
     attrs = hs[:, _H_ATTR]
     if len(hs) == 0 or ((attrs & ARROW_BODY) == 0).any():
         return None
@@ -195,6 +202,12 @@ def arrow_run_columns_py(data: pa.Buffer, hs: np.ndarray) -> tuple | None:
     key_data = body + 16 * n + 8 + bm
     if (key_data + key_len + value_len != body + body_len).any():
         return None
+    if direct and (
+        (key_data > len(data)).any()
+        or int(key_len.sum()) != (len(memoryview(keys)) if keys is not None else 0)
+        or int(value_len.sum()) != len(memoryview(values))
+    ):
+        return None  # ``data`` holds each batch up to its keys; the keys and values are the given ones
     if keyless and (
         key_len.any() or np.frombuffer(_gather(data, body + 16 * n + 8, bm), dtype=np.uint8).any()
     ):
@@ -204,16 +217,16 @@ def arrow_run_columns_py(data: pa.Buffer, hs: np.ndarray) -> tuple | None:
     total = int(n.sum())
     group, local = _ragged_index(n, total)
 
-    def binary(which: int, starts: np.ndarray, lens: np.ndarray) -> tuple[bytes, bytes]:
+    def binary(which: int, starts: np.ndarray, lens: np.ndarray, given: Any) -> tuple[bytes, Any]:
         cum = np.zeros(len(lens), dtype=np.int64)
         np.cumsum(lens[:-1], out=cum[1:])
         out = np.empty(total + 1, dtype=np.int32)
         out[:-1] = offs[first[which::2][group] + local] + cum[group]
         out[-1] = lens.sum()
-        return out.tobytes(), _gather(data, starts, lens).to_pybytes()
+        return out.tobytes(), given if direct else _gather(data, starts, lens).to_pybytes()
 
-    key_off, key_bytes = (None, b"") if keyless else binary(0, key_data, key_len)
-    value_off, value_bytes = binary(1, key_data + key_len, value_len)
+    key_off, key_bytes = (None, b"") if keyless else binary(0, key_data, key_len, keys)
+    value_off, value_bytes = binary(1, key_data + key_len, value_len, values)
     log_append = (attrs & TIMESTAMP_TYPE_BIT) != 0
     deltas = np.frombuffer(_gather(data, body, 8 * n), dtype="<i8")
     ts = np.where(log_append[group], hs[:, _H_MAX_TS][group], deltas + hs[:, _H_BASE_TS][group])
