@@ -230,7 +230,7 @@ def test_batches_read_in_pieces_make_the_table_of_batches_read_whole(data, lo, h
 @given(
     runs_of_batches(),
     st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
-    st.sampled_from(["heads", "keys shorter", "values shorter", "values longer"]),
+    st.sampled_from(["heads", "heads shorter", "keys shorter", "values shorter", "values longer"]),
 )
 def test_mangled_pieces_give_the_reference_s_columns_or_none(data, edits, how):
     pieces = _pieces(data)
@@ -241,6 +241,8 @@ def test_mangled_pieces_give_the_reference_s_columns_or_none(data, edits, how):
         arrays = [q + HEADER_SIZE + i for q, h in walked for i in range(direct.arrays_size(h))]
         for at, byte in edits:
             heads[arrays[at % len(arrays)]] = byte
+    elif how == "heads shorter":
+        heads = heads[: -1 - edits[0][0] % len(heads)]  # the last arrays cut short, or whole batches gone
     elif how == "keys shorter" and keys:
         keys = keys[:-1]
     elif how == "values shorter" and values:

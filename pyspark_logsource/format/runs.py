@@ -193,6 +193,8 @@ def arrow_run_columns_py(
     body_len = hs[:, _H_LEN] + LOG_OVERHEAD - HEADER_SIZE
     if (key_flag != keyless).any() or (n < 1).any() or (16 * n + 8 > body_len).any():
         return None
+    if direct and (body + 16 * n + 8 + (n + 7) // 8 * keyless > len(data)).any():
+        return None  # ``data`` holds each batch up to its keys: not all of them here
     try:
         offs, first, last = _offset_arrays(data, body + 8 * n, n + 1, 2)
     except CorruptRecord:
@@ -203,8 +205,7 @@ def arrow_run_columns_py(
     if (key_data + key_len + value_len != body + body_len).any():
         return None
     if direct and (
-        (key_data > len(data)).any()
-        or int(key_len.sum()) != (len(memoryview(keys)) if keys is not None else 0)
+        int(key_len.sum()) != (len(memoryview(keys)) if keys is not None else 0)
         or int(value_len.sum()) != len(memoryview(values))
     ):
         return None  # ``data`` holds each batch up to its keys; the keys and values are the given ones
