@@ -197,7 +197,7 @@ def _check_direct(heads, walked, keys, values) -> tuple | None:
     ref = runs.arrow_run_columns_py(pa.py_buffer(heads), hs, keys, values)
     assert _same(got, ref)
     if got is not None:
-        assert got[3] is values and (got[0] is None or got[1] is keys)  # the columns' data, not copies
+        assert got[3] is values and (got[0] is None or keys is None or got[1] is keys)  # no copies
     return got
 
 
@@ -267,3 +267,13 @@ def test_a_batch_a_direct_read_does_not_take_has_no_arrays_size():
         F.encode([b"a" * 100], None, 0, codec="gzip"),
     ):
         assert direct.arrays_size(F.read_header(b)) == -1
+
+
+def test_keyed_batches_of_empty_keys_read_in_pieces_without_a_key_buffer():
+    """keys=None stands for no key bytes: both implementations give empty key bytes, not None."""
+    data = bytearray(F.encode([b"a", b"bc"], [b"", b""], 0))
+    heads, walked, keys, values = _pieces(data)
+    assert keys == b""
+    got = _check_direct(heads, walked, None, values)
+    assert got is not None and bytes(got[1]) == b"" and got[0] is not None
+    assert direct.direct_to_arrow(heads, walked, None, values).equals(runs.to_arrow(data))

@@ -224,7 +224,9 @@ def arrow_run_columns_py(
         out = np.empty(total + 1, dtype=np.int32)
         out[:-1] = offs[first[which::2][group] + local] + cum[group]
         out[-1] = lens.sum()
-        return out.tobytes(), given if direct else _gather(data, starts, lens).to_pybytes()
+        if direct:
+            return out.tobytes(), b"" if given is None else given  # None: no key bytes (the compiled b"")
+        return out.tobytes(), _gather(data, starts, lens).to_pybytes()
 
     key_off, key_bytes = (None, b"") if keyless else binary(0, key_data, key_len, keys)
     value_off, value_bytes = binary(1, key_data + key_len, value_len, values)
