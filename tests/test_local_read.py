@@ -256,14 +256,14 @@ def _fill_arrow(bs: str, topic: str, n: int, rows_per_batch: int, keys: bool = T
 def test_large_arrow_batches_are_read_in_pieces_to_the_network_rows(
     local_broker, topic_name, monkeypatch, keys, min_batch
 ):
-    """Batches from ``PIECES_MIN_BATCH`` on (~70 KB here, or every one) come in pieces, their keys and
+    """Batches from ``PIECES_MIN_BATCH`` on (~180 KB here, or every one) come in pieces, their keys and
     values read straight into the columns; the rows are the network read's, over chunk sizes from one
     batch to many and ranges that start and end inside batches."""
     bs, topic = local_broker.bootstrap, topic_name("lrp")
     if min_batch is not None:
         monkeypatch.setattr(lr, "PIECES_MIN_BATCH", min_batch)
     n = 12_000
-    _fill_arrow(bs, topic, n, rows_per_batch=1000, keys=keys, segment_bytes=300_000)
+    _fill_arrow(bs, topic, n, rows_per_batch=2500, keys=keys, segment_bytes=400_000)
     for start, end, max_bytes in [(0, n, 4096), (0, n, 250_000), (1234, 11_111, 1 << 20), (5, 6, 1 << 20)]:
         before = dict(lr.STATS)
         local = _table(bs, topic, start, end, "true", max_bytes=max_bytes)
