@@ -238,7 +238,8 @@ def test_local_rows_equal_the_network_rows_across_many_reused_chunks(local_broke
 
 
 def _fill_arrow(bs: str, topic: str, n: int, rows_per_batch: int, keys: bool = True, **config) -> None:
-    """``n`` rows sent as Arrow tables of ``rows_per_batch`` rows (a batch each: the batch size is large)."""
+    """``n`` rows sent as Arrow tables of ``rows_per_batch`` rows, a batch each (each flushed before the
+    next is sent: the producer never groups two, however busy the machine)."""
     with Admin(bs) as a:
         a.create_topic(topic, partitions=1, config={k.replace("_", "."): str(v) for k, v in config.items()})
     with Producer(bs, batch_size=4 << 20, linger_ms=5) as p:
@@ -248,7 +249,7 @@ def _fill_arrow(bs: str, topic: str, n: int, rows_per_batch: int, keys: bool = T
             if keys:
                 cols["key"] = [b"k%d" % (i % 9) for i in rows]
             p.send_arrow(topic, pa.table(cols), partition=0)
-        p.flush()
+            p.flush()
 
 
 @pytest.mark.parametrize("keys", [True, False])
@@ -387,12 +388,18 @@ def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
         if not copy.exists():
             shutil.copyfile(files[seg], copy)
         regions.append((copy, region))
-    victim, vr = regions[len(regions) // 2][0], regions[len(regions) // 2][1]
-    raw = bytearray(victim.read_bytes())
-    mid = vr.position + vr.length // 2
     from pyspark_logsource.format import iter_headers
 
-    batches = iter_headers(bytes(raw[vr.position : vr.position + vr.length]))
+    def batches_of(copy: Path, r: lrm.LocalReadRegion) -> list:
+        return iter_headers(copy.read_bytes()[r.position : r.position + r.length])
+
+    # a region of two batches or more (how many a segment holds varies with how the producer grouped
+    # them), so that "rewritten shifted" has a next batch; the middle one of those
+    several = [(c, r) for c, r in regions if len(batches_of(c, r)) >= 2]
+    victim, vr = several[len(several) // 2]
+    raw = bytearray(victim.read_bytes())
+    mid = vr.position + vr.length // 2
+    batches = batches_of(victim, vr)
     bpos, h = batches[len(batches) // 2]
     at = vr.position + bpos
     if change == "truncated":
