@@ -29,6 +29,7 @@ from pyspark_logsource.client.network import NetworkClient
 from pyspark_logsource.client.security import ClientSecurity
 from pyspark_logsource.client.txn import StagedTxns, TransactionalProducer
 from pyspark_logsource.errors import InvalidRequest, TopicAuthorizationFailed
+from pyspark_logsource.format import HEADER_SIZE
 from pyspark_logsource.protocol import codecs
 from pyspark_logsource.protocol import local_read_messages as lrm
 from pyspark_logsource.protocol.api_keys import RequestHeader
@@ -364,7 +365,7 @@ def _segment_files(b, topic: str) -> list[Path]:
 
 
 @pytest.mark.parametrize("layout", ["records with headers and nulls", "arrow batches read in pieces"])
-@pytest.mark.parametrize("change", ["truncated", "batch removed", "crc", "rewritten shifted"])
+@pytest.mark.parametrize("change", ["truncated", "batch removed", "crc", "offsets", "rewritten shifted"])
 def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
     local_broker, topic_name, tmp_path, monkeypatch, change, layout
 ):
@@ -408,6 +409,8 @@ def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
         raw = raw[:at] + raw[at + h.size :]
     elif change == "crc":
         raw[at + h.size - 1] ^= 0xFF
+    elif change == "offsets":  # read in pieces: the last key offset (the key and value sizes) is wrong
+        raw[at + HEADER_SIZE + 12 * h.record_count] ^= 0x40
     else:  # the batch's bytes replaced by the next batch's (a valid batch at the wrong offset)
         nxt = batches[len(batches) // 2 + 1][1]
         raw = raw[:at] + raw[at + h.size : at + h.size + nxt.size] + raw[at + h.size :]
