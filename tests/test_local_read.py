@@ -365,7 +365,9 @@ def _segment_files(b, topic: str) -> list[Path]:
 
 
 @pytest.mark.parametrize("layout", ["records with headers and nulls", "arrow batches read in pieces"])
-@pytest.mark.parametrize("change", ["truncated", "batch removed", "crc", "offsets", "rewritten shifted"])
+@pytest.mark.parametrize(
+    "change", ["truncated", "batch removed", "crc", "offsets", "bad header", "rewritten shifted"]
+)
 def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
     local_broker, topic_name, tmp_path, monkeypatch, change, layout
 ):
@@ -409,6 +411,8 @@ def test_a_file_changed_after_the_grant_falls_back_with_no_wrong_row(
         raw = raw[:at] + raw[at + h.size :]
     elif change == "crc":
         raw[at + h.size - 1] ^= 0xFF
+    elif change == "bad header":  # magic 0: the header itself is refused (CorruptRecord)
+        raw[at + 16] = 0
     elif change == "offsets":  # read in pieces: the last key offset (the key and value sizes) is wrong
         raw[at + HEADER_SIZE + 12 * h.record_count] ^= 0x40
     else:  # the batch's bytes replaced by the next batch's (a valid batch at the wrong offset)
