@@ -159,7 +159,7 @@ def test_accumulator_memory_bound():
         assert acc.used == 900
     b = ProducerBatch("t", 0, 0.0)
     b.size = 900
-    acc.incomplete.add(b)
+    acc.incomplete[b] = None
     acc.complete(b, (0, 0, 0))
     with acc.lock:
         acc.reserve(200)  # freed memory is usable again
@@ -176,7 +176,7 @@ def test_accumulator_memory_bound():
 def test_complete_many_is_complete_per_batch(sizes, used, muted, with_future):
     """The I/O thread's bulk completion (``complete_many``, one lock for a read's answers) leaves the
     accumulator and the batches as ``complete()`` one by one does: memory (never below 0), answered
-    count, muted partitions, incomplete set, outcomes and the futures already asked for."""
+    count, muted partitions, incomplete batches, outcomes and the futures already asked for."""
     states = []
     for bulk in (False, True):
         acc = RecordAccumulator(batch_size=100, linger_ms=0, buffer_memory=10_000, max_block_ms=50)
@@ -186,7 +186,7 @@ def test_complete_many_is_complete_per_batch(sizes, used, muted, with_future):
         for i, size in enumerate(sizes):
             b = ProducerBatch("t", i % 4, 0.0)
             b.size = size
-            acc.incomplete.add(b)
+            acc.incomplete[b] = None
             if with_future[i]:
                 b.future  # noqa: B018 - made before the answer, as by a waiting flush()
             batches.append(b)
@@ -233,7 +233,7 @@ def test_one_batch_request_answer_routes_like_the_general_handler():
         ok, other, failed = (ProducerBatch("t", 0, 0.0) for _ in range(3))
         for b in (ok, other, failed):
             b.record_count = 2
-            acc.incomplete.add(b)
+            acc.incomplete[b] = None
         cb = p._sender._callback({ok.tp: [ok]})
         assert isinstance(cb, OneBatchAnswer)
         cb(ProduceResponse([ProducePartitionResponse("t", 0, 0, 41)]), None)
@@ -264,7 +264,7 @@ def test_a_future_cancelled_while_batches_complete_leaves_the_others_completed(b
     for _ in range(3):
         b = ProducerBatch("t", 0, 0.0)
         b.size = 10
-        acc.incomplete.add(b)
+        acc.incomplete[b] = None
         batches.append(b)
     futures = [b.future for b in batches]
     futures[0].add_done_callback(lambda _: futures[1].cancel())

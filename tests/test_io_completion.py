@@ -201,7 +201,7 @@ def test_release_resolve_and_sizes_twins_agree(spec: list) -> None:
     ):
         done = _batches(spec)
         others = [ProducerBatch("u", 0, 0.0) for _ in range(3)]
-        incomplete = {b for b, _ in done} | set(others)
+        incomplete = dict.fromkeys([b for b, _ in done] + others)
         total = release(done, incomplete)
         records_bytes = sizes(done)
         waiting = resolve(done, DONE_STATES)
@@ -222,7 +222,7 @@ def test_release_resolve_and_sizes_twins_agree(spec: list) -> None:
 def test_complete_many_resolves_futures_and_frees_memory() -> None:
     acc = accumulator.RecordAccumulator(batch_size=1, linger_ms=0, buffer_memory=1 << 20, max_block_ms=10)
     done = _batches([(100, False, False, "pending"), (50, True, False, "none"), (30, False, True, "done")])
-    acc.incomplete.update(b for b, _ in done)
+    acc.incomplete.update(dict.fromkeys(b for b, _ in done))
     acc.used = 180
     acc.muted.add(done[1][0].tp)
     acc.complete_many(done)

@@ -339,7 +339,7 @@ cdef class AccumulatorCore:
     cdef tuple _def_val
     cdef int64_t _batch_overhead
     cdef list _pool
-    cdef set _incomplete
+    cdef dict _incomplete
     cdef dict _ready
     cdef object _deque
 
@@ -425,7 +425,7 @@ cdef class AccumulatorCore:
         # and the thousands a fast send() queues are not walked by every collection. The batch type tracks it
         # again (track()) before it takes what could refer back (its future, an error).
         PyObject_GC_UnTrack(<void*>b)
-        self._incomplete.add(b)
+        self._incomplete[b] = None
         q = self._ready.get(tp)
         if q is None:
             q = self._ready[tp] = self._deque()

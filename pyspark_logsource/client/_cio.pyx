@@ -74,12 +74,12 @@ def settle_oldest(list done, Py_ssize_t i, dict assigned, dict last_acked, dict 
     return n
 
 
-def release_run(list done, set incomplete):
+def release_run(list done, dict incomplete):
     """``accumulator.release_run_py``, compiled: the batches left ``incomplete``, their sizes summed."""
     size = 0
     for item in done:
         b = (<tuple>item)[0]
-        incomplete.discard(b)
+        incomplete.pop(b, None)
         size += b.size
     return size
 

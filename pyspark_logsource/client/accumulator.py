@@ -233,7 +233,8 @@ class RecordAccumulator:
         #: the open batch of each topic's sticky partition: the keyless send() finds it in one lookup
         self.sticky: dict[str, ProducerBatch] = {}
         self.ready: dict[TopicPartition, deque[ProducerBatch]] = {}
-        self.incomplete: set[ProducerBatch] = set()
+        #: the batches not yet answered, oldest first (a dict as an ordered set): flush() waits on them in order
+        self.incomplete: dict[ProducerBatch, None] = {}
         self.used = 0
         self.flushing = 0
         self.closed = False
@@ -287,7 +288,7 @@ class RecordAccumulator:
         """Open a batch for a partition; call with the lock held."""
         b = ProducerBatch(topic, partition, time.monotonic())
         self.open[(topic, partition)] = b
-        self.incomplete.add(b)
+        self.incomplete[b] = None
         if self.sender_idle:
             self.wakeup.notify()
         return b
@@ -320,7 +321,7 @@ class RecordAccumulator:
         b.size += size
         b.record_count = 1
         b.closed = True
-        self.incomplete.add(b)
+        self.incomplete[b] = None
         q = self.ready.get(b.tp)
         if q is None:
             q = self.ready[b.tp] = deque()
@@ -334,7 +335,7 @@ class RecordAccumulator:
         cur = self.open.get(b.tp)
         if cur is not None:
             self.close_batch(cur)
-        self.incomplete.add(b)
+        self.incomplete[b] = None
         q = self.ready.get(b.tp)
         if q is None:
             q = self.ready[b.tp] = deque()
@@ -466,7 +467,7 @@ class RecordAccumulator:
             if self.muted and b.tp in self.muted:
                 self.muted.discard(b.tp)
                 self.wakeup.notify()
-            self.incomplete.discard(b)
+            self.incomplete.pop(b, None)
             self.used -= b.size
             if self.used < 0:
                 self.used = 0
@@ -491,12 +492,12 @@ class RecordAccumulator:
         resolve_many(done)
 
 
-def release_run_py(done: list[tuple[ProducerBatch, tuple]], incomplete: set) -> int:
+def release_run_py(done: list[tuple[ProducerBatch, tuple]], incomplete: dict) -> int:
     """:meth:`RecordAccumulator.complete_many`'s step, lock held: each batch of ``done`` leaves
     ``incomplete``; returns their sizes summed. The reference of the compiled ``_cio.release_run``."""
     size = 0
     for b, _ in done:
-        incomplete.discard(b)
+        incomplete.pop(b, None)
         size += b.size
     return size
 

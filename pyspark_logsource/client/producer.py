@@ -65,6 +65,9 @@ log = logging.getLogger(__name__)
 #: read when a Producer is made (benchmarks/compiled.py sets it to None for the pure-Python row)
 _caccum = accumulator._caccum
 
+#: how many of the batches it waits for flush() holds at a time (see flush)
+_FLUSH_CHUNK = 1024
+
 _time_ns = time.time_ns
 _new_object = object.__new__
 
@@ -459,14 +462,22 @@ class Producer:
             acc.wakeup.notify()
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
-            for b in pending:
-                if b.outcome is not None:  # answered already: no future to make and wait on
-                    continue
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    b.future.exception(left)
-                except Exception:
-                    raise RequestTimedOut(f"flush did not complete within {timeout} s") from None
+            # Oldest first, a chunk at a time, each let go once answered: the answered batches are freed
+            # while the rest are on their way, not all at once after the last answer (a flush of 200k
+            # one-record batches otherwise spent 0.16 s freeing them after everything was acknowledged).
+            pending.reverse()
+            while pending:
+                chunk = pending[-_FLUSH_CHUNK:]  # the oldest, newest first: answered last as a rule
+                del pending[-_FLUSH_CHUNK:]
+                for b in chunk:
+                    if b.outcome is not None:  # answered already: no future to make and wait on
+                        continue
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    try:
+                        b.future.exception(left)
+                    except Exception:
+                        raise RequestTimedOut(f"flush did not complete within {timeout} s") from None
+                chunk = b = None  # type: ignore[assignment]
         finally:
             with acc.lock:
                 acc.flushing -= 1
