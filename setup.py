@@ -26,6 +26,7 @@ EXTENSIONS = [
     "pyspark_logsource.client._cio",
     "pyspark_logsource.protocol._cround",
     "pyspark_logsource.client._csingles",
+    "pyspark_logsource.broker.log._cproducers",
 ]
 
 

@@ -12,7 +12,11 @@
   place, in one call;
 * :func:`write_plain_batch` is ``plain_run.write_plain_batch``: the same for one
   plain batch, then its ``pwrite`` at the end of the log segment's file. Both
-  share one batch check (``_plain_batch``).
+  share one batch check (``_plain_batch``);
+* :func:`producer_run` is ``plain_run.producer_run``: the same header walk with CRC-32C
+  of an idempotent producer's run of Arrow-body batches, and each batch's fields the
+  producer checks and the stamp need, without a ``BatchHeader`` per batch. Walk strict's
+  header checks are shared (``_checked_size``).
 
 Their CRC-32C runs through ``_crc32c_fold.h`` (carry-less multiply folding, about twice the crc32c
 package's rate on a 10 KB batch) from 256 bytes where the CPU has AVX-512 VPCLMULQDQ and it gives the
@@ -187,20 +191,14 @@ cdef inline int _stamp_args(buf, base_offset, leader_epoch, int64_t* offset, int
     return 0
 
 
-cdef int _plain_batch(
-    const uint8_t* p, int64_t room, int64_t max_size, bint refuse_keyless, int64_t* size, int32_t* count
-) noexcept nogil:
-    """Every check of the batch at ``p`` (``room`` bytes to the run's end) but its CRC: header.walk
-    strict's header checks, then a plain batch's conditions (not transactional, not idempotent; our
-    Arrow body, or Kafka's layout uncompressed with records that parse); with ``refuse_keyless`` no null
-    key. Its size and record count in ``size`` and ``count``; returns 1 (our Arrow body), 0 (Kafka's
-    layout) or -1 (not taken: the general path's case)."""
+cdef int64_t _checked_size(const uint8_t* p, int64_t room, int64_t max_size) noexcept nogil:
+    """header.walk strict's checks of the batch header at ``p`` (``room`` bytes to the run's end), all
+    but its CRC: the batch's size, or -1 (walk would raise)."""
     if room < HEADER_SIZE:
         return -1
-    cdef int64_t base = be64(p), lod = be32(p + 23), pid = be64(p + 43)
-    cdef int32_t length = be32(p + 8), n = be32(p + 57), seq = be32(p + 53)
+    cdef int64_t base = be64(p), lod = be32(p + 23)
+    cdef int32_t length = be32(p + 8), n = be32(p + 57)
     cdef int attrs = be16(p + 21)
-    cdef bint null_key = False
     if (
         lod != n - 1
         or n < 1
@@ -213,6 +211,24 @@ cdef int _plain_batch(
     cdef int64_t sz = <int64_t>length + LOG_OVERHEAD
     if sz > max_size or sz > room or (attrs & CODEC_MASK) > MAX_CODEC:
         return -1
+    return sz
+
+
+cdef int _plain_batch(
+    const uint8_t* p, int64_t room, int64_t max_size, bint refuse_keyless, int64_t* size, int32_t* count
+) noexcept nogil:
+    """Every check of the batch at ``p`` (``room`` bytes to the run's end) but its CRC: header.walk
+    strict's header checks, then a plain batch's conditions (not transactional, not idempotent; our
+    Arrow body, or Kafka's layout uncompressed with records that parse); with ``refuse_keyless`` no null
+    key. Its size and record count in ``size`` and ``count``; returns 1 (our Arrow body), 0 (Kafka's
+    layout) or -1 (not taken: the general path's case)."""
+    cdef int64_t sz = _checked_size(p, room, max_size)
+    if sz < 0:
+        return -1
+    cdef int64_t pid = be64(p + 43)
+    cdef int32_t n = be32(p + 57), seq = be32(p + 53)
+    cdef int attrs = be16(p + 21)
+    cdef bint null_key = False
     if attrs & TXN_BITS or (pid >= 0 and seq >= 0):
         return -1
     size[0] = sz
@@ -295,6 +311,49 @@ cdef object _check_and_stamp(
         offset += count
         pos += size
     return (arrow, out)
+
+
+def producer_run(int64_t max_size, bint refuse_keyless, buf):
+    """``plain_run.producer_run``: ``(position, batch length, last offset delta, max timestamp, producer
+    id, producer epoch, base sequence, record count)`` per batch, or None; nothing stamped."""
+    if not _writable_bytes(buf):
+        return None
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+    try:
+        return _producer_run(max_size, refuse_keyless, <const uint8_t*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _producer_run(int64_t max_size, bint refuse_keyless, const uint8_t* d, int64_t end):
+    if end < HEADER_SIZE:
+        return None
+    cdef const uint8_t* p
+    cdef int64_t pos = 0, size
+    cdef int attrs
+    # pass 1: walk strict's header checks and the run's conditions, no CRC (a run for the general path
+    # costs none here)
+    while pos < end:
+        p = d + pos
+        size = _checked_size(p, end - pos, max_size)
+        if size < 0:
+            return None
+        attrs = be16(p + 21)
+        if not attrs & ARROW_BODY or attrs & TXN_BITS or (refuse_keyless and attrs & HAS_KEY_NULLS):
+            return None
+        pos += size
+    # pass 2: each batch's CRC-32C, and its fields (bounded again: see _check_and_stamp's pass 2)
+    cdef list out = []
+    pos = 0
+    while pos < end:
+        p = d + pos
+        size = <int64_t>be32(p + 8) + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > end - pos or not _crc_matches(p, size):
+            return None
+        out.append((pos, be32(p + 8), be32(p + 23), be64(p + 35), be64(p + 43), be16(p + 51), be32(p + 53), be32(p + 57)))
+        pos += size
+    return out
 
 
 cdef inline int _int64_at(list items, Py_ssize_t i, int64_t* out):

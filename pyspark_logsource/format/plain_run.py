@@ -8,7 +8,9 @@ format nothing but the checks every run gets (``header.walk(..., check_crc=True,
 max_size=, strict=True)``, and for Kafka's layout
 ``kafka_decode.validate_kafka_records``, with no null key on a compacted topic)
 and the offset/epoch stamp; :func:`check_and_stamp` does both, and the compiled
-core (``_cbody.check_and_stamp``) does it in one C pass when it is built. Any
+core (``_cbody.check_and_stamp``) does it in one C pass when it is built.
+:func:`producer_run` is the same walk for an idempotent producer's run of Arrow-body
+batches, giving the fields the log's producer checks need, with nothing stamped. Any
 other run (or any check that fails) gives None with nothing stamped: the caller
 then takes the general path, which raises the typed error (with KIP-467's record
 errors for keyless records on a compacted topic) or handles the producer state
@@ -129,8 +131,48 @@ def check_and_stamp_py(
     return arrow, out
 
 
+def producer_run_py(
+    max_size: int, refuse_keyless: bool, buf: bytearray | memoryview
+) -> list[tuple[int, int, int, int, int, int, int, int]] | None:
+    """The batches of the run ``buf`` if it is whole, valid batches (each at most ``max_size`` bytes) with
+    our Arrow body, none transactional (nor, ``refuse_keyless``, with a null key): ``(position, batch
+    length, last offset delta, max timestamp, producer id, producer epoch, base sequence, record count)``
+    per batch; None for any other run or a buffer that cannot be stamped in place. Nothing is stamped: an
+    idempotent producer's run, whose batches the log checks against the producer state before it stamps
+    them (``broker/log/append.stamp_producer_run``).
+
+    The reference: :data:`producer_run` is the compiled ``_cbody.producer_run`` when it is built (it must
+    agree with this function on every input), this function otherwise.
+    """
+    if not _writable(buf) or len(buf) < HEADER_SIZE:
+        return None
+    try:
+        batches = walk(buf, check_crc=True, max_size=max_size, strict=True)
+    except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
+        return None
+    out = []
+    for pos, h in batches:
+        attrs = h.attributes
+        if not attrs & ARROW_BODY or attrs & TXN_BITS or (refuse_keyless and attrs & HAS_KEY_NULLS):
+            return None
+        out.append(
+            (
+                pos,
+                h.batch_length,
+                h.last_offset_delta,
+                h.max_timestamp,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.record_count,
+            )
+        )
+    return out
+
+
 #: the one the log calls (chosen once: no Python frame between the log and the compiled pass)
 check_and_stamp = check_and_stamp_py if cbody is None else cbody.check_and_stamp
+producer_run = producer_run_py if cbody is None else cbody.producer_run
 
 
 def write_plain_batch_py(

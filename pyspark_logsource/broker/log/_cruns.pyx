@@ -7,8 +7,8 @@
 same effects on the lists, buffers and producer checks they are handed). A producer
 pipelining one-message requests has dozens of runs per network read; the loop takes each
 plain run by the format's one-call check and stamp and each idempotent producer's next run
-by :func:`stamp_producer_run` (the format's walk, the producer state's ``stage_next``, the
-stamp in C), with no Python frame per run.
+by :func:`stamp_producer_run` (the format's walk of the run, ``plain_run.producer_run``, the
+producer state's ``stage_next``, both compiled too, and the stamp in C), with no Python frame per run.
 """
 
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
@@ -17,11 +17,8 @@ from libc.stdint cimport int64_t, uint8_t
 
 from pyspark_logsource.format._cwire cimport batch_attributes, stamp_offset_epoch
 
-from pyspark_logsource.errors import CorruptRecord, MessageTooLarge, UnsupportedCompressionType
-from pyspark_logsource.format._speedups import ckafka as _ckafka
-from pyspark_logsource.format.crc import crc32c
-from pyspark_logsource.format.header import BatchHeader
-from pyspark_logsource.format.header import walk as _walk
+from pyspark_logsource.broker.log.producer_state import stage_next as _stage_next
+from pyspark_logsource.format.plain_run import producer_run as _producer_run
 
 
 def stamp_usual_runs(
@@ -68,7 +65,6 @@ cdef enum:
     LOG_OVERHEAD = 12
     ARROW_BODY = 0x1000  # format.header's bits
     TXN_BITS = 0x30
-    HAS_KEY_NULLS = 0x100
 
 
 cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
@@ -83,7 +79,7 @@ def stamp_producer_run(
     cdef int attrs
     cdef Py_ssize_t k, m
     cdef list batches
-    cdef tuple item, h
+    cdef tuple item
     if type(buf) is bytearray:
         b = buf
     elif type(buf) is memoryview and not buf.readonly and buf.c_contiguous and buf.ndim == 1 and buf.format == "B":
@@ -100,43 +96,37 @@ def stamp_producer_run(
     attrs = batch_attributes(&b[0])
     if not attrs & ARROW_BODY or attrs & TXN_BITS:
         return None
-    # header.walk's body: the compiled walk, and the reference only where that one declines
-    batches = None if _ckafka is None else _ckafka.walk(buf, BatchHeader, crc32c, True, max_size, True)
+    # the format's walk of the run (walk strict, CRC-32C, Arrow bodies only, none transactional, no null key
+    # where refused): the fields each batch's producer check and stamp need, no BatchHeader per batch
+    batches = _producer_run(max_size, refuse_keyless, buf)
     if batches is None:
-        try:
-            batches = _walk(buf, check_crc=True, max_size=max_size, strict=True)
-        except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
-            return None
+        return None
     m = PyList_GET_SIZE(batches)
     for k in range(m):
-        h = <tuple>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(batches, k), 1)
-        attrs = <object>PyTuple_GET_ITEM(h, 5)
-        if not attrs & ARROW_BODY or attrs & TXN_BITS or (refuse_keyless and attrs & HAS_KEY_NULLS):
-            return None
-        total += <int64_t>(<object>PyTuple_GET_ITEM(h, 12))
+        total += <int64_t>(<object>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(batches, k), 7))
     if off > INT64_MAX - total:
         return None
     point = producers.savepoint() if m > 1 else None  # one batch: nothing staged when it fails
-    stage = producers.stage_next
     nxt = off
     for k in range(m):
-        h = <tuple>PyTuple_GET_ITEM(<tuple>PyList_GET_ITEM(batches, k), 1)
-        if <object>PyTuple_GET_ITEM(h, 9) >= 0 and <object>PyTuple_GET_ITEM(h, 11) >= 0:
-            if not stage(
-                <object>PyTuple_GET_ITEM(h, 9), <object>PyTuple_GET_ITEM(h, 10), <object>PyTuple_GET_ITEM(h, 11),
-                <object>PyTuple_GET_ITEM(h, 6), nxt, <object>PyTuple_GET_ITEM(h, 8),
+        item = <tuple>PyList_GET_ITEM(batches, k)
+        pid = <object>PyTuple_GET_ITEM(item, 4)
+        seq = <object>PyTuple_GET_ITEM(item, 6)
+        if pid >= 0 and seq >= 0:
+            if not _stage_next(
+                producers, pid, <object>PyTuple_GET_ITEM(item, 5), seq, <object>PyTuple_GET_ITEM(item, 2), nxt,
+                <object>PyTuple_GET_ITEM(item, 3),
             ):
                 if point is not None:
                     producers.rollback(point)
                 return None
-        nxt += <int64_t>(<object>PyTuple_GET_ITEM(h, 12))
+        nxt += <int64_t>(<object>PyTuple_GET_ITEM(item, 7))
     for k in range(m):
         item = <tuple>PyList_GET_ITEM(batches, k)
         pos = <object>PyTuple_GET_ITEM(item, 0)
-        h = <tuple>PyTuple_GET_ITEM(item, 1)
-        length = <object>PyTuple_GET_ITEM(h, 1)
-        count = <object>PyTuple_GET_ITEM(h, 12)
+        length = <object>PyTuple_GET_ITEM(item, 1)
+        count = <object>PyTuple_GET_ITEM(item, 7)
         stamp_offset_epoch(&b[pos], off, length, epoch)
-        PyList_Append(stamped, (pos + at, off, length + LOG_OVERHEAD, <object>PyTuple_GET_ITEM(h, 8), count))
+        PyList_Append(stamped, (pos + at, off, length + LOG_OVERHEAD, <object>PyTuple_GET_ITEM(item, 3), count))
         off += count
     return off

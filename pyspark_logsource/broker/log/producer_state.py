@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ...errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+from ...format._speedups import load_extension
 from ...format.batch import BatchHeader
 from ...format.crc import crc32c
 from .snapshots import SnapshotFiles
@@ -214,13 +215,29 @@ class ProducerAppend:
         self._tails = {pid: (epoch, batch[1]) for pid, epoch, batch, _ in self._staged}
 
     def commit(self) -> None:
-        """Apply the staged batches (after they are written)."""
-        producers = self._producers
-        for pid, epoch, batch, ts in self._staged:
-            entry = producers.get(pid)
-            if entry is None:
-                entry = producers[pid] = ProducerEntry(pid, epoch)
-            entry.add(epoch, batch, ts)
+        """Apply the staged batches (after they are written): :data:`commit_staged`."""
+        commit_staged(self)
+
+
+def commit_staged_py(append: ProducerAppend) -> None:
+    """:meth:`ProducerAppend.commit`'s work: each staged batch added to its producer's entry (made when
+    the producer has none). The reference of the compiled ``_cproducers.commit``."""
+    producers = append._producers
+    for pid, epoch, batch, ts in append._staged:
+        entry = producers.get(pid)
+        if entry is None:
+            entry = producers[pid] = ProducerEntry(pid, epoch)
+        entry.add(epoch, batch, ts)
+
+
+_cproducers = load_extension(__package__ + "._cproducers")
+#: ``stage_next(append, pid, epoch, seq, last_offset_delta, base_offset, max_timestamp)``: the
+#: compiled append's call of :meth:`ProducerAppend.stage_next` (the reference), and what
+#: :meth:`ProducerAppend.commit` runs; their compiled twins (``_cproducers``) when built
+stage_next = ProducerAppend.stage_next
+commit_staged = commit_staged_py
+if _cproducers is not None and _cproducers.bind(BatchMetadata, ProducerEntry):
+    stage_next, commit_staged = _cproducers.stage_next, _cproducers.commit
 
 
 class ProducerStateManager:
