@@ -21,14 +21,12 @@ from ...errors import (
     DuplicateSequence,
     InvalidRecord,
     LogSourceError,
-    MessageTooLarge,
-    UnsupportedCompressionType,
 )
 from ...format import header as fmt
 from ...format._speedups import load_extension
 from ...format.header import ARROW_BODY, HAS_KEY_NULLS, LOG_OVERHEAD, TXN_BITS
 from ...format.kafka_decode import null_key_indexes, validate_kafka_records
-from ...format.plain_run import check_and_stamp, write_plain_batch
+from ...format.plain_run import check_and_stamp, producer_run_py, write_plain_batch
 from . import transactions as txn
 from .config import DELETE, LogConfig
 from .producer_state import ProducerAppend, ProducerStateManager
@@ -285,30 +283,23 @@ def stamp_producer_run_py(
     attrs = fmt.read_attributes(buf)  # the first header alone often says "not this path"
     if not attrs & ARROW_BODY or attrs & TXN_BITS:
         return None
-    try:
-        batches = fmt.walk(buf, check_crc=True, max_size=max_size, strict=True)
-    except (CorruptRecord, MessageTooLarge, UnsupportedCompressionType):
+    batches = producer_run_py(max_size, refuse_keyless, buf)  # the format's walk and the run's conditions
+    if batches is None:
         return None
-    total = 0
-    for _, h in batches:
-        attrs = h[5]
-        if not attrs & ARROW_BODY or attrs & TXN_BITS or (refuse_keyless and attrs & HAS_KEY_NULLS):
-            return None
-        total += h[12]
-    if offset > _INT64_MAX - total:
+    if offset > _INT64_MAX - sum(b[7] for b in batches):
         return None
     point = producers.savepoint()
     nxt = offset
-    for _, h in batches:
-        if h[9] >= 0 and h[11] >= 0 and not producers.stage_next(h[9], h[10], h[11], h[6], nxt, h[8]):
+    for _, _, lod, max_ts, pid, epoch, seq, count in batches:
+        if pid >= 0 and seq >= 0 and not producers.stage_next(pid, epoch, seq, lod, nxt, max_ts):
             producers.rollback(point)
             return None
-        nxt += h[12]
+        nxt += count
     stamp = fmt.stamp_offset_epoch
-    for pos, h in batches:
-        stamp(buf, pos, offset, h[1], leader_epoch)
-        stamped.append((pos + at, offset, h[1] + LOG_OVERHEAD, h[8], h[12]))
-        offset += h[12]
+    for pos, length, _, max_ts, _, _, _, count in batches:
+        stamp(buf, pos, offset, length, leader_epoch)
+        stamped.append((pos + at, offset, length + LOG_OVERHEAD, max_ts, count))
+        offset += count
     return offset
 
 
