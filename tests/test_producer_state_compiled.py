@@ -2,7 +2,7 @@
 
 ``format/_cbody.producer_run`` (the walk of an idempotent producer's run, the fields its checks need)
 against ``plain_run.producer_run_py``, and ``broker/log/_cproducers`` (``stage_next``, ``commit``)
-against ``ProducerAppend.stage_next`` and ``commit_staged_py``: the same results and the same staged
+against ``ProducerAppend.stage_next_py`` and ``ProducerAppend.commit_py``: the same results and the same staged
 batches, tails, copies and entries. Both are imported directly, so these compare them on both test runs
 (with the extensions, and with ``LOGSOURCE_NO_EXTENSIONS=1``); the appends of idempotent runs through
 the log are in tests/test_broker_compiled.py.
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +22,12 @@ from test_broker_compiled import _manager, _state, producer_batch, producer_stat
 from test_format_compiled_body import produced_run
 
 from pyspark_logsource.broker.log import producer_state as ps
-from pyspark_logsource.broker.log.producer_state import BatchMetadata, ProducerAppend, ProducerEntry
+from pyspark_logsource.broker.log.producer_state import (
+    BatchMetadata,
+    ProducerAppend,
+    ProducerEntry,
+    ProducerStateManager,
+)
 from pyspark_logsource.format import plain_run
 
 
@@ -158,7 +165,7 @@ def test_stage_next_and_commit_agree_with_the_reference(tmp_path_factory, sc) ->
     state, calls = sc
     tmp = tmp_path_factory.mktemp("ps")
     compiled = _replay(tmp, state, calls, _cproducers.stage_next, _cproducers.commit)
-    reference = _replay(tmp, state, calls, ProducerAppend.stage_next, ps.commit_staged_py)
+    reference = _replay(tmp, state, calls, ProducerAppend.stage_next_py, ProducerAppend.commit_py)
     assert compiled == reference
     for batch in compiled[1]:  # the staged batches are BatchMetadata, as the reference makes them
         assert type(batch[2]) is BatchMetadata
@@ -166,6 +173,16 @@ def test_stage_next_and_commit_agree_with_the_reference(tmp_path_factory, sc) ->
 
 def test_the_log_uses_the_compiled_pair_when_it_is_built() -> None:
     if _cproducers is None or os.environ.get("LOGSOURCE_NO_EXTENSIONS"):
-        assert ps.stage_next is ProducerAppend.stage_next and ps.commit_staged is ps.commit_staged_py
+        assert ps._cproducers is None
+        assert ProducerAppend.stage_next is ProducerAppend.stage_next_py
+        assert ProducerAppend.commit is ProducerAppend.commit_py
     else:
-        assert ps.stage_next is _cproducers.stage_next and ps.commit_staged is _cproducers.commit
+        assert (
+            ProducerAppend.stage_next is _cproducers.stage_next
+            and ProducerAppend.commit is _cproducers.commit
+        )
+        m = ProducerStateManager(Path(tempfile.mkdtemp()))
+        append = ProducerAppend(m)  # bound as methods: called on an append as its own
+        assert append.stage_next(9, 0, 0, 2, 100, 5) and not append.stage_next(9, 0, 5, 0, 103, 5)
+        append.commit()
+        assert list(m.producers[9].batches) == [BatchMetadata(0, 2, 100, 102)]

@@ -3,12 +3,13 @@
 """The compiled core of an idempotent append's producer checks (issue 25).
 
 :func:`stage_next` and :func:`commit` are the compiled twins of
-``ProducerAppend.stage_next`` and ``ProducerAppend.commit`` (with ``ProducerEntry.add``) in
+``ProducerAppend.stage_next_py`` and ``ProducerAppend.commit_py`` (with ``ProducerEntry.add``) in
 :mod:`pyspark_logsource.broker.log.producer_state`, the references: same arguments, same
 results, the same staged batches, tails, copies and entries afterwards. An idempotent
 producer at one message per request stages and commits one batch per request; these take
-the Python frames (two per batch) off that path. ``producer_state`` binds its two types
-(:func:`bind`) and chooses once which pair runs.
+the Python frames (two per batch) off that path. ``producer_state`` gives them its two types
+(:func:`bind`) and binds them as ``ProducerAppend.stage_next`` and ``ProducerAppend.commit``:
+they stay the class's own methods.
 """
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
@@ -31,7 +32,7 @@ def bind(batch_metadata, producer_entry):
 
 
 def stage_next(append, pid, epoch, seq, last_offset_delta, base_offset, max_timestamp):
-    """``ProducerAppend.stage_next(append, ...)``, compiled: True and the batch staged if it is its
+    """``ProducerAppend.stage_next_py``, compiled: True and the batch staged if it is its
     producer's next, else False and nothing staged."""
     cdef dict tails = append._tails
     cdef PyObject* found = PyDict_GetItem(tails, pid)
@@ -64,7 +65,7 @@ def stage_next(append, pid, epoch, seq, last_offset_delta, base_offset, max_time
 
 
 def commit(append):
-    """``ProducerAppend.commit(append)``, compiled: each staged batch added to its producer's entry
+    """``ProducerAppend.commit_py``, compiled: each staged batch added to its producer's entry
     (made when the producer has none), as ``ProducerEntry.add`` adds it."""
     cdef dict producers = append._producers
     cdef list staged = append._staged

@@ -17,7 +17,6 @@ from libc.stdint cimport int64_t, uint8_t
 
 from pyspark_logsource.format._cwire cimport batch_attributes, stamp_offset_epoch
 
-from pyspark_logsource.broker.log.producer_state import stage_next as _stage_next
 from pyspark_logsource.format.plain_run import producer_run as _producer_run
 
 
@@ -107,14 +106,15 @@ def stamp_producer_run(
     if off > INT64_MAX - total:
         return None
     point = producers.savepoint() if m > 1 else None  # one batch: nothing staged when it fails
+    stage = producers.stage_next
     nxt = off
     for k in range(m):
         item = <tuple>PyList_GET_ITEM(batches, k)
         pid = <object>PyTuple_GET_ITEM(item, 4)
         seq = <object>PyTuple_GET_ITEM(item, 6)
         if pid >= 0 and seq >= 0:
-            if not _stage_next(
-                producers, pid, <object>PyTuple_GET_ITEM(item, 5), seq, <object>PyTuple_GET_ITEM(item, 2), nxt,
+            if not stage(
+                pid, <object>PyTuple_GET_ITEM(item, 5), seq, <object>PyTuple_GET_ITEM(item, 2), nxt,
                 <object>PyTuple_GET_ITEM(item, 3),
             ):
                 if point is not None:

@@ -258,7 +258,7 @@ def stamp_producer_run_py(
 ) -> int | None:
     """Check and stamp the run ``buf`` from ``offset`` if it is whole, valid batches with our Arrow
     body, none transactional (nor, ``refuse_keyless``, with a null key), whose idempotent batches are
-    each their producer's next (:meth:`ProducerAppend.stage_next`, which stages them); add ``(position
+    each their producer's next (:meth:`ProducerAppend.stage_next_py`, which stages them); add ``(position
     + at, base offset, size, max timestamp, count)`` per batch to ``stamped`` and return the next
     offset. None, with nothing stamped or staged, for any other run (the general path then checks it:
     a typed error, a duplicate, a new epoch). An idempotent producer's usual run, in one call.
@@ -291,7 +291,7 @@ def stamp_producer_run_py(
     point = producers.savepoint()
     nxt = offset
     for _, _, lod, max_ts, pid, epoch, seq, count in batches:
-        if pid >= 0 and seq >= 0 and not producers.stage_next(pid, epoch, seq, lod, nxt, max_ts):
+        if pid >= 0 and seq >= 0 and not producers.stage_next_py(pid, epoch, seq, lod, nxt, max_ts):
             producers.rollback(point)
             return None
         nxt += count

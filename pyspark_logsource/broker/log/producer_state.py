@@ -91,6 +91,13 @@ class ProducerEntry:
             self.last_timestamp = max_timestamp
 
 
+#: the compiled twins of ProducerAppend.stage_next and .commit (``_cproducers``), None when switched off or
+#: not built; they make staged batches and new entries of these two types
+_cproducers = load_extension(__package__ + "._cproducers")
+if _cproducers is not None:
+    _cproducers.bind(BatchMetadata, ProducerEntry)
+
+
 class ProducerAppend:
     """Checks for the batches of one append, staged so that a failure changes nothing.
 
@@ -176,13 +183,14 @@ class ProducerAppend:
         if copies is not None and pid in copies:
             copies[pid].add(*staged[1:])
 
-    def stage_next(
+    def stage_next_py(
         self, pid: int, epoch: int, seq: int, last_offset_delta: int, base_offset: int, max_timestamp: int
     ) -> bool:
         """Stage the batch as :meth:`check` and :meth:`record` would if it is the producer's next:
         the sequence after its last batch in the same epoch, or 0 from a producer with no state here;
         False, nothing staged, for any other batch (then :meth:`check` decides: a duplicate, a gap,
-        a fenced or a new epoch). The usual idempotent append: no duplicate search, no copy."""
+        a fenced or a new epoch). The usual idempotent append: no duplicate search, no copy. The
+        reference: :meth:`stage_next` is ``_cproducers``' compiled twin when it is built."""
         tail = self._tails.get(pid)
         if tail is None:
             entry = self._producers.get(pid)
@@ -204,6 +212,8 @@ class ProducerAppend:
             copies[pid].add(epoch, batch, max_timestamp)
         return True
 
+    stage_next = stage_next_py if _cproducers is None else _cproducers.stage_next
+
     def savepoint(self) -> int:
         """A point to :meth:`rollback` to (before one run of a coalesced append)."""
         return len(self._staged)
@@ -214,30 +224,18 @@ class ProducerAppend:
         self._copies = None  # rebuilt from what is still staged
         self._tails = {pid: (epoch, batch[1]) for pid, epoch, batch, _ in self._staged}
 
-    def commit(self) -> None:
-        """Apply the staged batches (after they are written): :data:`commit_staged`."""
-        commit_staged(self)
+    def commit_py(self) -> None:
+        """Apply the staged batches (after they are written): each added to its producer's entry (made
+        when the producer has none). The reference: :meth:`commit` is ``_cproducers``' compiled twin when
+        it is built (it must agree with this method on every input), this method otherwise."""
+        producers = self._producers
+        for pid, epoch, batch, ts in self._staged:
+            entry = producers.get(pid)
+            if entry is None:
+                entry = producers[pid] = ProducerEntry(pid, epoch)
+            entry.add(epoch, batch, ts)
 
-
-def commit_staged_py(append: ProducerAppend) -> None:
-    """:meth:`ProducerAppend.commit`'s work: each staged batch added to its producer's entry (made when
-    the producer has none). The reference of the compiled ``_cproducers.commit``."""
-    producers = append._producers
-    for pid, epoch, batch, ts in append._staged:
-        entry = producers.get(pid)
-        if entry is None:
-            entry = producers[pid] = ProducerEntry(pid, epoch)
-        entry.add(epoch, batch, ts)
-
-
-_cproducers = load_extension(__package__ + "._cproducers")
-#: ``stage_next(append, pid, epoch, seq, last_offset_delta, base_offset, max_timestamp)``: the
-#: compiled append's call of :meth:`ProducerAppend.stage_next` (the reference), and what
-#: :meth:`ProducerAppend.commit` runs; their compiled twins (``_cproducers``) when built
-stage_next = ProducerAppend.stage_next
-commit_staged = commit_staged_py
-if _cproducers is not None and _cproducers.bind(BatchMetadata, ProducerEntry):
-    stage_next, commit_staged = _cproducers.stage_next, _cproducers.commit
+    commit = commit_py if _cproducers is None else _cproducers.commit
 
 
 class ProducerStateManager:
