@@ -46,6 +46,14 @@ needs_cruns = pytest.mark.skipif(
     _cruns is None, reason="broker/log/_cruns is not built: pure-Python path only"
 )
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: the buffers a produced run may arrive in: the writable ones the compiled paths take, and those they refuse
+BUFFER_KINDS = {
+    "bytearray": lambda b: b,
+    "view": memoryview,
+    "bytes": bytes,
+    "readonly": lambda b: memoryview(b).toreadonly(),
+    "strided": lambda b: memoryview(b)[::2],
+}
 
 
 def _outcome(fn, *args):
@@ -167,13 +175,7 @@ def test_stamp_producer_run_agrees_with_the_reference(tmp_path_factory, sr, data
     tmp = tmp_path_factory.mktemp("ps")
     for fn in (_cruns.stamp_producer_run, log_append.stamp_producer_run_py):
         mine = bytearray(runs[0])
-        buf = {
-            "bytearray": lambda b: b,
-            "view": memoryview,
-            "bytes": bytes,
-            "readonly": lambda b: memoryview(b).toreadonly(),
-            "strided": lambda b: memoryview(b)[::2],
-        }[kind](mine)
+        buf = BUFFER_KINDS[kind](mine)
         m = _manager(tmp, state)
         producers = ProducerAppend(m)
         stamped: list = []

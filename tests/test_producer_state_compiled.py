@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_broker_compiled import _manager, _state, producer_batch, producer_state
+from test_broker_compiled import BUFFER_KINDS, _manager, _state, producer_batch, producer_state
 from test_format_compiled_body import produced_run
 
 from pyspark_logsource.broker.log import producer_state as ps
@@ -65,14 +65,7 @@ def idempotent_run(draw):
 @given(idempotent_run(), st.data())
 def test_producer_run_agrees_with_the_reference(run, data) -> None:
     kind = data.draw(st.sampled_from(["bytearray", "view", "bytes", "readonly", "strided", "empty"]))
-    buf = {
-        "bytearray": lambda b: b,
-        "view": memoryview,
-        "bytes": bytes,
-        "readonly": lambda b: memoryview(b).toreadonly(),
-        "strided": lambda b: memoryview(b)[::2],
-        "empty": lambda b: bytearray(),
-    }[kind](run)
+    buf = bytearray() if kind == "empty" else BUFFER_KINDS[kind](run)
     max_size = data.draw(st.one_of(st.integers(0, 200), st.just(1 << 20)))
     keyless = data.draw(st.booleans())
     got = _cbody.producer_run(max_size, keyless, buf)
