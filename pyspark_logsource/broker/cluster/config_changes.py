@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from kazoo.recipe.watchers import ChildrenWatch
 
 from . import paths
-from .zk import ZkClient
+from .zk import ZK_UNAVAILABLE, ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,17 @@ class ConfigChangeListener:
         existing = self.zk.children(CONFIG_CHANGES)
         self._last = max((_seq(c) for c in existing), default=-1)
         ChildrenWatch(self.zk.client, CONFIG_CHANGES, self._on_children)
+        # kazoo's ChildrenWatch calls again after a reconnect only when the children differ: a notification
+        # left unread while ZooKeeper was away is read by a re-scan when the session is back
+        self.zk.on_connected(self._rescan, "config-changes-rescan")
+
+    def _rescan(self) -> None:
+        if self._stopped:
+            return
+        try:
+            self._on_children(self.zk.children(CONFIG_CHANGES))
+        except ZK_UNAVAILABLE as e:  # away again: the next reconnect scans again
+            log.warning("could not list the config change notifications: %r", e)
 
     def stop(self) -> None:
         self._stopped = True
@@ -89,8 +100,13 @@ class ConfigChangeListener:
         with self._lock:
             fresh = sorted((s, c) for c in children if (s := _seq(c)) > self._last)
             for seq, child in fresh:
+                try:
+                    got = self.zk.get(f"{CONFIG_CHANGES}/{child}")
+                except ZK_UNAVAILABLE as e:
+                    # not applied, so not passed: the re-scan made when the session is back reads it
+                    log.warning("could not read config change %s (read again on reconnecting): %r", child, e)
+                    break
                 self._last = seq
-                got = self.zk.get(f"{CONFIG_CHANGES}/{child}")
                 if got is None:
                     continue
                 try:

@@ -11,6 +11,7 @@ may still be alive; LOST: the session expired and its ephemeral nodes are gone; 
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,6 +40,9 @@ class ConditionFailed(Exception):
 
 class ZkClient:
     """A kazoo client for one broker; ``connect`` may carry a chroot (``host:port/chroot``)."""
+
+    #: what a conditioned write raises, for the layers below cluster that are handed a client (ACL store)
+    ConditionFailed = ConditionFailed
 
     def __init__(
         self,
@@ -115,6 +119,16 @@ class ZkClient:
     def add_listener(self, fn: Callable[[KazooState], None]) -> None:
         """Call ``fn(state)`` on each session state change (on kazoo's thread: do not block in it)."""
         self._listeners.append(fn)
+
+    def on_connected(self, fn: Callable[[], None], name: str) -> None:
+        """Run ``fn()`` on a thread of its own (named ``name``) each time the session is connected again: work
+        that reads ZooKeeper, which a listener must not do on kazoo's thread."""
+
+        def listener(state: KazooState) -> None:
+            if state == KazooState.CONNECTED:
+                threading.Thread(target=fn, name=name, daemon=True).start()
+
+        self.add_listener(listener)
 
     def _on_state(self, state: KazooState) -> None:
         log.info("ZooKeeper session state: %s", state)

@@ -16,7 +16,9 @@
     changes deletes the notifications older than 15 minutes (``CHANGE_EXPIRATION_MS``), so they do not
     pile up in ZooKeeper.
 
-A change to one resource's node is conditioned on its version (retried on a conflict), as Kafka's.
+A change writes the resource's node (conditioned on the version read; retried on a conflict) and its
+notification in one multi-op. A notification the watch could not read while ZooKeeper was away is read when
+the session is back.
 ``on_change(bindings)`` is called with every binding after each change (the authorizer's update).
 """
 
@@ -30,6 +32,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from kazoo.exceptions import KazooException
+from kazoo.retry import RetryFailedError
 
 from ....errors import LogSourceError
 from .model import (
@@ -46,6 +51,10 @@ from .model import (
 )
 
 log = logging.getLogger(__name__)
+
+#: what a ZooKeeper call raises once the client's retry object gave up (as the cluster's ZK_UNAVAILABLE; this
+#: layer is below cluster, so it names kazoo's types itself)
+ZK_UNAVAILABLE = (RetryFailedError, KazooException)
 
 STORE_FILE = "acls.json"
 LITERAL_ROOT = "/kafka-acl"
@@ -236,100 +245,123 @@ class ZkAclStore(AclStore):
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         for path in (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES):
             zk.ensure_path(path)
-        client = zk.client
         for root, pattern_type in (
             (LITERAL_ROOT, PatternType.LITERAL),
             (PREFIXED_ROOT, PatternType.PREFIXED),
         ):
-            for kind in client.get_children(root):
+            for kind in zk.children(root):
                 try:
                     rtype = parse_enum(ResourceType, kind)
                 except Exception:
                     continue  # Kafka's other resource types (DelegationToken, User): not ours
-                for name in client.get_children(f"{root}/{kind}"):
+                for name in zk.children(f"{root}/{kind}"):
                     self._reload(ResourcePattern(rtype, name, pattern_type))
+        self._changes_lock = threading.Lock()
+        self._closed = False
         self._watches = [
-            ChildrenWatch(client, root, lambda children, root=root: self._on_changes(root, children))
+            ChildrenWatch(zk.client, root, lambda children, root=root: self._on_changes(root, children))
             for root in (LITERAL_CHANGES, EXTENDED_CHANGES)
         ]
+        # kazoo's ChildrenWatch calls again after a reconnect only when the children differ: a notification
+        # left unread while ZooKeeper was away is read by a re-scan when the session is back
+        zk.on_connected(self._rescan, "acl-changes-rescan")
+
+    def _rescan(self) -> None:
+        if self._closed:
+            return
+        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            try:
+                self._on_changes(root, self.zk.children(root))
+            except ZK_UNAVAILABLE as e:  # away again: the next reconnect scans again
+                log.warning("could not list the ACL change notifications under %s: %r", root, e)
 
     def _reload(self, pattern: ResourcePattern) -> None:
-        from kazoo.exceptions import NoNodeError
-
+        got = self.zk.get(_node(pattern))
         try:
-            data, _ = self.zk.client.get(_node(pattern))
-        except NoNodeError:
-            data = None
-        try:
-            entries = decode_entries(data)
+            entries = decode_entries(got[0] if got is not None else None)
         except (ValueError, KeyError, LogSourceError) as e:
             log.error("ignoring the malformed ACLs of %s in ZooKeeper: %s", _node(pattern), e)
             return
         self._set_local(pattern, entries)
 
     def _on_changes(self, root: str, children: list[str]) -> None:
-        from kazoo.exceptions import NoNodeError
+        """The watch on a change root: re-read the resource each new notification names.
 
-        new = sorted(c for c in children if c not in self._seen[root])
-        self._seen[root] = set(children)
+        A notification counts as seen once its resource was read (or it is gone, or malformed). One that
+        could not be read because ZooKeeper was away stays unseen and is read by the re-scan made when the
+        session is back, as Kafka's listener processes the notifications again after reconnecting."""
+        with self._changes_lock:  # the watch and the re-scan after a reconnect
+            self._read_changes(root, children)
+
+    def _read_changes(self, root: str, children: list[str]) -> None:
+        listed = set(children)
+        seen = self._seen[root] & listed
+        new = sorted(listed - seen)
+        read = False
         for child in new:
             try:
-                data, _ = self.zk.client.get(f"{root}/{child}")
-                self._reload(_parse_change(root, data))
-            except NoNodeError:
+                got = self.zk.get(f"{root}/{child}")
+                if got is not None:
+                    self._reload(_parse_change(root, got[0]))
+                    read = True
+            except ZK_UNAVAILABLE as e:
+                log.warning(
+                    "could not read the ACL change notification %s/%s (read again on reconnecting): %r",
+                    root,
+                    child,
+                    e,
+                )
                 continue
             except Exception as e:  # a malformed notification must not stop the watch
                 log.error("ignoring the ACL change notification %s/%s: %s", root, child, e)
-        if new:
+            seen.add(child)
+        self._seen[root] = seen
+        if read:
             self._changed()
+        if new:
             try:
                 self._purge(root, children)
-            except Exception as e:  # ZooKeeper away: the next change purges them
-                log.warning("could not purge old ACL change notifications under %s: %s", root, e)
+            except ZK_UNAVAILABLE as e:  # the next change purges them
+                log.warning("could not purge old ACL change notifications under %s: %r", root, e)
 
     def _purge(self, root: str, children: list[str]) -> None:
         """Delete the notifications under ``root`` created more than ``change_expiration_ms`` ago (every
         broker does, as Kafka's; one that loses the race to another finds the node gone)."""
-        from kazoo.exceptions import NoNodeError
-
         now_ms = self._clock() * 1000
         for child in sorted(children):
             path = f"{root}/{child}"
-            try:
-                stat = self.zk.client.exists(path)
-                if stat is not None and now_ms - stat.ctime > self.change_expiration_ms:
-                    self.zk.client.delete(path)
-            except NoNodeError:
-                continue
+            stat = self.zk.exists(path)
+            if stat is not None and now_ms - stat.ctime > self.change_expiration_ms:
+                self.zk.delete(path)
 
     def _change(self, pattern: ResourcePattern, fn: Callable[[frozenset], frozenset]) -> None:
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
-        client = self.zk.client
+        # the resource node and its change notification are written in one multi-op, conditioned on the
+        # version read: a broker killed between the two writes cannot leave a change the others never hear of
         path = _node(pattern)
+        root, note = _change_data(pattern)
+        notification = ("create", (f"{root}/{CHANGE_PREFIX}", note, None, False, True))
         for _ in range(20):
-            try:
-                data, stat = client.get(path)
-                current, version = decode_entries(data), stat.version
-            except NoNodeError:
-                current, version = frozenset(), None
+            got = self.zk.get(path)
+            current = decode_entries(got[0]) if got is not None else frozenset()
             new = fn(current)
             if new == current:
+                self._set_local(pattern, new)
                 return
+            if not new:
+                write = ("delete", (path, got[1].version))
+            elif got is None:
+                self.zk.ensure_path(path.rsplit("/", 1)[0])
+                write = ("create", (path, encode_entries(new)))
+            else:
+                write = ("set", (path, encode_entries(new), got[1].version))
             try:
-                if not new:
-                    client.delete(path, version=version)
-                elif version is None:
-                    client.create(path, encode_entries(new), makepath=True)
-                else:
-                    client.set(path, encode_entries(new), version=version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
-            root, note = _change_data(pattern)
-            client.create(f"{root}/{CHANGE_PREFIX}", note, sequence=True, makepath=True)
+                self.zk.transaction([write, notification])
+            except self.zk.ConditionFailed:
+                continue  # changed under us (or an earlier attempt applied): read it again
             self._set_local(pattern, new)
             return
         raise RuntimeError(f"could not change the ACLs of {path}: too many concurrent changes")
 
     def close(self) -> None:
+        self._closed = True
         self._watches.clear()

@@ -1,0 +1,137 @@
+"""A TCP proxy in front of the test ZooKeeper that drops a client's connection at a chosen point of the protocol.
+
+Armed with :meth:`ZkProxy.cut_after_watch_read`, it forwards ZooKeeper's next watch event (a reply with xid
+-1) and the reply to the client's next request (the watch recipe listing the children again); the request
+after that (the listener reading the new notification) is not forwarded: the connection is closed instead,
+and new ones are refused for a while. The client's session survives (it reconnects within its timeout),
+but that read fails with a connection loss, the case a change-notification listener must not lose a change
+in.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+_WATCH_XID = -1
+
+
+class ZkProxy:
+    """Listens on 127.0.0.1 (``port``) and forwards each connection to ``upstream`` (host, port)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listen = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listen.getsockname()[1]
+        self._lock = threading.Lock()
+        self._armed_refuse_s: float | None = None
+        self._refuse_until = 0.0
+        self._closed = False
+        self._sockets: list[socket.socket] = []
+        self.cuts = 0
+        threading.Thread(target=self._accept, name="zk-proxy", daemon=True).start()
+
+    def connect_string(self, chroot: str = "") -> str:
+        return f"127.0.0.1:{self.port}{chroot}"
+
+    def cut_after_watch_read(self, refuse_s: float) -> None:
+        """Cut the connection at the first request after the next watch event and the reply that follows
+        it; refuse connections for ``refuse_s`` seconds after."""
+        with self._lock:
+            self._armed_refuse_s = refuse_s
+
+    def close(self) -> None:
+        self._closed = True
+        self._listen.close()
+        with self._lock:
+            for s in self._sockets:
+                _close(s)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listen.accept()
+            except OSError:
+                return
+            if time.monotonic() < self._refuse_until:
+                _close(client)
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                _close(client)
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._sockets += [client, server]
+            state = {"watch": False, "answered": False}
+            threading.Thread(target=self._pump, args=(client, server, state), daemon=True).start()
+            threading.Thread(target=self._replies, args=(server, client, state), daemon=True).start()
+
+    def _pump(self, client: socket.socket, server: socket.socket, state: dict) -> None:
+        # the client's requests: a 4-byte length and a body; every one but the connect request starts with
+        # its xid. Armed, once the watch recipe has had its answer, the next request is not forwarded: the
+        # connection is cut instead, so the read it asks for fails with a connection loss.
+        first = True
+        try:
+            while True:
+                head = _read(client, 4)
+                body = _read(client, struct.unpack(">i", head)[0])
+                if not first and state["answered"] and struct.unpack(">i", body[:4])[0] > 0:
+                    with self._lock:
+                        refuse_s = self._armed_refuse_s
+                        if refuse_s is not None:
+                            self._armed_refuse_s = None
+                            self._refuse_until = time.monotonic() + refuse_s
+                            self.cuts += 1
+                            break
+                first = False
+                server.sendall(head + body)
+        except OSError:
+            pass
+        _close(client)
+        _close(server)
+
+    def _replies(self, server: socket.socket, client: socket.socket, state: dict) -> None:
+        # ZooKeeper's replies, forwarded as they come; noted: a watch event (xid -1) and then the answer
+        # to the client's next request (the recipe listing the children again), while armed
+        first = True
+        try:
+            while True:
+                head = _read(server, 4)
+                body = _read(server, struct.unpack(">i", head)[0])
+                if not first:
+                    xid = struct.unpack(">i", body[:4])[0]
+                    with self._lock:
+                        if self._armed_refuse_s is None:
+                            state["watch"] = state["answered"] = False
+                        elif xid == _WATCH_XID:
+                            state["watch"] = True
+                        elif xid > 0 and state["watch"]:
+                            state["answered"] = True
+                first = False
+                client.sendall(head + body)
+        except OSError:
+            pass
+        _close(server)
+        _close(client)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError("closed")
+        buf += chunk
+    return buf
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

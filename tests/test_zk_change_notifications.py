@@ -1,0 +1,128 @@
+"""Change notifications in ZooKeeper (ACLs, dynamic configs) are not lost when the connection drops while one is
+being read: the watch has fired and listed the new notification, the read of it fails, and the listener reads
+it once the session is back, as Kafka's ZkNodeChangeNotificationListener processes notifications again after
+reconnecting. The connection is dropped by a real TCP proxy in front of the real ZooKeeper, right after the
+watch recipe re-listed the children (support/zk_proxy.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from support.zk_proxy import ZkProxy
+
+from pyspark_logsource.broker.cluster.config_changes import (
+    TOPICS,
+    ConfigChangeListener,
+    write_entity,
+)
+from pyspark_logsource.broker.cluster.zk import ZkClient
+from pyspark_logsource.broker.security.acls.model import (
+    AccessControlEntry,
+    AclBinding,
+    Operation,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
+from pyspark_logsource.broker.security.acls.store import ZkAclStore
+
+pytestmark = pytest.mark.cluster
+
+#: (the reader's session timeout, its retry object's deadline): the connection is lost and the session
+#: survives, the read waiting for the reconnect; or the session expires while refused (ZooKeeper's least
+#: timeout here, 400 ms), the read giving up, and the notification is read by the re-scan on reconnecting
+#: (kazoo's ChildrenWatch does not call again when the children are the same as before)
+SCENARIOS = [
+    pytest.param(10_000, None, id="connection-lost-read-waits"),
+    pytest.param(400, 0.3, id="session-expired-read-gives-up"),
+]
+
+
+@pytest.fixture
+def proxied(zk_connect):
+    """(a client straight to ZooKeeper, a factory of clients through a proxy that can cut them, the proxy)."""
+    hostport, _, chroot = zk_connect.partition("/")
+    host, port = hostport.rsplit(":", 1)
+    proxy = ZkProxy((host, int(port)))
+    clients = [ZkClient(zk_connect, session_timeout_ms=10_000)]
+    clients[0].start()
+
+    def through_proxy(session_timeout_ms: int, retry_deadline_s: float | None) -> ZkClient:
+        c = ZkClient(
+            proxy.connect_string("/" + chroot),
+            session_timeout_ms=session_timeout_ms,
+            retry_deadline_s=retry_deadline_s,
+        )
+        c.start()
+        clients.append(c)
+        return c
+
+    try:
+        yield clients[0], through_proxy, proxy
+    finally:
+        for c in clients:
+            c.stop()
+        proxy.close()
+
+
+def _until(check, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def _binding(name: str) -> AclBinding:
+    entry = AccessControlEntry("User:alice", "*", Operation.READ, Permission.ALLOW)
+    return AclBinding(ResourcePattern(ResourceType.TOPIC, name), entry)
+
+
+@pytest.mark.parametrize(("session_timeout_ms", "retry_deadline_s"), SCENARIOS)
+def test_an_acl_change_whose_read_failed_is_read_on_reconnecting(
+    proxied, session_timeout_ms, retry_deadline_s
+):
+    direct, through_proxy, proxy = proxied
+    writer, reader = ZkAclStore(direct), ZkAclStore(through_proxy(session_timeout_ms, retry_deadline_s))
+    writer.add([_binding("before")])
+    assert _until(lambda: {b.pattern.name for b in reader.bindings()} == {"before"})
+    proxy.cut_after_watch_read(refuse_s=1.5)
+    writer.add([_binding("while-away")])
+    assert _until(lambda: proxy.cuts == 1), "the proxy did not cut the reader's connection"
+    assert _until(lambda: {b.pattern.name for b in reader.bindings()} == {"before", "while-away"}), (
+        "the reader lost the ACL change whose notification it failed to read"
+    )
+    # and it goes on hearing of later changes (the watch is still set)
+    writer.add([_binding("after")])
+    assert _until(lambda: "after" in {b.pattern.name for b in reader.bindings()})
+
+
+@pytest.mark.parametrize(("session_timeout_ms", "retry_deadline_s"), SCENARIOS)
+def test_a_config_change_whose_read_failed_is_read_on_reconnecting(
+    proxied, session_timeout_ms, retry_deadline_s
+):
+    direct, through_proxy, proxy = proxied
+    heard: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def on_change(entity_type: str, name: str) -> None:
+        with lock:
+            heard.append((entity_type, name))
+
+    listener = ConfigChangeListener(through_proxy(session_timeout_ms, retry_deadline_s), on_change)
+    listener.start()
+    try:
+        write_entity(direct, TOPICS, "before", {"retention.ms": "1000"})
+        assert _until(lambda: heard == [(TOPICS, "before")])
+        proxy.cut_after_watch_read(refuse_s=1.5)
+        write_entity(direct, TOPICS, "while-away", {"retention.ms": "2000"})
+        assert _until(lambda: proxy.cuts == 1), "the proxy did not cut the listener's connection"
+        assert _until(lambda: heard == [(TOPICS, "before"), (TOPICS, "while-away")]), heard
+        write_entity(direct, TOPICS, "after", {"retention.ms": "3000"})
+        assert _until(lambda: heard[-1:] == [(TOPICS, "after")]), heard
+        assert heard == [(TOPICS, "before"), (TOPICS, "while-away"), (TOPICS, "after")]  # each once, in order
+    finally:
+        listener.stop()
