@@ -5,7 +5,8 @@ Armed with :meth:`ZkProxy.cut_after_watch_read`, it forwards ZooKeeper's next wa
 after that (the listener reading the new notification) is not forwarded: the connection is closed instead,
 and new ones are refused for a while. The client's session survives (it reconnects within its timeout),
 but that read fails with a connection loss, the case a change-notification listener must not lose a change
-in.
+in. With ``at_reply`` the cut comes right after the recipe's listing is answered: kazoo's ChildrenWatch then
+loses its watch (see broker/cluster/children_watch.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ZkProxy:
         self.port = self._listen.getsockname()[1]
         self._lock = threading.Lock()
         self._armed_refuse_s: float | None = None
+        self._at_reply = False
         self._refuse_until = 0.0
         self._closed = False
         self._sockets: list[socket.socket] = []
@@ -36,11 +38,19 @@ class ZkProxy:
     def connect_string(self, chroot: str = "") -> str:
         return f"127.0.0.1:{self.port}{chroot}"
 
-    def cut_after_watch_read(self, refuse_s: float) -> None:
+    def cut_after_watch_read(self, refuse_s: float, at_reply: bool = False) -> None:
         """Cut the connection at the first request after the next watch event and the reply that follows
-        it; refuse connections for ``refuse_s`` seconds after."""
+        it (``at_reply``: right after forwarding that reply instead); refuse connections for ``refuse_s``
+        seconds after."""
         with self._lock:
             self._armed_refuse_s = refuse_s
+            self._at_reply = at_reply
+
+    def _cut(self) -> None:
+        # lock held
+        self._refuse_until = time.monotonic() + (self._armed_refuse_s or 0.0)
+        self._armed_refuse_s = None
+        self.cuts += 1
 
     def close(self) -> None:
         self._closed = True
@@ -81,11 +91,8 @@ class ZkProxy:
                 body = _read(client, struct.unpack(">i", head)[0])
                 if not first and state["answered"] and struct.unpack(">i", body[:4])[0] > 0:
                     with self._lock:
-                        refuse_s = self._armed_refuse_s
-                        if refuse_s is not None:
-                            self._armed_refuse_s = None
-                            self._refuse_until = time.monotonic() + refuse_s
-                            self.cuts += 1
+                        if self._armed_refuse_s is not None and not self._at_reply:
+                            self._cut()
                             break
                 first = False
                 server.sendall(head + body)
@@ -113,6 +120,11 @@ class ZkProxy:
                             state["answered"] = True
                 first = False
                 client.sendall(head + body)
+                if state["answered"]:
+                    with self._lock:
+                        if self._armed_refuse_s is not None and self._at_reply:
+                            self._cut()
+                            break
         except OSError:
             pass
         _close(server)

@@ -25,8 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from kazoo.recipe.watchers import ChildrenWatch
-
 from . import paths
 from .zk import ZK_UNAVAILABLE, ZkClient
 
@@ -78,18 +76,9 @@ class ConfigChangeListener:
             self.zk.ensure_path(p)
         existing = self.zk.children(CONFIG_CHANGES)
         self._last = max((_seq(c) for c in existing), default=-1)
-        ChildrenWatch(self.zk.client, CONFIG_CHANGES, self._on_children)
-        # kazoo's ChildrenWatch calls again after a reconnect only when the children differ: a notification
-        # left unread while ZooKeeper was away is read by a re-scan when the session is back
-        self.zk.on_connected(self._rescan, "config-changes-rescan")
-
-    def _rescan(self) -> None:
-        if self._stopped:
-            return
-        try:
-            self._on_children(self.zk.children(CONFIG_CHANGES))
-        except ZK_UNAVAILABLE as e:  # away again: the next reconnect scans again
-            log.warning("could not list the config change notifications: %r", e)
+        # the broker's watch recipe lists the children again on every reconnect: a notification left unread
+        # while ZooKeeper was away is read then
+        self.zk.watch_children(CONFIG_CHANGES, self._on_children)
 
     def stop(self) -> None:
         self._stopped = True
@@ -103,7 +92,7 @@ class ConfigChangeListener:
                 try:
                     got = self.zk.get(f"{CONFIG_CHANGES}/{child}")
                 except ZK_UNAVAILABLE as e:
-                    # not applied, so not passed: the re-scan made when the session is back reads it
+                    # not applied, so not passed: read when the watch lists the children on reconnecting
                     log.warning("could not read config change %s (read again on reconnecting): %r", child, e)
                     break
                 self._last = seq

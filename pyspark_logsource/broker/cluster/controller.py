@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import DataWatch
 
 from ...errors import (
     InvalidReplicaAssignment,
@@ -193,8 +193,8 @@ class Controller:
         self.zk.add_listener(self._on_session)
         self.registry.add_listener(lambda live: self._events.put(("brokers", None)))
         DataWatch(self.zk.client, paths.CONTROLLER, self._on_controller_node)
-        ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, lambda c: self._events.put(("topics", set(c))))
-        ChildrenWatch(self.zk.client, paths.DELETE_TOPICS, lambda c: self._events.put(("deletes", None)))
+        self.zk.watch_children(paths.BROKER_TOPICS, lambda c: self._events.put(("topics", set(c))))
+        self.zk.watch_children(paths.DELETE_TOPICS, lambda c: self._events.put(("deletes", None)))
         if self.rebalance_interval_s:
             threading.Thread(
                 target=self._tick_rebalance, name=f"leader-rebalance-{self.broker_id}", daemon=True

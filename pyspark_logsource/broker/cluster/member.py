@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kazoo.client import KazooState
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import DataWatch
 
 from ...errors import LogSourceError, RequestTimedOut, TopicAlreadyExists
 from ...topics import is_internal
@@ -92,7 +92,7 @@ class ClusterMember:
             self.state.producer_ids.use_block_source(self.reserve_producer_ids)
         self.zk.add_listener(self._on_session)
         self.registry.watch()
-        ChildrenWatch(self.zk.client, paths.BROKER_TOPICS, self._on_topics)
+        self.zk.watch_children(paths.BROKER_TOPICS, self._on_topics)
         self.config_changes.start()
         self.broker_configs_changed()
         self.registry.register(host, port, None, *self._endpoints())

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 
 from kazoo.exceptions import ConnectionClosedError
-from kazoo.recipe.watchers import ChildrenWatch
 
 from ...errors import BrokerIdConflict
 from . import paths
+from .children_watch import ChildrenWatcher
 from .zk import NodeExistsError, ZkClient
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class BrokerRegistry:
         self._live: dict[int, paths.BrokerInfo] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[set[int]], None]] = []
-        self._watch: ChildrenWatch | None = None
+        self._watch: ChildrenWatcher | None = None
 
     def register(
         self,
@@ -69,7 +69,7 @@ class BrokerRegistry:
     def watch(self) -> None:
         """Follow ``/brokers/ids``: the live-broker cache and the listeners (called with the live ids)."""
         self.zk.ensure_path(paths.BROKER_IDS)
-        self._watch = ChildrenWatch(self.zk.client, paths.BROKER_IDS, self._on_children)
+        self._watch = self.zk.watch_children(paths.BROKER_IDS, self._on_children)
 
     def _on_children(self, children: list[str]) -> bool:
         try:

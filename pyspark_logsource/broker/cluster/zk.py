@@ -28,6 +28,7 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from ...errors import NetworkError
+from .children_watch import ChildrenWatcher
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,15 @@ class ZkClient:
 
     def exists(self, path: str) -> ZnodeStat | None:
         return self._call(self.client.exists, path)
+
+    def list_and_watch(self, path: str, watch: Callable[[Any], None]) -> list[str]:
+        """Children names, and ``watch(event)`` called once at their next change (NoNodeError if absent)."""
+        return self._call(self.client.get_children, path, watch=watch)
+
+    def watch_children(self, path: str, fn: Callable[[list[str]], bool | None]) -> ChildrenWatcher:
+        """Follow ``path``'s children: ``fn(children)`` now, after each change and after each reconnect
+        (:class:`.children_watch.ChildrenWatcher`, in place of kazoo's ChildrenWatch)."""
+        return ChildrenWatcher(self, path, fn)
 
     # ------------------------------------------------------------ writes
 

@@ -147,14 +147,12 @@ class ZkCredentialStore(CredentialStore):
     ``zk`` is the broker's :class:`~..cluster.zk.ZkClient` (its kazoo client does the watches)."""
 
     def __init__(self, zk: Any) -> None:
-        from kazoo.recipe.watchers import ChildrenWatch
-
         self.zk = zk
         self._lock = threading.Lock()
         self._creds: Credentials = {}
         self._watched: set[str] = set()
         zk.ensure_path(USERS_PATH)
-        self._children = ChildrenWatch(zk.client, USERS_PATH, self._on_users)
+        self._children = zk.watch_children(USERS_PATH, self._on_users)
 
     def _on_users(self, nodes: list[str]) -> None:
         from kazoo.recipe.watchers import DataWatch

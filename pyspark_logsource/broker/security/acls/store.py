@@ -237,8 +237,6 @@ class ZkAclStore(AclStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
-        from kazoo.recipe.watchers import ChildrenWatch
-
         self.zk = zk
         self.change_expiration_ms = change_expiration_ms
         self._clock = clock
@@ -256,24 +254,12 @@ class ZkAclStore(AclStore):
                     continue  # Kafka's other resource types (DelegationToken, User): not ours
                 for name in zk.children(f"{root}/{kind}"):
                     self._reload(ResourcePattern(rtype, name, pattern_type))
-        self._changes_lock = threading.Lock()
-        self._closed = False
+        # the broker's watch recipe lists the children again on every reconnect: a notification left unread
+        # while ZooKeeper was away is read then
         self._watches = [
-            ChildrenWatch(zk.client, root, lambda children, root=root: self._on_changes(root, children))
+            zk.watch_children(root, lambda children, root=root: self._on_changes(root, children))
             for root in (LITERAL_CHANGES, EXTENDED_CHANGES)
         ]
-        # kazoo's ChildrenWatch calls again after a reconnect only when the children differ: a notification
-        # left unread while ZooKeeper was away is read by a re-scan when the session is back
-        zk.on_connected(self._rescan, "acl-changes-rescan")
-
-    def _rescan(self) -> None:
-        if self._closed:
-            return
-        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            try:
-                self._on_changes(root, self.zk.children(root))
-            except ZK_UNAVAILABLE as e:  # away again: the next reconnect scans again
-                log.warning("could not list the ACL change notifications under %s: %r", root, e)
 
     def _reload(self, pattern: ResourcePattern) -> None:
         got = self.zk.get(_node(pattern))
@@ -288,12 +274,8 @@ class ZkAclStore(AclStore):
         """The watch on a change root: re-read the resource each new notification names.
 
         A notification counts as seen once its resource was read (or it is gone, or malformed). One that
-        could not be read because ZooKeeper was away stays unseen and is read by the re-scan made when the
-        session is back, as Kafka's listener processes the notifications again after reconnecting."""
-        with self._changes_lock:  # the watch and the re-scan after a reconnect
-            self._read_changes(root, children)
-
-    def _read_changes(self, root: str, children: list[str]) -> None:
+        could not be read because ZooKeeper was away stays unseen and is read when the watch lists the
+        children again on reconnecting, as Kafka's listener processes the notifications again then."""
         listed = set(children)
         seen = self._seen[root] & listed
         new = sorted(listed - seen)
@@ -363,5 +345,6 @@ class ZkAclStore(AclStore):
         raise RuntimeError(f"could not change the ACLs of {path}: too many concurrent changes")
 
     def close(self) -> None:
-        self._closed = True
+        for w in self._watches:
+            w.stop()
         self._watches.clear()
