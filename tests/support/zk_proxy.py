@@ -15,6 +15,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 
 _WATCH_XID = -1
 
@@ -81,21 +82,16 @@ class ZkProxy:
             threading.Thread(target=self._replies, args=(server, client, state), daemon=True).start()
 
     def _pump(self, client: socket.socket, server: socket.socket, state: dict) -> None:
-        # the client's requests: a 4-byte length and a body; every one but the connect request starts with
-        # its xid. Armed, once the watch recipe has had its answer, the next request is not forwarded: the
-        # connection is cut instead, so the read it asks for fails with a connection loss.
-        first = True
+        # the client's requests. Armed, once the watch recipe has had its answer, the next request is not
+        # forwarded: the connection is cut instead, so the read it asks for fails with a connection loss.
         try:
-            while True:
-                head = _read(client, 4)
-                body = _read(client, struct.unpack(">i", head)[0])
-                if not first and state["answered"] and struct.unpack(">i", body[:4])[0] > 0:
+            for frame, xid in _frames(client):
+                if xid is not None and xid > 0 and state["answered"]:
                     with self._lock:
                         if self._armed_refuse_s is not None and not self._at_reply:
                             self._cut()
                             break
-                first = False
-                server.sendall(head + body)
+                server.sendall(frame)
         except OSError:
             pass
         _close(client)
@@ -104,13 +100,9 @@ class ZkProxy:
     def _replies(self, server: socket.socket, client: socket.socket, state: dict) -> None:
         # ZooKeeper's replies, forwarded as they come; noted: a watch event (xid -1) and then the answer
         # to the client's next request (the recipe listing the children again), while armed
-        first = True
         try:
-            while True:
-                head = _read(server, 4)
-                body = _read(server, struct.unpack(">i", head)[0])
-                if not first:
-                    xid = struct.unpack(">i", body[:4])[0]
+            for frame, xid in _frames(server):
+                if xid is not None:
                     with self._lock:
                         if self._armed_refuse_s is None:
                             state["watch"] = state["answered"] = False
@@ -118,8 +110,7 @@ class ZkProxy:
                             state["watch"] = True
                         elif xid > 0 and state["watch"]:
                             state["answered"] = True
-                first = False
-                client.sendall(head + body)
+                client.sendall(frame)
                 if state["answered"]:
                     with self._lock:
                         if self._armed_refuse_s is not None and self._at_reply:
@@ -129,6 +120,17 @@ class ZkProxy:
             pass
         _close(server)
         _close(client)
+
+
+def _frames(sock: socket.socket) -> Iterator[tuple[bytes, int | None]]:
+    """Each frame that comes on ``sock`` (a 4-byte length and a body) and its xid: None for the first, the
+    connect request or answer, the only frame that does not start with one."""
+    first = True
+    while True:
+        head = _read(sock, 4)
+        body = _read(sock, struct.unpack(">i", head)[0])
+        yield head + body, None if first else struct.unpack(">i", body[:4])[0]
+        first = False
 
 
 def _read(sock: socket.socket, n: int) -> bytes:
