@@ -184,3 +184,48 @@ def test_concurrent_acl_changes_to_one_resource_all_apply_each_with_one_notifica
     finally:
         for c in clients:
             c.stop()
+
+
+def test_a_children_watch_on_a_path_not_there_yet_reports_it_once_created_and_again_after_its_deletion(
+    zk_connect,
+):
+    """kazoo's ChildrenWatch gave up for good on a missing path; the house recipe reports it as having no
+    children and watches for its creation, and after the path is deleted, for its creation again."""
+    direct = ZkClient(zk_connect, session_timeout_ms=10_000)
+    direct.start()
+    try:
+        seen: list[list[str]] = []
+        watcher = direct.watch_children("/later", lambda c: seen.append(sorted(c)))
+        assert seen == [[]]  # not there: no children
+        direct.create("/later/a", makepath=True)
+        assert _until(lambda: seen[-1:] == [["a"]]), seen
+        direct.delete("/later/a")
+        direct.delete("/later")
+        assert _until(lambda: seen[-1:] == [[]]), seen
+        direct.create("/later/b", makepath=True)
+        assert _until(lambda: seen[-1:] == [["b"]]), f"not reported after its re-creation: {seen}"
+        watcher.stop()
+    finally:
+        direct.stop()
+
+
+def test_a_stopped_children_watch_is_not_called_on_reconnects(proxied):
+    """A stopped watch leaves no listener behind on its client (one was kept per watch before), and neither a
+    change nor a reconnect calls it."""
+    direct, through_proxy, proxy = proxied
+    direct.ensure_path("/stopped")
+    client = through_proxy(10_000, None)
+    before = len(client._listeners)
+    seen: list[list[str]] = []
+    watcher = client.watch_children("/stopped", lambda c: seen.append(sorted(c)))
+    assert seen == [[]] and len(client._listeners) == before + 1
+    watcher.stop()
+    assert len(client._listeners) == before
+    states: list[str] = []
+    client.add_listener(lambda state: states.append(str(state)))
+    direct.create("/stopped/a")
+    proxy.drop_connections()
+    assert _until(lambda: "SUSPENDED" in states and states[-1] == "CONNECTED"), states
+    direct.create("/stopped/b")
+    time.sleep(0.5)  # a listing started by the reconnect, or a watch left set, would have called back by now
+    assert seen == [[]]

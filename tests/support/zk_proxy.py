@@ -47,6 +47,14 @@ class ZkProxy:
             self._armed_refuse_s = refuse_s
             self._at_reply = at_reply
 
+    def drop_connections(self) -> None:
+        """Close every proxied connection now (the clients reconnect through the proxy)."""
+        with self._lock:
+            for s in self._sockets:
+                _close(s)
+            self._sockets.clear()
+            self.cuts += 1
+
     def _cut(self) -> None:
         # lock held
         self._refuse_until = time.monotonic() + (self._armed_refuse_s or 0.0)

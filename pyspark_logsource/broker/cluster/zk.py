@@ -121,15 +121,24 @@ class ZkClient:
         """Call ``fn(state)`` on each session state change (on kazoo's thread: do not block in it)."""
         self._listeners.append(fn)
 
-    def on_connected(self, fn: Callable[[], None], name: str) -> None:
+    def remove_listener(self, fn: Callable[[KazooState], None]) -> None:
+        """No more calls to ``fn`` (added by :meth:`add_listener`; nothing if it is not there)."""
+        try:
+            self._listeners.remove(fn)
+        except ValueError:
+            pass
+
+    def on_connected(self, fn: Callable[[], None], name: str) -> Callable[[KazooState], None]:
         """Run ``fn()`` on a thread of its own (named ``name``) each time the session is connected again: work
-        that reads ZooKeeper, which a listener must not do on kazoo's thread."""
+        that reads ZooKeeper, which a listener must not do on kazoo's thread. Returns the listener, for
+        :meth:`remove_listener`."""
 
         def listener(state: KazooState) -> None:
             if state == KazooState.CONNECTED:
                 threading.Thread(target=fn, name=name, daemon=True).start()
 
         self.add_listener(listener)
+        return listener
 
     def _on_state(self, state: KazooState) -> None:
         log.info("ZooKeeper session state: %s", state)
@@ -155,8 +164,10 @@ class ZkClient:
         except NoNodeError:
             return []
 
-    def exists(self, path: str) -> ZnodeStat | None:
-        return self._call(self.client.exists, path)
+    def exists(self, path: str, watch: Callable[[Any], None] | None = None) -> ZnodeStat | None:
+        """The node's stat, or None when it does not exist; ``watch(event)`` is called once at its next
+        creation, deletion or change."""
+        return self._call(self.client.exists, path, watch=watch)
 
     def list_and_watch(self, path: str, watch: Callable[[Any], None]) -> list[str]:
         """Children names, and ``watch(event)`` called once at their next change (NoNodeError if absent)."""
