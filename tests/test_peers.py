@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from support.kafka_peer import KafkaServer, KafkaStartError, peers, random_cluster_id
+from support.kafka_peer import KafkaServer, KafkaStartError, free_port, peers, random_cluster_id
 
 ROOT = peers().ROOT
 
@@ -56,9 +56,14 @@ def test_kafka_that_exits_fails_with_its_log(tmp_path):
 
 @pytest.mark.real_kafka
 def test_kafka_that_does_not_start_in_time_fails_with_its_last_log_lines(tmp_path):
-    server = KafkaServer(tmp_path, start_timeout=2.0)
+    # A second controller voter nobody runs: no quorum, so the broker never finishes starting, however
+    # fast the machine (a plain 2 s deadline was met once, on a quiet machine)
+    server = KafkaServer(tmp_path, start_timeout=3.0)
+    server.overrides["controller.quorum.voters"] = (
+        f"1@127.0.0.1:{server.controller_port},2@127.0.0.1:{free_port()}"
+    )
     t0 = time.monotonic()
-    with pytest.raises(KafkaStartError, match=r"did not start within 2 s; its last log lines:\n") as e:
+    with pytest.raises(KafkaStartError, match=r"did not start within 3 s; its last log lines:\n") as e:
         server.start()
     assert time.monotonic() - t0 < 30
     assert server.proc is not None and server.proc.poll() is not None  # stopped, not left running
