@@ -14,7 +14,8 @@ set to None in this process) and the compiled one, alternated, best of
 * ``format`` also: ``to_kafka()`` of 1 MB fetches of ``ours`` (the broker's conversion of
   Arrow-bodied batches into Kafka's varint layout for Kafka clients), and
   ``messages_from_arrow()`` of 1000-row tables (poll()'s batch-to-messages step);
-* ``consumer``: ``Consumer.poll_arrow(1000)`` over the whole topic, ``rd`` and ``ours``; and
+* ``consumer``: ``Consumer.poll_arrow(1000)`` over the whole topic with 4 MB fetches, ``rd`` and ``ours``,
+  and with 200 KB (~1000-message) fetches over ``p1000``; and
   ``Consumer.poll()`` per message with 200 KB (~1000-message) fetches over ``rd``, ``ours`` and
   ``p1000`` (our Producer, batches of 1000), with confluent-kafka's ``consume(10000)`` of ``rd``
   in the same run;
@@ -262,7 +263,18 @@ def consume_all(bs: str, topic: str, n: int) -> None:
 def consumer_rows(bs: str, n: int, repeat: int) -> None:
     for name, topic in (("librdkafka-written topic", "rd"), ("Arrow-body topic (our Producer)", "ours")):
         py, co = both(lambda topic=topic: consume_all(bs, topic, n + 1), repeat)
-        row(f"Consumer.poll_arrow(1000), {name}", n, "msg", py, co, ">= 5,000,000" if topic == "rd" else "")
+        row(
+            f"Consumer.poll_arrow(1000), 4 MB fetches, {name}",
+            n,
+            "msg",
+            py,
+            co,
+            ">= 5,000,000" if topic == "rd" else "",
+        )
+    # issue 25's Arrow-body row is at ~1000-message fetches (paper.py's "consumer 1000-msg batches"): 200 KB
+    # fetches of p1000, one 1000-record batch per fetch
+    py, co = both(lambda: paper.consume(bs, "p1000", n, arrow=True), repeat)
+    row("Consumer.poll_arrow(1000), 200 KB fetches, p1000", n, "msg", py, co, ">= 8,000,000")
     # poll() per message, fetches of 200 KB (~1000 messages), as benchmarks/paper.py's consumer rows
     for name, topic in (("p1000", "p1000"), ("ours", "ours"), ("rd (librdkafka)", "rd")):
         py, co = both(lambda topic=topic: paper.consume(bs, topic, n, arrow=False), repeat)
